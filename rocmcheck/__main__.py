@@ -1,0 +1,3 @@
+from rocmcheck.cli import main
+
+main()

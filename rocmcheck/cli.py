@@ -1,0 +1,54 @@
+"""Command line: parses options and calls one function per command. Subcommands load lazily so
+`rocmcheck --help` and `rocmcheck doctor` never pay for modules they do not use."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from rocmcheck import __version__
+
+# name -> "module:attribute" of a click.Command. Each command lives in rocmcheck/commands/.
+COMMANDS = {
+    "doctor": "rocmcheck.commands.doctor:doctor",
+    "probe": "rocmcheck.commands.probe:probe",
+    "smoke-train": "rocmcheck.commands.smoke_train:smoke_train",
+    "lint": "rocmcheck.commands.lint:lint",
+    "recipes": "rocmcheck.commands.recipes:recipes",
+    "build-env": "rocmcheck.commands.build_env:build_env",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("rocmcheck"):
+                return None  # command not built yet
+            raise
+        return getattr(module, attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="rocmcheck")
+def cli() -> None:
+    """Can this machine fine-tune LLaMA-class models on ROCm (or CUDA)? rocmcheck finds out and says what to fix."""
+
+
+def main() -> None:
+    # click turns usage errors into one line and exit 2; keep KeyboardInterrupt quiet too.
+    try:
+        cli.main(prog_name="rocmcheck", standalone_mode=True)
+    except KeyboardInterrupt:  # pragma: no cover - interactive only
+        click.echo("interrupted", err=True)
+        sys.exit(130)

@@ -1,0 +1,1 @@
+"""One module per CLI command; each only parses options and calls one function."""

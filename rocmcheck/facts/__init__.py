@@ -1,0 +1,1 @@
+"""Facts: what the machine is. Collected once, read-only, bounded in time."""

@@ -1,0 +1,1 @@
+"""Pure parsers: tool output text -> data. Tested on the verbatim outputs in ../shared/fixtures."""

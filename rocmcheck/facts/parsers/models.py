@@ -1,0 +1,78 @@
+"""What the parsers return. Plain dataclasses so checks and tests read them the same way."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RocmAgent:
+    """One HSA agent printed by rocminfo."""
+
+    index: int  # "Agent N"
+    name: str  # "gfx942" for GPUs, CPU model for CPUs, "aie2" for NPUs
+    marketing_name: str = ""
+    vendor: str = ""
+    device_type: str = ""  # "GPU" | "CPU" | "DSP" | ...
+    uuid: str = ""
+    node: int | None = None
+    chip_id: int | None = None  # from "Chip ID: 29857(0x74a1)"
+    compute_units: int | None = None
+    wavefront_size: int | None = None
+    memory_bytes: int | None = None  # the GPU's GLOBAL COARSE GRAINED pool (its VRAM as HSA sees it)
+    is_apu: bool = False  # "Memory Properties: APU"
+    isas: list[str] = field(default_factory=list)  # "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.device_type.upper() == "GPU"
+
+
+@dataclass
+class RocminfoReport:
+    agents: list[RocmAgent] = field(default_factory=list)
+    runtime_version: str | None = None
+    kfd_module_loaded: bool | None = None  # "ROCk module ... is loaded"
+    # Recognised failure text (e.g. "Unable to open /dev/kfd read-write: Permission denied"), verbatim.
+    error: str | None = None
+    error_kind: str | None = None  # "kfd_permission" | "kfd_invalid_argument" | "kfd_missing" | "other"
+
+    @property
+    def gpus(self) -> list[RocmAgent]:
+        return [a for a in self.agents if a.is_gpu]
+
+
+@dataclass
+class SmiGpu:
+    """One GPU as rocm-smi / amd-smi / nvidia-smi report it. Any field may be unknown."""
+
+    index: int
+    product_name: str | None = None  # "AMD Instinct MI300X", "NVIDIA H100 80GB HBM3"
+    gfx: str | None = None  # AMD: "gfx942"
+    vram_total_bytes: int | None = None
+    vram_used_bytes: int | None = None
+    partition: str | None = None  # compute partition "SPX"/"CPX"/"QPX" when shown
+    memory_partition: str | None = None  # "NPS1"/"NPS4"
+    pci_bus: str | None = None
+    uuid: str | None = None
+
+
+@dataclass
+class SmiReport:
+    tool: str  # "rocm-smi" | "amd-smi" | "nvidia-smi"
+    gpus: list[SmiGpu] = field(default_factory=list)
+    driver_version: str | None = None
+    cuda_version: str | None = None  # nvidia-smi header "CUDA Version: 12.7"
+    tool_version: str | None = None
+    rocm_version: str | None = None  # amd-smi version prints "ROCm version: 6.3.3"
+
+
+@dataclass
+class HipConfig:
+    hip_version: str | None = None  # "6.3.42133-1b9c17779"
+    hip_version_short: str | None = None  # "6.3"
+    platform: str | None = None  # "amd" | "nvidia"
+    rocm_path: str | None = None
+    hip_path: str | None = None
+    runtime: str | None = None  # "rocclr"
+    compiler: str | None = None  # "clang"

@@ -1,0 +1,107 @@
+"""Knowledge shipped as data (rocmcheck/knowledge/*.json), each entry with its sources."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> dict[str, Any]:
+    return json.loads(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class Product:
+    name: str
+    vram_gib: float | None = None
+    bf16_tflops: float | None = None
+    hbm_tbps: float | None = None
+    typical_fraction: float | None = None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str  # "gfx942" or "sm_90"
+    vendor: str  # "amd" | "nvidia"
+    family: str
+    status: str = "supported"
+    products: tuple[Product, ...] = field(default_factory=tuple)
+    replaced_by: str | None = None
+    wavefront: int | None = None
+    compute_capability: str | None = None
+    note: str | None = None
+    sources: tuple[str, ...] = field(default_factory=tuple)
+
+    def product_names(self) -> list[str]:
+        return [p.name for p in self.products]
+
+    def match_product(self, marketing_name: str | None) -> Product | None:
+        """The product whose name appears in a tool's marketing name ("AMD Instinct MI300X")."""
+        if not marketing_name:
+            return None
+        text = marketing_name.upper()
+        # Longest names first, so "H100 NVL" wins over "H100".
+        for product in sorted(self.products, key=lambda p: -len(p.name)):
+            if re.search(r"(?<![A-Z0-9])" + re.escape(product.name.upper()) + r"(?![A-Z0-9])", text):
+                return product
+        return None
+
+
+def _arch(vendor: str, name: str, entry: dict[str, Any]) -> Arch:
+    products = tuple(Product(**p) for p in entry.get("products", []))
+    return Arch(
+        name=name,
+        vendor=vendor,
+        family=entry.get("family", ""),
+        status=entry.get("status", "supported"),
+        products=products,
+        replaced_by=entry.get("replaced_by"),
+        wavefront=entry.get("wavefront"),
+        compute_capability=entry.get("compute_capability"),
+        note=entry.get("note"),
+        sources=tuple(entry.get("sources", [])),
+    )
+
+
+@lru_cache(maxsize=None)
+def all_archs() -> dict[str, Arch]:
+    data = load("gpus.json")
+    out: dict[str, Arch] = {}
+    for vendor in ("amd", "nvidia"):
+        for name, entry in data[vendor].items():
+            out[name] = _arch(vendor, name, entry)
+    return out
+
+
+def arch_info(name: str) -> Arch | None:
+    """Look up "gfx942" (feature suffixes like ":sramecc+:xnack-" are ignored) or "sm_90"."""
+    return all_archs().get(base_gfx(name))
+
+
+def base_gfx(name: str) -> str:
+    """"gfx942:sramecc+:xnack-" -> "gfx942"; torch's gcnArchName carries target features."""
+    return name.strip().split(":", 1)[0]
+
+
+def cuda_arch_from_capability(major: int, minor: int) -> str:
+    return f"sm_{major}{minor}"
+
+
+def suggest_arch(text: str) -> str | None:
+    """A "did you mean" for a mistyped arch: "GFX942", "gfx-942", "942", "sm90", "9.0"."""
+    names = list(all_archs())
+    cleaned = re.sub(r"[^a-z0-9.]", "", text.strip().lower())
+    digits = re.sub(r"[^0-9a-f]", "", cleaned.replace("gfx", ""))
+    candidates = [cleaned, "gfx" + digits, "sm_" + cleaned.replace("sm", "").replace(".", "")]
+    for cand in candidates:
+        if cand in names:
+            return cand
+    close = difflib.get_close_matches(cleaned, names, n=1, cutoff=0.75)
+    return close[0] if close else None
