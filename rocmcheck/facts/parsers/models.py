@@ -22,6 +22,7 @@ class RocmAgent:
     memory_bytes: int | None = None  # the GPU's GLOBAL COARSE GRAINED pool (its VRAM as HSA sees it)
     is_apu: bool = False  # "Memory Properties: APU"
     isas: list[str] = field(default_factory=list)  # "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"
+    bdfid: int | None = None  # "BDFID: 6912" = PCI bus/device/function packed (0x1b00 -> bus 0x1b)
 
     @property
     def is_gpu(self) -> bool:
@@ -35,7 +36,16 @@ class RocminfoReport:
     kfd_module_loaded: bool | None = None  # "ROCk module ... is loaded"
     # Recognised failure text (e.g. "Unable to open /dev/kfd read-write: Permission denied"), verbatim.
     error: str | None = None
-    error_kind: str | None = None  # "kfd_permission" | "kfd_invalid_argument" | "kfd_missing" | "other"
+    # "kfd_permission" | "kfd_invalid_argument" | "kfd_missing" | "kfd_no_memory" | "hsa_error" | "driver_not_loaded"
+    # | "other" -- see rocmcheck/facts/parsers/rocminfo.py ERROR_KINDS for the text behind each.
+    error_kind: str | None = None
+    error_lines: list[str] = field(default_factory=list)  # every recognised failure line, verbatim, in order
+    hsa_status: str | None = None  # "HSA_STATUS_ERROR_OUT_OF_RESOURCES" from "Call returned ..."
+    group_note: str | None = None  # "root is member of nogroup group" / "Failed to get user name ..."
+    kfd_module_version: str | None = None  # "6.8.5" from "ROCk module version 6.8.5 is loaded"
+    runtime_ext_version: str | None = None  # "Runtime Ext Version: 1.6"
+    system_attributes: dict[str, str] = field(default_factory=dict)  # the "HSA System Attributes" block
+    complete: bool = False  # the output ended with "*** Done ***" (a paste may be cut short)
 
     @property
     def gpus(self) -> list[RocmAgent]:
@@ -55,6 +65,12 @@ class SmiGpu:
     memory_partition: str | None = None  # "NPS1"/"NPS4"
     pci_bus: str | None = None
     uuid: str | None = None
+    compute_cap: str | None = None  # NVIDIA: "9.0"
+    node: int | None = None  # KFD node (rocm-smi "Node" column, amd-smi list NODE_ID)
+    device_id: str | None = None  # PCI device id as the tool prints it: "0x74a1" (AMD), "0x232110DE" (NVIDIA)
+    partition_id: int | None = None  # which slice of a partitioned GPU ("NPS1, QPX, 3" -> 3)
+    vram_used_percent: float | None = None  # rocm-smi "VRAM%": memory some process already holds
+    util_percent: float | None = None  # rocm-smi "GPU%", rocm-smi --json "GPU use (%)"
 
 
 @dataclass
@@ -65,6 +81,9 @@ class SmiReport:
     cuda_version: str | None = None  # nvidia-smi header "CUDA Version: 12.7"
     tool_version: str | None = None
     rocm_version: str | None = None  # amd-smi version prints "ROCm version: 6.3.3"
+    # A recognised failure message, verbatim: "NVIDIA-SMI has failed because it couldn't communicate with
+    # the NVIDIA driver. ...", "ERROR:root:Driver not initialized (amdgpu not found in modules)".
+    error: str | None = None
 
 
 @dataclass
@@ -76,3 +95,4 @@ class HipConfig:
     hip_path: str | None = None
     runtime: str | None = None  # "rocclr"
     compiler: str | None = None  # "clang"
+    clang_version: str | None = None  # "AMD clang version 18.0.0git (... roc-6.3.2 ...)"

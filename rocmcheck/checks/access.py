@@ -1,0 +1,126 @@
+"""Can this user reach the GPUs: /dev/kfd, /dev/dri/renderD*, render/video groups, container flags."""
+
+from __future__ import annotations
+
+from rocmcheck.checks import check
+from rocmcheck.checks.context import CheckContext
+from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+
+# The flags ROCm's Docker guide and AMD's training containers use (facts.md section 7).
+DOCKER_ROCM_FLAGS = ("--device=/dev/kfd --device=/dev/dri --group-add video --group-add render "
+                     "--ipc=host --shm-size 16G --security-opt seccomp=unconfined")
+GROUPS_FIX = "sudo usermod -aG render,video $USER, then log out and back in (or run `newgrp render`)."
+
+
+def _render_nodes(ctx: CheckContext) -> dict[str, dict]:
+    return {p: a for p, a in ctx.facts.devices.items() if p.startswith("/dev/dri/renderD")}
+
+
+def _access_words(info: dict) -> str:
+    bits = [w for w, ok in (("read", info.get("readable")), ("write", info.get("writable"))) if not ok]
+    owner = f" (mode {info.get('mode')}, group {info.get('group') or info.get('gid')})" if info.get("mode") else ""
+    return f"no {' / '.join(bits)} access{owner}"
+
+
+@check("devices.kfd", "/dev/kfd present and read-write")
+def check_kfd(ctx: CheckContext) -> CheckResult:
+    if ctx.vendor != "amd":
+        return skipped("devices.kfd", "no AMD GPU stack found")
+    info = ctx.facts.devices.get("/dev/kfd", {})
+    in_container, _ = ctx.in_container
+    report = ctx.rocminfo
+    evidence = [f"rocminfo: {report.error}"] if report is not None and report.error else []
+    if not info.get("exists"):
+        if in_container:
+            return failed("devices.kfd", "/dev/kfd is missing: the container was started without it",
+                          f"Restart the container with: docker run {DOCKER_ROCM_FLAGS} ...", evidence)
+        return failed("devices.kfd", "/dev/kfd is missing: the amdgpu (KFD) driver is not loaded",
+                      "Install and load the driver on the host: sudo apt install amdgpu-dkms && sudo reboot.", evidence)
+    if info.get("readable") and info.get("writable"):
+        return passed("devices.kfd", "/dev/kfd is read-write for this user")
+    fix = GROUPS_FIX
+    if in_container:
+        fix = "Start the container with --group-add video --group-add render (or run as a user in those groups)."
+    return failed("devices.kfd", f"/dev/kfd: {_access_words(info)}", fix, evidence)
+
+
+@check("devices.render", "/dev/dri/renderD* present and read-write")
+def check_render_nodes(ctx: CheckContext) -> CheckResult:
+    if ctx.vendor != "amd":
+        return skipped("devices.render", "no AMD GPU stack found")
+    nodes = _render_nodes(ctx)
+    in_container, _ = ctx.in_container
+    if not nodes:
+        fix = (f"Restart the container with: docker run {DOCKER_ROCM_FLAGS} ..." if in_container
+               else "Load the amdgpu driver on the host (sudo apt install amdgpu-dkms && sudo reboot).")
+        return failed("devices.render", "no /dev/dri/renderD* nodes", fix)
+    bad = {p: a for p, a in nodes.items() if not (a.get("readable") and a.get("writable"))}
+    evidence = [f"{p}: {'ok' if p not in bad else _access_words(a)}" for p, a in nodes.items()]
+    if bad:
+        return failed("devices.render", f"{len(bad)} of {len(nodes)} render nodes are not read-write", GROUPS_FIX, evidence)
+    return passed("devices.render", f"{len(nodes)} render node(s) read-write", evidence)
+
+
+@check("devices.groups", "user in the render and video groups")
+def check_groups(ctx: CheckContext) -> CheckResult:
+    if ctx.vendor != "amd":
+        return skipped("devices.groups", "no AMD GPU stack found")
+    user = ctx.facts.user
+    if user.get("uid") == 0:
+        return passed("devices.groups", "running as root (group membership not needed)")
+    groups = set(user.get("groups") or [])
+    missing = [g for g in ("render", "video") if g not in groups]
+    evidence = [f"groups: {', '.join(sorted(groups)) or '(none)'}"]
+    absent = [g for g in missing if (user.get("group_ids") or {}).get(g) is None]
+    if absent:
+        evidence.append(f"group(s) not defined on this system: {', '.join(absent)}")
+    if not missing:
+        return passed("devices.groups", "user is in render and video", evidence)
+    # Access is what matters; membership only explains it. With working device nodes this is a warning.
+    kfd = ctx.facts.devices.get("/dev/kfd", {})
+    if kfd.get("readable") and kfd.get("writable"):
+        return warned("devices.groups", f"user not in {', '.join(missing)} (devices are reachable anyway)", GROUPS_FIX, evidence)
+    return failed("devices.groups", f"user not in {', '.join(missing)}", GROUPS_FIX, evidence)
+
+
+def missing_container_flags(ctx: CheckContext) -> list[str]:
+    """The docker run flags whose effect is absent from inside this container."""
+    f = ctx.facts
+    missing = []
+    if not f.devices.get("/dev/kfd", {}).get("exists"):
+        missing.append("--device=/dev/kfd")
+    if not _render_nodes(ctx):
+        missing.append("--device=/dev/dri")
+    groups = set(f.user.get("groups") or [])
+    if f.user.get("uid") != 0 and not {"video", "render"} <= groups:
+        missing.append("--group-add video --group-add render")
+    shm = f.limits.get("shm_bytes")
+    if shm is not None and shm < 1 << 30:
+        missing.append("--ipc=host (or --shm-size 16G)")
+    status = f.files.get("/proc/self/status") or ""
+    for line in status.splitlines():
+        if line.startswith("Seccomp:") and line.split(":", 1)[1].strip() not in ("0", ""):
+            missing.append("--security-opt seccomp=unconfined")
+    return missing
+
+
+@check("container.flags", "container started with the flags ROCm needs")
+def check_container_flags(ctx: CheckContext) -> CheckResult:
+    in_container, evidence = ctx.in_container
+    if not in_container:
+        return skipped("container.flags", "not in a container")
+    if ctx.vendor == "nvidia":
+        if ctx.nvidia_gpus:
+            return passed("container.flags", "NVIDIA GPUs are visible inside this container", evidence)
+        return failed("container.flags", "no NVIDIA GPU visible inside this container",
+                      "Start it with --gpus all (NVIDIA Container Toolkit).", evidence)
+    missing = missing_container_flags(ctx)
+    if not missing:
+        return passed("container.flags", "the ROCm devices and settings reached this container", evidence)
+    summary = f"this container was started without: {' '.join(missing)}"
+    fix = f"Restart it with: docker run {DOCKER_ROCM_FLAGS} <image>"
+    gpu_devices_missing = any(m.startswith("--device") for m in missing)
+    if gpu_devices_missing and ctx.vendor != "amd":
+        # No AMD stack visible at all: maybe a CPU-only host, maybe the devices were not passed. Say both.
+        return warned("container.flags", summary + " (no GPU reached the container)", fix, evidence)
+    return failed("container.flags", summary, fix, evidence)

@@ -1,0 +1,221 @@
+"""What the checks see: the raw Facts plus views derived once (parsed tool outputs, the GPU list)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from rocmcheck.facts.collect import Facts
+from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiReport
+from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx
+
+CONTAINER_CGROUP_MARKERS = ("docker", "kubepods", "containerd", "libpod", "lxc", "podman")
+
+
+@dataclass
+class GpuView:
+    """One GPU as rocmcheck understands it, whatever tool reported it."""
+
+    vendor: str  # "amd" | "nvidia"
+    index: int
+    arch: str | None  # "gfx942" | "sm_90"
+    name: str | None  # marketing / product name
+    memory_bytes: int | None = None
+    source: str = ""
+    arch_entry: Arch | None = None
+    product: Product | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CheckContext:
+    facts: Facts
+    expected_archs: tuple[str, ...] = ()
+
+    # ---- parsed tool outputs -------------------------------------------------------------------
+    @cached_property
+    def rocminfo(self) -> RocminfoReport | None:
+        from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
+
+        res = self.facts.command("rocminfo")
+        if res is None:
+            return None
+        return parse_rocminfo(res.stdout + ("\n" + res.stderr if res.stderr else ""))
+
+    @cached_property
+    def amd_smi(self) -> SmiReport | None:
+        from rocmcheck.facts.parsers import smi
+
+        reports = []
+        static = self.facts.command("amd-smi-static")
+        if static is not None and static.ok:
+            reports.append(smi.parse_amd_smi_static_json(static.stdout))
+        version = self.facts.command("amd-smi-version")
+        if version is not None and version.ok:
+            reports.append(smi.parse_amd_smi_version(version.stdout))
+        rjson = self.facts.command("rocm-smi-json")
+        if rjson is not None and rjson.ok:
+            reports.append(smi.parse_rocm_smi_json(rjson.stdout))
+        concise = self.facts.command("rocm-smi")
+        if concise is not None and concise.ok:
+            reports.append(smi.parse_rocm_smi(concise.stdout))
+        reports = [r for r in reports if r is not None]
+        return smi.merge_smi(*reports) if reports else None
+
+    @cached_property
+    def nvidia_smi(self) -> SmiReport | None:
+        from rocmcheck.facts.collect import NVIDIA_QUERY_FIELDS
+        from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
+
+        query = self.facts.command("nvidia-smi-query")
+        if query is None:
+            return None
+        report = parse_nvidia_smi_csv(query.stdout, NVIDIA_QUERY_FIELDS) if query.ok else None
+        table = self.facts.command("nvidia-smi")
+        if table is not None and table.ok:
+            header = parse_nvidia_smi_table(table.stdout)
+            if report is None:
+                report = header
+            else:
+                report.cuda_version = report.cuda_version or header.cuda_version
+                report.driver_version = report.driver_version or header.driver_version
+        return report
+
+    @cached_property
+    def hipconfig(self) -> HipConfig | None:
+        from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
+
+        res = self.facts.command("hipconfig")
+        if res is None or not res.ok:
+            return None
+        return parse_hipconfig(res.stdout)
+
+    # ---- Python stack (child-process probes) ---------------------------------------------------
+    @property
+    def torch(self) -> dict[str, Any] | None:
+        return self.facts.probes.get("torch")
+
+    @property
+    def torch_is_rocm(self) -> bool:
+        return bool(self.torch and self.torch.get("hip"))
+
+    @property
+    def torch_is_cuda(self) -> bool:
+        return bool(self.torch and self.torch.get("cuda") and not self.torch.get("hip"))
+
+    def probe_failure(self, name: str) -> str | None:
+        """Why a Python probe gave no JSON (crash, hang), or None when it did."""
+        if name in self.facts.probes:
+            return None
+        run = self.facts.probe_runs.get(name)
+        if run is None:
+            return "was not run"
+        if run.timed_out:
+            return f"hung: no answer within {run.timeout_s:g} s"
+        if run.returncode is not None and run.returncode < 0:
+            return f"crashed (signal {-run.returncode}) while importing; last stderr line: {_last_line(run.stderr)}"
+        return f"gave no result (exit {run.returncode}); last stderr line: {_last_line(run.stderr)}"
+
+    # ---- the machine ---------------------------------------------------------------------------
+    @cached_property
+    def in_container(self) -> tuple[bool, list[str]]:
+        evidence = []
+        if self.facts.present.get("/.dockerenv"):
+            evidence.append("/.dockerenv exists")
+        if self.facts.present.get("/run/.containerenv"):
+            evidence.append("/run/.containerenv exists (podman)")
+        if self.facts.env.get("container"):
+            evidence.append(f"container={self.facts.env['container']}")
+        cgroup = self.facts.files.get("/proc/1/cgroup") or ""
+        hits = [m for m in CONTAINER_CGROUP_MARKERS if m in cgroup]
+        if hits:
+            evidence.append(f"/proc/1/cgroup mentions {', '.join(hits)}")
+        return bool(evidence), evidence
+
+    @cached_property
+    def amd_signs(self) -> list[str]:
+        """Evidence that this is meant to be an AMD GPU machine."""
+        f = self.facts
+        signs = []
+        if f.present.get("/sys/module/amdgpu"):
+            signs.append("amdgpu kernel module loaded")
+        if f.devices.get("/dev/kfd", {}).get("exists"):
+            signs.append("/dev/kfd exists")
+        if "rocminfo" in f.commands:
+            signs.append("rocminfo installed")
+        if any(v for v in f.rocm_layout.get("roots", {}).values()):
+            signs.append("a ROCm install is present")
+        if self.torch_is_rocm:
+            signs.append("torch is a ROCm build")
+        return signs
+
+    @cached_property
+    def nvidia_signs(self) -> list[str]:
+        f = self.facts
+        signs = []
+        if f.present.get("/sys/module/nvidia") or f.files.get("/proc/driver/nvidia/version"):
+            signs.append("nvidia kernel module loaded")
+        if "nvidia-smi-query" in f.commands:
+            signs.append("nvidia-smi installed")
+        if self.torch_is_cuda:
+            signs.append("torch is a CUDA build")
+        return signs
+
+    @cached_property
+    def amd_gpus(self) -> list[GpuView]:
+        out: list[GpuView] = []
+        report = self.rocminfo
+        if report is None:
+            return out
+        smi_gpus = {g.index: g for g in (self.amd_smi.gpus if self.amd_smi else [])}
+        for i, agent in enumerate(report.gpus):
+            entry = arch_info(agent.name)
+            smi_gpu = smi_gpus.get(i)
+            name = agent.marketing_name or (smi_gpu.product_name if smi_gpu else None)
+            memory = agent.memory_bytes or (smi_gpu.vram_total_bytes if smi_gpu else None)
+            if smi_gpu and smi_gpu.vram_total_bytes:
+                memory = smi_gpu.vram_total_bytes
+            product = entry.match_product(name) if entry else None
+            if product is None and entry and smi_gpu:
+                product = entry.match_product(smi_gpu.product_name)
+            out.append(GpuView("amd", i, base_gfx(agent.name), name, memory, "rocminfo", entry, product,
+                               {"compute_units": agent.compute_units, "uuid": agent.uuid, "is_apu": agent.is_apu,
+                                "partition": smi_gpu.partition if smi_gpu else None}))
+        return out
+
+    @cached_property
+    def nvidia_gpus(self) -> list[GpuView]:
+        out: list[GpuView] = []
+        report = self.nvidia_smi
+        if report is None:
+            return out
+        for g in report.gpus:
+            cap = g.compute_cap or ""
+            arch = None
+            if cap and "." in cap:
+                major, minor = cap.split(".", 1)
+                arch = f"sm_{major}{minor}"
+            entry = arch_info(arch) if arch else None
+            product = entry.match_product(g.product_name) if entry else None
+            out.append(GpuView("nvidia", g.index, arch, g.product_name, g.vram_total_bytes, "nvidia-smi",
+                               entry, product, {"uuid": g.uuid}))
+        return out
+
+    @property
+    def gpus(self) -> list[GpuView]:
+        return self.amd_gpus + self.nvidia_gpus
+
+    @property
+    def vendor(self) -> str:
+        """"amd", "nvidia" or "none": what kind of GPU machine this is meant to be."""
+        if self.amd_gpus or (self.amd_signs and not self.nvidia_gpus):
+            return "amd"
+        if self.nvidia_gpus or self.nvidia_signs:
+            return "nvidia"
+        return "none"
+
+
+def _last_line(text: str) -> str:
+    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
+    return lines[-1][:300] if lines else "(none)"

@@ -1,0 +1,83 @@
+"""Environment variables that change which GPU and which code the stack uses."""
+
+from __future__ import annotations
+
+from rocmcheck.checks import check
+from rocmcheck.checks.context import CheckContext
+from rocmcheck.knowledge import arch_info
+from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+
+VISIBLE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+@check("env.hsa_override", "HSA_OVERRIDE_GFX_VERSION not faking the arch")
+def check_hsa_override(ctx: CheckContext) -> CheckResult:
+    value = ctx.facts.env.get("HSA_OVERRIDE_GFX_VERSION")
+    if value is None:
+        return passed("env.hsa_override", "HSA_OVERRIDE_GFX_VERSION is not set")
+    parts = value.split(".")
+    faked = None
+    if len(parts) == 3 and all(p.isdigit() for p in parts):
+        faked = f"gfx{parts[0]}{parts[1]}{int(parts[2]):x}"
+    evidence = [f"HSA_OVERRIDE_GFX_VERSION={value}" + (f" makes every GPU report {faked}" if faked else "")]
+    # A marketing name that does not belong to the reported arch shows the override at work.
+    for g in ctx.amd_gpus:
+        entry = arch_info(g.arch or "")
+        if entry and g.name and entry.match_product(g.name) is None:
+            evidence.append(f"GPU {g.index} '{g.name}' reports {g.arch}, which is not its own arch")
+    instinct = [g for g in ctx.amd_gpus if g.name and "instinct" in g.name.lower()]
+    fix = "unset HSA_OVERRIDE_GFX_VERSION (and remove it from ~/.bashrc / the container's ENV)."
+    if instinct:
+        return failed("env.hsa_override", "HSA_OVERRIDE_GFX_VERSION is set on an Instinct GPU, which never needs it",
+                      fix.capitalize(), evidence)
+    return warned("env.hsa_override", f"HSA_OVERRIDE_GFX_VERSION={value} runs kernels built for another arch",
+                  "Only for GPUs ROCm does not ship code for; on supported GPUs " + fix, evidence)
+
+
+@check("env.visible_devices", "GPU visibility variables consistent")
+def check_visible_devices(ctx: CheckContext) -> CheckResult:
+    env = ctx.facts.env
+    setvars = {v: env[v] for v in VISIBLE_VARS if v in env}
+    if not setvars:
+        return passed("env.visible_devices", "no visibility variable set: every GPU is visible")
+    evidence = [f"{k}={v!r}" for k, v in setvars.items()]
+    empty = [k for k, v in setvars.items() if v.strip() == ""]
+    if empty:
+        return failed("env.visible_devices", f"{', '.join(empty)} is empty, which hides every GPU",
+                      f"unset {' '.join(empty)}", evidence)
+    count = len(ctx.amd_gpus) if ctx.vendor == "amd" else len(ctx.nvidia_gpus)
+    # rocminfo and nvidia-smi already apply ROCR_/CUDA_VISIBLE_DEVICES, so indices are judged against what is left
+    # only for HIP_VISIBLE_DEVICES (relative to ROCR's selection, per ROCm's GPU isolation docs).
+    if count and "HIP_VISIBLE_DEVICES" in setvars:
+        bad = [t for t in setvars["HIP_VISIBLE_DEVICES"].split(",") if t.strip().isdigit() and int(t) >= count]
+        if bad:
+            return failed("env.visible_devices", f"HIP_VISIBLE_DEVICES names GPU {', '.join(bad)} but only {count} visible",
+                          f"Use indices 0..{count - 1} (HIP indices count within what ROCR_VISIBLE_DEVICES leaves).", evidence)
+    distinct = {v.replace(" ", "") for v in setvars.values()}
+    if len(setvars) > 1 and len(distinct) > 1:
+        return warned("env.visible_devices", "several visibility variables set to different values",
+                      "Set one: ROCR_VISIBLE_DEVICES on ROCm (HIP_VISIBLE_DEVICES indexes within ROCR's selection), "
+                      "CUDA_VISIBLE_DEVICES on NVIDIA.", evidence)
+    return passed("env.visible_devices", "GPU visibility restricted consistently", evidence)
+
+
+@check("env.pytorch_rocm_arch", "PYTORCH_ROCM_ARCH covers the GPUs")
+def check_pytorch_rocm_arch(ctx: CheckContext) -> CheckResult:
+    if ctx.vendor != "amd":
+        return skipped("env.pytorch_rocm_arch", "no AMD GPU stack found")
+    archs = sorted({g.arch for g in ctx.amd_gpus if g.arch}) or list(ctx.expected_archs)
+    suggestion = ";".join(archs) or "gfx942"
+    value = ctx.facts.env.get("PYTORCH_ROCM_ARCH")
+    if value is None:
+        return passed("env.pytorch_rocm_arch",
+                      f"unset (read only by source builds); for builds: export PYTORCH_ROCM_ARCH={suggestion}")
+    listed = [a for a in value.replace(";", " ").split() if a]
+    removed = [a for a in listed if a in ("gfx940", "gfx941")]
+    if removed:
+        return failed("env.pytorch_rocm_arch", f"PYTORCH_ROCM_ARCH lists {', '.join(removed)}, which ROCm no longer builds",
+                      f"export PYTORCH_ROCM_ARCH={suggestion}  (gfx940/gfx941 were folded into gfx942)")
+    missing = [a for a in archs if a not in listed]
+    if missing:
+        return failed("env.pytorch_rocm_arch", f"PYTORCH_ROCM_ARCH={value} misses {', '.join(missing)}",
+                      f"export PYTORCH_ROCM_ARCH={suggestion}  (else extensions fail with 'invalid device function')")
+    return passed("env.pytorch_rocm_arch", f"PYTORCH_ROCM_ARCH={value} covers {', '.join(archs) or 'the target'}")

@@ -1,0 +1,140 @@
+"""PyTorch: build kind, HIP/CUDA version, compiled arch list, and whether it sees the GPUs."""
+
+from __future__ import annotations
+
+from rocmcheck.checks import check
+from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.rocm import detected_rocm_version
+from rocmcheck.knowledge import base_gfx
+from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+
+
+def torch_install_command(ctx: CheckContext) -> str:
+    if ctx.vendor == "amd":
+        rocm = detected_rocm_version(ctx)
+        series = ".".join(rocm.split(".")[:2]) if rocm else "6.4"
+        return f"pip install torch --index-url https://download.pytorch.org/whl/rocm{series}"
+    if ctx.vendor == "nvidia":
+        return "pip install torch  (CUDA build from PyPI)"
+    return "pip install torch"
+
+
+def _build_kind(t: dict) -> str:
+    if t.get("hip"):
+        return f"ROCm {t['hip']}"
+    if t.get("cuda"):
+        return f"CUDA {t['cuda']}"
+    return "CPU-only"
+
+
+@check("torch.installed", "PyTorch installed and importable")
+def check_torch_installed(ctx: CheckContext) -> CheckResult:
+    t = ctx.torch
+    if t is None:
+        why = ctx.probe_failure("torch")
+        if ctx.facts.packages.get("torch") is None:
+            return failed("torch.installed", "PyTorch is not installed", torch_install_command(ctx))
+        return failed("torch.installed", f"importing torch {why}",
+                      "Reinstall torch for this machine: " + torch_install_command(ctx))
+    if t.get("installed") is False:
+        return failed("torch.installed", "PyTorch is not installed", torch_install_command(ctx))
+    if t.get("error") or t.get("import_error"):
+        return failed("torch.installed", f"importing torch failed: {t.get('error') or t.get('import_error')}",
+                      "Reinstall torch for this machine: " + torch_install_command(ctx))
+    return passed("torch.installed", f"torch {t.get('version')} ({_build_kind(t)} build)", version=t.get("version"))
+
+
+@check("torch.build", "PyTorch build matches the GPU vendor")
+def check_torch_build(ctx: CheckContext) -> CheckResult:
+    t = ctx.torch
+    if not t or not t.get("version"):
+        return skipped("torch.build", "torch not importable")
+    kind = _build_kind(t)
+    if ctx.vendor == "amd" and not t.get("hip"):
+        return failed("torch.build", f"torch {t['version']} is a {kind} build on an AMD GPU machine",
+                      "pip uninstall -y torch && " + torch_install_command(ctx))
+    if ctx.vendor == "nvidia" and not t.get("cuda"):
+        return failed("torch.build", f"torch {t['version']} is a {kind} build on an NVIDIA GPU machine",
+                      "pip uninstall -y torch && " + torch_install_command(ctx))
+    if ctx.vendor == "none":
+        return passed("torch.build", f"{kind} build (no GPU here to match)")
+    return passed("torch.build", f"{kind} build, matching the {ctx.vendor.upper()} GPUs")
+
+
+def compiled_archs(t: dict) -> list[str]:
+    """torch.cuda.get_arch_list(), or the build's arch flags when no GPU is usable (get_arch_list is [] then)."""
+    archs = list(t.get("arch_list") or [])
+    if not archs:
+        for flag in t.get("arch_flags") or []:
+            # ROCm: "--offload-arch=gfx942" or bare "gfx942"; CUDA: "-gencode compute=compute_90,code=sm_90"
+            for token in flag.replace(",", " ").replace("=", " ").split():
+                if token.startswith(("gfx", "sm_", "compute_")):
+                    archs.append(token)
+    return list(dict.fromkeys(base_gfx(a) for a in archs))
+
+
+def _cuda_arch_runs(arch: str, compiled: list[str]) -> bool:
+    """sm_XY runs if compiled for it, or if PTX (compute_AB, AB <= XY) can be JIT-compiled for it."""
+    if arch in compiled:
+        return True
+    cc = int(arch.split("_")[1])
+    return any(c.startswith("compute_") and int(c.split("_")[1]) <= cc for c in compiled)
+
+
+@check("torch.arch_list", "torch compiled for the GPU's arch")
+def check_torch_arch_list(ctx: CheckContext) -> CheckResult:
+    t = ctx.torch
+    if not t or not t.get("version"):
+        return skipped("torch.arch_list", "torch not importable")
+    gpus = ctx.amd_gpus if t.get("hip") else ctx.nvidia_gpus if t.get("cuda") else []
+    if not gpus:
+        return skipped("torch.arch_list", "no GPU of torch's kind to compare with")
+    compiled = compiled_archs(t)
+    evidence = [f"torch arch list: {', '.join(compiled) or '(empty)'}"]
+    if not compiled:
+        return warned("torch.arch_list", "could not read torch's compiled arch list",
+                      "Run python -c 'import torch; print(torch.cuda.get_arch_list())'.", evidence)
+    needed = sorted({g.arch for g in gpus if g.arch})
+    if t.get("hip"):
+        missing = [a for a in needed if a not in compiled]
+        if missing:
+            return failed("torch.arch_list",
+                          f"torch has no kernels for {', '.join(missing)}: expect 'hipErrorNoBinaryForGpu' / "
+                          "'HIP error: invalid device function'",
+                          f"Install a torch built for {', '.join(missing)} (official ROCm wheels include gfx942 since "
+                          f"ROCm 6.0): {torch_install_command(ctx)}; or build with PYTORCH_ROCM_ARCH={';'.join(missing)}.",
+                          evidence)
+    else:
+        missing = [a for a in needed if not _cuda_arch_runs(a, compiled)]
+        if missing:
+            return failed("torch.arch_list",
+                          f"torch has no kernels for {', '.join(missing)}: expect 'no kernel image is available for "
+                          "execution on the device'",
+                          "Install a torch wheel whose CUDA version covers this GPU (CUDA 12.8+ for sm_100/sm_120).",
+                          evidence)
+    return passed("torch.arch_list", f"torch includes {', '.join(needed)}", evidence)
+
+
+@check("torch.sees_gpus", "torch sees the GPUs")
+def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
+    t = ctx.torch
+    if not t or not t.get("version"):
+        return skipped("torch.sees_gpus", "torch not importable")
+    system = ctx.amd_gpus if ctx.vendor == "amd" else ctx.nvidia_gpus
+    if not system:
+        return skipped("torch.sees_gpus", "no GPU found by the system tools")
+    seen = int(t.get("device_count") or 0)
+    evidence = [f"{d.get('name')} ({d.get('gcn_arch') or 'sm_%d%d' % tuple(d.get('capability') or (0, 0))})"
+                for d in t.get("devices") or []]
+    if t.get("cuda_error"):
+        evidence.append(f"torch.cuda error: {t['cuda_error']}")
+    visible = [v for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in ctx.facts.env]
+    if seen == 0:
+        return failed("torch.sees_gpus", f"torch sees no GPU ({len(system)} on the system)",
+                      "Check the devices.* and torch.build verdicts; run python -c 'import torch; "
+                      "print(torch.cuda.is_available())' to see the error.", evidence)
+    if seen < len(system):
+        hint = f" ({', '.join(visible)} set)" if visible else ""
+        return warned("torch.sees_gpus", f"torch sees {seen} of {len(system)} GPUs{hint}",
+                      "Unset the *_VISIBLE_DEVICES variables if you meant to use all GPUs.", evidence)
+    return passed("torch.sees_gpus", f"torch sees {seen} GPU(s)", evidence)

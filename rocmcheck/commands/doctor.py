@@ -1,0 +1,106 @@
+"""`rocmcheck doctor`: parse options, run the doctor, print the report, exit 0/1/2."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+STAGE_AREAS = {"probe", "train"}
+
+
+def _split(values: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
+
+
+def _validate_archs(archs: tuple[str, ...]) -> tuple[str, ...]:
+    from rocmcheck.knowledge import arch_info, suggest_arch
+
+    out = []
+    for a in archs:
+        if arch_info(a) is None:
+            hint = suggest_arch(a)
+            raise click.BadParameter(f"unknown arch {a!r}" + (f"; did you mean {hint}?" if hint else ""),
+                                     param_hint="--arch")
+        out.append(a.split(":", 1)[0])
+    return tuple(out)
+
+
+def _validate_names(names: tuple[str, ...], flag: str) -> None:
+    from rocmcheck.checks import known_names
+
+    known = known_names()
+    for n in names:
+        if n in known or n.split(".", 1)[0] in STAGE_AREAS:
+            continue
+        import difflib
+
+        close = difflib.get_close_matches(n, sorted(known), n=1)
+        raise click.BadParameter(f"no check or area {n!r}" + (f"; did you mean {close[0]}?" if close else "")
+                                 + " (see --list-checks)", param_hint=flag)
+
+
+@click.command()
+@click.option("--arch", "archs", multiple=True, metavar="ARCH", help="The GPU arch you expect (gfx942, sm_90); a mismatch fails.")
+@click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON report instead of the table.")
+@click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
+@click.option("--only", multiple=True, metavar="CHECK", help="Run only these checks or areas (repeat or comma-separate).")
+@click.option("--skip", multiple=True, metavar="CHECK", help="Skip these checks or areas.")
+@click.option("--no-gpu-probes", is_flag=True, help="Skip the GPU probe stage.")
+@click.option("--no-train", is_flag=True, help="Skip the bundled smoke-train stage.")
+@click.option("--save-bundle", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+              help="Write every raw input the checks used to FILE (secrets redacted).")
+@click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
+              help="Re-run the checks on a saved bundle instead of this machine.")
+@click.option("--deadline", type=click.FloatRange(min=1), default=60.0, show_default=True,
+              help="Seconds the fact collection may take in all; a tool still running then becomes a verdict.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
+def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline, verbose):
+    """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix."""
+    from rocmcheck.checks import all_checks
+
+    if list_checks:
+        for spec in all_checks():
+            click.echo(f"{spec.id:<28} {spec.title}")
+        click.echo(f"{'probe.*':<28} GPU probes (rocmcheck probe --list)")
+        click.echo(f"{'train.*':<28} the bundled smoke-train (rocmcheck smoke-train --help)")
+        return
+    only, skip = _split(only), _split(skip)
+    _validate_names(only, "--only")
+    _validate_names(skip, "--skip")
+    expected = _validate_archs(_split(archs))
+    if bundle is not None and save_bundle is not None:
+        raise click.UsageError("--bundle and --save-bundle cannot be combined")
+
+    from rocmcheck.doctor import BundleError, DoctorOptions, load_bundle, run_doctor, save_bundle as write_bundle
+
+    opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
+                         train=not no_train, deadline_s=deadline)
+    facts = None
+    if bundle is not None:
+        try:
+            facts = load_bundle(bundle)
+        except BundleError as exc:
+            raise click.UsageError(str(exc)) from None
+    run = run_doctor(opts, facts)
+    if save_bundle is not None:
+        try:
+            write_bundle(run, save_bundle)
+        except OSError as exc:
+            raise click.UsageError(f"cannot write bundle {save_bundle}: {exc.strerror or exc}") from None
+    machine = run.machine_summary()
+    from rocmcheck.report.json_report import build_report, dumps, overall
+
+    if as_json:
+        click.echo(dumps(build_report(run.results, machine, run.duration_s, run.source)))
+    else:
+        from rich.console import Console
+
+        from rocmcheck.report.console import render
+
+        console = Console(highlight=False)
+        render(run.results, machine, console, verbose=verbose)
+        if save_bundle is not None:
+            console.print(f"Bundle written to {save_bundle}")
+    sys.exit(1 if overall(run.results) == "fail" else 0)

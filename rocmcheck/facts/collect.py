@@ -1,0 +1,344 @@
+"""Collect every fact the checks read, once, concurrently, within a deadline.
+
+The result, `Facts`, is plain data: it is what `doctor --save-bundle` writes and `doctor --bundle` reads
+back, so the checks give the same verdicts on another machine without touching it.
+"""
+
+from __future__ import annotations
+
+import glob
+import grp
+import os
+import platform
+import pwd
+import resource
+import shutil
+import stat
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any, Callable
+
+from rocmcheck.facts.python_probe import parse_probe_output
+from rocmcheck.facts.redact import redact_env
+from rocmcheck.facts.runner import CommandResult, run_command
+
+BUNDLE_SCHEMA = 1
+
+# Each command: (key, argv, timeout). Run only when the tool exists; argv[0] may be resolved under ROCm.
+NVIDIA_QUERY_FIELDS = ["index", "name", "memory.total", "memory.used", "driver_version", "compute_cap", "uuid"]
+
+# Environment variables that decide how the stack behaves. Values of secret-looking names are redacted.
+ENV_NAMES = (
+    "ROCM_PATH", "ROCM_HOME", "HIP_PATH", "CUDA_HOME", "CUDA_PATH",
+    "HSA_OVERRIDE_GFX_VERSION", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES",
+    "GPU_DEVICE_ORDINAL", "PYTORCH_ROCM_ARCH", "TORCH_CUDA_ARCH_LIST", "GPU_ARCHS",
+    "FLASH_ATTENTION_TRITON_AMD_ENABLE", "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL",
+    "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "HSA_NO_SCRATCH_RECLAIM",
+    "TORCH_BLAS_PREFER_HIPBLASLT", "PYTORCH_TUNABLEOP_ENABLED", "MAX_JOBS", "DS_ACCELERATOR", "DS_BUILD_OPS",
+    "LD_LIBRARY_PATH", "PATH", "container",
+)
+ENV_PREFIXES = ("NCCL_", "RCCL_", "HF_", "TRANSFORMERS_", "DS_BUILD_", "HSA_", "HIP_", "ROCM_")
+
+# Files the checks read. Missing ones are recorded as None, so a bundle says "absent", not "unknown".
+FILES = (
+    "/etc/os-release", "/proc/cmdline", "/proc/sys/kernel/numa_balancing", "/proc/version",
+    "/sys/module/amdgpu/version", "/sys/module/amdgpu/initstate", "/proc/1/cgroup",
+    "/opt/rocm/.info/version", "/proc/driver/nvidia/version", "/proc/self/status",
+)
+PRESENCE = ("/.dockerenv", "/run/.containerenv", "/sys/module/amdgpu", "/sys/module/nvidia", "/dev/shm")
+
+PACKAGES = (
+    "torch", "triton", "pytorch-triton-rocm", "triton-rocm", "pytorch-triton", "flash-attn", "flash_attn",
+    "deepspeed", "transformers", "accelerate", "peft", "llamafactory", "rocm", "rocm-sdk", "rocm-sdk-core",
+    "nvidia-ml-py", "amdsmi", "bitsandbytes", "safetensors", "tokenizers", "numpy",
+)
+
+
+@dataclass
+class Facts:
+    schema: int = BUNDLE_SCHEMA
+    collected_at: float = 0.0
+    platform: dict[str, Any] = field(default_factory=dict)
+    os_info: dict[str, Any] = field(default_factory=dict)  # distro's view: id, version, codename, like
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str | None] = field(default_factory=dict)
+    present: dict[str, bool] = field(default_factory=dict)
+    devices: dict[str, dict[str, Any]] = field(default_factory=dict)  # /dev/kfd, /dev/dri/* -> access
+    user: dict[str, Any] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)
+    rocm_layout: dict[str, Any] = field(default_factory=dict)
+    commands: dict[str, CommandResult] = field(default_factory=dict)
+    packages: dict[str, str | None] = field(default_factory=dict)
+    torch_requires: list[str] = field(default_factory=list)
+    probes: dict[str, dict[str, Any]] = field(default_factory=dict)  # child-process JSON per probe
+    probe_runs: dict[str, CommandResult] = field(default_factory=dict)  # how each child ended
+    deadline_hit: list[str] = field(default_factory=list)
+    recorded_results: list[dict[str, Any]] = field(default_factory=list)  # GPU/train stages, for bundles
+
+    def command(self, key: str) -> CommandResult | None:
+        return self.commands.get(key)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["commands"] = {k: v.to_dict() for k, v in self.commands.items()}
+        d["probe_runs"] = {k: v.to_dict() for k, v in self.probe_runs.items()}
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Facts":
+        if not isinstance(d, dict) or d.get("schema") != BUNDLE_SCHEMA:
+            raise ValueError(f"not a rocmcheck bundle of schema {BUNDLE_SCHEMA}")
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        facts = cls(**known)
+        facts.commands = {k: CommandResult.from_dict(v) for k, v in (d.get("commands") or {}).items()}
+        facts.probe_runs = {k: CommandResult.from_dict(v) for k, v in (d.get("probe_runs") or {}).items()}
+        return facts
+
+
+def _read(path: str, limit: int = 200_000) -> str | None:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return fh.read(limit)
+    except OSError:
+        return None
+
+
+def _device_access(path: str) -> dict[str, Any]:
+    info: dict[str, Any] = {"exists": os.path.exists(path)}
+    if not info["exists"]:
+        return info
+    try:
+        st = os.stat(path)
+        info["mode"] = stat.filemode(st.st_mode)
+        info["gid"] = st.st_gid
+        try:
+            info["group"] = grp.getgrgid(st.st_gid).gr_name
+        except KeyError:
+            info["group"] = None
+    except OSError as exc:
+        info["stat_error"] = str(exc)
+    info["readable"] = os.access(path, os.R_OK)
+    info["writable"] = os.access(path, os.W_OK)
+    return info
+
+
+def _user() -> dict[str, Any]:
+    uid = os.getuid()
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = None  # containers often run a uid with no passwd entry
+    groups = []
+    for gid in os.getgroups():
+        try:
+            groups.append(grp.getgrgid(gid).gr_name)
+        except KeyError:
+            groups.append(str(gid))
+    known = {}
+    for g in ("render", "video"):
+        try:
+            known[g] = grp.getgrnam(g).gr_gid
+        except KeyError:
+            known[g] = None
+    return {"uid": uid, "name": name, "groups": sorted(set(groups)), "group_ids": known}
+
+
+def _limits() -> dict[str, Any]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    shm = None
+    try:
+        st = os.statvfs("/dev/shm")
+        shm = st.f_blocks * st.f_frsize
+    except OSError:
+        pass
+    mem_total = None
+    meminfo = _read("/proc/meminfo") or ""
+    for line in meminfo.splitlines():
+        if line.startswith("MemTotal:"):
+            mem_total = int(line.split()[1]) * 1024
+    return {"memlock_soft": soft, "memlock_hard": hard, "unlimited": resource.RLIM_INFINITY,
+            "shm_bytes": shm, "mem_total_bytes": mem_total, "cpu_count": os.cpu_count()}
+
+
+def rocm_root_candidates(env: dict[str, str]) -> list[str]:
+    roots = [env.get("ROCM_PATH"), env.get("ROCM_HOME"), "/opt/rocm"]
+    return [r for r in dict.fromkeys(roots) if r]
+
+
+def _rocm_layout(env: dict[str, str]) -> dict[str, Any]:
+    """Legacy (/opt/rocm[-X.Y]/.info/version) and TheRock (/opt/rocm/core*, rocm-sdk wheels) layouts."""
+    layout: dict[str, Any] = {"roots": {}, "versioned_dirs": sorted(glob.glob("/opt/rocm-*"))}
+    for root in rocm_root_candidates(env):
+        if not os.path.isdir(root):
+            layout["roots"][root] = None
+            continue
+        entry: dict[str, Any] = {"realpath": os.path.realpath(root)}
+        entry["info_version"] = _read(os.path.join(root, ".info", "version"))
+        cores = sorted(glob.glob(os.path.join(root, "core*")))
+        entry["therock_cores"] = {c: _read(os.path.join(c, ".info", "version")) for c in cores}
+        entry["has_rocminfo"] = os.path.exists(os.path.join(root, "bin", "rocminfo"))
+        layout["roots"][root] = entry
+    return layout
+
+
+def _find_tool(name: str, env: dict[str, str]) -> str | None:
+    found = shutil.which(name)
+    if found:
+        return found
+    for root in rocm_root_candidates(env):
+        cand = os.path.join(root, "bin", name)
+        if os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def _package_versions() -> tuple[dict[str, str | None], list[str]]:
+    versions: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    requires: list[str] = []
+    if versions.get("torch"):
+        try:
+            requires = list(metadata.requires("torch") or [])
+        except metadata.PackageNotFoundError:
+            pass
+    return versions, requires
+
+
+def _os_info(os_release_path: str = "/etc/os-release") -> dict[str, Any]:
+    import distro
+
+    info = distro.info(best=True)
+    info["name"] = distro.name(pretty=True)
+    return info
+
+
+PYTHON_PROBES = ("torch", "deepspeed", "flash_attn")
+
+
+def _python_probe(names: list[str], timeout: float) -> CommandResult:
+    return run_command([sys.executable, "-m", "rocmcheck.facts.python_probe", *names], timeout=timeout)
+
+
+def run_python_probes(timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
+    """All Python-stack probes in one child (torch imported once); if it dies part-way, the probes it did
+    not report are re-run one per child, so the one that crashes is named and the others still report."""
+    first = _python_probe(list(PYTHON_PROBES), timeout)
+    probes = parse_probe_output(first.stdout)
+    runs = {name: first for name in probes}
+    missing = [n for n in PYTHON_PROBES if n not in probes]
+    if missing and not first.timed_out:
+        for name in missing:
+            single = _python_probe([name], timeout)
+            runs[name] = single
+            probes.update(parse_probe_output(single.stdout))
+    for name in missing:
+        runs.setdefault(name, first)
+    return probes, runs
+
+
+def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
+                  probe_timeout_s: float = 45.0) -> Facts:
+    """Gather everything. Commands and child probes run in parallel; nothing outlives deadline_s."""
+    start = time.monotonic()
+    env = redact_env(os.environ, ENV_NAMES, ENV_PREFIXES)
+    raw_env = dict(os.environ)
+    facts = Facts(collected_at=time.time())
+
+    jobs: dict[str, Callable[[], CommandResult]] = {}
+    rocminfo = _find_tool("rocminfo", raw_env)
+    if rocminfo:
+        jobs["rocminfo"] = lambda: run_command([rocminfo], timeout=command_timeout_s)
+    hipconfig = _find_tool("hipconfig", raw_env)
+    if hipconfig:
+        jobs["hipconfig"] = lambda: run_command([hipconfig, "--full"], timeout=command_timeout_s)
+    amd_smi = _find_tool("amd-smi", raw_env)
+    rocm_smi = _find_tool("rocm-smi", raw_env)
+    if amd_smi:
+        jobs["amd-smi-static"] = lambda: run_command([amd_smi, "static", "--json"], timeout=command_timeout_s)
+        jobs["amd-smi-version"] = lambda: run_command([amd_smi, "version"], timeout=command_timeout_s)
+    if rocm_smi:
+        jobs["rocm-smi"] = lambda: run_command([rocm_smi], timeout=command_timeout_s)
+        jobs["rocm-smi-json"] = lambda: run_command(
+            [rocm_smi, "--showproductname", "--showmeminfo", "vram", "--json"], timeout=command_timeout_s)
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi:
+        jobs["nvidia-smi-query"] = lambda: run_command(
+            [nvidia_smi, "--query-gpu=" + ",".join(NVIDIA_QUERY_FIELDS), "--format=csv,noheader,nounits"],
+            timeout=command_timeout_s)
+        jobs["nvidia-smi"] = lambda: run_command([nvidia_smi], timeout=command_timeout_s)
+
+    with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
+        futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}
+        futures[pool.submit(run_python_probes, probe_timeout_s)] = ("probe", "python")
+        # Cheap in-process facts while the children run.
+        facts.platform = {
+            "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(),
+            "python": platform.python_version(), "executable": sys.executable,
+        }
+        facts.os_info = _os_info()
+        facts.env = env
+        facts.files = {p: _read(p) for p in FILES}
+        facts.present = {p: os.path.exists(p) for p in PRESENCE}
+        dev_paths = ["/dev/kfd"] + sorted(glob.glob("/dev/dri/renderD*")) + sorted(glob.glob("/dev/nvidia[0-9]*"))
+        facts.devices = {p: _device_access(p) for p in dev_paths}
+        facts.devices.setdefault("/dev/dri", _device_access("/dev/dri"))
+        facts.user = _user()
+        facts.limits = _limits()
+        facts.rocm_layout = _rocm_layout(raw_env)
+        facts.packages, facts.torch_requires = _package_versions()
+
+        remaining = max(0.0, deadline_s - (time.monotonic() - start))
+        done, not_done = wait(futures, timeout=remaining)
+        for fut in done:
+            kind, key = futures[fut]
+            if kind == "cmd":
+                facts.commands[key] = fut.result()  # run_command never raises
+            else:
+                facts.probes, facts.probe_runs = fut.result()
+        for fut in not_done:
+            kind, key = futures[fut]
+            facts.deadline_hit.append(key)
+            placeholder = CommandResult(argv=[key], timed_out=True, timeout_s=deadline_s)
+            if kind == "cmd":
+                facts.commands[key] = placeholder
+            else:
+                facts.probe_runs = {name: placeholder for name in PYTHON_PROBES}
+        # Do not wait for stragglers: their own timeouts end them; the pool is left behind.
+        pool.shutdown(wait=False, cancel_futures=True)
+    return facts
+
+
+def detect_gpu_archs(timeout: float = 10.0) -> list[str]:
+    """The GPU archs of this machine, e.g. ["gfx942"] or ["sm_90"]; [] when none is found.
+
+    Used by build-env --arch auto. Reads rocminfo (AMD) then nvidia-smi (NVIDIA) only.
+    """
+    from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv
+    from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
+
+    rocminfo = _find_tool("rocminfo", dict(os.environ))
+    if rocminfo:
+        res = run_command([rocminfo], timeout=timeout)
+        report = parse_rocminfo(res.stdout)
+        archs = [a.name for a in report.gpus if a.name.startswith("gfx")]
+        if archs:
+            return list(dict.fromkeys(archs))
+    nvidia_smi = shutil.which("nvidia-smi")
+    if nvidia_smi:
+        res = run_command([nvidia_smi, "--query-gpu=compute_cap", "--format=csv,noheader,nounits"], timeout=timeout)
+        if res.ok:
+            caps = [line.strip() for line in res.stdout.splitlines() if line.strip()]
+            out = []
+            for cap in caps:
+                major, _, minor = cap.partition(".")
+                if major.isdigit() and minor.isdigit():
+                    out.append(f"sm_{major}{minor}")
+            return list(dict.fromkeys(out))
+    return []

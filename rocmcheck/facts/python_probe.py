@@ -1,0 +1,204 @@
+"""Child-process probes of the Python stack: `python -m rocmcheck.facts.python_probe torch|flash_attn|deepspeed`.
+
+Importing torch, flash_attn or deepspeed can segfault (a HIP init bug), hang (a driver), or print to stdout
+(DeepSpeed's accelerator banner). So each runs in its own child with a timeout, and the JSON is printed on a
+marker line that the parent picks out of whatever else was printed. No torch import at module level.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import sysconfig
+import traceback
+from typing import Any, Callable
+
+MARKER = "ROCMCHECK_JSON:"
+
+
+def probe_torch() -> dict[str, Any]:
+    import torch
+
+    out: dict[str, Any] = {
+        "version": torch.__version__,
+        "hip": getattr(torch.version, "hip", None),
+        "cuda": getattr(torch.version, "cuda", None),
+        "git_version": getattr(torch.version, "git_version", None),
+    }
+    # Compiled arch list without needing a visible GPU: get_arch_list() returns [] when no device is usable,
+    # but the flags the wheel was built with are what "hipErrorNoBinaryForGpu" is about.
+    flags = ""
+    try:
+        flags = torch._C._cuda_getArchFlags() or ""
+    except Exception:  # CPU build: no such function
+        flags = ""
+    out["arch_flags"] = flags.split() if flags else []
+    try:
+        out["cuda_available"] = bool(torch.cuda.is_available())
+        out["device_count"] = torch.cuda.device_count() if out["cuda_available"] else 0
+        out["arch_list"] = torch.cuda.get_arch_list() if out["cuda_available"] else []
+        devices = []
+        for i in range(out["device_count"]):
+            props = torch.cuda.get_device_properties(i)
+            devices.append(
+                {
+                    "index": i,
+                    "name": props.name,
+                    "gcn_arch": getattr(props, "gcnArchName", None),
+                    "capability": [props.major, props.minor],
+                    "total_memory": int(props.total_memory),
+                    "multi_processor_count": props.multi_processor_count,
+                }
+            )
+        out["devices"] = devices
+    except Exception as exc:  # HIP/CUDA init errors arrive here, e.g. "hipErrorNoBinaryForGpu"
+        out["cuda_error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def probe_flash_attn() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    try:
+        import flash_attn
+    except ModuleNotFoundError as exc:
+        if exc.name == "flash_attn":
+            return {"installed": False}
+        out["import_error"] = f"{type(exc).__name__}: {exc}"
+        return {"installed": True, **out}
+    except Exception as exc:  # "undefined symbol" after a torch upgrade lands here
+        return {"installed": True, "import_error": f"{type(exc).__name__}: {exc}"}
+    out["installed"] = True
+    out["version"] = getattr(flash_attn, "__version__", None)
+    try:
+        import flash_attn_2_cuda  # noqa: F401  the compiled CK (ROCm) or CUDA extension
+
+        out["extension"] = True
+    except Exception as exc:
+        out["extension"] = False
+        out["extension_error"] = f"{type(exc).__name__}: {exc}"
+    triton_env = os.environ.get("FLASH_ATTENTION_TRITON_AMD_ENABLE", "").upper() == "TRUE"
+    out["triton_amd_enable"] = triton_env
+    try:
+        from flash_attn import flash_attn_func  # noqa: F401
+
+        out["func_import"] = True
+    except Exception as exc:
+        out["func_import"] = False
+        out["func_error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+# The ops a LLaMA fine-tune with DeepSpeed actually uses (ZeRO with fused/CPU Adam, offload).
+DS_FINETUNE_OPS = ("fused_adam", "cpu_adam", "cpu_adagrad", "fused_lamb", "fused_lion", "cpu_lion", "async_io")
+
+
+def probe_deepspeed() -> dict[str, Any]:
+    try:
+        import deepspeed
+    except ModuleNotFoundError as exc:
+        if exc.name == "deepspeed":
+            return {"installed": False}
+        return {"installed": True, "import_error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:
+        return {"installed": True, "import_error": f"{type(exc).__name__}: {exc}"}
+    out: dict[str, Any] = {"installed": True, "version": deepspeed.__version__}
+    try:
+        from deepspeed import git_version_info as gvi
+
+        out["torch_info"] = dict(getattr(gvi, "torch_info", {}) or {})
+        out["installed_ops"] = dict(getattr(gvi, "installed_ops", {}) or {})
+        out["compatible_ops_at_install"] = dict(getattr(gvi, "compatible_ops", {}) or {})
+    except Exception as exc:
+        out["git_version_info_error"] = str(exc)
+    try:
+        from deepspeed.accelerator import get_accelerator
+
+        out["accelerator"] = get_accelerator()._name
+    except Exception as exc:
+        out["accelerator_error"] = str(exc)
+    ops: dict[str, Any] = {}
+    try:
+        from deepspeed.ops.op_builder.all_ops import ALL_OPS
+
+        for name in DS_FINETUNE_OPS:
+            builder = ALL_OPS.get(name)
+            if builder is None:
+                ops[name] = {"known": False}
+                continue
+            try:
+                compatible = bool(builder.is_compatible(verbose=False))
+            except TypeError:
+                compatible = bool(builder.is_compatible())
+            except Exception as exc:
+                compatible, ops_err = False, str(exc)
+                ops[name] = {"known": True, "compatible": False, "error": ops_err}
+                continue
+            ops[name] = {"known": True, "compatible": compatible, "installed": bool(out.get("installed_ops", {}).get(name))}
+    except Exception as exc:
+        out["ops_error"] = f"{type(exc).__name__}: {exc}"
+    out["ops"] = ops
+    # What a JIT build of an op needs on this machine.
+    try:
+        from torch.utils.cpp_extension import is_ninja_available
+
+        ninja = bool(is_ninja_available())
+    except Exception:
+        ninja = shutil.which("ninja") is not None
+    include = sysconfig.get_paths().get("include") or ""
+    out["jit"] = {
+        "ninja": ninja,
+        "cxx": shutil.which(os.environ.get("CXX", "c++")) is not None,
+        "hipcc": shutil.which("hipcc") is not None,
+        "nvcc": shutil.which("nvcc") is not None,
+        "python_headers": os.path.exists(os.path.join(include, "Python.h")),
+    }
+    return out
+
+
+PROBES: dict[str, Callable[[], dict[str, Any]]] = {
+    "torch": probe_torch,
+    "flash_attn": probe_flash_attn,
+    "deepspeed": probe_deepspeed,
+}
+
+
+def main(argv: list[str]) -> int:
+    names = list(PROBES) if argv == ["all"] else argv
+    if not names or any(n not in PROBES for n in names):
+        print(f"usage: python -m rocmcheck.facts.python_probe all|{' '.join(PROBES)}", file=sys.stderr)
+        return 2
+    # One child for all three by default: torch is imported once. Each result is printed as soon as it is
+    # known, so if a later import segfaults the earlier results survive and the parent knows who crashed.
+    for name in names:
+        try:
+            data = PROBES[name]()
+        except ModuleNotFoundError as exc:
+            data = ({"installed": False} if exc.name == name
+                    else {"installed": True, "import_error": f"{type(exc).__name__}: {exc}"})
+        except Exception as exc:
+            data = {"installed": True, "error": f"{type(exc).__name__}: {exc}",
+                    "traceback": traceback.format_exc(limit=3)}
+        sys.stdout.flush()
+        print(MARKER + json.dumps({"probe": name, "data": data}, default=str), flush=True)
+    return 0
+
+
+def parse_probe_output(stdout: str) -> dict[str, dict[str, Any]]:
+    """{probe name: its JSON} from the marker lines; lines that are not valid JSON are ignored."""
+    found: dict[str, dict[str, Any]] = {}
+    for line in stdout.splitlines():
+        if not line.startswith(MARKER):
+            continue
+        try:
+            value = json.loads(line[len(MARKER):])
+        except ValueError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("probe"), str) and isinstance(value.get("data"), dict):
+            found[value["probe"]] = value["data"]
+    return found
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

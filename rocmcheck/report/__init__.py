@@ -1,0 +1,1 @@
+"""Reports: the console table (rich) and the versioned JSON document."""
