@@ -1,0 +1,141 @@
+"""The GPU probe child: `python -m rocmcheck.probes.child --plan JSON`. Imports torch once, reports the
+devices, then runs the planned probes in sequence, one JSON line per event (protocol.py).
+
+Each probe runs under faulthandler's watchdog: past its own time limit the child dumps the stuck Python
+stack to stderr and exits, so the parent can name the probe that hung and go on with the rest. The watchdog
+is a C thread, so it fires even when a kernel launch or a compiler call holds the GIL.
+Anything a library prints (DeepSpeed logs on stdout, ninja, HIP runtime) is moved to stderr, so stdout
+carries only the protocol."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable, TextIO
+
+
+def claim_stdout() -> TextIO:
+    """Keep the real stdout for the protocol; point fd 1 (C and Python prints alike) at stderr."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    return os.fdopen(protocol_fd, "w", buffering=1)
+
+
+def emit(out: TextIO, event: dict[str, Any]) -> None:
+    out.write(json.dumps(event, allow_nan=False, default=str) + "\n")
+    out.flush()
+
+
+def describe_devices(torch, cpu: bool) -> dict[str, Any]:
+    info: dict[str, Any] = {"event": "device", "torch": torch.__version__, "hip": torch.version.hip,
+                            "cuda": torch.version.cuda, "count": 0, "devices": []}
+    if cpu:
+        info.update(available=True, cpu=True, count=1,
+                    devices=[{"index": 0, "name": "CPU (test mode)", "arch": "", "total_bytes": 0}])
+        return info
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        if torch.version.hip is None and torch.version.cuda is None:
+            reason = f"no GPU: torch {torch.__version__} is a CPU-only build"
+        else:
+            runtime = f"HIP {torch.version.hip}" if torch.version.hip else f"CUDA {torch.version.cuda}"
+            reason = f"no GPU visible: torch {torch.__version__} ({runtime}) reports torch.cuda.is_available() False"
+        info.update(available=False, reason=reason)
+        return info
+    devices = []
+    for i in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(i)
+        arch = (getattr(props, "gcnArchName", "") or "").split(":", 1)[0] if torch.version.hip else f"sm_{props.major}{props.minor}"
+        devices.append({"index": i, "name": props.name, "arch": arch, "total_bytes": props.total_memory})
+    info.update(available=True, count=len(devices), devices=devices)
+    return info
+
+
+def probe_functions(device, allow_build: bool, cpu: bool) -> dict[str, Callable[[], dict[str, Any]]]:
+    from rocmcheck.probes import attention, compute, extensions
+
+    if cpu:  # test mode: the same code at sizes a 2-core machine runs in a second
+        return {
+            "memory": lambda: compute.memory(device),
+            "gemm_numerics": lambda: compute.gemm_numerics(device, 128, 128, 256),
+            "gemm_tflops": lambda: compute.gemm_tflops(device, 256, iters=3, warmup_s=0.0),
+            "copy_bandwidth": lambda: compute.copy_bandwidth(device, 1 << 22, iters=3),
+            "attention": lambda: attention.sdpa(device, (1, 4, 128, 64), iters=2),
+            "flash_attn": lambda: attention.flash_attn(device),
+            "triton": lambda: extensions.triton_probe(device),
+            "deepspeed_ops": lambda: extensions.deepspeed_ops(device, allow_build),
+        }
+    return {
+        "memory": lambda: compute.memory(device),
+        "gemm_numerics": lambda: compute.gemm_numerics(device),
+        "gemm_tflops": lambda: compute.gemm_tflops(device),
+        "copy_bandwidth": lambda: compute.copy_bandwidth(device),
+        "host_bandwidth": lambda: compute.host_bandwidth(device),
+        "attention": lambda: attention.sdpa(device),
+        "flash_attn": lambda: attention.flash_attn(device),
+        "triton": lambda: extensions.triton_probe(device),
+        "deepspeed_ops": lambda: extensions.deepspeed_ops(device, allow_build),
+    }
+
+
+def run_probe(name: str, fn: Callable[[], dict[str, Any]] | None, timeout_s: float, out: TextIO, torch) -> None:
+    from rocmcheck.probes.attention import ProbeSkip
+
+    emit(out, {"event": "start", "probe": name})
+    event: dict[str, Any] = {"event": "result", "probe": name, "data": {}}
+    t0 = time.perf_counter()
+    faulthandler.dump_traceback_later(timeout_s, exit=True)
+    try:
+        if fn is None:
+            raise ProbeSkip("not available in this mode")
+        event.update(outcome="ok", data=fn())
+    except ProbeSkip as skip:
+        event.update(outcome="skip", reason=str(skip))
+    except Exception as exc:  # a machine problem (HIP error, OOM, missing kernel) becomes a verdict
+        lines = str(exc).strip().splitlines()
+        event.update(outcome="error", error=f"{type(exc).__name__}: {lines[0][:400] if lines else ''}",
+                     traceback=traceback.format_exc().strip().splitlines()[-8:])
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+    event["seconds"] = round(time.perf_counter() - t0, 3)
+    emit(out, event)
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocmcheck.probes.child")
+    parser.add_argument("--plan", required=True, help='{"probes": [[name, timeout_s], ...], "allow_build": bool, "cpu": bool}')
+    args = parser.parse_args(argv)
+    plan = json.loads(args.plan)
+    out = claim_stdout()
+    faulthandler.enable()  # a segfault prints the Python stack to stderr before the process dies
+    faulthandler.dump_traceback_later(float(plan.get("init_timeout_s", 60)), exit=True)
+    try:
+        import torch
+    except Exception as exc:
+        emit(out, {"event": "device", "available": False, "reason": f"torch cannot be imported: {type(exc).__name__}: {exc}"})
+        emit(out, {"event": "done"})
+        return 0
+    cpu = bool(plan.get("cpu"))
+    device_info = describe_devices(torch, cpu)
+    faulthandler.cancel_dump_traceback_later()
+    emit(out, device_info)
+    if not device_info["available"]:
+        emit(out, {"event": "done"})
+        return 0
+    device = torch.device("cpu") if cpu else torch.device("cuda", 0)
+    functions = probe_functions(device, bool(plan.get("allow_build")), cpu)
+    for name, timeout_s in plan.get("probes", []):
+        run_probe(name, functions.get(name), float(timeout_s), out, torch)
+    emit(out, {"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

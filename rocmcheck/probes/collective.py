@@ -1,0 +1,118 @@
+"""The collective probe child: `python -m rocmcheck.probes.collective --world N --backend nccl|gloo`.
+Spawns one process per GPU, checks all-reduce and all-gather results exactly, and times them like
+nccl-tests/rccl-tests (algbw, busbw). Prints the same JSON protocol as child.py. Imports torch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from rocmcheck.probes.child import claim_stdout, emit
+from rocmcheck.probes.verdicts import bus_bandwidth_gbps
+
+PROBE = "collective"
+
+
+def _values(rank: int, n: int, device: torch.device) -> torch.Tensor:
+    """Integer-valued floats, different on every rank: sums stay exact, so the check is equality."""
+    gen = torch.Generator().manual_seed(1234 + rank)
+    return torch.randint(-1000, 1000, (n,), generator=gen).to(torch.float32).to(device)
+
+
+def _timed(fn, device: torch.device, iters: int) -> float:
+    """Median seconds per call, every rank in step (barrier before each timed call)."""
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        if device.type == "cuda":
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize(device)
+            times.append(start.elapsed_time(end) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return sorted(times)[len(times) // 2]
+
+
+def _all_gather(out: torch.Tensor, inp: torch.Tensor) -> None:
+    # torch 2.13 deprecates all_gather_into_tensor for all_gather_single; older torch has only the former.
+    gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    gather(out, inp)
+
+
+def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, nbytes: int, result_path: str) -> None:
+    device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
+                            timeout=timedelta(seconds=timeout_s))
+    try:
+        n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
+        result: dict[str, Any] = {"world": world, "backend": backend}
+
+        x = _values(rank, n, device)
+        dist.all_reduce(x)
+        expected = sum(_values(r, n, device) for r in range(world))
+        ok = bool(torch.equal(x, expected))
+        seconds = _timed(lambda: dist.all_reduce(x), device, iters=5)
+        algbw, busbw = bus_bandwidth_gbps("all_reduce", n * 4, seconds, world)
+        result["all_reduce"] = {"ok": ok, "bytes": n * 4, "ms": seconds * 1e3, "algbw_gbps": algbw, "busbw_gbps": busbw}
+
+        piece = n // world
+        mine = _values(rank, piece, device)
+        gathered = torch.full((piece * world,), float("nan"), device=device)
+        _all_gather(gathered, mine)
+        ok = bool(torch.equal(gathered, torch.cat([_values(r, piece, device) for r in range(world)])))
+        seconds = _timed(lambda: _all_gather(gathered, mine), device, iters=5)
+        algbw, busbw = bus_bandwidth_gbps("all_gather", piece * world * 4, seconds, world)
+        result["all_gather"] = {"ok": ok, "bytes": piece * world * 4, "ms": seconds * 1e3, "algbw_gbps": algbw, "busbw_gbps": busbw}
+        if rank == 0:
+            with open(result_path, "w", encoding="utf-8") as fh:
+                json.dump(result, fh)
+    finally:
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocmcheck.probes.collective")
+    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
+    parser.add_argument("--timeout", type=float, default=60.0, help="torch.distributed timeout per collective, s")
+    parser.add_argument("--mib", type=float, default=256.0, help="all-reduce buffer size per rank")
+    args = parser.parse_args(argv)
+    out = claim_stdout()
+    emit(out, {"event": "start", "probe": PROBE})
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="rocmcheck-collective-") as tmp:
+        result_path = os.path.join(tmp, "result.json")
+        try:
+            mp.start_processes(worker, nprocs=args.world, start_method="spawn", join=True,
+                               args=(args.world, args.backend, os.path.join(tmp, "init"), args.timeout,
+                                     int(args.mib * 2**20), result_path))
+            with open(result_path, encoding="utf-8") as fh:
+                event = {"outcome": "ok", "data": json.load(fh)}
+        except Exception as exc:  # a worker raised (NCCL error, timeout) or died
+            lines = str(exc).strip().splitlines()
+            event = {"outcome": "error", "data": {}, "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
+                     "traceback": lines[-8:]}
+    emit(out, {"event": "result", "probe": PROBE, "seconds": round(time.perf_counter() - t0, 3), **event})
+    emit(out, {"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

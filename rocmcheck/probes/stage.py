@@ -1,0 +1,202 @@
+"""doctor's GPU stage, parent side: starts the probe child(ren), reads their JSON, and turns every outcome -
+result, skip, error, hang, crash, garbage - into CheckResults. No torch here.
+
+Shape: one child imports torch once and reports the devices first (no GPU -> every probe skips, one child,
+about as long as `import torch`). The same child then runs the probes in sequence, each under its own
+watchdog. When a probe hangs or kills the child, that probe gets the verdict and a fresh child runs the rest
+while the stage budget lasts. The collective runs in its own child (one process per GPU) after the others."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.probes.catalog import BY_NAME, DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, probe_id
+from rocmcheck.probes.hints import collective_hang_hints, error_fix, hang_fix
+from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output
+from rocmcheck.probes.smi_memory import read_smi_memory_bytes
+from rocmcheck.probes.verdicts import JUDGES, DeviceContext
+from rocmcheck.result import CheckResult, Status, failed, skipped
+
+MAIN_CHILD = "rocmcheck.probes.child"
+COLLECTIVE_CHILD = "rocmcheck.probes.collective"
+MIN_RELAUNCH_S = 5.0  # importing torch again costs seconds: do not start a child with less than this left
+# Env variables worth showing next to the verdicts (they change which kernels run).
+RELEVANT_ENV = ("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL", "FLASH_ATTENTION_TRITON_AMD_ENABLE",
+                "TORCH_BLAS_PREFER_HIPBLASLT", "PYTORCH_TUNABLEOP_ENABLED", "HIP_VISIBLE_DEVICES",
+                "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NCCL_P2P_DISABLE")
+
+
+def child_env() -> dict[str, str]:
+    """The caller's environment, plus this package on PYTHONPATH so `python -m` finds it from any cwd."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    return env
+
+
+def _stderr_tail(cmd: CommandResult, n: int = 5) -> list[str]:
+    return [line for line in cmd.stderr.strip().splitlines() if line.strip()][-n:]
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+def died_verdict(name: str, cmd: CommandResult, ctx: DeviceContext, per_probe_s: float) -> CheckResult:
+    """The probe that was running when its child hung, crashed or exited."""
+    pid = probe_id(name)
+    tail = _stderr_tail(cmd)
+    watchdog = any(line.startswith("Timeout (") for line in cmd.stderr.splitlines())
+    if cmd.timed_out or watchdog:
+        limit = per_probe_s if watchdog else cmd.timeout_s
+        evidence, fix = (collective_hang_hints(ctx.vendor) if name == "collective" else ([], hang_fix(name, ctx.vendor)))
+        return failed(pid, f"{name} hung: it did not finish within {limit:g} s on {ctx.label()}", fix,
+                      evidence + [f"stderr: {line}" for line in tail], hung=True, timeout_s=limit)
+    if cmd.returncode is not None and cmd.returncode < 0:
+        last = tail[-1] if tail else "(no stderr)"
+        return failed(pid, f"{name} crashed the probe process ({_signal_name(-cmd.returncode)}): {last}",
+                      hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], signal=-cmd.returncode)
+    why = cmd.describe_failure() if cmd.returncode else "the probe process ended without a result"
+    return failed(pid, f"{name} died: {why}" + (f": {tail[-1]}" if tail and cmd.returncode == 0 else ""),
+                  hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], returncode=cmd.returncode)
+
+
+def result_verdict(name: str, event: dict[str, Any], ctx: DeviceContext) -> CheckResult:
+    """A probe's result event -> its verdict. A judge that cannot read the data is rocmcheck's bug: CRASH."""
+    pid = probe_id(name)
+    outcome = event["outcome"]
+    if outcome == "skip":
+        return skipped(pid, f"{name} skipped: {event['reason']}")
+    if outcome == "error":
+        meaning, fix = error_fix(event["error"], ctx.vendor, ctx.arch, name)
+        return failed(pid, f"{name} failed on {ctx.label()}: {event['error']} ({meaning})", fix,
+                      list(event.get("traceback") or [])[-5:])
+    try:
+        result = JUDGES[name](event["data"], ctx)
+    except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
+        return CheckResult(pid, Status.CRASH, f"{name}: rocmcheck could not read the probe's measurements "
+                           f"({type(exc).__name__}: {exc})", [json.dumps(event.get("data"), default=str)[:300]],
+                           "please report this as a rocmcheck bug with: rocmcheck probe " + name + " --json")
+    result.data.setdefault("seconds", event.get("seconds"))
+    return result
+
+
+def garbage_verdict(name: str, why: str, cmd: CommandResult) -> CheckResult:
+    return CheckResult(probe_id(name), Status.CRASH, f"{name}: the probe process reported {why}",
+                       [f"stderr: {line}" for line in _stderr_tail(cmd)],
+                       "please report this as a rocmcheck bug with: rocmcheck probe " + name + " --json")
+
+
+def _per_probe_timeout(name: str, allow_build: bool) -> float:
+    if name == "deepspeed_ops" and allow_build:
+        return DEEPSPEED_BUILD_TIMEOUT_S
+    return BY_NAME[name].timeout_s
+
+
+def _init_failure(names: list[str], cmd: CommandResult, report: ChildReport) -> list[CheckResult]:
+    """The child never told us about the devices: torch import or GPU init hung, crashed, or spoke garbage."""
+    tail = _stderr_tail(cmd)
+    if cmd.timed_out or any(line.startswith("Timeout (") for line in cmd.stderr.splitlines()):
+        why = f"importing torch / initialising the GPU hung (no answer within {cmd.timeout_s:g} s)"
+    elif cmd.returncode is not None and cmd.returncode < 0:
+        why = f"importing torch / initialising the GPU crashed ({_signal_name(-cmd.returncode)})"
+    elif report.device is not None:
+        why = f"the device report is unreadable ({device_problem(report.device)})"
+    else:
+        why = f"the probe process gave no device report ({cmd.describe_failure()})"
+    fix = "python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'  # reproduce it alone; then check dmesg"
+    results = [failed("probe.device", f"GPU probes could not start: {why}", fix, [f"stderr: {l}" for l in tail])]
+    results += [skipped(probe_id(n), f"{n} not run: the GPU could not be initialised (see probe.device)") for n in names]
+    return results
+
+
+def run_stage(timeout_s: float = 60.0, gpu_names: list[str] | None = None, smi_memory_bytes: list[int] | None = None,
+              only: set[str] | None = None, allow_build: bool = False, cpu: bool = False,
+              python: str | None = None, main_child: str = MAIN_CHILD,
+              collective_child: str = COLLECTIVE_CHILD) -> list[CheckResult]:
+    """Run the selected probes (all when only is None) within timeout_s seconds overall.
+    cpu=True runs the probe code on the CPU at small sizes: for tests and debugging, not a verdict on a GPU."""
+    unknown = set(only or ()) - set(PROBE_NAMES)
+    if unknown:
+        raise ValueError(f"unknown probe(s): {', '.join(sorted(unknown))}; valid: {', '.join(PROBE_NAMES)}")
+    names = [n for n in PROBE_NAMES if only is None or n in only]
+    python = python or sys.executable
+    env = child_env()
+    deadline = time.monotonic() + timeout_s
+    pending = [n for n in names if BY_NAME[n].in_main_child]
+    verdicts: dict[str, CheckResult] = {}
+    ctx: DeviceContext | None = None
+
+    while ctx is None or pending:
+        remaining = deadline - time.monotonic()
+        if ctx is not None and remaining < MIN_RELAUNCH_S:
+            break
+        plan = {"probes": [[n, max(1.0, min(_per_probe_timeout(n, allow_build), remaining - 1))] for n in pending],
+                "allow_build": allow_build, "cpu": cpu, "init_timeout_s": max(1.0, remaining - 1)}
+        cmd = run_command([python, "-m", main_child, "--plan", json.dumps(plan)], timeout=max(1.0, remaining), env=env)
+        report = parse_child_output(cmd.stdout)
+        if ctx is None:
+            if report.device is None or device_problem(report.device):
+                return _init_failure(names, cmd, report)
+            if not report.device["available"]:
+                return [skipped(probe_id(n), f"{n} skipped: {report.device['reason']}") for n in names]
+            ctx = DeviceContext.from_device_event(report.device, gpu_names, smi_memory_bytes,
+                                                  {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ})
+            if cpu:
+                ctx.vendor = "cpu"
+            elif "memory" in pending and ctx.smi_memory_bytes is None:
+                ctx.smi_memory_bytes = read_smi_memory_bytes(ctx.vendor)
+        for name, event in report.results.items():
+            if name in pending:
+                verdicts[name] = result_verdict(name, event, ctx)
+        for name, why in report.bad.items():
+            if name in pending and name not in verdicts:
+                verdicts[name] = garbage_verdict(name, why, cmd)
+        culprit = report.unfinished()
+        if culprit in pending and culprit not in verdicts:
+            verdicts[culprit] = died_verdict(culprit, cmd, ctx, plan_timeout(plan, culprit))
+        progressed = [n for n in pending if n in verdicts]
+        pending = [n for n in pending if n not in verdicts]
+        if report.done or not progressed:
+            break  # finished, or the child died between probes: do not loop on it
+
+    for name in pending:
+        verdicts[name] = skipped(probe_id(name), f"{name} not run: the GPU stage's {timeout_s:g} s budget ran out "
+                                 f"(run it alone: rocmcheck probe {name})")
+    if "collective" in names:
+        verdicts["collective"] = _collective(ctx, deadline, python, collective_child, env, cpu)
+    return [verdicts[n] for n in names]
+
+
+def plan_timeout(plan: dict[str, Any], name: str) -> float:
+    return next((t for n, t in plan["probes"] if n == name), 0.0)
+
+
+def _collective(ctx: DeviceContext, deadline: float, python: str, module: str, env: dict[str, str],
+                cpu: bool) -> CheckResult:
+    pid = probe_id("collective")
+    world = 2 if cpu else ctx.count  # test mode: two CPU processes over gloo
+    if world < 2:
+        return skipped(pid, f"collective skipped: {ctx.count} GPU visible, nothing to all-reduce across")
+    remaining = min(BY_NAME["collective"].timeout_s, deadline - time.monotonic())
+    if remaining < MIN_RELAUNCH_S:
+        return skipped(pid, "collective not run: the GPU stage's budget ran out (run it alone: rocmcheck probe collective)")
+    argv = [python, "-m", module, "--world", str(world), "--backend", "gloo" if cpu else "nccl",
+            "--timeout", f"{max(1.0, remaining - 5):g}"] + (["--mib", "1"] if cpu else [])
+    cmd = run_command(argv, timeout=remaining, env=env)
+    report = parse_child_output(cmd.stdout)
+    if "collective" in report.results:
+        return result_verdict("collective", report.results["collective"], ctx)
+    if "collective" in report.bad:
+        return garbage_verdict("collective", report.bad["collective"], cmd)
+    return died_verdict("collective", cmd, ctx, remaining)
