@@ -1,0 +1,62 @@
+"""Small text helpers every parser shares. None of them raises on odd input."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+# CSI escape sequences, as real ESC bytes (rocminfo colours its errors red, ds_report its [OKAY]s green)
+# or as the literal caret text "^[3m" that a terminal copy leaves behind (rocm-smi fixture).
+_ANSI = re.compile(r"(?:\x1b|\^\[)\[?[0-9;?]*[A-Za-z]")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_LEADING_INT = re.compile(r"^\s*(-?\d+)")
+_KEY_VALUE = re.compile(r"^\s*([^:]+?)\s*:+\s*(.*?)\s*$")
+
+
+def to_text(text: Any) -> str:
+    """Whatever a caller hands us (str, bytes, None) as a str."""
+    if text is None:
+        return ""
+    if isinstance(text, (bytes, bytearray)):
+        return bytes(text).decode("utf-8", errors="replace")
+    return text if isinstance(text, str) else str(text)
+
+
+def strip_ansi(line: str) -> str:
+    return _CONTROL.sub("", _ANSI.sub("", line))
+
+
+def clean_lines(text: Any) -> list[str]:
+    """Lines without colour codes, control bytes or trailing spaces; CRLF and CR endings handled."""
+    return [strip_ansi(line).rstrip() for line in to_text(text).splitlines()]
+
+
+def leading_int(value: str | None) -> int | None:
+    """29857 from "29857(0x74a1)", 64 from "64(0x40)", None from "N/A"."""
+    if not value:
+        return None
+    m = _LEADING_INT.match(value)
+    return int(m.group(1)) if m else None
+
+
+def split_key_value(line: str) -> tuple[str, str] | None:
+    """("Chip ID", "29857(0x74a1)") from "  Chip ID:   29857(0x74a1)"; the value may itself hold colons."""
+    m = _KEY_VALUE.match(line)
+    if not m or not m.group(1).strip():
+        return None
+    return m.group(1).strip(), m.group(2)
+
+
+def printable(line: str, limit: int = 300) -> str:
+    """A line safe to show a person: printable characters only, bounded length."""
+    return "".join(ch for ch in line if ch.isprintable())[:limit].strip()
+
+
+def none_if_na(value: str | None) -> str | None:
+    """Tools print "N/A", "[N/A]", "[Not Supported]" for unknown values."""
+    if value is None:
+        return None
+    v = value.strip()
+    if not v or v.strip("[]").strip().lower() in {"n/a", "na", "not supported", "unknown", "none", "-"}:
+        return None
+    return v

@@ -1,0 +1,230 @@
+"""rocminfo output -> RocminfoReport: every HSA agent, the runtime version, and the failure text when it fails.
+
+rocminfo prints "Key:   value" lines, padded with trailing spaces to fixed columns (or not, when a person
+pasted it through something that trims them). Nested blocks (Cache Info, Pool Info, ISA Info) reuse keys
+such as "Name:" and "Size:", so the parser tracks which block it is in by its header lines rather than by
+indentation, which pastes often mangle.
+"""
+
+from __future__ import annotations
+
+import re
+
+from rocmcheck.facts.parsers._text import clean_lines, leading_int, printable, split_key_value
+from rocmcheck.facts.parsers.models import RocmAgent, RocminfoReport
+
+# error_kind -> what rocminfo printed, and where a real copy of that text was published.
+ERROR_KINDS = {
+    "kfd_permission": "Unable to open /dev/kfd read-write: Permission denied (https://github.com/ROCm/ROCm-docker/issues/116)",
+    "kfd_invalid_argument": "Unable to open /dev/kfd read-write: Invalid argument (https://github.com/ROCm/ROCm/issues/4043)",
+    "kfd_missing": "Unable to open /dev/kfd read-write: No such file or directory "
+    "(container started without --device=/dev/kfd; https://github.com/ROCm/legacy-rocm-build/issues/1798)",
+    "kfd_no_memory": "Unable to open /dev/kfd read-write: Cannot allocate memory (https://github.com/ROCm/rocminfo/issues/41)",
+    "hsa_error": "hsa api call failure at: .../rocminfo.cc:N / Call returned HSA_STATUS_ERROR_...: ... "
+    "(https://github.com/ROCm/legacy-rocm-build/issues/4382)",
+    "driver_not_loaded": "ROCk module is NOT loaded, possibly no GPU devices (https://github.com/ROCm/legacy-rocm-build/issues/1506)",
+    "other": "some other /dev/kfd error, or output that is not rocminfo's",
+}
+
+_KFD_OPEN = re.compile(r"Unable to open /dev/kfd read-write:\s*(.*)", re.IGNORECASE)
+_KFD_REASONS = {
+    "permission denied": "kfd_permission",
+    "invalid argument": "kfd_invalid_argument",
+    "no such file or directory": "kfd_missing",
+    "cannot allocate memory": "kfd_no_memory",
+}
+_MODULE_LOADED = re.compile(r"ROCk module (?:version (\S+) )?is loaded", re.IGNORECASE)
+_MODULE_NOT_LOADED = re.compile(r"ROCk module is NOT loaded", re.IGNORECASE)
+_HSA_FAILURE = re.compile(r"hsa api call failure", re.IGNORECASE)
+_HSA_STATUS = re.compile(r"Call returned (HSA_STATUS_\w+)")
+_GROUP_NOTE = re.compile(r"(is (?:not )?member of .*group|Failed to get user name)", re.IGNORECASE)
+_AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$")
+_POOL = re.compile(r"^\s*Pool\s+(\d+)\s*$")
+_ISA = re.compile(r"^\s*ISA\s+(\d+)\s*$")
+_SIZE = re.compile(r"^\s*(\d+)\s*(?:\(0x[0-9a-fA-F]+\))?\s*([KMG]?B)?", re.IGNORECASE)
+_UNIT = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
+
+
+def parse_rocminfo(text: str) -> RocminfoReport:
+    """Parse `rocminfo` (or `rocminfo --support`) output, stdout and stderr together. Never raises."""
+    report = RocminfoReport()
+    agent: RocmAgent | None = None
+    # system | agent | cache | pool | isa. "... per Dimension:" sub-blocks need no state: their x/y/z
+    # lines have no colon, so they are skipped wherever they appear.
+    block = "system"
+    pool: dict[str, str] = {}
+    pools: list[dict[str, str]] = []
+    saw_agents_header = False
+
+    def finish_agent() -> None:
+        if agent is not None:
+            if pool:
+                pools.append(dict(pool))
+            agent.memory_bytes = _coarse_grained_bytes(pools)
+            report.agents.append(agent)
+
+    for line in clean_lines(text):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if _note_status_line(report, stripped):
+            continue
+        if stripped.startswith("*** Done ***"):
+            report.complete = True
+            continue
+        if stripped == "HSA Agents":
+            saw_agents_header = True
+            continue
+        m = _AGENT.match(line)
+        if m:
+            finish_agent()
+            agent = RocmAgent(index=int(m.group(1)), name="")
+            block, pool, pools = "agent", {}, []
+            continue
+        if agent is None:
+            kv = split_key_value(stripped)
+            if kv and block == "system" and not stripped.startswith(("=", "*")):
+                _system_attribute(report, *kv)
+            continue
+
+        # Inside an agent: block headers first.
+        if stripped in ("Cache Info:",):
+            block = "cache"
+            continue
+        if stripped == "Pool Info:":
+            block = "pool"
+            continue
+        if stripped == "ISA Info:":
+            if pool:
+                pools.append(pool)
+                pool = {}
+            block = "isa"
+            continue
+        if block == "pool" and _POOL.match(line):
+            if pool:
+                pools.append(pool)
+            pool = {}
+            continue
+        if block == "isa" and _ISA.match(line):
+            continue
+        kv = split_key_value(stripped)
+        if kv is None:
+            continue
+        key, value = kv
+        if block == "pool":
+            pool[key] = value
+        elif block == "isa":
+            if key == "Name" and value:
+                agent.isas.append(value)
+        elif block == "cache" and re.fullmatch(r"L\d", key):
+            continue
+        else:
+            block = "agent"  # a top-level agent key ends the Cache Info block
+            _agent_field(agent, key, value)
+    finish_agent()
+
+    if not report.agents and report.error is None:
+        _unrecognised(report, text, saw_agents_header)
+    return report
+
+
+def _note_status_line(report: RocminfoReport, line: str) -> bool:
+    """The lines rocminfo prints before (or instead of) the agent list. True when `line` was one."""
+    m = _MODULE_LOADED.search(line)
+    if m:
+        report.kfd_module_loaded = True
+        report.kfd_module_version = m.group(1)
+        return True
+    if _MODULE_NOT_LOADED.search(line):
+        report.kfd_module_loaded = False
+        report.error_lines.append(line)
+        _set_error(report, line, "driver_not_loaded", priority=1)
+        return True
+    m = _KFD_OPEN.search(line)
+    if m:
+        kind = _KFD_REASONS.get(m.group(1).strip().rstrip(".").lower(), "other")
+        report.error_lines.append(line)
+        _set_error(report, line, kind, priority=3)
+        return True
+    if _HSA_FAILURE.search(line):
+        report.error_lines.append(line)
+        _set_error(report, line, "hsa_error", priority=2)
+        return True
+    m = _HSA_STATUS.search(line)
+    if m:
+        report.error_lines.append(line)
+        report.hsa_status = m.group(1)
+        # "Call returned ..." says more than the "hsa api call failure at: file:line" before it.
+        _set_error(report, line, "hsa_error", priority=2, replace_same=True)
+        return True
+    if _GROUP_NOTE.search(line) and not line.startswith(" "):
+        report.group_note = line
+        return True
+    return False
+
+
+# A /dev/kfd open error explains an HSA failure, which explains "ROCk module is NOT loaded": keep the most specific.
+_PRIORITY = {"driver_not_loaded": 1, "hsa_error": 2}  # every kfd_* kind (and a kfd "other") ranks 3
+
+
+def _set_error(report: RocminfoReport, line: str, kind: str, priority: int, replace_same: bool = False) -> None:
+    current = _PRIORITY.get(report.error_kind or "", 3) if report.error else 0
+    if priority > current or (replace_same and priority == current and report.error_kind == kind):
+        report.error, report.error_kind = line, kind
+
+
+def _system_attribute(report: RocminfoReport, key: str, value: str) -> None:
+    report.system_attributes[key] = value
+    if key == "Runtime Version":
+        report.runtime_version = value or None
+    elif key == "Runtime Ext Version":
+        report.runtime_ext_version = value or None
+
+
+def _agent_field(agent: RocmAgent, key: str, value: str) -> None:
+    if key == "Name":
+        agent.name = value
+    elif key == "Marketing Name":
+        agent.marketing_name = value
+    elif key == "Vendor Name":
+        agent.vendor = value
+    elif key == "Device Type":
+        agent.device_type = value
+    elif key == "Uuid":
+        agent.uuid = value
+    elif key == "Node":
+        agent.node = leading_int(value)
+    elif key == "Chip ID":
+        agent.chip_id = leading_int(value)
+    elif key == "Compute Unit":
+        agent.compute_units = leading_int(value)
+    elif key == "Wavefront Size":
+        agent.wavefront_size = leading_int(value)
+    elif key == "BDFID":
+        agent.bdfid = leading_int(value)
+    elif key == "Memory Properties":
+        agent.is_apu = "APU" in value.upper().split()
+
+
+def _coarse_grained_bytes(pools: list[dict[str, str]]) -> int | None:
+    """Size of the first GLOBAL pool whose only flag is COARSE GRAINED (not "KERNARG, COARSE GRAINED")."""
+    for pool in pools:
+        segment = pool.get("Segment", "")
+        if not segment.upper().startswith("GLOBAL"):
+            continue
+        _, _, flags = segment.partition("FLAGS:")
+        if [f.strip().upper() for f in flags.split(",")] != ["COARSE GRAINED"]:
+            continue
+        m = _SIZE.match(pool.get("Size", ""))
+        if m:
+            return int(m.group(1)) * _UNIT.get((m.group(2) or "KB").upper(), 1024)
+    return None
+
+
+def _unrecognised(report: RocminfoReport, text: str, saw_agents_header: bool) -> None:
+    """No agents and no known failure text: say so, quoting the first line, unless the output was empty."""
+    if saw_agents_header:
+        return  # a real rocminfo that listed no agents: nothing to quote, the checks see zero agents
+    first = next((printable(l) for l in clean_lines(text) if printable(l)), "")
+    if first and report.kfd_module_loaded is None:
+        report.error, report.error_kind = first, "other"

@@ -1,0 +1,362 @@
+"""rocm-smi and amd-smi outputs -> SmiReport (one SmiGpu per GPU index), and merge_smi to combine them.
+
+rocm-smi's concise table changed shape across releases (5.7: "GPU Temp (DieEdge) ..."; 6.0: "Device
+[Model : Revision]" with the name on a second line; 6.2+: "Device Node IDs ... Partitions (Mem, Compute,
+ID)"), so rows are read by pattern, not by column position. amd-smi changed its JSON top level (a list of
+GPUs, later {"gpu_data": [...]}), so the JSON readers walk whatever shape they get.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import fields
+from typing import Any, Iterable
+
+from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_text
+from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
+
+# rocm-smi's own failure text when the amdgpu driver is absent (https://github.com/ROCm/ROCm/issues/1498).
+_SMI_ERRORS = re.compile(r"(ERROR:root:Driver not initialized.*|ROCk module is NOT loaded.*)", re.IGNORECASE)
+_ROW = re.compile(r"^\s*(\d+)\s+\S")
+_PARTITION = re.compile(r"\b(NPS\d|N/A)\s*,\s*([SDTQC]PX|N/A)(?:\s*,\s*(\d+|N/A))?", re.IGNORECASE)
+_DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
+_GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*(.*?)\s*:\s*(.*?)\s*$")
+_GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
+_UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4,
+               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
+
+
+# ---- rocm-smi ------------------------------------------------------------------------------------
+
+def parse_rocm_smi(text: str) -> SmiReport:
+    """The default concise table of plain `rocm-smi` (ROCm 5.7 through 6.x layouts)."""
+    report = SmiReport(tool="rocm-smi")
+    columns: list[str] = []
+    in_body = False
+    last: SmiGpu | None = None
+    for line in clean_lines(text):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if report.error is None and _SMI_ERRORS.search(stripped):
+            report.error = _SMI_ERRORS.search(stripped).group(1)
+            continue
+        if stripped.startswith("="):
+            if report.gpus:
+                in_body = False  # the "=====" after the rows closes the table
+            continue
+        if not columns and re.match(r"^(GPU|Device)\s{2,}", stripped):
+            columns = stripped.split()
+            in_body = True  # the legacy layout has no "=====" line between header and rows
+            continue
+        if not in_body:
+            continue
+        m = _ROW.match(line)
+        if m and ("%" in line or "Mhz" in line or "W " in line):
+            last = _concise_row(int(m.group(1)), line, columns)
+            report.gpus.append(last)
+        elif last is not None and not _ROW.match(line) and not last.product_name and line.startswith(" "):
+            last.product_name = stripped  # 6.0-era layout: "Name (20 chars)" on the line under its row
+    return report
+
+
+def _concise_row(index: int, line: str, columns: list[str]) -> SmiGpu:
+    gpu = SmiGpu(index=index)
+    tokens = line.split()
+    if "Node" in columns and len(tokens) > 1:
+        gpu.node = leading_int(tokens[1])
+    did = _DEVICE_ID.search(line)
+    if did:
+        gpu.device_id = did.group(0).lower()
+    part = _PARTITION.search(line)
+    if part:
+        gpu.memory_partition = none_if_na(part.group(1))
+        gpu.partition = none_if_na(part.group(2))
+        gpu.partition_id = leading_int(part.group(3))
+    percents = _PERCENT.findall(line)
+    if len(percents) >= 2 and "VRAM%" in columns and "GPU%" in columns:
+        gpu.vram_used_percent, gpu.util_percent = float(percents[-2]), float(percents[-1])
+    return gpu
+
+
+def parse_rocm_smi_productname(text: str) -> SmiReport:
+    """`rocm-smi --showproductname` (also `-i`): "GPU[0]  : Card Series:  AMD Instinct MI300X OAM"."""
+    return _report_from_gpu_kv("rocm-smi", _gpu_key_values(text))
+
+
+def parse_rocm_smi_meminfo(text: str) -> SmiReport:
+    """`rocm-smi --showmeminfo vram`: "GPU[0]  : VRAM Total Memory (B): 206141652992"."""
+    return _report_from_gpu_kv("rocm-smi", _gpu_key_values(text))
+
+
+def parse_rocm_smi_json(text: str) -> SmiReport:
+    """`rocm-smi ... --json`: {"card0": {"Card Series": ..., "VRAM Total Memory (B)": "..."}, "system": {...}}."""
+    report = SmiReport(tool="rocm-smi")
+    data = _load_json(text)
+    if not isinstance(data, dict):
+        return report
+    per_gpu: dict[int, dict[str, str]] = {}
+    for key, value in data.items():
+        if not isinstance(value, dict):
+            continue
+        m = re.fullmatch(r"card(\d+)", str(key).strip(), re.IGNORECASE)
+        if m:
+            per_gpu[int(m.group(1))] = {str(k): str(v) for k, v in value.items()}
+        elif str(key).lower() == "system":
+            for k, v in value.items():
+                if "driver version" in str(k).lower():
+                    report.driver_version = none_if_na(str(v))
+    report.gpus = _report_from_gpu_kv("rocm-smi", per_gpu).gpus
+    return report
+
+
+def _gpu_key_values(text: str) -> dict[int, dict[str, str]]:
+    out: dict[int, dict[str, str]] = {}
+    for line in clean_lines(text):
+        m = _GPU_KV.match(line)
+        if m:
+            out.setdefault(int(m.group(1)), {})[m.group(2).strip()] = m.group(3).strip()
+    return out
+
+
+def _report_from_gpu_kv(tool: str, per_gpu: dict[int, dict[str, str]]) -> SmiReport:
+    report = SmiReport(tool=tool)
+    for index in sorted(per_gpu):
+        gpu = SmiGpu(index=index)
+        for key, value in per_gpu[index].items():
+            _apply_rocm_smi_field(gpu, key.lower(), none_if_na(value))
+        report.gpus.append(gpu)
+    return report
+
+
+def _apply_rocm_smi_field(gpu: SmiGpu, key: str, value: str | None) -> None:
+    if value is None:
+        return
+    if key in ("card series", "device name", "card model name", "market name") and not gpu.product_name:
+        gpu.product_name = value
+    elif key in ("card model", "device id") and _DEVICE_ID.fullmatch(value):
+        gpu.device_id = value.lower()
+    elif key == "gfx version" and _GFX.match(value):
+        gpu.gfx = value.lower()
+    elif key.startswith("vram total memory"):
+        gpu.vram_total_bytes = leading_int(value)
+    elif key.startswith("vram total used memory"):
+        gpu.vram_used_bytes = leading_int(value)
+    elif key == "node id":
+        gpu.node = leading_int(value)
+    elif key == "gpu use (%)":
+        gpu.util_percent = _float(value)
+    elif key in ("pci bus", "pcie bus"):
+        gpu.pci_bus = value
+
+
+# ---- amd-smi -------------------------------------------------------------------------------------
+
+_AMD_VERSION_KEYS = {
+    "tool_version": re.compile(r"(?:AMDSMI Tool:|\bAMD-SMI\b)\s*([^\s|]+)", re.IGNORECASE),
+    "rocm_version": re.compile(r"ROCm version:\s*([^\s|]+)", re.IGNORECASE),
+    "driver_version": re.compile(r"amdgpu version:\s*([^\s|]+)", re.IGNORECASE),
+}
+
+
+def parse_amd_smi_version(text: str) -> SmiReport:
+    """`amd-smi version`: "AMDSMI Tool: 24.7.1+8dc45db | AMDSMI Library version: 25.1.0.0 | ROCm version: 6.3.3"
+    (newer ones add "| amdgpu version: 6.16.6"); also reads the same facts from amd-smi's table banner."""
+    report = SmiReport(tool="amd-smi")
+    joined = "\n".join(clean_lines(text))
+    for attr, pattern in _AMD_VERSION_KEYS.items():
+        m = pattern.search(joined)
+        if m:
+            setattr(report, attr, none_if_na(m.group(1).strip()))
+    return report
+
+
+def parse_amd_smi_list(text: str) -> SmiReport:
+    """`amd-smi list`: "GPU: 0" blocks of "BDF:", "UUID:", "KFD_ID:", "NODE_ID:", "PARTITION_ID:"."""
+    report = SmiReport(tool="amd-smi")
+    for index, flat in _amd_smi_blocks(text):
+        report.gpus.append(_amd_gpu(index, flat))
+    return report
+
+
+def parse_amd_smi_static(text: str) -> SmiReport:
+    """Plain-text `amd-smi static`: "GPU: 0" then ASIC:/BUS:/VRAM: sections of "KEY: value"."""
+    report = SmiReport(tool="amd-smi")
+    for index, flat in _amd_smi_blocks(text):
+        report.gpus.append(_amd_gpu(index, flat))
+    return report
+
+
+def parse_amd_smi_static_json(text: str) -> SmiReport:
+    """`amd-smi static --json` in any of its shapes: a list of GPU objects, {"gpu_data": [...]}, one GPU
+    object, or (jq-filtered) just its "vram" object. Sizes are {"value": N, "unit": "MB"} where amd-smi's
+    MB is MiB (196592 MB == rocm-smi's 206141652992 B on the same MI300X)."""
+    report = SmiReport(tool="amd-smi")
+    data = _load_json(text)
+    for position, obj in enumerate(_gpu_objects(data)):
+        flat = _flatten(obj)
+        index = leading_int(str(flat.get("gpu", ""))) if "gpu" in flat else position
+        report.gpus.append(_amd_gpu(position if index is None else index, flat))
+    return report
+
+
+def _gpu_objects(data: Any) -> list[dict[str, Any]]:
+    if isinstance(data, list):
+        return [d for d in data if isinstance(d, dict)]
+    if not isinstance(data, dict):
+        return []
+    for key in ("gpu_data", "gpus"):
+        if isinstance(data.get(key), list):
+            return [d for d in data[key] if isinstance(d, dict)]
+    if any(k in data for k in ("asic", "vram", "bus", "gpu")):
+        return [data]
+    if "size" in data or "vram_size" in data:  # jq '.[0]["vram"]': the vram object alone
+        return [{"vram": data}]
+    return []
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """{"asic": {"market_name": x}} -> {"asic.market_name": x}; {value, unit} pairs stay whole."""
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict) and not ("value" in obj and "unit" in obj):
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{str(k).strip().lower()}."))
+    else:
+        out[prefix.rstrip(".")] = obj
+    return out
+
+
+def _amd_smi_blocks(text: str) -> Iterable[tuple[int, dict[str, Any]]]:
+    """Yield (gpu index, {"asic.market_name": value, "bdf": value, ...}) per "GPU: N" block."""
+    index: int | None = None
+    flat: dict[str, Any] = {}
+    sections: list[tuple[int, str]] = []  # (indent, name) of open "SECTION:" lines
+    for line in clean_lines(text):
+        if not line.strip():
+            continue
+        m = re.match(r"^\s*GPU:\s*(\d+)\s*$", line)
+        if m:
+            if index is not None:
+                yield index, flat
+            index, flat, sections = int(m.group(1)), {}, []
+            continue
+        if index is None:
+            continue
+        indent = len(line) - len(line.lstrip())
+        key, sep, value = line.strip().partition(":")
+        if not sep:
+            continue
+        while sections and sections[-1][0] >= indent:
+            sections.pop()
+        if not value.strip():
+            sections.append((indent, key.strip().lower()))
+            continue
+        path = ".".join([s for _, s in sections] + [key.strip().lower()])
+        flat[path] = value.strip()
+    if index is not None:
+        yield index, flat
+
+
+def _amd_gpu(index: int, flat: dict[str, Any]) -> SmiGpu:
+    gpu = SmiGpu(index=index)
+
+    def first(*names: str) -> Any:
+        for name in names:
+            for key, value in flat.items():
+                if (key == name or key.endswith("." + name)) and none_if_na(str(value)) is not None:
+                    return value
+        return None
+
+    name = first("market_name", "product_name", "card_series")
+    gpu.product_name = none_if_na(str(name)) if name is not None else None
+    gfx = first("target_graphics_version", "gfx_version")
+    if gfx is not None and _GFX.match(str(gfx).strip()):
+        gpu.gfx = str(gfx).strip().lower()
+    did = first("device_id")
+    if did is not None and _DEVICE_ID.fullmatch(str(did).strip()):
+        gpu.device_id = str(did).strip().lower()
+    bdf = first("bdf")
+    gpu.pci_bus = none_if_na(str(bdf)) if bdf is not None else None
+    uuid = first("uuid")
+    gpu.uuid = none_if_na(str(uuid)) if uuid is not None else None
+    node = first("node_id")
+    gpu.node = leading_int(str(node)) if node is not None else None
+    pid = first("partition_id")
+    gpu.partition_id = leading_int(str(pid)) if pid is not None else None
+    part = first("compute_partition", "accelerator_partition")
+    if part is not None and re.fullmatch(r"[SDTQC]PX", str(part).strip(), re.IGNORECASE):
+        gpu.partition = str(part).strip().upper()
+    mem = first("memory_partition")
+    if mem is not None and re.fullmatch(r"NPS\d", str(mem).strip(), re.IGNORECASE):
+        gpu.memory_partition = str(mem).strip().upper()
+    size = first("vram.size", "vram.vram_size", "vram_size")
+    gpu.vram_total_bytes = _size_bytes(size, default_unit="MB")
+    return gpu
+
+
+def _size_bytes(value: Any, default_unit: str) -> int | None:
+    """{"value": 196592, "unit": "MB"}, "196592 MB", 196592 -> bytes (amd-smi's MB is MiB)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        number, unit = value.get("value"), str(value.get("unit") or default_unit)
+    else:
+        m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)", str(value))
+        if not m:
+            return None
+        number, unit = m.group(1), m.group(2) or default_unit
+    amount = _float(str(number))
+    factor = _UNIT_BYTES.get(unit.strip().upper())
+    if amount is None or factor is None:
+        return None
+    return int(amount * factor)
+
+
+# ---- combining -----------------------------------------------------------------------------------
+
+def merge_smi(*reports: SmiReport | None) -> SmiReport:
+    """One report from several (concise table + product names + memory + amd-smi): per GPU index, the
+    first report that knows a field wins, so pass the most trusted source first."""
+    present = [r for r in reports if r is not None]
+    tools = list(dict.fromkeys(r.tool for r in present if r.tool))
+    merged = SmiReport(tool="+".join(tools) if tools else "rocm-smi")
+    by_index: dict[int, SmiGpu] = {}
+    gpu_fields = [f.name for f in fields(SmiGpu) if f.name != "index"]
+    report_fields = [f.name for f in fields(SmiReport) if f.name not in ("tool", "gpus")]
+    for report in present:
+        for name in report_fields:
+            if getattr(merged, name) is None and getattr(report, name) is not None:
+                setattr(merged, name, getattr(report, name))
+        for gpu in report.gpus:
+            target = by_index.setdefault(gpu.index, SmiGpu(index=gpu.index))
+            for name in gpu_fields:
+                if getattr(target, name) is None and getattr(gpu, name) is not None:
+                    setattr(target, name, getattr(gpu, name))
+    merged.gpus = [by_index[i] for i in sorted(by_index)]
+    return merged
+
+
+# ---- shared --------------------------------------------------------------------------------------
+
+def _load_json(text: str) -> Any:
+    """The JSON in a tool's stdout, tolerating warning lines printed before it."""
+    raw = to_text(text).strip()
+    if not raw:
+        return None
+    starts = [0] + [m.start() for m in re.finditer(r"^[\[{]", raw, re.MULTILINE)][:20]
+    for start in starts:
+        try:
+            return json.loads(raw[start:])
+        except (ValueError, RecursionError):
+            continue
+    return None
+
+
+def _float(value: str | None) -> float | None:
+    try:
+        return float(str(value).strip().rstrip("%"))
+    except (TypeError, ValueError):
+        return None
+

@@ -1,0 +1,61 @@
+"""Version strings: /opt/rocm/.info/version, and the ROCm / CUDA suffix of a torch version."""
+
+from __future__ import annotations
+
+import re
+
+from packaging.version import InvalidVersion, Version
+
+from rocmcheck.facts.parsers._text import clean_lines
+
+_RELEASE = re.compile(r"^(\d+(?:\.\d+){0,3})")
+
+
+def parse_rocm_version_file(text: str) -> str | None:
+    """The ROCm release in /opt/rocm/.info/version: "6.2.3" from "6.2.3-119", "7.14.0" from "7.14.0".
+
+    The "-119" build number is dropped: checks compare releases. None when the file holds no version.
+    """
+    for line in clean_lines(text):
+        m = _RELEASE.match(line.strip())
+        if m and "." in m.group(1):
+            return m.group(1)
+    return None
+
+
+def parse_torch_rocm_suffix(torch_version: str | None) -> str | None:
+    """The ROCm a torch wheel was built for, from its local version label.
+
+    "2.4.1+rocm6.1" -> "6.1"; "2.10.0+rocm7.13.0a20260416" -> "7.13.0";
+    "2.4.0+rocm6.3.4.git7cecbf6d" -> "6.3.4"; "2.5.1+cu124" or "2.5.1" -> None.
+    """
+    local = _local_label(torch_version)
+    m = re.match(r"^rocm(\d+(?:\.\d+)*)", local or "")
+    return m.group(1) if m else None
+
+
+def parse_torch_cuda_suffix(torch_version: str | None) -> str | None:
+    """The CUDA a torch wheel was built for: "2.5.1+cu124" -> "12.4", "2.0.1+cu118" -> "11.8",
+    "2.9.0+cu130" -> "13.0". The last digit is the minor version (PyTorch's naming). None otherwise."""
+    local = _local_label(torch_version)
+    m = re.match(r"^cu(\d{2,3})(?!\d)", local or "")
+    if not m:
+        return None
+    digits = m.group(1)
+    return f"{int(digits[:-1])}.{digits[-1]}"
+
+
+def major_minor(version: str | None) -> str | None:
+    """"6.2" from "6.2.3", "6.2.41133-dd7f95766" or "6.2"; None when there is no major.minor."""
+    m = re.match(r"^\s*(\d+)\.(\d+)", version or "")
+    return f"{m.group(1)}.{m.group(2)}" if m else None
+
+
+def _local_label(torch_version: str | None) -> str | None:
+    """The part after "+", lower-cased; packaging normalises it when the version is PEP 440."""
+    if not torch_version or "+" not in torch_version:
+        return None
+    try:
+        return Version(torch_version.strip()).local
+    except InvalidVersion:
+        return torch_version.strip().split("+", 1)[1].lower()
