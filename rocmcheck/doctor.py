@@ -46,6 +46,10 @@ class DoctorRun:
                 "python": f.platform.get("python"), "torch": (ctx.torch or {}).get("version"), "headline": headline}
 
 
+# Areas whose checks read the child-process probe of torch / flash-attn / DeepSpeed.
+PYTHON_STACK_AREAS = {"torch", "triton", "flash_attn", "deepspeed", "rocm", "nvidia"}
+
+
 def _stage_wanted(opts: DoctorOptions, area: str) -> bool:
     if opts.only and area not in opts.only and not any(o.startswith(area + ".") for o in opts.only):
         return False
@@ -86,11 +90,14 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
     """Live when facts is None; otherwise re-diagnose recorded facts (a bundle) without touching the machine."""
     start = time.monotonic()
     source = "live" if facts is None else "bundle"
-    if facts is None:
-        facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
-                              probe_timeout_s=opts.probe_timeout_s)
-    ctx = CheckContext(facts, expected_archs=opts.expected_archs)
     specs = select_checks(opts.only, opts.skip)
+    if facts is None:
+        needs_python = (any(s.area in PYTHON_STACK_AREAS for s in specs)
+                        or (opts.gpu_probes and _stage_wanted(opts, "probe"))
+                        or (opts.train and _stage_wanted(opts, "train")))
+        facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
+                              probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python)
+    ctx = CheckContext(facts, expected_archs=opts.expected_archs)
     results = run_checks(specs, ctx)
     if facts.deadline_hit:
         results.append(CheckResult("doctor.deadline", Status.FAIL,

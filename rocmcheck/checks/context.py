@@ -75,7 +75,7 @@ class CheckContext:
         table = self.facts.command("nvidia-smi")
         if table is not None and table.ok:
             header = parse_nvidia_smi_table(table.stdout)
-            if report is None:
+            if report is None or not report.gpus:
                 report = header
             else:
                 report.cuda_version = report.cuda_version or header.cuda_version
@@ -190,8 +190,11 @@ class CheckContext:
         report = self.nvidia_smi
         if report is None:
             return out
+        torch_devices = (self.torch or {}).get("devices") or [] if self.torch_is_cuda else []
         for g in report.gpus:
             cap = g.compute_cap or ""
+            if not cap and g.index < len(torch_devices) and torch_devices[g.index].get("capability"):
+                cap = "%d.%d" % tuple(torch_devices[g.index]["capability"])  # older drivers lack compute_cap
             arch = None
             if cap and "." in cap:
                 major, minor = cap.split(".", 1)

@@ -211,11 +211,17 @@ def _package_versions() -> tuple[dict[str, str | None], list[str]]:
     return versions, requires
 
 
-def _os_info(os_release_path: str = "/etc/os-release") -> dict[str, Any]:
+def os_info(os_release_path: str | None = None) -> dict[str, Any]:
+    """distro's view of the OS: of this machine, or of a saved os-release file."""
     import distro
 
-    info = distro.info(best=True)
-    info["name"] = distro.name(pretty=True)
+    if os_release_path is None:
+        dist = distro.LinuxDistribution()
+    else:
+        dist = distro.LinuxDistribution(include_lsb=False, os_release_file=os_release_path,
+                                        distro_release_file="/dev/null", include_uname=False, include_oslevel=False)
+    info = dict(dist.info(best=True))
+    info["name"] = dist.name(pretty=True)
     return info
 
 
@@ -244,7 +250,7 @@ def run_python_probes(timeout: float) -> tuple[dict[str, dict[str, Any]], dict[s
 
 
 def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
-                  probe_timeout_s: float = 45.0) -> Facts:
+                  probe_timeout_s: float = 45.0, python_probes: bool = True) -> Facts:
     """Gather everything. Commands and child probes run in parallel; nothing outlives deadline_s."""
     start = time.monotonic()
     env = redact_env(os.environ, ENV_NAMES, ENV_PREFIXES)
@@ -276,13 +282,14 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
 
     with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
         futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}
-        futures[pool.submit(run_python_probes, probe_timeout_s)] = ("probe", "python")
+        if python_probes:  # the one expensive fact (imports torch); skipped when no selected check reads it
+            futures[pool.submit(run_python_probes, probe_timeout_s)] = ("probe", "python")
         # Cheap in-process facts while the children run.
         facts.platform = {
             "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(),
             "python": platform.python_version(), "executable": sys.executable,
         }
-        facts.os_info = _os_info()
+        facts.os_info = os_info()
         facts.env = env
         facts.files = {p: _read(p) for p in FILES}
         facts.present = {p: os.path.exists(p) for p in PRESENCE}
