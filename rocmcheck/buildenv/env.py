@@ -1,0 +1,295 @@
+"""The environment for building PyTorch, flash-attn and DeepSpeed from source: a pure function of
+the chosen archs, the targets, the machine's cores/memory and the toolkit found."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocmcheck.buildenv.archs import ArchSelection
+from rocmcheck.buildenv.jobs import JobsEstimate, estimate_jobs
+from rocmcheck.buildenv.knowledge import build_facts
+from rocmcheck.buildenv.toolkit import Toolkit
+from rocmcheck.knowledge import arch_info
+
+TARGETS = ("pytorch", "flash-attn", "deepspeed")
+# flash-attn's nvcc runs this many threads per job; MAX_JOBS is sized for it (see jobs.py).
+CUDA_NVCC_THREADS = 2
+
+
+class BuildEnvError(ValueError):
+    """A combination of options that cannot give a working build; one line a person can act on."""
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    name: str
+    value: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class HostResources:
+    cores: int
+    available_bytes: int | None
+    memory_source: str = "MemAvailable"
+
+
+@dataclass
+class BuildEnv:
+    vendor: str
+    archs: list[str]
+    targets: list[str]
+    triton_backend: bool
+    jobs: JobsEstimate
+    toolkit: Toolkit | None
+    variables: list[EnvVar] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # about this configuration (warnings)
+    commands: list[str] = field(default_factory=list)  # the build commands that go with it
+    pitfalls: list[str] = field(default_factory=list)
+
+    def env(self) -> dict[str, str]:
+        return {v.name: v.value for v in self.variables}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema": 1,
+            "vendor": self.vendor,
+            "archs": list(self.archs),
+            "targets": list(self.targets),
+            "triton_backend": self.triton_backend,
+            "env": self.env(),
+            "why": {v.name: v.why for v in self.variables if v.why},
+            "toolkit": None if self.toolkit is None else {
+                "path": self.toolkit.path, "layout": self.toolkit.layout,
+                "version": self.toolkit.version, "found_by": self.toolkit.found_by,
+            },
+            "max_jobs": {
+                "value": self.jobs.max_jobs, "cores": self.jobs.cores,
+                "available_bytes": self.jobs.available_bytes, "memory_source": self.jobs.memory_source,
+                "gib_per_job": self.jobs.gib_per_job, "threads_per_job": self.jobs.threads_per_job,
+                "rule": build_facts()["max_jobs"]["rule"], "sources": build_facts()["max_jobs"]["sources"],
+            },
+            "notes": list(self.notes),
+            "commands": list(self.commands),
+            "pitfalls": list(self.pitfalls),
+        }
+
+
+def expand_targets(target: str) -> list[str]:
+    if target == "all":
+        return list(TARGETS)
+    if target not in TARGETS:
+        raise BuildEnvError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}, all")
+    return [target]
+
+
+def compute_build_env(
+    selection: ArchSelection,
+    targets: list[str],
+    host: HostResources,
+    toolkit: Toolkit | None,
+    triton_backend: bool = False,
+) -> BuildEnv:
+    if triton_backend and selection.vendor != "amd":
+        raise BuildEnvError("--triton-backend is flash-attn's ROCm switch (FLASH_ATTENTION_TRITON_AMD_ENABLE); drop it for NVIDIA archs")
+    threads = CUDA_NVCC_THREADS if selection.vendor == "nvidia" and "flash-attn" in targets else 1
+    jobs = estimate_jobs(host.cores, host.available_bytes, threads_per_job=threads, memory_source=host.memory_source)
+    out = BuildEnv(selection.vendor, list(selection.archs), list(targets), triton_backend, jobs, toolkit)
+    out.notes.extend(selection.notes)
+    if selection.vendor == "amd":
+        _rocm(out, selection)
+    else:
+        _cuda(out, selection)
+    return out
+
+
+def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
+    facts = build_facts()
+    v = out.variables
+    if out.toolkit is not None:
+        where = out.toolkit.describe()
+        v.append(EnvVar("ROCM_PATH", out.toolkit.path, f"ROCm: {where}"))
+        v.append(EnvVar("ROCM_HOME", out.toolkit.path, "read first by torch.utils.cpp_extension in older torch"))
+        v.append(EnvVar("HIP_PATH", out.toolkit.path, "the ROCm root (HIP is no longer a separate tree)"))
+    else:
+        out.notes.append("ROCm not found (ROCM_PATH, hipconfig, /opt/rocm, /opt/rocm/core*): set ROCM_PATH, ROCM_HOME and HIP_PATH to your ROCm root")
+    v.append(EnvVar("USE_ROCM", "1", "build PyTorch for ROCm"))
+    v.append(EnvVar("PYTORCH_ROCM_ARCH", ";".join(sel.archs), "offload targets for PyTorch and every torch cpp_extension build"))
+    v.append(EnvVar("MAX_JOBS", str(out.jobs.max_jobs), out.jobs.explain()))
+
+    if "flash-attn" in out.targets:
+        v.append(EnvVar("BUILD_TARGET", "rocm", "flash-attn: build the ROCm extension even if detection is unsure"))
+        if out.triton_backend:
+            v.append(EnvVar("FLASH_ATTENTION_TRITON_AMD_ENABLE", "TRUE", "flash-attn: Triton (aiter) backend instead of CK; set it when running too"))
+        else:
+            allowed = facts["flash_attn"]["ck_gpu_archs"]
+            ck = [a for a in sel.archs if a in allowed]
+            left_out = [a for a in sel.archs if a not in allowed]
+            if not ck:
+                message = (
+                    f"flash-attn's CK backend does not build for {', '.join(sel.archs)} "
+                    f"(it accepts {', '.join(allowed)}); the Triton backend (--triton-backend) covers MI200/MI300 and RDNA"
+                )
+                if out.targets == ["flash-attn"]:
+                    raise BuildEnvError(message)
+                out.notes.append(message + "; GPU_ARCHS left unset")
+            else:
+                v.append(EnvVar("GPU_ARCHS", ";".join(ck), "flash-attn CK kernels (an explicit list: 'native' needs a GPU at build time)"))
+                if left_out:
+                    out.notes.append(f"flash-attn CK has no kernels for {', '.join(left_out)}: left out of GPU_ARCHS")
+
+    if "deepspeed" in out.targets:
+        _deepspeed(out, rocm=True)
+
+    out.commands.extend(_rocm_commands(out.targets))
+    out.pitfalls.extend(_rocm_pitfalls(out, sel))
+    out.pitfalls.extend(_deepspeed_optional(out))
+
+
+def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
+    facts = build_facts()
+    v = out.variables
+    if out.toolkit is not None:
+        v.append(EnvVar("CUDA_HOME", out.toolkit.path, f"CUDA: {out.toolkit.describe()}"))
+    else:
+        out.notes.append("CUDA toolkit not found (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda): set CUDA_HOME")
+    capabilities = [arch_info(a).compute_capability or "" for a in sel.archs]  # type: ignore[union-attr]
+    if "pytorch" in out.targets:
+        v.append(EnvVar("USE_CUDA", "1", "build PyTorch for CUDA"))
+    v.append(EnvVar("TORCH_CUDA_ARCH_LIST", ";".join(capabilities), "compute capabilities for PyTorch and every torch cpp_extension build"))
+    v.append(EnvVar("MAX_JOBS", str(out.jobs.max_jobs), out.jobs.explain()))
+
+    if "flash-attn" in out.targets:
+        v.append(EnvVar("BUILD_TARGET", "cuda", "flash-attn: build the CUDA extension"))
+        flash = []
+        for cap in capabilities:
+            value = _flash_cuda_arch(cap, facts["flash_attn"]["cuda_archs"])
+            if value and value not in flash:
+                flash.append(value)
+        if not flash:
+            message = f"flash-attn has no CUDA kernels for compute capability {', '.join(capabilities)} (needs sm_80 or newer)"
+            if out.targets == ["flash-attn"]:
+                raise BuildEnvError(message)
+            out.notes.append(message)
+        else:
+            v.append(EnvVar("FLASH_ATTN_CUDA_ARCHS", ";".join(flash), "flash-attn: -gencode only for these (sm_86/sm_89 run the sm_80 code)"))
+        v.append(EnvVar("NVCC_THREADS", str(CUDA_NVCC_THREADS), "flash-attn: nvcc threads per job; MAX_JOBS is sized for it"))
+
+    if "deepspeed" in out.targets:
+        _deepspeed(out, rocm=False)
+
+    out.commands.extend(_cuda_commands(out.targets))
+    out.pitfalls.extend(_common_pitfalls())
+    out.pitfalls.extend(_deepspeed_optional(out))
+    if "flash-attn" in out.targets:
+        out.pitfalls.append(
+            "flash-attn's setup.py first tries to download a prebuilt wheel; FLASH_ATTENTION_FORCE_BUILD=TRUE makes it build with these settings"
+        )
+
+
+def _flash_cuda_arch(capability: str, allowed: list[str]) -> str | None:
+    """'8.6' -> '80': the newest flash-attn target of the same major version not above it."""
+    try:
+        major, minor = (int(x) for x in capability.split("."))
+    except ValueError:
+        return None
+    fits = [a for a in allowed if int(a) // 10 == major and int(a) <= major * 10 + minor]
+    return max(fits, key=int) if fits else None
+
+
+def _deepspeed(out: BuildEnv, rocm: bool) -> None:
+    ds = build_facts()["deepspeed"]
+    v = out.variables
+    v.append(EnvVar("DS_ACCELERATOR", ds["accelerator"], "DeepSpeed: ROCm and CUDA both use the 'cuda' accelerator" if rocm else "DeepSpeed: the CUDA accelerator"))
+    v.append(EnvVar("DS_BUILD_OPS", "0", "DeepSpeed: prebuild only the ops below; the rest build on first use"))
+    for op in ds["fine_tune_ops"]:
+        v.append(EnvVar(op["var"], "1", "DeepSpeed: " + op["why"]))
+    if rocm:
+        for var in ds["rocm_incompatible_ops"]:
+            v.append(EnvVar(var, "0", "DeepSpeed: incompatible with ROCm (its builder says so)"))
+
+
+def _deepspeed_optional(out: BuildEnv) -> list[str]:
+    if "deepspeed" not in out.targets:
+        return []
+    return [f"{op['var']}=1 is not set: {op['why']}" for op in build_facts()["deepspeed"]["optional_ops"]]
+
+
+def _rocm_commands(targets: list[str]) -> list[str]:
+    cmds: list[str] = []
+    if "pytorch" in targets:
+        cmds += [
+            "PyTorch, in a checkout (git clone --recursive https://github.com/pytorch/pytorch):",
+            "  pip install -r requirements.txt",
+            "  python tools/amd_build/build_amd.py      # hipify the CUDA sources first",
+            "  pip install --no-build-isolation -v -e .",
+        ]
+    if "flash-attn" in targets:
+        cmds += [
+            "flash-attn, in a checkout (git clone --recursive https://github.com/Dao-AILab/flash-attention):",
+            "  pip install --no-build-isolation --no-cache-dir -v .",
+        ]
+    if "deepspeed" in targets:
+        cmds += [
+            "DeepSpeed with the ops above prebuilt:",
+            "  pip install --no-build-isolation --no-cache-dir -v deepspeed",
+            "  ds_report      # the prebuilt ops show as installed",
+        ]
+    return cmds
+
+
+def _cuda_commands(targets: list[str]) -> list[str]:
+    cmds: list[str] = []
+    if "pytorch" in targets:
+        cmds += [
+            "PyTorch, in a checkout (git clone --recursive https://github.com/pytorch/pytorch):",
+            "  pip install -r requirements.txt",
+            "  pip install --no-build-isolation -v -e .",
+        ]
+    if "flash-attn" in targets:
+        cmds += [
+            "flash-attn:",
+            "  FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-build-isolation --no-cache-dir -v flash-attn",
+        ]
+    if "deepspeed" in targets:
+        cmds += [
+            "DeepSpeed with the ops above prebuilt:",
+            "  pip install --no-build-isolation --no-cache-dir -v deepspeed",
+            "  ds_report      # the prebuilt ops show as installed",
+        ]
+    return cmds
+
+
+def _common_pitfalls() -> list[str]:
+    return [
+        "--no-build-isolation: without it pip builds against a fresh torch from PyPI, not the torch installed here",
+        "--no-cache-dir: pip otherwise reuses a wheel it cached from a build with other settings",
+        "'Killed signal terminated program cc1plus' (or a build that just dies) is the compiler running out of memory: lower MAX_JOBS",
+    ]
+
+
+def _rocm_pitfalls(out: BuildEnv, sel: ArchSelection) -> list[str]:
+    pitfalls = _common_pitfalls()
+    if "deepspeed" in out.targets:
+        wave64 = [a for a in sel.archs if (arch_info(a) and arch_info(a).wavefront == 64)]  # type: ignore[union-attr]
+        text = (
+            "DeepSpeed's op builder overwrites PYTORCH_ROCM_ARCH with the first gfx name rocminfo prints "
+            "(always for ops built on first use, and for prebuilt ops whenever rocminfo finds a GPU), and reads the "
+            "wavefront size from rocminfo too (32 when rocminfo is missing"
+        )
+        text += f": wrong for wave64 {', '.join(wave64)})" if wave64 else ")"
+        text += (
+            ". Build DeepSpeed ops where rocminfo sees the target GPU (in a container: --device=/dev/kfd --device=/dev/dri); "
+            "on a host with mixed GPUs only the first one's arch gets kernels"
+        )
+        if len(sel.archs) > 1:
+            text += f" (here: only one of {', '.join(sel.archs)})"
+        pitfalls.append(text)
+    pitfalls.append(
+        "gfx940 and gfx941 are gone (dropped by ROCm libraries in Nov 2024 and LLVM in Feb 2025): "
+        "every MI300-series GPU (MI300X, MI300A, MI325X) builds as gfx942"
+    )
+    if "flash-attn" in out.targets and out.triton_backend:
+        pitfalls.append("flash-attn Triton backend: set FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE when running too, not only when building")
+    return pitfalls

@@ -1,0 +1,52 @@
+"""`rocmcheck build-env`: print the environment for building PyTorch, flash-attn and DeepSpeed from
+source for given GPU archs (ROCm or CUDA), ready to source, load as dotenv, read as JSON or paste
+into a Dockerfile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from rocmcheck.buildenv import FORMATS, TARGETS, ArchError, BuildEnvError, build_env_for_host, render
+
+
+class BadInput(click.ClickException):
+    """Bad input: one line on stderr and exit 2, like click's own usage errors."""
+
+    exit_code = 2
+
+
+@click.command("build-env")
+@click.option(
+    "--arch", "archs", multiple=True, metavar="ARCH",
+    help="GPU architecture to build for: gfx942, gfx90a, sm_90, ... (repeatable), or 'auto' for the GPUs here. Default: auto.",
+)
+@click.option("--target", type=click.Choice([*TARGETS, "all"]), default="all", show_default=True, help="What you are building.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="sh", show_default=True,
+              help="sh (source/eval), dotenv, json, or dockerfile (ENV lines).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write to FILE instead of standard output.")
+@click.option("--triton-backend", is_flag=True,
+              help="flash-attn on ROCm: build the Triton (aiter) backend instead of CK (FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE).")
+def build_env(archs: tuple[str, ...], target: str, fmt: str, output: Path | None, triton_backend: bool) -> None:
+    """Environment variables for building PyTorch, flash-attn and DeepSpeed from source.
+
+    \b
+    Examples:
+      eval "$(rocmcheck build-env --arch gfx942)"
+      rocmcheck build-env --arch gfx942 --arch gfx90a --target flash-attn
+      rocmcheck build-env --arch sm_90 --format dockerfile -o build.env.Dockerfile
+    """
+    try:
+        result = build_env_for_host(list(archs), target=target, triton_backend=triton_backend)
+    except (ArchError, BuildEnvError) as exc:
+        raise BadInput(str(exc)) from None
+    text = render(result, fmt)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise BadInput(f"cannot write {output}: {exc.strerror or exc}") from None
