@@ -143,6 +143,19 @@ def test_red_ansi_colour_on_error_lines_is_ignored(fixture_text):
     assert parse_rocminfo(coloured) == parse_rocminfo(text)
 
 
+def test_not_loaded_line_with_agents_after_it_is_no_error(fixture_text):
+    # In containers without kmod rocminfo prints "ROCk module is NOT loaded, possibly no GPU devices"
+    # (https://github.com/ROCm/tensorflow-upstream/pull/1364) and may still list the GPUs
+    # (https://github.com/ROCm/ROCT-Thunk-Interface/issues/44). Splice that published line onto a real
+    # output in place of its "ROCk module ... is loaded" line.
+    text = fixture_text(RX7900XTX)
+    report = parse_rocminfo("ROCk module is NOT loaded, possibly no GPU devices\n" + text.split("\n", 1)[1])
+    assert report.kfd_module_loaded is False
+    assert report.error is None and report.error_kind is None
+    assert report.error_lines == ["ROCk module is NOT loaded, possibly no GPU devices"]
+    assert [g.name for g in report.gpus] == ["gfx1100"]
+
+
 # Fixtures named rocminfo/error-<what>-*.txt; the lead may add more (kfd missing, hsa failure, ...).
 _KIND_BY_NAME = {
     "permission-denied": "kfd_permission",

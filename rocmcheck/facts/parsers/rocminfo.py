@@ -123,6 +123,11 @@ def parse_rocminfo(text: str) -> RocminfoReport:
             _agent_field(agent, key, value)
     finish_agent()
 
+    if report.agents and report.error_kind == "driver_not_loaded":
+        # rocminfo decides "NOT loaded" with kmod tools, which containers often lack
+        # (https://github.com/ROCm/tensorflow-upstream/pull/1364); agents listed after the line prove the
+        # driver works (https://github.com/ROCm/ROCT-Thunk-Interface/issues/44).
+        report.error = report.error_kind = None
     if not report.agents and report.error is None:
         _unrecognised(report, text, saw_agents_header)
     return report
@@ -157,7 +162,7 @@ def _note_status_line(report: RocminfoReport, line: str) -> bool:
         # "Call returned ..." says more than the "hsa api call failure at: file:line" before it.
         _set_error(report, line, "hsa_error", priority=2, replace_same=True)
         return True
-    if _GROUP_NOTE.search(line) and not line.startswith(" "):
+    if _GROUP_NOTE.search(line):
         report.group_note = line
         return True
     return False
