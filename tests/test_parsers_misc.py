@@ -40,7 +40,8 @@ def test_hipconfig_full(fixture_text):
 
 def test_hipconfig_version_alone(fixture_text):
     # `hipconfig --version` prints only the string that --full shows after "HIP version:", with no
-    # newline; take that real string from the fixture.
+    # newline (HIP's hipconfig.pl: `if ($p_version) { print $HIP_VERSION; }`); take that real string
+    # from the fixture.
     version = parse_hipconfig(fixture_text(HIPCONFIG)).hip_version
     for text in (version, version + "\n", version + "\r\n"):
         config = parse_hipconfig(text)

@@ -81,14 +81,14 @@ def parse_rocminfo(text: str) -> RocminfoReport:
             agent = RocmAgent(index=int(m.group(1)), name="")
             block, pool, pools = "agent", {}, []
             continue
-        if agent is None:
+        if agent is None:  # the "HSA System Attributes" block
             kv = split_key_value(stripped)
-            if kv and block == "system" and not stripped.startswith(("=", "*")):
+            if kv and not stripped.startswith(("=", "*")):
                 _system_attribute(report, *kv)
             continue
 
         # Inside an agent: block headers first.
-        if stripped in ("Cache Info:",):
+        if stripped == "Cache Info:":
             block = "cache"
             continue
         if stripped == "Pool Info:":
