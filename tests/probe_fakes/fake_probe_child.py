@@ -1,0 +1,54 @@
+"""A stand-in for rocmcheck.probes.child that speaks the same JSON protocol but misbehaves on demand, so the
+parent's handling of hangs, crashes and garbage is tested with real processes. ROCMCHECK_FAKE="mode:probe":
+hang (sleeps past every limit), watchdog (faulthandler fires, as in the real child), abort (os.abort),
+garbage (truncated JSON, then exit), missing (result without the data the judge needs), noreason (a skip
+without a reason). Other probes report a skip. No torch."""
+
+import faulthandler
+import json
+import os
+import sys
+import time
+
+
+def emit(event):
+    sys.stdout.write(json.dumps(event) + "\n")
+    sys.stdout.flush()
+
+
+def main():
+    plan = json.loads(sys.argv[sys.argv.index("--plan") + 1])
+    mode, _, target = os.environ.get("ROCMCHECK_FAKE", "").partition(":")
+    if mode == "nodevice":
+        print("Segmentation fault in libamdhip64 (not JSON)")
+        sys.exit(0)
+    emit({"event": "device", "available": True, "count": 1, "torch": "fake", "hip": None, "cuda": "fake",
+          "devices": [{"index": 0, "name": "NVIDIA H200", "arch": "sm_90", "total_bytes": 0}]})
+    for name, _timeout in plan["probes"]:
+        emit({"event": "start", "probe": name})
+        if name == target:
+            if mode == "hang":
+                time.sleep(600)
+            if mode == "watchdog":
+                faulthandler.dump_traceback_later(0.2, exit=True)
+                time.sleep(600)
+            if mode == "abort":
+                sys.stderr.write("HIP error: an illegal memory access was encountered\n")
+                sys.stderr.flush()
+                os.abort()
+            if mode == "garbage":
+                sys.stdout.write('{"event": "result", "probe": "' + name + '", "outc')
+                sys.stdout.flush()
+                sys.exit(0)
+            if mode == "missing":
+                emit({"event": "result", "probe": name, "outcome": "ok", "data": {"tflops": 1.0}})
+                continue
+            if mode == "noreason":
+                emit({"event": "result", "probe": name, "outcome": "skip"})
+                continue
+        emit({"event": "result", "probe": name, "outcome": "skip", "reason": "fake child", "data": {}})
+    emit({"event": "done"})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The GPU stage's parent side with real child processes: the real child on this GPU-less machine, the
+real child in CPU test mode, and a misbehaving stand-in child (tests/probe_fakes) for hangs and crashes."""
+
+import sys
+
+import pytest
+
+from rocmcheck.probes import PROBE_NAMES, run_gpu_stage
+from rocmcheck.probes.stage import run_stage
+from rocmcheck.result import Status
+
+FAKE = "tests.probe_fakes.fake_probe_child"
+
+
+def _torch_has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    def set_mode(mode: str) -> None:
+        monkeypatch.setenv("ROCMCHECK_FAKE", mode)
+    return set_mode
+
+
+def by_id(results):
+    return {r.id: r for r in results}
+
+
+def test_every_probe_skips_with_the_reason_when_there_is_no_gpu():
+    if _torch_has_gpu():
+        pytest.skip("this machine has a GPU")
+    results = run_gpu_stage(timeout_s=60)
+    assert [r.id for r in results] == [f"probe.{n}" for n in PROBE_NAMES]
+    for r in results:
+        assert r.status is Status.SKIP
+        assert "no GPU" in r.summary and "torch" in r.summary
+
+
+def test_run_gpu_stage_does_not_import_torch():
+    import subprocess
+
+    code = "import sys, rocmcheck.probes, rocmcheck.probes.stage; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.strip()
+    assert out == "False"
+
+
+def test_unknown_probe_name_is_a_value_error():
+    with pytest.raises(ValueError, match="valid"):
+        run_gpu_stage(only={"gemm", "memory"})
+
+
+def test_cpu_mode_runs_the_real_probe_code_through_the_child():
+    results = by_id(run_stage(timeout_s=60, only={"gemm_numerics", "attention", "flash_attn"}, cpu=True))
+    numerics = results["probe.gemm_numerics"]
+    assert numerics.status is Status.PASS
+    assert 0 < numerics.data["rel_err"] < 1e-2
+    attention = results["probe.attention"]
+    assert attention.data["default_backend"] in ("FLASH_ATTENTION", "MATH")
+    assert attention.data["rel_err"] < 2e-2
+    assert results["probe.flash_attn"].status is Status.SKIP  # not installed here
+
+
+def test_collective_all_reduce_over_gloo_with_two_processes():
+    results = by_id(run_stage(timeout_s=90, only={"collective"}, cpu=True))
+    r = results["probe.collective"]
+    assert r.status is Status.PASS, r.summary
+    assert r.data["world"] == 2 and r.data["all_reduce"]["ok"] and r.data["all_gather"]["ok"]
+    assert r.data["all_reduce"]["busbw_gbps"] == pytest.approx(r.data["all_reduce"]["algbw_gbps"])  # 2(n-1)/n = 1
+
+
+def test_a_hung_child_ends_at_the_stage_timeout_as_a_hang_verdict(fake):
+    fake("hang:gemm_numerics")
+    results = by_id(run_stage(timeout_s=3, only={"memory", "gemm_numerics", "gemm_tflops"}, main_child=FAKE))
+    hung = results["probe.gemm_numerics"]
+    assert hung.status is Status.FAIL and "hung" in hung.summary and hung.data["hung"]
+    assert hung.data["timeout_s"] <= 3  # killed at the stage limit, not waited for
+    assert hung.fix
+    assert results["probe.memory"].summary.endswith("fake child")  # reported before the hang
+    assert results["probe.gemm_tflops"].status is Status.SKIP and "budget" in results["probe.gemm_tflops"].summary
+
+
+def test_the_watchdog_names_the_hung_probe_and_a_new_child_runs_the_rest(fake):
+    fake("watchdog:gemm_numerics")
+    results = by_id(run_stage(timeout_s=60, only={"memory", "gemm_numerics", "gemm_tflops"}, main_child=FAKE))
+    hung = results["probe.gemm_numerics"]
+    assert hung.status is Status.FAIL and "hung" in hung.summary
+    assert hung.data["timeout_s"] == 20  # the probe's own limit, not the stage's
+    assert results["probe.gemm_tflops"].summary.endswith("fake child")  # run by the relaunched child
+
+
+def test_an_aborting_child_is_a_crash_verdict_with_the_last_stderr_line(fake):
+    fake("abort:attention")
+    results = by_id(run_stage(timeout_s=60, only={"attention", "triton"}, main_child=FAKE))
+    crashed = results["probe.attention"]
+    assert crashed.status is Status.FAIL
+    assert "SIGABRT" in crashed.summary and "illegal memory access" in crashed.summary
+    assert results["probe.triton"].summary.endswith("fake child")
+
+
+def test_truncated_json_is_reported_not_raised(fake):
+    fake("garbage:gemm_tflops")
+    results = by_id(run_stage(timeout_s=60, only={"gemm_tflops"}, main_child=FAKE))
+    r = results["probe.gemm_tflops"]
+    assert r.status is Status.CRASH and "unreadable" in r.summary
+
+
+def test_a_result_missing_its_measurements_is_a_crash_not_a_traceback(fake):
+    fake("missing:gemm_tflops")
+    r = by_id(run_stage(timeout_s=60, only={"gemm_tflops"}, main_child=FAKE))["probe.gemm_tflops"]
+    assert r.status is Status.CRASH and "could not read" in r.summary and r.fix
+
+
+def test_a_skip_without_reason_is_malformed(fake):
+    fake("noreason:triton")
+    r = by_id(run_stage(timeout_s=60, only={"triton"}, main_child=FAKE))["probe.triton"]
+    assert r.status is Status.CRASH and "malformed" in r.summary
+
+
+def test_a_child_that_never_reports_devices_fails_once_and_skips_the_rest(fake):
+    fake("nodevice:")
+    results = run_stage(timeout_s=60, only={"memory", "triton"}, main_child=FAKE)
+    assert [r.id for r in results] == ["probe.device", "probe.memory", "probe.triton"]
+    assert results[0].status is Status.FAIL and "no device report" in results[0].summary
+    assert all(r.status is Status.SKIP for r in results[1:])
+
+
+def test_one_visible_gpu_skips_the_collective(fake):
+    fake("")
+    r = by_id(run_stage(timeout_s=60, only={"collective"}, main_child=FAKE))["probe.collective"]
+    assert r.status is Status.SKIP and "1 GPU" in r.summary
