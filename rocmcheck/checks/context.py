@@ -174,7 +174,10 @@ class CheckContext:
             smi_gpu = smi_gpus.get(i)
             name = agent.marketing_name or (smi_gpu.product_name if smi_gpu else None)
             memory = agent.memory_bytes or (smi_gpu.vram_total_bytes if smi_gpu else None)
-            if smi_gpu and smi_gpu.vram_total_bytes:
+            # rocm-smi/amd-smi report the whole GPU's VRAM for every CPX/QPX partition; rocminfo reports the
+            # partition's own share (https://github.com/ROCm/ROCm/issues/4750). Prefer smi only for whole GPUs.
+            partitioned = bool(smi_gpu and smi_gpu.partition and smi_gpu.partition != "SPX")
+            if smi_gpu and smi_gpu.vram_total_bytes and not partitioned:
                 memory = smi_gpu.vram_total_bytes
             product = entry.match_product(name) if entry else None
             if product is None and entry and smi_gpu:

@@ -225,27 +225,32 @@ def os_info(os_release_path: str | None = None) -> dict[str, Any]:
     return info
 
 
-PYTHON_PROBES = ("torch", "deepspeed", "flash_attn")
+PYTHON_PROBES = ("torch", "flash_attn", "deepspeed")
+# Two children in parallel: DeepSpeed's import is the slowest part, and a machine has at least 2 cores.
+PYTHON_PROBE_GROUPS = (("torch", "flash_attn"), ("deepspeed",))
 
 
-def _python_probe(names: list[str], timeout: float) -> CommandResult:
+def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> CommandResult:
     return run_command([sys.executable, "-m", "rocmcheck.facts.python_probe", *names], timeout=timeout)
 
 
 def run_python_probes(timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
-    """All Python-stack probes in one child (torch imported once); if it dies part-way, the probes it did
-    not report are re-run one per child, so the one that crashes is named and the others still report."""
-    first = _python_probe(list(PYTHON_PROBES), timeout)
-    probes = parse_probe_output(first.stdout)
-    runs = {name: first for name in probes}
-    missing = [n for n in PYTHON_PROBES if n not in probes]
-    if missing and not first.timed_out:
-        for name in missing:
-            single = _python_probe([name], timeout)
-            runs[name] = single
-            probes.update(parse_probe_output(single.stdout))
-    for name in missing:
-        runs.setdefault(name, first)
+    """The Python-stack probes in child processes (each prints its results as it goes); if a child dies
+    part-way, the probes it did not report are re-run one per child, so the one that crashes is named."""
+    probes: dict[str, dict[str, Any]] = {}
+    runs: dict[str, CommandResult] = {}
+    with ThreadPoolExecutor(max_workers=len(PYTHON_PROBE_GROUPS)) as pool:
+        for group, res in zip(PYTHON_PROBE_GROUPS, pool.map(lambda g: _python_probe(g, timeout), PYTHON_PROBE_GROUPS)):
+            found = parse_probe_output(res.stdout)
+            probes.update(found)
+            for name in group:
+                runs[name] = res
+            missing = [n for n in group if n not in found]
+            if missing and len(group) > 1 and not res.timed_out:
+                for name in missing:
+                    single = _python_probe([name], timeout)
+                    runs[name] = single
+                    probes.update(parse_probe_output(single.stdout))
     return probes, runs
 
 
