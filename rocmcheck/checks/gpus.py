@@ -16,6 +16,11 @@ ROCMINFO_ERROR_FIXES = {
                             "--device=/dev/kfd --device=/dev/dri --security-opt seccomp=unconfined, and check the host "
                             "driver with `dmesg | grep -i amdgpu`.",
     "kfd_missing": "Start the container with --device=/dev/kfd --device=/dev/dri, or load amdgpu on the host.",
+    "kfd_no_memory": "The driver could not allocate for this process: check `sudo dmesg | grep -i kfd`; close other "
+                     "GPU processes or reboot (https://github.com/ROCm/rocminfo/issues/41).",
+    "hsa_error": "The HSA runtime failed to start: unset HSA_OVERRIDE_GFX_VERSION, check `ulimit -a` (threads, memlock) "
+                 "and that the ROCm user space matches the host driver.",
+    "driver_not_loaded": "Load the amdgpu driver on the host: sudo modprobe amdgpu (install amdgpu-dkms if missing).",
 }
 
 
