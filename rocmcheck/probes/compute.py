@@ -31,7 +31,7 @@ def gemm_numerics(device: torch.device, m: int = 2048, n: int = 2048, k: int = 4
             "nonfinite": nonfinite_count(out), "reference": "float64"}
 
 
-def gemm_tflops(device: torch.device, size: int = 8192, iters: int = 30, warmup_s: float = 0.3) -> dict[str, Any]:
+def gemm_tflops(device: torch.device, size: int = 8192, iters: int = 30, warmup_s: float = 0.5) -> dict[str, Any]:
     """bf16 size^3 product rate: random data (zeros run faster than real data), warm-up long enough for the
     clocks to ramp, device events, median."""
     a = torch.randn(size, size, device=device, dtype=torch.bfloat16)
