@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fakes import make_tool
-from rocmcheck.buildenv import jobs, toolkit
+from rocmcheck.buildenv import toolkit
 from rocmcheck.buildenv.archs import ArchError, select_archs
 from rocmcheck.buildenv.env import BuildEnv, EnvVar, HostResources, compute_build_env
 from rocmcheck.buildenv.jobs import GIB, available_memory, estimate_jobs, usable_cores
