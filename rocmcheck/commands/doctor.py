@@ -58,10 +58,10 @@ def _validate_names(names: tuple[str, ...], flag: str) -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
 def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline, verbose):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix."""
-    from rocmcheck.checks import all_checks
+    from rocmcheck.checks import select_checks
 
     if list_checks:
-        for spec in all_checks():
+        for spec in select_checks():
             click.echo(f"{spec.id:<28} {spec.title}")
         click.echo(f"{'probe.*':<28} GPU probes (rocmcheck probe --list)")
         click.echo(f"{'train.*':<28} the bundled smoke-train (rocmcheck smoke-train --help)")
