@@ -77,13 +77,22 @@ def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResul
 def run_train_stage(ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]:
     if not opts.train:
         return [skipped("train.stage", "smoke-train skipped (--no-train)")]
-    from rocmcheck.train.doctor_stage import run_train_stage as train_stage
-
     torch = ctx.torch or {}
     if not torch.get("version"):
         return [skipped("train.stage", "smoke-train skipped: torch is not importable")]
+    from rocmcheck.train.doctor_stage import run_train_stage as train_stage
+
     device = "cuda" if torch.get("device_count") else "cpu"
     return train_stage(timeout_s=opts.train_timeout_s, device=device)
+
+
+def _guarded(stage_id: str, run) -> list[CheckResult]:
+    """A stage that raises (a rocmcheck bug) becomes one crash verdict; the report still prints."""
+    try:
+        return run()
+    except Exception as exc:
+        return [CheckResult(stage_id, Status.CRASH, f"this stage crashed: {type(exc).__name__}: {exc}", [],
+                            "This is a rocmcheck bug; please report it with `rocmcheck doctor --save-bundle FILE`.")]
 
 
 def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
@@ -111,9 +120,9 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
     else:
         staged: list[CheckResult] = []
         if _stage_wanted(opts, "probe"):
-            staged += run_gpu_stage(ctx, opts, results)
+            staged += _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results))
         if _stage_wanted(opts, "train"):
-            staged += run_train_stage(ctx, opts)
+            staged += _guarded("train.stage", lambda: run_train_stage(ctx, opts))
         facts.recorded_results = [r.to_dict() for r in staged]
         results += staged
     return DoctorRun(facts, results, time.monotonic() - start, source)
