@@ -18,6 +18,7 @@ COMMANDS = {
     "lint": "rocmcheck.commands.lint:lint",
     "recipes": "rocmcheck.commands.recipes:recipes",
     "build-env": "rocmcheck.commands.build_env:build_env",
+    "plan": "rocmcheck.commands.plan:plan",
 }
 
 
