@@ -226,6 +226,7 @@ def os_info(os_release_path: str | None = None) -> dict[str, Any]:
 
 
 PYTHON_PROBES = ("torch", "flash_attn", "deepspeed")
+DEADLINE_GRACE_S = 5.0
 # Two children in parallel: DeepSpeed's import is the slowest part, and a machine has at least 2 cores.
 PYTHON_PROBE_GROUPS = (("torch", "flash_attn"), ("deepspeed",))
 
@@ -258,6 +259,10 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                   probe_timeout_s: float = 45.0, python_probes: bool = True) -> Facts:
     """Gather everything. Commands and child probes run in parallel; nothing outlives deadline_s."""
     start = time.monotonic()
+    # No single job may outlive the deadline: the pool's threads are joined at interpreter exit, so a
+    # straggler would hold the doctor open after it printed (a hung rocminfo must end with the deadline).
+    command_timeout_s = min(command_timeout_s, deadline_s)
+    probe_timeout_s = min(probe_timeout_s, deadline_s)
     env = redact_env(os.environ, ENV_NAMES, ENV_PREFIXES)
     raw_env = dict(os.environ)
     facts = Facts(collected_at=time.time())
@@ -306,14 +311,20 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         facts.rocm_layout = _rocm_layout(raw_env)
         facts.packages, facts.torch_requires = _package_versions()
 
-        remaining = max(0.0, deadline_s - (time.monotonic() - start))
+        # Every job's own timeout is clamped to the deadline, so they all end by then; the grace covers the
+        # kill and, for the Python probes, a re-run of a crashed probe on its own.
+        remaining = max(0.0, deadline_s - (time.monotonic() - start)) + DEADLINE_GRACE_S
         done, not_done = wait(futures, timeout=remaining)
         for fut in done:
             kind, key = futures[fut]
             if kind == "cmd":
-                facts.commands[key] = fut.result()  # run_command never raises
+                facts.commands[key] = result = fut.result()  # run_command never raises
+                if result.timed_out and result.timeout_s is not None and result.timeout_s >= deadline_s:
+                    facts.deadline_hit.append(key)
             else:
                 facts.probes, facts.probe_runs = fut.result()
+                facts.deadline_hit += [n for n, r in facts.probe_runs.items()
+                                       if r.timed_out and r.timeout_s is not None and r.timeout_s >= deadline_s]
         for fut in not_done:
             kind, key = futures[fut]
             facts.deadline_hit.append(key)
@@ -322,7 +333,6 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                 facts.commands[key] = placeholder
             else:
                 facts.probe_runs = {name: placeholder for name in PYTHON_PROBES}
-        # Do not wait for stragglers: their own timeouts end them; the pool is left behind.
         pool.shutdown(wait=False, cancel_futures=True)
     return facts
 
