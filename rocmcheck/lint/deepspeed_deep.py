@@ -1,0 +1,65 @@
+"""Parent side of the deep validation: runs rocmcheck.lint.deepspeed_child with a timeout.
+
+Why a child process: importing deepspeed imports torch (1.7 s and ~250 MB on a CPU box, a HIP/CUDA
+init on a GPU box, and a crash if torch is broken). The lint CLI itself stays at ~0.1 s for
+everything else, and a DeepSpeed that hangs or crashes becomes a message, not a hung lint.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rocmcheck.facts.runner import run_command
+
+from rocmcheck.lint.deepspeed_child import MARKER
+
+DEFAULT_TIMEOUT_S = 90.0
+
+
+@dataclass
+class DeepResult:
+    ran: bool
+    skipped_reason: str | None = None  # why DeepSpeed's classes were not consulted
+    deepspeed_version: str | None = None
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    parsed: dict[str, Any] | None = None
+    top_level_keys: set[str] = field(default_factory=set)
+
+
+def deepspeed_findable() -> bool:
+    return importlib.util.find_spec("deepspeed") is not None
+
+
+def run_deep_validation(config: dict, world_size: int | None, timeout: float = DEFAULT_TIMEOUT_S) -> DeepResult:
+    if not deepspeed_findable():
+        return DeepResult(False, "deepspeed is not installed in this Python")
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    # Config parsing needs no accelerator; the CPU one keeps the child off the GPU and quiet.
+    env.setdefault("DS_ACCELERATOR", "cpu")
+    request = json.dumps({"config": config, "world_size": world_size or 1})
+    result = run_command([sys.executable, "-m", "rocmcheck.lint.deepspeed_child"], timeout=timeout, env=env,
+                         input_text=request)
+    payload = None
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith(MARKER):
+            payload = json.loads(line[len(MARKER):])
+            break
+    if payload is None:
+        return DeepResult(False, f"the DeepSpeed check process gave no answer: {result.describe_failure()}")
+    if "skipped" in payload:
+        return DeepResult(False, payload["skipped"])
+    return DeepResult(
+        True,
+        deepspeed_version=payload.get("deepspeed_version"),
+        messages=payload.get("messages", []),
+        parsed=payload.get("parsed"),
+        top_level_keys=set(payload.get("top_level_keys", [])),
+    )

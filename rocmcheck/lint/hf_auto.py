@@ -1,0 +1,128 @@
+"""What the Hugging Face Trainer puts in place of "auto" in a DeepSpeed config.
+
+Mirrors transformers.integrations.deepspeed.HfTrainerDeepSpeedConfig.trainer_config_process
+(transformers 5.24): "auto" is replaced by the TrainingArguments value; a value that is not "auto"
+but differs from TrainingArguments is a mismatch, which the Trainer raises as ValueError in
+trainer_config_finalize. Only keys that are present are filled; missing keys stay missing.
+tests/test_lint_hf_auto.py checks this mirror against the real class.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+# Keys filled from the model's hidden size in trainer_config_finalize (after the model loads).
+HIDDEN_SIZE_KEYS = (
+    "zero_optimization.reduce_bucket_size",
+    "zero_optimization.stage3_prefetch_bucket_size",
+    "zero_optimization.stage3_param_persistence_threshold",
+)
+
+
+@dataclass
+class TrainingSettings:
+    """The TrainingArguments fields the HF integration reads (defaults = TrainingArguments')."""
+
+    per_device_train_batch_size: int = 8
+    gradient_accumulation_steps: int = 1
+    world_size: int | None = None  # unknown: train_batch_size is then left as written
+    max_grad_norm: float = 1.0
+    learning_rate: float = 5e-5
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    weight_decay: float = 0.0
+    fp16: bool = False
+    bf16: bool = False
+
+    @classmethod
+    def from_args(cls, args: dict[str, Any], world_size: int | None) -> "TrainingSettings":
+        known = {k: args[k] for k in cls.__dataclass_fields__ if k in args and args[k] is not None}
+        settings = cls(**known)
+        settings.fp16 = bool(args.get("fp16") or args.get("fp16_full_eval"))
+        settings.bf16 = bool(args.get("bf16") or args.get("bf16_full_eval"))
+        settings.world_size = world_size
+        return settings
+
+    def fills(self) -> list[tuple[str, Any, str, bool]]:
+        """(ds key path, value, TrainingArguments name, must_match) in HF's order."""
+        fills = [
+            ("train_micro_batch_size_per_gpu", self.per_device_train_batch_size, "per_device_train_batch_size", True),
+            ("gradient_accumulation_steps", self.gradient_accumulation_steps, "gradient_accumulation_steps", True),
+        ]
+        if self.world_size:
+            train_batch = self.world_size * self.per_device_train_batch_size * self.gradient_accumulation_steps
+            fills.append(("train_batch_size", train_batch, "train_batch_size (calculated)", True))
+        return fills + [
+            ("gradient_clipping", self.max_grad_norm, "max_grad_norm", True),
+            ("optimizer.params.lr", self.learning_rate, "learning_rate", True),
+            ("optimizer.params.betas", [self.adam_beta1, self.adam_beta2], "adam_beta1+adam_beta2", True),
+            ("optimizer.params.eps", self.adam_epsilon, "adam_epsilon", True),
+            ("optimizer.params.weight_decay", self.weight_decay, "weight_decay", True),
+            ("scheduler.params.warmup_min_lr", 0, "", False),
+            ("scheduler.params.warmup_max_lr", self.learning_rate, "learning_rate", True),
+            ("fp16.enabled", self.fp16, "fp16|fp16_full_eval", True),
+            ("bf16.enabled", self.bf16, "bf16|bf16_full_eval", True),
+        ]
+
+
+def _node(config: dict, key_path: str) -> tuple[dict | None, str]:
+    *parents, leaf = key_path.split(".")
+    node: Any = config
+    for part in parents:
+        node = node.get(part) if isinstance(node, dict) else None
+        if node is None:
+            return None, leaf
+    return (node if isinstance(node, dict) else None), leaf
+
+
+@dataclass
+class Resolution:
+    config: dict  # a copy with "auto" replaced where the Trainer would replace it
+    filled: dict[str, Any]  # key path -> value put in place of "auto"
+    mismatches: list[tuple[str, Any, str, Any]]  # (ds key path, ds value, hf name, hf value)
+
+
+def resolve_auto(config: dict, settings: TrainingSettings) -> Resolution:
+    resolved = copy.deepcopy(config)
+    filled: dict[str, Any] = {}
+    mismatches: list[tuple[str, Any, str, Any]] = []
+    for key_path, hf_value, hf_name, must_match in settings.fills():
+        node, leaf = _node(resolved, key_path)
+        if node is None:
+            continue
+        if node.get(leaf) == "auto":
+            node[leaf] = hf_value
+            filled[key_path] = hf_value
+        elif must_match and node.get(leaf) is not None and node.get(leaf) != hf_value:
+            mismatches.append((key_path, node.get(leaf), hf_name, hf_value))
+    return Resolution(resolved, filled, mismatches)
+
+
+def resolve_batch_only(config: dict, micro_batch: int | None, grad_accum: int | None, world_size: int | None) -> Resolution:
+    """For a bare DeepSpeed config linted with --micro-batch/--grad-accum: fill only what was given."""
+    resolved = copy.deepcopy(config)
+    filled: dict[str, Any] = {}
+    values = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": grad_accum}
+    if micro_batch and grad_accum and world_size:
+        values["train_batch_size"] = micro_batch * grad_accum * world_size
+    for key, value in values.items():
+        if value is not None and resolved.get(key) == "auto":
+            resolved[key] = value
+            filled[key] = value
+    return Resolution(resolved, filled, [])
+
+
+def auto_paths(config: Any, prefix: str = "") -> list[str]:
+    """Every key path whose value is still "auto"."""
+    found: list[str] = []
+    if isinstance(config, dict):
+        for key, value in config.items():
+            path = f"{prefix}.{key}" if prefix else str(key)
+            if value == "auto":
+                found.append(path)
+            else:
+                found.extend(auto_paths(value, path))
+    return found

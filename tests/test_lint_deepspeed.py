@@ -1,0 +1,185 @@
+"""DeepSpeed config lint: the seed's typo, silently ignored sections, batch arithmetic, precision,
+offload rules and version skew. deep=False tests exercise rocmcheck's own rules alone (fast);
+tests marked needs_deepspeed run DeepSpeed's real config classes in the child process."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from rocmcheck.lint import Severity, has_errors, lint_deepspeed_config
+from rocmcheck.lint.hf_auto import TrainingSettings
+from lint_helpers import by_code, needs_deepspeed, seed_deepspeed_config
+
+BASE = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "bf16": {"enabled": True},
+        "zero_optimization": {"stage": 2}}
+
+
+def lint(config, **kw):
+    kw.setdefault("deep", False)
+    return lint_deepspeed_config(config, **kw)
+
+
+def test_seed_typo_is_caught_with_key_path_and_suggestion():
+    messages = lint(seed_deepspeed_config(), label="zero3_offload.json")
+    [typo] = by_code(messages, "lint.deepspeed.unknown_key")
+    assert typo.severity is Severity.ERROR
+    assert typo.key_path == "zero_optimization.stage3_parition_grads"
+    assert typo.did_you_mean == "stage3_partition_grads"
+    assert "does not exist either" in typo.hint  # no release has the corrected spelling: say so
+    rendered = typo.render()
+    assert rendered.startswith("zero3_offload.json: zero_optimization.stage3_parition_grads: error:")
+    assert "did you mean 'stage3_partition_grads'?" in rendered
+    assert typo.fix == 'delete "stage3_parition_grads"'
+
+
+def test_seed_config_also_lacks_batch_keys():
+    # cpu-anchors.md 3b/3d: with the typo removed, DeepSpeed (and the HF Trainer) stop on this.
+    config = seed_deepspeed_config()
+    del config["zero_optimization"]["stage3_parition_grads"]
+    messages = lint(config)
+    assert [m.code for m in messages if m.is_error] == ["lint.deepspeed.batch_missing"]
+
+
+def test_misspelt_top_level_section_is_an_error_with_suggestion():
+    config = {"train_micro_batch_size_per_gpu": 1, "zero_optimisation": {"stage": 3}}
+    [msg] = by_code(lint(config), "lint.deepspeed.unknown_section")
+    assert (msg.severity, msg.key_path, msg.did_you_mean) == (Severity.ERROR, "zero_optimisation", "zero_optimization")
+    assert "silently ignores" in msg.message
+
+
+def test_unknown_top_level_key_without_a_near_name_is_a_warning():
+    config = dict(BASE, comms_config={"verbose": False})
+    [msg] = by_code(lint(config), "lint.deepspeed.unknown_top_level_key")
+    assert msg.severity is Severity.WARNING and msg.did_you_mean is None
+
+
+def test_clean_config_has_no_messages():
+    assert lint(copy.deepcopy(BASE), world_size=1) == []
+
+
+@pytest.mark.parametrize("world_size, expect_error", [(8, False), (4, True), (None, False)])
+def test_batch_arithmetic_against_world_size(world_size, expect_error):
+    config = dict(BASE, train_batch_size=64)  # 2 x 4 x 8
+    messages = lint(config, world_size=world_size)
+    errors = by_code(messages, "lint.deepspeed.batch_mismatch")
+    assert bool(errors) is expect_error
+    if expect_error:
+        assert "64 != micro batch 2 x accumulation 4 x world size 4 = 32" in errors[0].message
+        assert errors[0].fix.startswith('set "train_batch_size": 32')
+    if world_size is None:
+        [info] = by_code(messages, "lint.deepspeed.batch_world_size")
+        assert "8 GPU(s)" in info.message
+
+
+def test_batch_that_no_world_size_can_satisfy():
+    messages = lint(dict(BASE, train_batch_size=20))
+    [err] = by_code(messages, "lint.deepspeed.batch_mismatch")
+    assert "not a multiple" in err.message
+
+
+def test_non_positive_batch_value():
+    [err] = by_code(lint(dict(BASE, gradient_accumulation_steps=0)), "lint.deepspeed.batch_value")
+    assert err.key_path == "gradient_accumulation_steps"
+
+
+def test_auto_batch_resolved_from_given_batch_settings():
+    config = dict(BASE, train_batch_size="auto", train_micro_batch_size_per_gpu="auto",
+                  gradient_accumulation_steps="auto")
+    unresolved = lint(config)
+    assert [m.code for m in unresolved] == ["lint.deepspeed.auto_unresolved"]
+    assert unresolved[0].severity is Severity.INFO
+    # resolved as micro 12 x accumulation 8 x 4 GPUs: consistent, so nothing to say
+    assert lint(config, micro_batch=12, grad_accum=8, world_size=4) == []
+
+
+def test_auto_resolved_like_the_hf_trainer_and_mismatch_reported():
+    config = dict(BASE, train_micro_batch_size_per_gpu=4, gradient_accumulation_steps="auto",
+                  train_batch_size="auto")
+    settings = TrainingSettings(per_device_train_batch_size=12, gradient_accumulation_steps=8, bf16=True)
+    [mismatch] = by_code(lint(config, training=settings), "lint.hf.mismatch")
+    assert mismatch.key_path == "train_micro_batch_size_per_gpu"
+    assert "per_device_train_batch_size=12" in mismatch.message
+    config["train_micro_batch_size_per_gpu"] = "auto"
+    assert not has_errors(lint(config, training=settings))
+
+
+def test_bf16_and_fp16_both_enabled():
+    config = dict(BASE, fp16={"enabled": True})
+    [err] = by_code(lint(config), "lint.deepspeed.bf16_and_fp16")
+    assert err.severity is Severity.ERROR and err.key_path == "bf16.enabled"
+
+
+@pytest.mark.parametrize("stage, section, expect_error", [
+    (2, "offload_param", True),   # only the stage-3 optimizer receives offload_param
+    (3, "offload_param", False),
+    (0, "offload_optimizer", True),  # ZeRO disabled: no ZeRO optimizer to offload
+    (1, "offload_optimizer", False),
+    (2, "offload_optimizer", False),
+])
+def test_offload_needs_a_stage(stage, section, expect_error):
+    config = dict(BASE, zero_optimization={"stage": stage, section: {"device": "cpu", "pin_memory": True}})
+    errors = by_code(lint(config), "lint.deepspeed.offload_stage")
+    assert bool(errors) is expect_error
+    if errors:
+        assert errors[0].key_path == f"zero_optimization.{section}"
+
+
+def test_pin_memory_checks():
+    config = dict(BASE, zero_optimization={"stage": 3, "offload_param": {"device": "cpu", "pin_memory": False},
+                                           "offload_optimizer": {"device": "none", "pin_memory": True}})
+    warnings = by_code(lint(config), "lint.deepspeed.pin_memory")
+    assert {w.key_path for w in warnings} == {"zero_optimization.offload_param.pin_memory",
+                                              "zero_optimization.offload_optimizer.pin_memory"}
+    assert all(w.severity is Severity.WARNING for w in warnings)
+
+
+def test_stage3_keys_below_stage_3_warn():
+    config = dict(BASE, zero_optimization={"stage": 2, "stage3_max_live_parameters": 1e9})
+    [w] = by_code(lint(config), "lint.deepspeed.stage3_key")
+    assert w.key_path == "zero_optimization.stage3_max_live_parameters"
+
+
+def test_removed_key_named_with_the_version():
+    config = dict(BASE, zero_optimization={"stage": 3, "zeropp_loco_param": {}})
+    [msg] = by_code(lint(config), "lint.deepspeed.removed_key")
+    assert "0.19.0 still accepted it" in msg.message
+
+
+def test_key_newer_than_installed_deepspeed(monkeypatch):
+    from packaging.version import Version
+
+    from rocmcheck.lint import deepspeed as lint_module
+
+    monkeypatch.setattr(lint_module.known_keys, "installed_deepspeed_version", lambda: Version("0.16.0"))
+    config = dict(BASE, zero_optimization={"stage": 2, "compute_grad_norm": False})
+    [msg] = by_code(lint(config), "lint.deepspeed.version_skew")
+    assert msg.severity is Severity.ERROR
+    assert "only DeepSpeed 0.19.8 and newer knows this key" in msg.message and "0.16.0 rejects it" in msg.message
+
+
+@needs_deepspeed
+def test_deepspeed_itself_confirms_the_seed_typo():
+    messages = lint_deepspeed_config(seed_deepspeed_config())
+    [typo] = by_code(messages, "lint.deepspeed.unknown_key")
+    assert any("extra_forbidden" in d for d in typo.detail)  # DeepSpeed's own verdict, kept as evidence
+    assert not by_code(messages, "lint.deepspeed.deep_skipped")
+
+
+@needs_deepspeed
+def test_deepspeed_catches_what_rocmcheck_rules_do_not():
+    # partial offload (ratio < 1) is asserted by DeepSpeedZeroConfig itself; stage 7 by its enum
+    config = dict(BASE, zero_optimization={"stage": 2, "offload_optimizer": {"device": "cpu", "ratio": 0.5}})
+    [rejected] = by_code(lint_deepspeed_config(config), "lint.deepspeed.rejected")
+    assert "Partial offloading only supported for ZeRO Stage 3" in rejected.message
+    assert rejected.key_path == "zero_optimization"
+    bad_stage = lint_deepspeed_config(dict(BASE, zero_optimization={"stage": 7}))
+    [rejected] = by_code(bad_stage, "lint.deepspeed.rejected")
+    assert rejected.key_path == "zero_optimization.stage"
+
+
+@needs_deepspeed
+def test_world_size_reaches_deepspeed_batch_assertion():
+    config = dict(BASE, train_batch_size=64)
+    assert not has_errors(lint_deepspeed_config(config, world_size=8))
