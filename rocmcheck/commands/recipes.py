@@ -1,0 +1,64 @@
+"""`rocmcheck recipes list|show NAME|write NAME DIR`: the bundled DeepSpeed / LLaMA-Factory configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+class RecipeInputError(click.ClickException):
+    """One line on stderr ("Error: ..."), exit 2: a bad name or an existing file is the user's input."""
+
+    exit_code = 2
+
+
+def _get(name: str):
+    from rocmcheck.recipes import all_recipes
+
+    catalog = all_recipes()
+    if name not in catalog:
+        raise RecipeInputError(f"unknown recipe {name!r}; valid names: {', '.join(catalog)}")
+    return catalog[name]
+
+
+@click.group("recipes")
+def recipes() -> None:
+    """DeepSpeed and LLaMA-Factory configs that work on MI300X (and H100/H200)."""
+
+
+@recipes.command("list")
+def list_recipes() -> None:
+    """Name, kind and purpose of each recipe."""
+    from rocmcheck.recipes import all_recipes
+
+    catalog = all_recipes()
+    width = max(len(n) for n in catalog)
+    for recipe in catalog.values():
+        click.echo(f"{recipe.name:<{width}}  {recipe.kind:<12}  {recipe.summary}")
+
+
+@recipes.command("show")
+@click.argument("name")
+def show(name: str) -> None:
+    """Print a recipe."""
+    click.echo(_get(name).text, nl=False)
+
+
+@recipes.command("write")
+@click.argument("name")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite files that already exist.")
+def write(name: str, directory: Path, force: bool) -> None:
+    """Write recipe NAME into DIRECTORY (a LLaMA-Factory YAML comes with its DeepSpeed config)."""
+    from rocmcheck.recipes import RecipeExists, write_recipe
+
+    recipe = _get(name)
+    try:
+        written = write_recipe(recipe, directory, force=force)
+    except RecipeExists as exc:
+        raise RecipeInputError(f"not overwriting {exc} (use --force)") from None
+    except OSError as exc:
+        raise RecipeInputError(f"cannot write into {directory}: {exc.strerror or exc}") from None
+    for path in written:
+        click.echo(f"wrote {path}")
