@@ -1,0 +1,63 @@
+"""`rocmcheck smoke-train`: a short bf16 fine-tune of a real LLaMA that proves the stack end to end.
+Only parses options and calls one function; torch is imported inside, after the input is validated."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from rocmcheck.train.config import ATTN_CHOICES, BUNDLED_MODEL, BadInput, TrainConfig, validate_model_dir, validate_numbers
+
+DEFAULTS = TrainConfig()
+
+
+class BadUsage(click.ClickException):
+    """One line ("Error: ...") on stderr and exit 2, like click's own usage errors but without the usage block."""
+
+    exit_code = 2
+
+
+@click.command("smoke-train")
+@click.option("--model", "model", type=click.Path(path_type=Path), default=None,
+              help="Local Hugging Face LLaMA-family folder (default: the bundled tiny LLaMA). Never downloads.")
+@click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True)
+@click.option("--micro-batch", type=int, default=DEFAULTS.micro_batch, show_default=True)
+@click.option("--grad-accum", type=int, default=DEFAULTS.grad_accum, show_default=True, help="Gradient accumulation steps.")
+@click.option("--seq-len", type=int, default=DEFAULTS.seq_len, show_default=True)
+@click.option("--lr", type=float, default=DEFAULTS.lr, show_default=True, help="Peak learning rate (warmup, then cosine decay).")
+@click.option("--pure-bf16", is_flag=True, help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
+@click.option("--gradient-checkpointing", is_flag=True)
+@click.option("--attn", type=click.Choice(ATTN_CHOICES), default=DEFAULTS.attn, show_default=True)
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
+              help="cuda also means ROCm GPUs (PyTorch uses the same name).")
+@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option("--compile", "compile_", is_flag=True, help="torch.compile the model.")
+@click.option("--no-profile", is_flag=True, help="Skip the one profiled step (kernel report).")
+@click.option("--out", type=click.Path(path_type=Path), default=None,
+              help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: results, metrics, info.")
+@click.option("--bench", is_flag=True, help="Benchmark the 1.1B LLaMA shape (random init): this loop vs HF Trainer.")
+@click.option("--bench-shape", type=click.Choice(["1.1b", "tiny"]), default="1.1b", hidden=True,
+              help="tiny: a CPU-sized shape, to test the benchmark code path.")
+def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, attn, device,
+                seed, compile_, no_profile, out, as_json, bench, bench_shape) -> None:
+    """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
+    cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
+                      seq_len=seq_len, lr=lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
+                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, out=out)
+    try:
+        validate_numbers(cfg)
+        if not bench:
+            validate_model_dir(cfg.model)
+    except BadInput as exc:
+        raise BadUsage(str(exc)) from None
+    if out is not None and out.exists() and not out.is_dir():
+        raise BadUsage(f"--out {out}: exists and is not a directory")
+
+    from rocmcheck.train.runner import run_and_report  # imports torch
+
+    sys.exit(run_and_report(cfg, as_json=as_json, bench=bench, bench_shape=bench_shape))
+
+

@@ -1,0 +1,228 @@
+"""`smoke-train --bench`: the 1.1B LLaMA shape (random init, no download), this loop vs HF Trainer in
+the same process with identical settings (AdamW fused, same lr schedule, clipping, bf16, checkpointing),
+then the loop under torch.compile. Tokens/s and MFU side by side; the loss curves must agree."""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import tempfile
+import time
+from dataclasses import replace
+from typing import Any, Callable
+
+import torch
+
+from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+from rocmcheck.train.config import TrainConfig
+from rocmcheck.train.device import pick_device, synchronize
+from rocmcheck.train.loop import RunReport, flops_per_token, lr_at, make_optimizer, make_train_step
+
+SHAPES = {
+    # The TinyLlama-1.1B shape named in the issue; measured baseline on an H200 in gpu-baselines-h200.json.
+    "1.1b": dict(hidden_size=2048, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
+                 intermediate_size=5632, vocab_size=32000, seq_len=2048, micro_batch=4, steps=30),
+    # CPU-sized, only to exercise this code path in tests.
+    "tiny": dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=128, vocab_size=256, seq_len=64, micro_batch=2, steps=12),
+}
+WARMUP_STEPS_EXCLUDED = 5  # first steps pay for allocator growth, cuBLAS heuristics, compilation
+TARGET_VS_TRAINER = 1.0
+TARGET_COMPILE = 1.3
+LOSS_TOL = 0.05  # same init, same data: only kernel/reduction-order noise may separate the curves
+
+
+def _model(shape: dict[str, Any], cfg: TrainConfig, device: torch.device):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    conf = LlamaConfig(**{k: v for k, v in shape.items() if k not in ("seq_len", "micro_batch", "steps")},
+                       max_position_embeddings=shape["seq_len"], tie_word_embeddings=False)
+    conf._attn_implementation = cfg.attn
+    torch.manual_seed(cfg.seed)
+    with torch.device(device):
+        model = LlamaForCausalLM(conf)
+    if cfg.pure_bf16:
+        model = model.to(torch.bfloat16)
+    if cfg.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    return model.train()
+
+
+def _data(shape: dict[str, Any], cfg: TrainConfig, device: torch.device) -> torch.Tensor:
+    g = torch.Generator().manual_seed(cfg.seed)
+    rows = shape["steps"] * cfg.grad_accum * shape["micro_batch"]
+    return torch.randint(0, shape["vocab_size"], (rows, shape["seq_len"]), generator=g).to(device)
+
+
+def _free(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def _peak(device: torch.device) -> float | None:
+    return torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None
+
+
+def bench_loop(shape, cfg: TrainConfig, device, compile_: bool) -> dict[str, Any]:
+    model = _model(shape, cfg, device)
+    data = _data(shape, cfg, device)
+    mb = shape["micro_batch"]
+
+    def batch(step: int, micro: int):
+        x = data[(step * cfg.grad_accum + micro) * mb:][:mb]
+        return x, x
+
+    optimizer, fused = make_optimizer(model, cfg, device)
+    step_fn = make_train_step(torch.compile(model) if compile_ else model, model, cfg, device, batch)
+    times, losses = [], []
+    for step in range(shape["steps"]):
+        for group in optimizer.param_groups:
+            group["lr"] = lr_at(step, cfg)
+        t0 = time.perf_counter()
+        loss, _ = step_fn(step)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        synchronize(device)
+        times.append(time.perf_counter() - t0)
+    out = {"step_times": times, "losses": losses, "fused_adamw": fused, "peak_gib": _peak(device),
+           "flops_per_token": flops_per_token(model, shape["seq_len"])}
+    del model, optimizer, step_fn
+    _free(device)
+    return out
+
+
+def bench_trainer(shape, cfg: TrainConfig, device) -> dict[str, Any]:
+    from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
+
+    model = _model(shape, cfg, device)
+    data = _data(shape, cfg, device).cpu()
+
+    class Rows(torch.utils.data.Dataset):
+        def __len__(self):
+            return len(data)
+
+        def __getitem__(self, i):
+            return {"input_ids": data[i], "labels": data[i]}
+
+    class StepTimer(TrainerCallback):
+        def __init__(self):
+            self.times: list[float] = []
+            self._t = 0.0
+
+        def on_step_begin(self, args, state, control, **kw):
+            synchronize(device)
+            self._t = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            synchronize(device)
+            self.times.append(time.perf_counter() - self._t)
+
+    timer = StepTimer()
+    with tempfile.TemporaryDirectory(prefix="rocmcheck-bench-") as tmp:
+        args = TrainingArguments(
+            output_dir=tmp, max_steps=shape["steps"], per_device_train_batch_size=shape["micro_batch"],
+            gradient_accumulation_steps=cfg.grad_accum, learning_rate=cfg.lr, lr_scheduler_type="cosine",
+            warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay, adam_beta1=0.9, adam_beta2=0.95,
+            max_grad_norm=cfg.grad_clip, bf16=not cfg.pure_bf16, logging_steps=1, save_strategy="no", report_to=[],
+            dataloader_num_workers=0, disable_tqdm=True, seed=cfg.seed, use_cpu=device.type == "cpu",
+            optim="adamw_torch_fused" if device.type == "cuda" else "adamw_torch",
+            # gradient checkpointing: already enabled on the model, with the same kwargs as the loop
+        )
+        trainer = Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[timer])
+        trainer.remove_callback(PrinterCallback)  # it prints every log dict to stdout, which --json owns
+        trainer.train()
+        losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    out = {"step_times": timer.times, "losses": losses, "peak_gib": _peak(device),
+           "flops_per_token": flops_per_token(model, shape["seq_len"])}
+    del model, trainer
+    _free(device)
+    return out
+
+
+def summarize(name: str, run: dict[str, Any], tokens_per_step: int, peak_tflops: float | None) -> dict[str, Any]:
+    steady = run["step_times"][WARMUP_STEPS_EXCLUDED:] or run["step_times"]
+    step_s = statistics.median(steady)
+    tok_s = tokens_per_step / step_s
+    mfu = run["flops_per_token"] * tok_s / (peak_tflops * 1e12) if peak_tflops else None
+    return {"mode": name, "step_s": step_s, "tokens_per_s": tok_s, "mfu": mfu, "peak_gib": run["peak_gib"],
+            "first_loss": run["losses"][0] if run["losses"] else None, "last_loss": run["losses"][-1] if run["losses"] else None,
+            "compile_overhead_s": sum(run["step_times"][:WARMUP_STEPS_EXCLUDED]) - WARMUP_STEPS_EXCLUDED * step_s}
+
+
+ALL_MODES = ("loop", "hf_trainer", "loop_compile")
+
+
+def run_bench(cfg: TrainConfig, shape: str = "1.1b", log: Callable[[str], None] | None = None,
+              modes: tuple[str, ...] = ALL_MODES) -> RunReport:
+    log = log or (lambda line: None)
+    dev = pick_device(cfg.device)
+    info: dict[str, Any] = {"config": cfg.to_dict(), "device": dev.to_dict(), "shape": shape}
+    if shape == "1.1b" and dev.device.type != "cuda":
+        return RunReport([skipped("train.bench", "the 1.1B benchmark needs a GPU (about 40 GiB at seq 2048, micro-batch 4)")], info=info)
+    sh = dict(SHAPES[shape])
+    bcfg = replace(cfg, seq_len=sh["seq_len"], micro_batch=sh["micro_batch"], steps=sh["steps"], lr=3e-4,
+                   warmup_steps=3, min_lr_ratio=0.0)  # Trainer's cosine decays to 0
+    tokens = bcfg.tokens_per_step
+    info["settings"] = {k: getattr(bcfg, k) for k in ("seq_len", "micro_batch", "grad_accum", "steps", "lr", "pure_bf16",
+                                                     "gradient_checkpointing", "attn")}
+    rows, runs = [], {}
+    for name, fn in (("loop", lambda: bench_loop(sh, bcfg, dev.device, False)),
+                     ("hf_trainer", lambda: bench_trainer(sh, bcfg, dev.device)),
+                     ("loop_compile", lambda: bench_loop(sh, bcfg, dev.device, True))):
+        if name not in modes:
+            continue
+        log(f"bench: {name} ...")
+        try:
+            runs[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - one mode failing (compile on an odd stack) is a finding
+            rows.append({"mode": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"})
+            _free(dev.device)
+            continue
+        rows.append(summarize(name, runs[name], tokens, dev.peak_bf16_tflops))
+        log(f"bench: {name}: {rows[-1]['tokens_per_s']:,.0f} tok/s")
+    info["bench"] = rows
+    return RunReport(bench_verdicts(rows, runs), info=info)
+
+
+def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> list[CheckResult]:
+    by = {r["mode"]: r for r in rows}
+    table = [f"{r['mode']:<13} " + (f"{r['tokens_per_s']:>10,.0f} tok/s  step {r['step_s'] * 1e3:7.1f} ms  "
+             + (f"MFU {r['mfu']:.1%}" if r.get("mfu") is not None else "MFU n/a")
+             + (f"  peak {r['peak_gib']:.1f} GiB" if r.get("peak_gib") else "") if "error" not in r else r["error"])
+             for r in rows]
+    results = []
+    errors = [r for r in rows if "error" in r]
+    for r in errors:
+        results.append(failed(f"train.bench_{r['mode']}", f"{r['mode']} failed: {r['error']}",
+                              "rerun without --compile / check train.kernels", table))
+    if "loop" in by and "hf_trainer" in by and "error" not in by["loop"] and "error" not in by["hf_trainer"]:
+        ratio = by["loop"]["tokens_per_s"] / by["hf_trainer"]["tokens_per_s"]
+        summary = f"loop {ratio:.2f}x HF Trainer tokens/s (target >= {TARGET_VS_TRAINER:.1f}x)"
+        if ratio >= TARGET_VS_TRAINER:
+            results.append(passed("train.bench_vs_trainer", summary, table, ratio=ratio))
+        else:
+            results.append(warned("train.bench_vs_trainer", summary,
+                                  "rerun once the GPU is idle; if it persists, compare train.kernels of both runs", table, ratio=ratio))
+        diffs = [abs(a - b) for a, b in zip(runs["loop"]["losses"], runs["hf_trainer"]["losses"])]
+        worst = max(diffs) if diffs else float("nan")
+        if diffs and worst <= LOSS_TOL * max(1.0, abs(runs["hf_trainer"]["losses"][0])):
+            results.append(passed("train.bench_loss_parity", f"loop and HF Trainer loss curves agree (max |diff| {worst:.3f})",
+                                  table, max_diff=worst))
+        else:
+            results.append(failed("train.bench_loss_parity", f"loop and HF Trainer loss curves differ (max |diff| {worst:.3f})",
+                                  "the two runs did not train the same way: compare their settings in the JSON",
+                                  table, max_diff=worst))
+    if "loop_compile" in by and "loop" in by and "error" not in by["loop_compile"] and "error" not in by["loop"]:
+        ratio = by["loop_compile"]["tokens_per_s"] / by["loop"]["tokens_per_s"]
+        trainer = by.get("hf_trainer", {}).get("tokens_per_s")
+        vs_trainer = by["loop_compile"]["tokens_per_s"] / trainer if trainer else None
+        summary = f"--compile {vs_trainer:.2f}x HF Trainer, {ratio:.2f}x the eager loop (target >= {TARGET_COMPILE:.1f}x Trainer)" if vs_trainer else f"--compile {ratio:.2f}x the eager loop"
+        ok = vs_trainer is not None and vs_trainer >= TARGET_COMPILE
+        results.append(passed("train.bench_compile", summary, table, ratio=ratio, vs_trainer=vs_trainer) if ok else
+                       warned("train.bench_compile", summary, "check torch/triton versions: rocmcheck doctor", table,
+                              ratio=ratio, vs_trainer=vs_trainer))
+    return results or [skipped("train.bench", "no benchmark mode ran")]

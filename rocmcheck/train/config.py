@@ -1,0 +1,107 @@
+"""Settings of one smoke-train run, and the cheap checks on them (no torch: the CLI validates input
+before paying for the torch import)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+BUNDLED_MODEL = Path(__file__).parent / "assets" / "tiny-llama"
+ATTN_CHOICES = ("sdpa", "flash_attention_2", "eager")
+DEVICE_CHOICES = ("auto", "cpu", "cuda")
+# model_type values whose checkpoints are LLaMA-shaped decoders that AutoModelForCausalLM loads.
+LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3")
+
+
+@dataclass
+class TrainConfig:
+    model: Path = BUNDLED_MODEL
+    steps: int = 120
+    micro_batch: int = 16
+    grad_accum: int = 1
+    seq_len: int = 64
+    lr: float = 1e-3
+    warmup_steps: int = 5
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    pure_bf16: bool = False
+    gradient_checkpointing: bool = False
+    attn: str = "sdpa"
+    device: str = "auto"
+    seed: int = 0
+    compile: bool = False
+    eval_prompts: int = 64
+    out: Path | None = None
+    profile: bool = True  # one profiled step for the kernel report
+    # Verdict thresholds; defaults are for the bundled model (see verdicts.py for why).
+    min_loss_drop: float = 0.75  # final loss must be <= (1 - this) * first loss
+    min_accuracy: float = 0.5
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_bundled_model(self) -> bool:
+        return Path(self.model).resolve() == BUNDLED_MODEL.resolve()
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.micro_batch * self.grad_accum * self.seq_len
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["model"] = str(self.model)
+        d["out"] = str(self.out) if self.out else None
+        return d
+
+    def reference_key(self) -> dict[str, Any]:
+        """The settings a reference loss curve depends on; a curve applies only to a run with the same key."""
+        keys = ("steps", "micro_batch", "grad_accum", "seq_len", "lr", "warmup_steps", "min_lr_ratio",
+                "weight_decay", "grad_clip", "pure_bf16", "seed")
+        d = {k: getattr(self, k) for k in keys}
+        d["model"] = "bundled" if self.is_bundled_model else str(self.model)
+        return d
+
+
+class BadInput(ValueError):
+    """Something a person passed is wrong; the CLI shows the message as one line and exits 2."""
+
+
+def validate_model_dir(path: Path) -> dict[str, Any]:
+    """The checkpoint's config.json if `path` is a local HF LLaMA-family dir with weights; else BadInput."""
+    path = Path(path)
+    if not path.is_dir():
+        raise BadInput(f"--model {path}: not a directory (give a local Hugging Face model folder)")
+    cfg_file = path / "config.json"
+    if not cfg_file.is_file():
+        raise BadInput(f"--model {path}: no config.json there (is this a Hugging Face model folder?)")
+    try:
+        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise BadInput(f"--model {path}: config.json is unreadable: {exc}") from None
+    if not isinstance(cfg, dict):
+        raise BadInput(f"--model {path}: config.json is not a JSON object")
+    model_type = cfg.get("model_type")
+    if model_type not in LLAMA_FAMILY:
+        raise BadInput(f"--model {path}: model_type {model_type!r} is not LLaMA-family ({', '.join(LLAMA_FAMILY)})")
+    weights = list(path.glob("*.safetensors")) + list(path.glob("pytorch_model*.bin"))
+    if not weights:
+        raise BadInput(f"--model {path}: no *.safetensors or pytorch_model*.bin weights")
+    if not any((path / name).is_file() for name in ("tokenizer.json", "tokenizer.model", "tokenizer_config.json")):
+        raise BadInput(f"--model {path}: no tokenizer files (tokenizer.json / tokenizer.model)")
+    return cfg
+
+
+def validate_numbers(cfg: TrainConfig) -> None:
+    for name in ("steps", "micro_batch", "grad_accum", "seq_len", "eval_prompts"):
+        if getattr(cfg, name) < 1:
+            raise BadInput(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(cfg, name)})")
+    if cfg.steps < 10:
+        raise BadInput(f"--steps must be at least 10 to judge the loss curve (got {cfg.steps})")
+    if not cfg.lr > 0:
+        raise BadInput(f"--lr must be positive (got {cfg.lr})")
+    if cfg.attn not in ATTN_CHOICES:
+        raise BadInput(f"--attn must be one of {', '.join(ATTN_CHOICES)} (got {cfg.attn!r})")
+    if cfg.device not in DEVICE_CHOICES:
+        raise BadInput(f"--device must be one of {', '.join(DEVICE_CHOICES)} (got {cfg.device!r})")

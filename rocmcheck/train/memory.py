@@ -1,0 +1,126 @@
+"""Memory per step and the leak detector.
+
+On a GPU the numbers are the caching allocator's own counters (torch.cuda.memory_allocated /
+memory_reserved / max_memory_allocated; ROCm builds answer the same calls). The baseline that matters
+is `allocated` right after optimizer.step() + zero_grad(): weights, optimizer state and nothing else.
+A healthy run reaches it after the first step (AdamW creates its state there) and stays flat; the
+staircase from the field report (tensors that keep their graph alive) shows as a baseline that rises
+every step.
+
+On CPU torch keeps no allocator statistics. What we chose, and why: the process's resident memory
+after returning freed heap pages to the OS (glibc malloc_trim), sampled at the same point. Counting
+live tensors through gc would miss exactly the leak that matters: a kept loss holds its autograd graph,
+whose saved activations are C++ objects gc never sees. RSS does see them. It is noisier than the
+allocator (a few MiB of heap fragmentation), so the CPU tolerance is wider; a real graph leak grows by
+the step's activations every step and still stands far above it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import resource
+import statistics
+from dataclasses import dataclass
+
+MiB = 1024 * 1024
+
+
+@dataclass
+class MemorySample:
+    allocated: int  # bytes in use after the step (GPU: allocator; CPU: RSS after trim)
+    reserved: int  # bytes held (GPU: allocator cache; CPU: RSS before trim)
+    peak: int  # GPU: peak allocated during this step; CPU: process peak RSS so far
+
+
+class MemorySampler:
+    """Reads memory at the post-step point. `kind` names what the numbers mean."""
+
+    def __init__(self, device) -> None:
+        import torch
+
+        self._torch = torch
+        self.device = device
+        self.is_gpu = device.type == "cuda"
+        self.kind = "gpu-allocator" if self.is_gpu else "cpu-rss"
+        self._trim = _malloc_trim() if not self.is_gpu else None
+
+    def start_step(self) -> None:
+        if self.is_gpu:
+            self._torch.cuda.reset_peak_memory_stats(self.device)
+
+    def sample(self) -> MemorySample:
+        if self.is_gpu:
+            cuda = self._torch.cuda
+            return MemorySample(cuda.memory_allocated(self.device), cuda.memory_reserved(self.device),
+                                cuda.max_memory_allocated(self.device))
+        before = _rss_bytes()
+        if self._trim is not None:
+            self._trim(0)
+        return MemorySample(_rss_bytes(), before, peak_rss_bytes())
+
+    def tolerance_bytes(self, baseline: int) -> float:
+        """How much the post-step baseline may grow over a run before it counts as a leak.
+
+        GPU: the allocator counts exact tensor bytes, and a clean run is flat to the byte after step 1;
+        4 MiB or 2% of the baseline leaves room for lazily created buffers (cuBLAS workspaces, the
+        profiler). CPU: RSS moves by heap fragmentation; measured clean runs of the bundled model here
+        wander by < 8 MiB, so 32 MiB or 5% of the baseline."""
+        if self.is_gpu:
+            return max(4 * MiB, 0.02 * baseline)
+        return max(32 * MiB, 0.05 * baseline)
+
+
+def _malloc_trim():
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else None
+        return libc.malloc_trim if libc is not None and hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def _rss_bytes() -> int:
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return peak_rss_bytes()
+
+
+def peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+
+
+@dataclass
+class LeakDecision:
+    leaking: bool
+    growth_bytes: float  # median of the last third minus median of the first third (after warmup)
+    per_step_bytes: float  # least-squares slope
+    rising_fraction: float  # share of steps whose baseline rose
+    tolerance_bytes: float
+    steps_judged: int
+    reason: str
+
+
+def detect_leak(baselines: list[int | float], tolerance_bytes: float, warmup: int = 2) -> LeakDecision:
+    """Decide whether post-step baselines climb over the run (the staircase) beyond `tolerance_bytes`.
+
+    The first `warmup` steps are left out: the optimizer allocates its state at step 1 and allocators
+    grow their caches once. Thirds' medians rather than first/last samples, so one noisy sample cannot
+    decide; a one-off jump that then stays flat is growth too, but it must exceed the tolerance."""
+    values = [float(v) for v in baselines[warmup:]]
+    n = len(values)
+    if n < 6:
+        return LeakDecision(False, 0.0, 0.0, 0.0, tolerance_bytes, n, f"too few steps to judge ({n} after warmup; need 6)")
+    third = max(2, n // 3)
+    growth = statistics.median(values[-third:]) - statistics.median(values[:third])
+    xs = range(n)
+    mean_x, mean_y = (n - 1) / 2, sum(values) / n
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values)) / sum((x - mean_x) ** 2 for x in xs)
+    rising = sum(b > a for a, b in zip(values, values[1:])) / (n - 1)
+    leaking = growth > tolerance_bytes and slope > 0
+    reason = (f"baseline rose {growth / MiB:.1f} MiB over {n} steps ({slope / MiB:.2f} MiB/step, "
+              f"{rising:.0%} of steps rising); tolerance {tolerance_bytes / MiB:.1f} MiB")
+    return LeakDecision(leaking, growth, slope, rising, tolerance_bytes, n, reason)

@@ -1,0 +1,88 @@
+"""Reference loss curves shipped next to the bundled model, one per device kind (cpu, cuda, rocm).
+
+A curve applies only to a run with the same settings (TrainConfig.reference_key). The comparison is
+over windows of steps, so per-step bf16 noise averages out while a numerics problem (a broken kernel,
+wrong attention mask, bf16 overflow) that bends the curve still shows.
+
+Tolerance, and why: |window mean - reference window mean| <= ABS_TOL + REL_TOL * reference window
+mean. On the CPU here, the same run in fp32 vs bf16 autocast, and bf16 with a different thread count,
+differ by at most ~0.05 nats per window (tests/test_train_reference.py measures this on real runs);
+CPU vs GPU adds reduction-order differences of the same size. 0.15 + 15% leaves about 3x that margin,
+while a run whose learning is broken (tested: learning rate x0.1, i.e. a curve that falls much slower)
+lies well outside.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from pathlib import Path
+from typing import Any
+
+FILE_NAME = "reference_curves.json"
+WINDOW = 10
+ABS_TOL = 0.15
+REL_TOL = 0.15
+
+
+def window_means(loss: list[float], window: int = WINDOW) -> list[float]:
+    return [sum(loss[i:i + window]) / len(loss[i:i + window]) for i in range(0, len(loss), window)]
+
+
+def compare(run: list[float], ref: list[float], window: int = WINDOW) -> dict[str, Any]:
+    """Per-window differences and whether each lies within tolerance."""
+    a, b = window_means(run, window), window_means(ref, window)
+    rows = []
+    for i, (x, r) in enumerate(zip(a, b)):
+        tol = ABS_TOL + REL_TOL * abs(r)
+        rows.append({"steps": f"{i * window}-{min((i + 1) * window, len(run)) - 1}", "run": round(x, 4),
+                     "reference": round(r, 4), "diff": round(x - r, 4), "tolerance": round(tol, 4), "ok": abs(x - r) <= tol})
+    worst = max(rows, key=lambda row: abs(row["diff"]) - row["tolerance"]) if rows else None
+    return {"windows": rows, "ok": bool(rows) and all(r["ok"] for r in rows), "worst": worst}
+
+
+def load_curves(model_dir: Path) -> dict[str, Any]:
+    path = Path(model_dir) / FILE_NAME
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8")).get("curves", {})
+    except (OSError, ValueError):
+        return {}
+
+
+def find_reference(model_dir: Path, kind: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
+    """(curve, "") when a curve for this device kind and settings exists; else (None, why not)."""
+    curves = load_curves(model_dir)
+    if not curves:
+        return None, f"no {FILE_NAME} next to the model"
+    curve = curves.get(kind)
+    if curve is None:
+        return None, f"no reference curve recorded for device kind '{kind}' (have: {', '.join(sorted(curves))})"
+    if curve.get("key") != key:
+        diff = sorted(k for k in set(key) | set(curve.get("key", {})) if key.get(k) != curve.get("key", {}).get(k))
+        return None, f"reference curve is for the default settings; this run differs in {', '.join(diff)}"
+    return curve, ""
+
+
+def record_reference(model_dir: Path, kind: str | None = None, out_file: Path | None = None) -> Path:
+    """Run the default smoke-train here and store its loss curve under this device kind."""
+    from rocmcheck.train.config import TrainConfig
+    from rocmcheck.train.loop import run_smoke_train
+
+    cfg = TrainConfig(model=Path(model_dir), profile=False)
+    report = run_smoke_train(cfg)
+    kind = kind or report.info["device"]["kind"]
+    import torch
+
+    out_file = Path(out_file) if out_file else Path(model_dir) / FILE_NAME
+    data = json.loads(out_file.read_text(encoding="utf-8")) if out_file.is_file() else {"schema": 1, "curves": {}}
+    data["curves"][kind] = {
+        "key": cfg.reference_key(),
+        "loss": [round(m["loss"], 5) for m in report.metrics],
+        "accuracy": report.info.get("accuracy"),
+        "recorded_on": {"device": report.info["device"]["name"], "torch": torch.__version__,
+                        "threads": torch.get_num_threads(), "machine": platform.machine()},
+    }
+    out_file.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return out_file

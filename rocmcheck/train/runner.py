@@ -1,0 +1,130 @@
+"""What `rocmcheck smoke-train` does once its input is valid: run (or bench), show, write, exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from rocmcheck.result import CheckResult, Status, failed
+from rocmcheck.train.config import TrainConfig
+
+
+def quiet_libraries() -> None:
+    """Progress bars and info logs from transformers/hub would interleave with ours (and with --json)."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def error_result(exc: BaseException) -> CheckResult:
+    """An exception that escaped the run. GPU runtime errors are verdicts on the machine; others are our bugs."""
+    text = (str(exc).strip().splitlines() or [""])[0][:300]
+    name = type(exc).__name__
+    if any(k in text for k in ("HIP error", "CUDA error", "hipError", "invalid device function", "no kernel image")):
+        return failed("train.run", f"the GPU runtime failed during training: {text}",
+                      "rocmcheck doctor   (checks that this torch build has kernels for this GPU arch)",
+                      [f"{name}: {text}"])
+    return CheckResult("train.run", Status.CRASH, f"smoke-train crashed: {name}: {text}", [f"{name}: {text}"],
+                       "this is a rocmcheck bug: please report it with the output of --json")
+
+
+def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_shape: str = "1.1b") -> int:
+    quiet_libraries()
+    t0 = time.perf_counter()
+    from rocmcheck.train.loop import RunReport, run_smoke_train
+
+    progress, done = _progress_bar(cfg.steps, enabled=not as_json and sys.stderr.isatty())
+    # --json owns stdout. Libraries print there (DeepSpeed's accelerator warning, kernel logs, from C
+    # too), so while the run goes, file descriptor 1 points at stderr; the JSON goes to the real stdout.
+    real_stdout = _stdout_to_stderr() if as_json else None
+    try:
+        if bench:
+            from rocmcheck.train.bench import run_bench
+
+            report = run_bench(cfg, shape=bench_shape, log=None if as_json else _log)
+        else:
+            report = run_smoke_train(cfg, progress=progress)
+    except Exception as exc:  # noqa: BLE001 - a crash becomes a verdict, never a traceback
+        report = RunReport([error_result(exc)], info={"config": cfg.to_dict()})
+    finally:
+        done()
+        if real_stdout is not None:
+            sys.stdout.flush()
+            os.dup2(real_stdout, 1)
+            os.close(real_stdout)
+    report.info["wall_s"] = time.perf_counter() - t0
+    out: dict[str, Any] = report.to_dict()
+    if cfg.out:
+        from rocmcheck.train.outputs import write_outputs
+
+        try:
+            out["files"] = write_outputs(out, cfg.out)
+        except OSError as exc:
+            report.results.append(failed("train.outputs", f"could not write to {cfg.out}: {exc}",
+                                         f"mkdir -p {cfg.out} and check it is writable"))
+            out["results"] = [r.to_dict() for r in report.results]
+    if as_json:
+        sys.stdout.write(json.dumps(out, default=str) + "\n")
+    else:
+        _print_results(report.results, out.get("files"), report.info)
+    return 1 if any(r.status.is_problem for r in report.results) else 0
+
+
+def _stdout_to_stderr() -> int:
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    return saved
+
+
+def _log(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _progress_bar(total: int, enabled: bool):
+    if not enabled:
+        return None, lambda: None
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("smoke-train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
+                   TimeRemainingColumn(), transient=True)
+    bar.start()
+    task_id = bar.add_task("train", total=total, status="")
+
+    def update(step: int, steps: int, row: dict[str, Any]) -> None:
+        bar.update(task_id, completed=step, status=f"loss {row['loss']:.3f}  {row['tokens_per_s']:,.0f} tok/s")
+
+    return update, bar.stop
+
+
+def _print_results(results: list[CheckResult], files: dict[str, str] | None, info: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    style = {"pass": "green", "warn": "yellow", "fail": "red", "crash": "magenta", "skip": "dim"}
+    dev = info.get("device", {})
+    if dev:
+        console.print(f"device: {dev.get('name')} ({dev.get('kind')}); model: {info.get('model', {}).get('path', '?')}")
+    table = Table(show_header=True, header_style="bold")
+    for col in ("status", "check", "finding"):
+        table.add_column(col)
+    for r in results:
+        table.add_row(f"[{style[r.status.value]}]{r.status.value}[/]", r.id, r.summary)
+    console.print(table)
+    for r in results:
+        if r.status.is_problem or r.status == Status.WARN:
+            console.print(f"[{style[r.status.value]}]{r.id}[/]: {r.summary}")
+            for line in r.evidence[:6]:
+                console.print(f"    {line}", markup=False)
+            if r.fix:
+                console.print(f"    fix: {r.fix}", markup=False)
+    for name, path in (files or {}).items():
+        console.print(f"{name}: {path}", markup=False)
