@@ -1,0 +1,165 @@
+"""`rocmcheck plan`: will this fine-tune fit in GPU memory, and with what micro-batch? Parses options, calls the
+planner (rocmcheck/plan), prints a table or JSON. torch is never imported here: --measure runs a child."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from rocmcheck.result import CheckResult, Status, skipped
+
+STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
+         Status.CRASH: "bold magenta"}
+
+
+def _usage(message: str) -> click.UsageError:
+    return click.UsageError(message)
+
+
+def _settings(opts: dict[str, Any]) -> dict[str, Any]:
+    return {"micro_batch": opts["micro_batch"], "seq_len": opts["seq_len"],
+            "precision": "pure-bf16" if opts["pure_bf16"] else "amp-bf16", "zero_stage": opts["zero"],
+            "world_size": opts["gpus"], "offload_optimizer": opts["offload_optimizer"],
+            "offload_params": opts["offload_params"], "gradient_checkpointing": opts["gradient_checkpointing"],
+            "attention": opts["attn"], "lora_rank": opts["lora_rank"], "grad_accumulation_steps": opts["grad_accum"],
+            "optimizer": opts["optimizer"]}
+
+
+def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, measured) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from rocmcheck.plan.estimate import estimate_memory, fmt_bytes
+
+    console = Console()
+    s = est.settings
+    title = (f"{est.model.name}: {est.params:,} params, micro-batch {s['micro_batch']} x seq {s['seq_len']}, "
+             f"{s['precision']}, ZeRO-{s['zero_stage']} x {s['world_size']} GPU(s)"
+             + (", checkpointing" if s["gradient_checkpointing"] else "") + f", attn {s['attention']}"
+             + (f", LoRA r={s['lora_rank']}" if s["lora_rank"] else ""))
+    table = Table(title=title, title_justify="left")
+    table.add_column("per GPU", no_wrap=True)
+    table.add_column("at the peak", justify="right", no_wrap=True)
+    table.add_column("largest in the step", justify="right", no_wrap=True)
+    for line in est.lines:
+        table.add_row(line.name, fmt_bytes(est.at_peak(line)), fmt_bytes(line.largest))
+    table.add_row("runtime context", fmt_bytes(est.context_bytes), fmt_bytes(est.context_bytes))
+    table.add_row(Text("total", style="bold"), Text(fmt_bytes(est.total_bytes), style="bold"), "")
+    console.print(table)
+    versus = f" of {fmt_bytes(gpu[1])} on {gpu[0]} ({est.total_bytes / gpu[1]:.0%})" if gpu else ""
+    console.print(Text(f"peak at the {est.peak_phase.replace('_', ' ')}: {fmt_bytes(est.total_bytes)}{versus}",
+                       style="bold"))
+    for line in est.lines:
+        console.print(Text(f"  {line.name}: ", style="bold").append(line.formula).append(f"  [{line.source}]",
+                                                                                         style="dim"))
+    console.print(Text("  runtime context: ", style="bold").append(
+        "CUDA/HIP context and libraries, outside PyTorch's allocator (a rough constant)"))
+    if est.host_bytes:
+        console.print(f"host memory for offloaded states: {fmt_bytes(est.host_bytes)} per GPU")
+    if measured is not None and measured.trials:
+        mt = Table(title="measured (real steps on the GPU) vs estimate", title_justify="left")
+        for col in ("micro-batch", "outcome", "allocated peak", "device peak", "estimate (allocated)"):
+            mt.add_column(col, justify="right")
+        for t in measured.trials:
+            guess = estimate_memory(est.model, **{**s, "micro_batch": t.micro_batch}).allocated_peak_bytes
+            mt.add_row(str(t.micro_batch), t.outcome, fmt_bytes(t.peak_allocated or 0), fmt_bytes(t.device_peak or 0),
+                       fmt_bytes(guess))
+        console.print(mt)
+    for r in results:
+        line = Text(f"[{r.status.value}] ", style=STYLE[r.status]).append(f"{r.id}: ", style="bold").append(r.summary)
+        if r.fix:
+            line.append("\n  fix: ", style="bold").append(r.fix)
+        for ev in r.evidence if r.status in (Status.WARN, Status.FAIL) else []:
+            line.append(f"\n  · {ev}", style="dim")
+        console.print(line)
+
+
+@click.command("plan")
+@click.option("--model", "model_spec", required=True, metavar="PRESET|config.json|DIR",
+              help="llama-2-7b, llama-3-8b, llama-3-70b, tinyllama-1.1b, a config.json or a model folder.")
+@click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True)
+@click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True, help="Per GPU.")
+@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Gradient accumulation steps (>1 keeps the gradients through the forward).")
+@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
+@click.option("--gpu", "gpu_name", metavar="NAME", help="mi300x, mi325x, h200, h100, ...: its memory from the table.")
+@click.option("--gpu-memory", type=click.FloatRange(min=0.0, min_open=True), metavar="GiB", help="Memory per GPU.")
+@click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="DeepSpeed ZeRO stage.")
+@click.option("--offload-optimizer", is_flag=True, help="ZeRO: optimizer states in host memory.")
+@click.option("--offload-params", is_flag=True, help="ZeRO-3: parameters in host memory.")
+@click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer in backward.")
+@click.option("--pure-bf16", is_flag=True, help="bf16 weights and Adam moments, no fp32 master copy (8 B/param).")
+@click.option("--attn", type=click.Choice(["flash", "sdpa", "eager"]), default="sdpa", show_default=True)
+@click.option("--lora-rank", type=click.IntRange(min=1), default=None, help="LoRA on all Linear layers.")
+@click.option("--optimizer", type=click.Choice(["fused", "foreach"]), default="fused", show_default=True,
+              help="AdamW implementation: foreach holds one more copy of the weights during the step.")
+@click.option("--find-batch", is_flag=True, help="The largest micro-batch that fits (estimate).")
+@click.option("--measure", is_flag=True, help="Find the largest micro-batch with real training steps on GPU 0.")
+@click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+              help="Share of GPU memory the batch may use (default 0.9 for --find-batch, 0.95 for --measure).")
+@click.option("--start-batch", type=click.IntRange(min=1), default=1, show_default=True, help="--measure starts here.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=10.0), default=600.0, show_default=True,
+              help="--measure's time limit in seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print the estimate and verdicts as JSON.")
+def plan(**opts: Any) -> None:
+    """Estimate per-GPU memory of a LLaMA fine-tune, say whether it fits, and what to change if not. Exit 1 when
+    a verdict fails."""
+    from rocmcheck.plan.advice import batch_verdict, fit_verdict
+    from rocmcheck.plan.devices import gpu_memory_by_name
+    from rocmcheck.plan.estimate import GIB, estimate_memory
+    from rocmcheck.plan.shapes import load_model_shape
+
+    if opts["gpu_name"] and opts["gpu_memory"]:
+        raise _usage("give --gpu or --gpu-memory, not both")
+    try:
+        model = load_model_shape(opts["model_spec"])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--model") from None
+    gpu: tuple[str, float] | None = None
+    if opts["gpu_name"]:
+        try:
+            gpu = gpu_memory_by_name(opts["gpu_name"])
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--gpu") from None
+    elif opts["gpu_memory"]:
+        gpu = (f"a {opts['gpu_memory']:g} GiB GPU", opts["gpu_memory"] * GIB)
+    settings = _settings(opts)
+    try:
+        est = estimate_memory(model, **settings)
+    except ValueError as exc:
+        raise _usage(str(exc)) from None
+    if opts["find_batch"] and gpu is None:
+        raise _usage("--find-batch needs --gpu NAME or --gpu-memory GiB")
+    if opts["measure"] and (opts["zero"] or opts["lora_rank"] or opts["gpus"] > 1):
+        raise _usage("--measure runs a plain single-GPU training loop: drop --zero, --gpus and --lora-rank")
+
+    results: list[CheckResult] = []
+    if gpu:
+        results.append(fit_verdict(est, gpu[1], gpu[0]))
+    else:
+        results.append(skipped("plan.fit", "no verdict: give --gpu NAME or --gpu-memory GiB"))
+    if opts["find_batch"]:
+        results.append(batch_verdict(model, settings, gpu[1], gpu[0], opts["target"] or 0.9))
+    measured = None
+    if opts["measure"]:
+        from rocmcheck.plan.measure import find_max_micro_batch, measured_verdict
+
+        measured = find_max_micro_batch(model, settings["seq_len"], opts["target"] or 0.95,
+                                        precision=settings["precision"],
+                                        gradient_checkpointing=settings["gradient_checkpointing"],
+                                        attention=settings["attention"],
+                                        grad_accumulation_steps=settings["grad_accumulation_steps"],
+                                        start=opts["start_batch"], timeout_s=opts["timeout_s"])
+        results.append(measured_verdict(measured))
+    if opts["as_json"]:
+        doc = {"schema": 1, "estimate": est.to_dict(), "results": [r.to_dict() for r in results]}
+        if measured is not None:
+            doc["measured"] = measured.to_dict()
+        click.echo(json.dumps(doc, indent=2))
+    else:
+        _render(est, results, gpu, measured)
+    if any(r.status.is_problem for r in results):
+        raise SystemExit(1)

@@ -1,0 +1,216 @@
+"""The GPU batch finder's child: `python -m rocmcheck.plan.probe_child --plan JSON`.
+
+Builds transformers' LlamaForCausalLM from a shape (random init, nothing downloaded), then searches the largest
+micro-batch whose real forward + backward + AdamW steps peak within target_fraction of the GPU's memory.
+An out-of-memory is caught by type (torch.OutOfMemoryError: "CUDA out of memory" and ROCm's "HIP out of memory"
+alike), everything the try held is freed, and the search goes on. One JSON object per stdout line:
+  {"event": "device", ...}  (as rocmcheck.probes.child reports it)
+  {"event": "start", "micro_batch": b}    {"event": "trial", ...Trial}    (per try)
+  {"event": "result", "best", "stop", "total_bytes", "budget_bytes", "outside_bytes"}    {"event": "done"}
+
+Test mode (plan "cpu_ceiling_bytes"): runs on the CPU, where there is no device allocator to read. The bytes
+autograd saves are counted by a saved-tensor hook on top of the model states, and past the ceiling the hook
+raises a real torch.OutOfMemoryError, so the catching, freeing, doubling and bisection run exactly as on a GPU."""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import gc
+import json
+import sys
+import time
+from typing import Any
+
+from rocmcheck.plan.search import Trial, search_max_batch
+from rocmcheck.probes.child import claim_stdout, describe_devices, emit
+
+ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
+
+
+class CeilingTracker:
+    """CPU test mode: model states + saved activations against a byte ceiling."""
+
+    def __init__(self, torch, ceiling: int, base: int, param_ptrs: set[int]):
+        self.torch, self.ceiling, self.base, self.param_ptrs = torch, ceiling, base, param_ptrs
+        self.seen: set[int] = set()
+        self.held = 0
+        self.peak = base
+
+    def reset(self) -> None:
+        self.seen.clear()
+        self.held = 0
+
+    def pack(self, t):
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key not in self.seen and key not in self.param_ptrs:
+            self.seen.add(key)
+            self.held += storage.nbytes()
+            now = self.base + self.held
+            self.peak = max(self.peak, now)
+            if now > self.ceiling:
+                raise self.torch.OutOfMemoryError(f"CPU test ceiling: {now} bytes held, ceiling {self.ceiling}")
+        return t
+
+
+def oom_type(torch):
+    return getattr(torch, "OutOfMemoryError", None) or torch.cuda.OutOfMemoryError
+
+
+def build_model(torch, plan: dict[str, Any], device):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**plan["config"], attn_implementation=ATTN_IMPLEMENTATION[plan.get("attention", "sdpa")],
+                         use_cache=False)
+    torch.manual_seed(0)
+    with torch.device(device):  # initialise on the GPU directly: a 7B fp32 init on the CPU takes minutes
+        model = LlamaForCausalLM(config)
+    if plan.get("precision") == "pure-bf16":
+        model = model.to(torch.bfloat16)
+    if plan.get("gradient_checkpointing"):
+        model.gradient_checkpointing_enable()
+    model.train()
+    return model
+
+
+def run_steps(torch, model, device, b: int, plan: dict[str, Any], tracker: CeilingTracker | None) -> None:
+    """`steps` optimizer steps of `grad_accumulation_steps` micro-batches each: the second step runs with the
+    optimizer states already allocated, as every later step of a real run does."""
+    amp = plan.get("precision", "amp-bf16") == "amp-bf16"
+    accum = int(plan.get("grad_accumulation_steps", 1))
+    vocab, seq = model.config.vocab_size, int(plan["seq_len"])
+    fused = device.type == "cuda"
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused, foreach=False if not fused else None)
+    try:
+        for _ in range(int(plan.get("steps", 2))):
+            for _ in range(accum):
+                ids = torch.randint(0, vocab, (b, seq), device=device)
+                if tracker:
+                    tracker.reset()
+                hooks = (torch.autograd.graph.saved_tensors_hooks(tracker.pack, lambda t: t) if tracker
+                         else _nullcontext())
+                with hooks, torch.autocast(device.type, dtype=torch.bfloat16, enabled=amp):
+                    loss = model(input_ids=ids, labels=ids).loss
+                (loss / accum).backward()
+                del loss, ids
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+    finally:
+        opt.zero_grad(set_to_none=True)
+        del opt
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def state_bytes(model) -> int:
+    """Weights + gradients + two AdamW moments, all in the parameters' dtype (CPU test mode's fixed part)."""
+    return sum(4 * p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+
+
+def free(torch, model, device) -> None:
+    model.zero_grad(set_to_none=True)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def make_try(torch, model, device, plan: dict[str, Any], budget: float, outside: int,
+             tracker: CeilingTracker | None, out):
+    oom = oom_type(torch)
+    trial_timeout = float(plan.get("trial_timeout_s", 300))
+
+    def try_batch(b: int) -> Trial:
+        emit(out, {"event": "start", "micro_batch": b})
+        free(torch, model, device)
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        if tracker:
+            tracker.peak = tracker.base
+        t0 = time.perf_counter()
+        faulthandler.dump_traceback_later(trial_timeout, exit=True)
+        error, ran = None, False
+        try:
+            run_steps(torch, model, device, b, plan, tracker)
+            ran = True
+        except oom as exc:  # by type: CUDA's and HIP's messages differ, the class does not
+            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+        except Exception as exc:  # not memory: stop the search and say what it was
+            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+            faulthandler.cancel_dump_traceback_later()
+            free(torch, model, device)
+            return Trial(b, "error", seconds=round(time.perf_counter() - t0, 3), error=error)
+        finally:
+            faulthandler.cancel_dump_traceback_later()
+        # Out of the except block, the traceback (and the activations its frames held) is gone: free it all.
+        free(torch, model, device)
+        if tracker:
+            allocated = reserved = device_peak = tracker.peak
+        else:
+            allocated = torch.cuda.max_memory_allocated(device)
+            reserved = torch.cuda.max_memory_reserved(device)
+            device_peak = reserved + outside
+        if not ran:
+            return Trial(b, "oom", allocated, reserved, device_peak, round(time.perf_counter() - t0, 3), error)
+        outcome = "ok" if device_peak <= budget else "over"
+        return Trial(b, outcome, allocated, reserved, device_peak, round(time.perf_counter() - t0, 3))
+
+    return try_batch
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rocmcheck.plan.probe_child")
+    parser.add_argument("--plan", required=True, help="JSON: config, seq_len, precision, target_fraction, ...")
+    args = parser.parse_args(argv)
+    plan = json.loads(args.plan)
+    out = claim_stdout()
+    faulthandler.enable()
+    faulthandler.dump_traceback_later(float(plan.get("init_timeout_s", 120)), exit=True)
+    try:
+        import torch
+    except Exception as exc:
+        emit(out, {"event": "device", "available": False,
+                   "reason": f"torch cannot be imported: {type(exc).__name__}: {exc}"})
+        emit(out, {"event": "done"})
+        return 0
+    ceiling = plan.get("cpu_ceiling_bytes")
+    cpu = ceiling is not None
+    info = describe_devices(torch, cpu)
+    emit(out, info)
+    if not info["available"]:
+        faulthandler.cancel_dump_traceback_later()
+        emit(out, {"event": "done"})
+        return 0
+    device = torch.device("cpu") if cpu else torch.device("cuda", 0)
+    model = build_model(torch, plan, device)
+    target = float(plan.get("target_fraction", 0.95))
+    tracker = None
+    if cpu:
+        total, outside = int(ceiling), 0
+        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+        tracker = CeilingTracker(torch, total, state_bytes(model), params)
+    else:
+        free_b, total = torch.cuda.mem_get_info(device)
+        outside = max(0, total - free_b - torch.cuda.memory_reserved(device))  # context, other processes
+    faulthandler.cancel_dump_traceback_later()
+    budget = target * total
+    outcome = search_max_batch(make_try(torch, model, device, plan, budget, outside, tracker, out),
+                               start=int(plan.get("start", 1)), max_micro_batch=int(plan.get("max_micro_batch", 1024)),
+                               max_trials=int(plan.get("max_trials", 25)),
+                               on_trial=lambda t: emit(out, {"event": "trial", **t.to_dict()}))
+    emit(out, {"event": "result", "best": outcome.best, "stop": outcome.stop, "total_bytes": int(total),
+               "budget_bytes": int(budget), "outside_bytes": int(outside)})
+    emit(out, {"event": "done"})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
