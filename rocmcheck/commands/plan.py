@@ -14,8 +14,14 @@ STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", S
          Status.CRASH: "bold magenta"}
 
 
-def _usage(message: str) -> click.UsageError:
-    return click.UsageError(message)
+class BadInput(click.ClickException):
+    """A mistake in the options or the model file: one line on stderr, exit 2."""
+
+    exit_code = 2
+
+
+def _usage(message: str) -> BadInput:
+    return BadInput(message)
 
 
 def _settings(opts: dict[str, Any]) -> dict[str, Any]:
@@ -117,13 +123,13 @@ def plan(**opts: Any) -> None:
     try:
         model = load_model_shape(opts["model_spec"])
     except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="--model") from None
+        raise _usage(f"--model: {exc}") from None
     gpu: tuple[str, float] | None = None
     if opts["gpu_name"]:
         try:
             gpu = gpu_memory_by_name(opts["gpu_name"])
         except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--gpu") from None
+            raise _usage(f"--gpu: {exc}") from None
     elif opts["gpu_memory"]:
         gpu = (f"a {opts['gpu_memory']:g} GiB GPU", opts["gpu_memory"] * GIB)
     settings = _settings(opts)

@@ -132,6 +132,10 @@ def measured_verdict(m: MeasuredBatch) -> CheckResult:
     data = m.to_dict()
     ev = [_trial_line(t) for t in m.trials]
     name = m.model.name
+    if not m.device:  # the child died or hung before it could even say whether there is a GPU
+        fix = "python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'  # alone"
+        return failed(CHECK_ID, f"batch not measured: {m.reason}", fix, [f"stderr: {ln}" for ln in m.stderr_tail],
+                      **data)
     if not m.available:
         return skipped(CHECK_ID, f"batch not measured: {m.reason or 'no GPU'}", ev, **data)
     if not m.finished:

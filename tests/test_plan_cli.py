@@ -1,0 +1,98 @@
+"""`rocmcheck plan` end to end: verdicts, JSON, a real config.json, and bad input -> one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from rocmcheck.cli import cli
+
+
+def plan(*args: str):
+    return CliRunner().invoke(cli, ["plan", *args])
+
+
+def one_line_error(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.output
+    assert lines[-1].startswith("Error:")
+    return lines[-1]
+
+
+@pytest.mark.parametrize("args,says", [
+    (["--model", "llama-2-7c"], "did you mean llama-2-7b"),
+    (["--model", "llama-2-7b", "--gpu", "h300"], "did you mean H200"),
+    (["--model", "llama-2-7b", "--gpu", "gh200"], "--gpu-memory"),
+    (["--model", "llama-2-7b", "--gpu", "mi300x", "--gpu-memory", "192"], "not both"),
+    (["--model", "llama-2-7b", "--offload-params"], "stage 3"),
+    (["--model", "llama-2-7b", "--find-batch"], "--find-batch needs"),
+    (["--model", "llama-2-7b", "--measure", "--zero", "2"], "single-GPU"),
+    (["--model", "llama-2-7b", "--zero", "5"], "--zero"),
+    (["--model", "llama-2-7b", "--seq-len", "0"], "--seq-len"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, says):
+    assert says in one_line_error(plan(*args))
+
+
+def test_our_errors_are_exactly_one_line():
+    result = plan("--model", "nope")
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_bad_config_files(tmp_path):
+    (tmp_path / "broken.json").write_text("{not json")
+    assert "not readable JSON" in one_line_error(plan("--model", str(tmp_path / "broken.json")))
+    (tmp_path / "bert.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 768}))
+    assert "missing" in one_line_error(plan("--model", str(tmp_path / "bert.json")))
+    assert "no config.json" in one_line_error(plan("--model", str(tmp_path)))
+
+
+def test_model_folder_with_a_real_config(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    transformers.LlamaConfig(hidden_size=2048, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
+                             intermediate_size=5632, vocab_size=32000).save_pretrained(tmp_path)
+    result = plan("--model", str(tmp_path), "--gpu", "h200", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["estimate"]["params"] == 1_100_048_384
+
+
+def test_seed_case_fails_with_checkpointing_as_the_fix():
+    result = plan("--model", "llama-2-7b", "--micro-batch", "12", "--seq-len", "4096", "--grad-accum", "8",
+                  "--gpu", "mi300x", "--json")
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    fit = next(r for r in doc["results"] if r["id"] == "plan.fit")
+    assert fit["status"] == "fail" and "gradient_checkpointing" in fit["fix"]
+    assert doc["estimate"]["total_bytes"] > 192 * 2**30
+
+
+def test_fits_and_finds_a_batch():
+    result = plan("--model", "llama-2-7b", "--seq-len", "4096", "--gradient-checkpointing", "--gpu", "MI300X",
+                  "--find-batch", "--json")
+    assert result.exit_code == 0, result.output
+    results = {r["id"]: r for r in json.loads(result.stdout)["results"]}
+    assert results["plan.fit"]["status"] == "pass"
+    assert results["plan.batch"]["status"] == "pass" and results["plan.batch"]["data"]["best"] > 1
+
+
+def test_table_shows_the_breakdown_and_the_verdict():
+    result = plan("--model", "llama-3-70b", "--gpus", "8", "--gpu", "mi300x", "--zero", "3",
+                  "--gradient-checkpointing")
+    assert result.exit_code == 0, result.output
+    for word in ("weights", "optimizer states", "activations", "logits and loss", "ZeRO buffers", "plan.fit"):
+        assert word in result.stdout
+
+
+def test_measure_on_a_machine_without_a_gpu_says_so():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    result = plan("--model", "tinyllama-1.1b", "--measure", "--json")
+    assert result.exit_code == 0, result.output
+    batch = next(r for r in json.loads(result.stdout)["results"] if r["id"] == "plan.batch")
+    assert batch["status"] == "skip" and "no GPU" in batch["summary"]
