@@ -15,6 +15,10 @@ from typing import Any, Callable
 # Never reach the network: the model is local, and a hub lookup on a machine without egress hangs.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Progress bars and info logs from transformers/hub would interleave with ours (and with --json).
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import torch  # noqa: E402
 
@@ -59,6 +63,13 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
     min_lr = cfg.lr * cfg.min_lr_ratio
     return min_lr + 0.5 * (1 + math.cos(math.pi * min(1.0, progress))) * (cfg.lr - min_lr)
+
+
+def quiet_libraries() -> None:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
 
 
 def load_model(path: Path, cfg: TrainConfig, device: torch.device):
@@ -147,6 +158,7 @@ def make_train_step(forward, model, cfg: TrainConfig, device: torch.device, micr
 def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
                     progress: Callable[[int, int, dict[str, Any]], None] | None = None) -> RunReport:
     hooks = hooks or RunHooks()
+    quiet_libraries()
     t_start = time.perf_counter()
     info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__}
 

@@ -108,19 +108,25 @@ def detect_leak(baselines: list[int | float], tolerance_bytes: float, warmup: in
     """Decide whether post-step baselines climb over the run (the staircase) beyond `tolerance_bytes`.
 
     The first `warmup` steps are left out: the optimizer allocates its state at step 1 and allocators
-    grow their caches once. Thirds' medians rather than first/last samples, so one noisy sample cannot
-    decide; a one-off jump that then stays flat is growth too, but it must exceed the tolerance."""
+    grow their caches once. The run after warmup is cut in thirds and compared by medians, so a noisy
+    sample cannot decide. A leak keeps rising: last third above first by more than the tolerance, and
+    the rise present in both halves of that span (first->middle and middle->last). A one-off step up
+    (a lazily created workspace, the profiler) that then stays flat is not a leak."""
     values = [float(v) for v in baselines[warmup:]]
     n = len(values)
     if n < 6:
         return LeakDecision(False, 0.0, 0.0, 0.0, tolerance_bytes, n, f"too few steps to judge ({n} after warmup; need 6)")
-    third = max(2, n // 3)
-    growth = statistics.median(values[-third:]) - statistics.median(values[:third])
+    third = n // 3
+    first, middle, last = (statistics.median(values[:third]), statistics.median(values[third:n - third]),
+                           statistics.median(values[n - third:]))
+    growth = last - first
     xs = range(n)
     mean_x, mean_y = (n - 1) / 2, sum(values) / n
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values)) / sum((x - mean_x) ** 2 for x in xs)
     rising = sum(b > a for a, b in zip(values, values[1:])) / (n - 1)
-    leaking = growth > tolerance_bytes and slope > 0
+    keeps_rising = min(middle - first, last - middle) > 0.25 * growth
+    leaking = growth > tolerance_bytes and slope > 0 and keeps_rising
     reason = (f"baseline rose {growth / MiB:.1f} MiB over {n} steps ({slope / MiB:.2f} MiB/step, "
-              f"{rising:.0%} of steps rising); tolerance {tolerance_bytes / MiB:.1f} MiB")
+              f"{rising:.0%} of steps rising{'' if keeps_rising or growth <= tolerance_bytes else '; a one-off step, then flat'}); "
+              f"tolerance {tolerance_bytes / MiB:.1f} MiB")
     return LeakDecision(leaking, growth, slope, rising, tolerance_bytes, n, reason)

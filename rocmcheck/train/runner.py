@@ -12,22 +12,12 @@ from rocmcheck.result import CheckResult, Status, failed
 from rocmcheck.train.config import TrainConfig
 
 
-def quiet_libraries() -> None:
-    """Progress bars and info logs from transformers/hub would interleave with ours (and with --json)."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-
-
 def error_result(exc: BaseException) -> CheckResult:
     """An exception that escaped the run. GPU runtime errors are verdicts on the machine; others are our bugs."""
     text = (str(exc).strip().splitlines() or [""])[0][:300]
     name = type(exc).__name__
-    if any(k in text for k in ("HIP error", "CUDA error", "hipError", "invalid device function", "no kernel image")):
+    if any(k in text for k in ("HIP error", "CUDA error", "hipError", "invalid device function", "no kernel image",
+                                     "code object")):
         return failed("train.run", f"the GPU runtime failed during training: {text}",
                       "rocmcheck doctor   (checks that this torch build has kernels for this GPU arch)",
                       [f"{name}: {text}"])
@@ -36,7 +26,6 @@ def error_result(exc: BaseException) -> CheckResult:
 
 
 def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_shape: str = "1.1b") -> int:
-    quiet_libraries()
     t0 = time.perf_counter()
     from rocmcheck.train.loop import RunReport, run_smoke_train
 

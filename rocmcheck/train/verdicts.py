@@ -112,8 +112,8 @@ def check_memory_leak(decision: LeakDecision, kind: str, baselines: list[int]) -
                       f"{decision.steps_judged} steps)", evidence, **data)
     return failed("train.memory_leak", f"memory after each step keeps rising: {decision.per_step_bytes / MiB:.1f} MiB/step "
                   f"({decision.growth_bytes / MiB:.0f} MiB over {decision.steps_judged} steps)",
-                  "something keeps tensors (and their graphs) alive between steps: log loss.item() / loss.detach(), "
-                  "never the loss tensor itself, and do not keep model outputs in lists", evidence, **data)
+                  "something keeps tensors (and their graphs) alive between steps: log loss.item(), never the loss "
+                  "tensor; run evaluation under torch.no_grad(); do not keep model outputs in lists", evidence, **data)
 
 
 def check_memory_headroom(peak_bytes: int, total_bytes: int | None, kind: str) -> CheckResult:

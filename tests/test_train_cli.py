@@ -1,0 +1,103 @@
+"""smoke-train from the outside: bad input exits 2 with one line, --model on a second checkpoint, and the
+doctor stage turning a hung or crashing child into a verdict."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fakes import make_tool
+from rocmcheck.train import doctor_stage
+from rocmcheck.train.config import BUNDLED_MODEL
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    env = dict(env or os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    return subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=REPO)
+
+
+@pytest.mark.parametrize("make_bad, expected", [
+    (lambda p: p / "missing", "not a directory"),
+    (lambda p: p, "no config.json"),
+    (lambda p: (p / "config.json").write_text('{"model_type": "bert"}') and p, "not LLaMA-family"),
+    (lambda p: (p / "config.json").write_text("{not json") and p, "config.json is unreadable"),
+])
+def test_bad_model_dir_exits_2_with_one_line(tmp_path, make_bad, expected):
+    proc = cli("--model", str(make_bad(tmp_path)))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
+    assert proc.stdout == ""
+
+
+def test_bad_numbers_exit_2():
+    proc = cli("--steps", "3")
+    assert proc.returncode == 2 and "--steps must be at least 10" in proc.stderr
+
+
+def test_model_path_on_a_second_tiny_checkpoint(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    # Another LLaMA, built here: other shape, random init, the bundled tokenizer files.
+    tok = transformers.AutoTokenizer.from_pretrained(BUNDLED_MODEL)
+    torch.manual_seed(7)
+    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=len(tok), hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=4, max_position_embeddings=128, bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    ckpt = tmp_path / "other-llama"
+    model.save_pretrained(ckpt)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(BUNDLED_MODEL / name, ckpt / name)
+
+    proc = cli("--model", str(ckpt), "--steps", "12", "--no-profile", "--device", "cpu", "--json",
+               env=dict(os.environ, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9"))
+    report = json.loads(proc.stdout)
+    by_id = {r["id"]: r for r in report["results"]}
+    assert report["info"]["model"]["path"] == str(ckpt)
+    assert report["info"]["model"]["params"] == sum(p.numel() for p in model.parameters())
+    assert by_id["train.finite"]["status"] == "pass" and by_id["train.reload"]["status"] == "pass"
+    assert by_id["train.reference_curve"]["status"] == "skip"  # no curve ships with a person's own model
+    # 12 steps from random init cannot learn the task: the accuracy verdict fails and so does the exit code.
+    assert by_id["train.task_accuracy"]["status"] == "fail" and proc.returncode == 1
+
+
+def test_doctor_stage_hung_child_becomes_a_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(make_tool(tmp_path, "python", hang=True)))
+    [verdict] = doctor_stage.run_train_stage(timeout_s=2, device="cpu")
+    assert verdict.id == "train.run" and verdict.status.value == "fail" and "hung" in verdict.summary
+
+
+def test_doctor_stage_crashing_child_becomes_a_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(make_tool(tmp_path, "python", crash_signal="SEGV")))
+    [verdict] = doctor_stage.run_train_stage(timeout_s=30, device="cpu")
+    assert verdict.status.value == "fail" and "signal 11" in verdict.summary and verdict.fix
+
+
+def test_doctor_stage_garbage_output_is_a_crash_not_a_pass(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "executable", str(make_tool(tmp_path, "python", stdout="Segmentation fault?\n", exit_code=1)))
+    [verdict] = doctor_stage.run_train_stage(timeout_s=30, device="cpu")
+    assert verdict.status.value == "crash"
+
+
+def test_doctor_stage_real_child(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    # The real interpreter and the real command; the wrapper only shortens the run for the test suite.
+    wrapper = tmp_path / "python"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@" --steps 12 --no-profile\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(wrapper))
+    results = doctor_stage.run_train_stage(timeout_s=240, device="cpu")
+    by_id = {r.id: r for r in results}
+    assert by_id["train.run"].status.value == "pass"
+    assert by_id["train.finite"].status.value == "pass" and by_id["train.reload"].status.value == "pass"
+    assert "train.memory_leak" in by_id

@@ -1,0 +1,119 @@
+"""Decision functions of the smoke-train on real inputs: profiler rows from real steps, real GPU error
+texts (from ../shared/knowledge's failure catalogue), and baselines shaped like the field report's staircase."""
+
+from __future__ import annotations
+
+import pytest
+
+from rocmcheck.train.memory import MiB, detect_leak
+from rocmcheck.train import verdicts
+from rocmcheck.train.runner import error_result
+
+BASE = 2048 * MiB  # a post-optimizer baseline (weights + AdamW state)
+
+
+def test_staircase_is_a_leak_flat_is_not():
+    staircase = [BASE + step * 20 * MiB for step in range(40)]
+    assert detect_leak(staircase, 4 * MiB).leaking
+    assert not detect_leak([BASE] * 40, 4 * MiB).leaking
+
+
+def test_warmup_growth_and_one_off_step_are_not_leaks():
+    # AdamW state appears at step 1, then flat: left out as warmup.
+    assert not detect_leak([BASE // 2, BASE] + [BASE] * 30, 4 * MiB).leaking
+    # One step up mid-run (a lazily created workspace), then flat: growth, but it does not keep rising.
+    one_off = [BASE] * 15 + [BASE + 64 * MiB] * 15
+    decision = detect_leak(one_off, 4 * MiB)
+    assert not decision.leaking and "one-off" in decision.reason
+
+
+def test_growth_below_tolerance_passes_and_too_few_steps_is_skipped():
+    assert not detect_leak([BASE + s * 0.1 * MiB for s in range(40)], 32 * MiB).leaking
+    result = verdicts.check_memory_leak(detect_leak([BASE] * 5, 4 * MiB), "gpu-allocator", [BASE] * 5)
+    assert result.status.value == "skip"
+
+
+def test_loss_decrease_and_accuracy_can_fail():
+    assert verdicts.check_loss_decrease([5.0] * 20, 0.75).status.value == "fail"
+    assert verdicts.check_loss_decrease([5.0] + [1.0] * 19, 0.75).status.value == "pass"
+    assert verdicts.check_accuracy(0.0, 0.2, 0.5, 64).status.value == "fail"
+    assert verdicts.check_finite([1.0, float("nan")], [1.0, 1.0], 1).status.value == "fail"
+    assert verdicts.check_finite([1.0, 1.0], [1.0, float("inf")], 1).status.value == "fail"
+
+
+def test_reload_must_be_exact():
+    assert verdicts.check_reload(0.0).status.value == "pass"
+    assert verdicts.check_reload(1e-6).status.value == "fail"
+
+
+def test_mfu_from_the_datasheet_peak_and_stall_warning():
+    # The issue's H200 numbers: 1.1B shape, 45.6k tok/s is 35.5% of 989 TFLOP/s.
+    flops = 6 * 1_100_048_384 + 12 * 22 * 2048 * 2048
+    tokens = 4 * 2048
+    r = verdicts.check_throughput([tokens / 45586.0] * 20, tokens, flops, 989.0, "sm_90 H200", 0.15, True)
+    assert r.status.value == "pass" and r.data["mfu"] == pytest.approx(0.355, abs=0.001)
+    slow = verdicts.check_throughput([tokens / 10000.0] * 20, tokens, flops, 989.0, "sm_90 H200", 0.15, True)
+    assert slow.status.value == "warn"
+    stalls = verdicts.check_throughput([0.1] * 15 + [1.0] * 5, tokens, flops, None, None, None, True)
+    assert stalls.status.value == "warn" and "unsteady" in stalls.summary
+
+
+def test_gpu_runtime_errors_are_verdicts_other_errors_are_crashes():
+    hip = RuntimeError("HIP error: invalid device function\nHIP kernel errors might be asynchronously reported at some other API call")
+    assert error_result(hip).status.value == "fail" and error_result(hip).id == "train.run"
+    nobin = RuntimeError("hipErrorNoBinaryForGpu: Unable to find code object for all current devices!")
+    assert error_result(nobin).status.value == "fail"
+    assert error_result(KeyError("x")).status.value == "crash"
+
+
+def test_device_name_to_datasheet_peak():
+    pytest.importorskip("torch")
+    from rocmcheck.train.device import datasheet_peak
+
+    assert datasheet_peak("NVIDIA H200", "sm_90") == (989.0, "sm_90 H200")
+    assert datasheet_peak("AMD Instinct MI300X", "gfx942")[0] == 1307.4
+    assert datasheet_peak("NVIDIA H100 NVL", "sm_90")[0] == 835.0
+    assert datasheet_peak("Some Unknown GPU", None) == (None, None)
+
+
+class TestKernelReportOnRealProfiles:
+    @pytest.fixture(scope="class")
+    def profiles(self):
+        torch = pytest.importorskip("torch")
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+        from rocmcheck.train.kernels import profile_step
+
+        q = torch.randn(4, 8, 256, 64, requires_grad=True)
+
+        def attention_step():
+            sdpa(q, q, q, is_causal=True).sum().backward()
+
+        def math_attention_step():
+            with sdpa_kernel([SDPBackend.MATH]):
+                attention_step()
+
+        return profile_step(attention_step, on_gpu=False), profile_step(math_attention_step, on_gpu=False)
+
+    def test_fused_attention_passes(self, profiles):
+        from rocmcheck.train.kernels import check_kernels
+
+        result = check_kernels(profiles[0], on_gpu=False, attn_requested="sdpa")
+        assert result.status.value == "pass" and result.data["attention_path"] == "fused"
+
+    def test_math_path_attention_is_flagged(self, profiles):
+        from rocmcheck.train.kernels import check_kernels
+
+        result = check_kernels(profiles[1], on_gpu=False, attn_requested="sdpa")
+        assert result.status.value == "warn" and "math path" in result.summary
+
+    def test_matmuls_with_no_device_time_in_a_gpu_run_are_flagged(self):
+        torch = pytest.importorskip("torch")
+        from rocmcheck.train.kernels import check_kernels, profile_step
+
+        a = torch.randn(768, 768)
+        rows = profile_step(lambda: [a @ a for _ in range(4)], on_gpu=False)
+        # Read as a GPU run's profile, these real rows are exactly "the matmuls ran on the CPU".
+        result = check_kernels(rows, on_gpu=True, attn_requested="sdpa")
+        assert result.status.value == "warn" and "aten::mm" in result.data["cpu_hot_ops"]
