@@ -60,6 +60,7 @@ def _data(shape: dict[str, Any], cfg: TrainConfig, device: torch.device) -> torc
 
 
 def _free(device: torch.device) -> None:
+    torch._dynamo.reset()  # compiled graphs hold the model's parameters
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()

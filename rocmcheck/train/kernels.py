@@ -34,10 +34,19 @@ def profile_step(step: Callable[[], None], on_gpu: bool) -> list[dict[str, Any]]
             "name": evt.key,
             "count": evt.count,
             "self_cpu_us": float(evt.self_cpu_time_total),
-            "self_device_us": float(getattr(evt, "self_device_time_total", 0.0) or 0.0),
-            "device_us": float(getattr(evt, "device_time_total", 0.0) or 0.0),
+            # torch < 2.4 named these *_cuda_time_total (also on ROCm).
+            "self_device_us": float(_first_attr(evt, "self_device_time_total", "self_cuda_time_total")),
+            "device_us": float(_first_attr(evt, "device_time_total", "cuda_time_total")),
         })
     return rows
+
+
+def _first_attr(obj, *names: str) -> float:
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return 0.0
 
 
 def attention_path(rows: list[dict[str, Any]]) -> str:

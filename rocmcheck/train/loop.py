@@ -110,19 +110,27 @@ def accuracy(model, tokenizer, examples: list[task.Example], device: torch.devic
 
 
 @torch.no_grad()
-def reload_diff(model, cfg: TrainConfig, save_dir: Path, batch: torch.Tensor) -> float:
-    """Save, load back through from_pretrained, and compare logits on one batch (eval mode, no autocast)."""
+def reload_diff(model, cfg: TrainConfig, save_dir: Path, batch: torch.Tensor) -> tuple[float, float, bool]:
+    """Save, load back through from_pretrained, compare. Returns (max |logit diff| reloaded vs trained,
+    the same between two forwards of the trained model, whether every weight came back bit for bit).
+
+    The second number is the device's own run-to-run noise (0 on CPU and for deterministic GPU
+    kernels); a reload is exact when its difference is no larger than that."""
     from transformers import AutoModelForCausalLM
 
     model.save_pretrained(save_dir, safe_serialization=True)
     again = AutoModelForCausalLM.from_pretrained(save_dir, local_files_only=True, dtype=next(model.parameters()).dtype,
                                                  attn_implementation=cfg.attn).to(batch.device)
+    reloaded = again.state_dict()
+    weights_equal = all(torch.equal(t, reloaded[k]) for k, t in model.state_dict().items() if k in reloaded)
     was_training = model.training
     model.eval()
     again.eval()
-    diff = (model(input_ids=batch).logits.float() - again(input_ids=batch).logits.float()).abs().max().item()
+    first = model(input_ids=batch).logits.float()
+    noise = (first - model(input_ids=batch).logits.float()).abs().max().item()
+    diff = (first - again(input_ids=batch).logits.float()).abs().max().item()
     model.train(was_training)
-    return diff
+    return diff, noise, weights_equal
 
 
 def make_optimizer(model, cfg: TrainConfig, device: torch.device) -> tuple[torch.optim.Optimizer, bool]:
@@ -278,9 +286,9 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
     with tempfile.TemporaryDirectory(prefix="rocmcheck-reload-") as tmp:
         save_dir = Path(cfg.out) / "checkpoint" if cfg.out else Path(tmp)
         try:
-            results.append(verdicts.check_reload(reload_diff(model, cfg, save_dir, ids[: min(4, len(ids))])))
+            results.append(verdicts.check_reload(*reload_diff(model, cfg, save_dir, ids[: min(4, len(ids))])))
         except OSError as exc:
-            results.append(verdicts.check_reload(None, f"{type(exc).__name__}: {exc}"))
+            results.append(verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}"))
 
     curve, why_not = reference.find_reference(Path(cfg.model), dev.kind, cfg.reference_key())
     results.append(verdicts.check_reference_curve(losses, curve, why_not, dev.kind))
