@@ -25,7 +25,8 @@ def error_result(exc: BaseException) -> CheckResult:
                        "this is a rocmcheck bug: please report it with the output of --json")
 
 
-def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_shape: str = "1.1b") -> int:
+def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_shape: str = "1.1b", run=None) -> int:
+    """run: another way to produce the RunReport, run(cfg, progress=...) (DeepSpeed, several ranks: launch.py)."""
     t0 = time.perf_counter()
     from rocmcheck.train.loop import RunReport, run_smoke_train
 
@@ -39,7 +40,7 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
 
             report = run_bench(cfg, shape=bench_shape, log=None if as_json else _log)
         else:
-            report = run_smoke_train(cfg, progress=progress)
+            report = (run or run_smoke_train)(cfg, progress=progress)
     except Exception as exc:  # noqa: BLE001 - a crash becomes a verdict, never a traceback
         report = RunReport([error_result(exc)], info={"config": cfg.to_dict()})
     finally:
