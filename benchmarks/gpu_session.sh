@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One call on a lent NVIDIA machine runs the benchmark scripts in order; each writes into $OUT.
+#   bash benchmarks/gpu_session.sh doctor probes collective plan train deepspeed
+# Wheels for packages the machine lacks (distro, deepspeed, pydantic, hjson) are carried in .whl/.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/bench-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH=/tmp/site:$PWD
+else
+    export PYTHONPATH=$PWD
+fi
+export PATH=/tmp/site/bin:$PATH
+run() {  # name, seconds, command...
+    local name=$1 secs=$2; shift 2
+    echo "=== $name ($(date -u +%H:%M:%S))"
+    timeout "$secs" "$@" 2>&1 | tee "$OUT/$name.log"
+    echo "=== $name exit ${PIPESTATUS[0]}"
+}
+python3 -c 'import torch, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "gpus", torch.cuda.device_count())'
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
+for step in "$@"; do
+    case $step in
+        doctor)
+            run doctor-json 240 python3 -m rocmcheck doctor --json --no-train --save-bundle "$OUT/h200-bundle.json" > /dev/null
+            python3 -m rocmcheck doctor --bundle "$OUT/h200-bundle.json" --json > "$OUT/doctor.json"
+            run doctor-console 240 python3 -m rocmcheck doctor --arch sm_90 -v
+            run bench-doctor 300 python3 benchmarks/bench_doctor.py --repeat 3 --json "$OUT/bench_doctor.json"
+            run capture-smi 120 python3 benchmarks/capture_smi_outputs.py ;;
+        probes) run bench-probes 300 python3 benchmarks/bench_probes.py ;;
+        collective) run bench-collective 300 python3 benchmarks/bench_probes.py --collective ;;
+        plan) run bench-plan 400 python3 benchmarks/bench_plan.py ;;
+        train) run bench-train 560 python3 benchmarks/bench_train.py ;;
+        deepspeed) run bench-deepspeed 420 python3 benchmarks/bench_deepspeed.py ;;
+        *) echo "unknown step $step" ;;
+    esac
+done
+ls -la "$OUT"
