@@ -4,8 +4,11 @@
 # Wheels for packages the machine lacks (distro, deepspeed, pydantic, hjson) are carried in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-$PWD/bench-out}
-mkdir -p "$OUT"
+# The device tool returns at most 8 files: everything is written to a work folder and packed at the end.
+FINAL_OUT=${OUT:-$PWD/bench-out}
+OUT=/tmp/rocmcheck-session
+export OUT
+mkdir -p "$OUT" "$FINAL_OUT"
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
@@ -38,4 +41,5 @@ for step in "$@"; do
         *) echo "unknown step $step" ;;
     esac
 done
-ls -la "$OUT"
+find "$OUT" -type f | sort
+tar czf "$FINAL_OUT/session.tgz" -C "$OUT" .
