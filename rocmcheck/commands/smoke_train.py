@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from rocmcheck.train.launch import prepare_parallel, world_size_from_env
 from rocmcheck.train.config import ATTN_CHOICES, BUNDLED_MODEL, BadInput, TrainConfig, validate_model_dir, validate_numbers
 
 DEFAULTS = TrainConfig()
@@ -41,21 +42,39 @@ class BadUsage(click.ClickException):
 @click.option("--bench", is_flag=True, help="Benchmark the 1.1B LLaMA shape (random init): this loop vs HF Trainer.")
 @click.option("--bench-shape", type=click.Choice(["1.1b", "tiny"]), default="1.1b", hidden=True,
               help="tiny: a CPU-sized shape, to test the benchmark code path.")
+@click.option("--deepspeed", "deepspeed_config", type=click.Path(path_type=Path), default=None,
+              help="Train through the DeepSpeed engine with this config (linted first; \"auto\" filled as the HF Trainer does).")
+@click.option("--nproc", type=int, default=1, show_default=True,
+              help="Ranks on this machine, launched with torchrun (one GPU each; gloo on CPU). See docs/distributed.md.")
+@click.option("--timeout", "timeout_s", type=float, default=1800.0, show_default=True,
+              help="Seconds the launched ranks may take, and the limit on any one collective.")
+@click.option("--local_rank", "--local-rank", "local_rank", type=int, default=None, hidden=True,
+              help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
 def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, attn, device,
-                seed, compile_, no_profile, out, as_json, bench, bench_shape) -> None:
+                seed, compile_, no_profile, out, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
+                local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
     cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
                       seq_len=seq_len, lr=lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
                       attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, out=out)
     try:
         validate_numbers(cfg)
-        if not bench:
-            validate_model_dir(cfg.model)
+        model_config = None if bench else validate_model_dir(cfg.model)
+        parallel = None
+        if deepspeed_config is not None or nproc != 1 or world_size_from_env() > 1:
+            if bench or pure_bf16 or compile_:
+                raise BadInput("--deepspeed/--nproc cannot be combined with --bench, --pure-bf16 or --compile "
+                               "(the DeepSpeed config's bf16 section sets the precision)")
+            parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
     except BadInput as exc:
         raise BadUsage(str(exc)) from None
     if out is not None and out.exists() and not out.is_dir():
         raise BadUsage(f"--out {out}: exists and is not a directory")
 
+    if parallel is not None:
+        from rocmcheck.train.launch import run_parallel
+
+        sys.exit(run_parallel(cfg, parallel, as_json=as_json))
     from rocmcheck.train.runner import run_and_report  # imports torch
 
     sys.exit(run_and_report(cfg, as_json=as_json, bench=bench, bench_shape=bench_shape))

@@ -15,6 +15,7 @@ import os
 import random
 import tempfile
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -47,6 +48,8 @@ class Phase:
 def run_parallel_smoke_train(cfg, plan: DeepSpeedPlan | None = None, progress: Callable | None = None,
                              pg_timeout_s: float = DEFAULT_PG_TIMEOUT_S):
     """Every rank calls this; the RunReport that matters is rank 0's (other ranks return theirs too)."""
+    # DeepSpeed calls the deprecated torch.distributed names once per step; a warning per step buries the report.
+    warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed\.", category=FutureWarning)
     world = world_from_env()
     if plan is not None and (cfg.device == "cpu" or not _cuda_available()):
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported anywhere
