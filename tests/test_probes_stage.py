@@ -131,3 +131,17 @@ def test_one_visible_gpu_skips_the_collective(fake):
     fake("")
     r = by_id(run_stage(timeout_s=60, only={"collective"}, main_child=FAKE))["probe.collective"]
     assert r.status is Status.SKIP and "1 GPU" in r.summary
+
+
+def test_collective_workers_wait_for_the_go_file_and_stop_when_told(tmp_path):
+    import threading
+
+    from rocmcheck.probes.collective import wait_for_go
+
+    go = tmp_path / "go"
+    threading.Timer(0.3, lambda: go.write_text("go")).start()
+    assert wait_for_go(str(go), timeout_s=10) == "go"
+    stop = tmp_path / "stop"
+    stop.write_text("stop")
+    assert wait_for_go(str(stop), timeout_s=10) == "stop"
+    assert wait_for_go(str(tmp_path / "never"), timeout_s=0.2) == "stop"  # nobody said go: leave quietly

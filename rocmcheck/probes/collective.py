@@ -54,13 +54,28 @@ def _all_gather(out: torch.Tensor, inp: torch.Tensor) -> None:
     gather(out, inp)
 
 
-def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, nbytes: int, result_path: str) -> None:
+def wait_for_go(go_file: str, timeout_s: float) -> str:
+    """"go" or "stop" from the parent's go file; "stop" when it never comes within timeout_s."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        try:
+            with open(go_file, encoding="utf-8") as fh:
+                return fh.read().strip() or "stop"
+        except FileNotFoundError:
+            time.sleep(0.02)
+    return "stop"
+
+
+def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, nbytes: int, result_path: str,
+           go_file: str | None = None) -> None:
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=timeout_s))
     try:
+        if go_file and wait_for_go(go_file, timeout_s) != "go":
+            return  # the stage ended without needing us (no second GPU, or it gave up): leave quietly
         n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
         result: dict[str, Any] = {"world": world, "backend": backend}
 
@@ -89,7 +104,8 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rocmcheck.probes.collective")
-    parser.add_argument("--world", type=int, required=True)
+    parser.add_argument("--world", type=int, required=True, help="ranks; 0 = one per visible GPU")
+    parser.add_argument("--go-file", help="wait (after set-up) until this file says go; 'stop' ends quietly")
     parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
     parser.add_argument("--timeout", type=float, default=60.0, help="torch.distributed timeout per collective, s")
     parser.add_argument("--mib", type=float, default=256.0, help="all-reduce buffer size per rank")
@@ -97,14 +113,23 @@ def main(argv: list[str] | None = None) -> int:
     out = claim_stdout()
     emit(out, {"event": "start", "probe": PROBE})
     t0 = time.perf_counter()
+    world = args.world or torch.cuda.device_count()
+    if world < 2:
+        emit(out, {"event": "result", "probe": PROBE, "seconds": 0.0, "outcome": "skip", "data": {"world": world},
+                   "reason": f"{world} GPU visible, nothing to all-reduce across"})
+        emit(out, {"event": "done"})
+        return 0
     with tempfile.TemporaryDirectory(prefix="rocmcheck-collective-") as tmp:
         result_path = os.path.join(tmp, "result.json")
         try:
-            mp.start_processes(worker, nprocs=args.world, start_method="spawn", join=True,
-                               args=(args.world, args.backend, os.path.join(tmp, "init"), args.timeout,
-                                     int(args.mib * 2**20), result_path))
-            with open(result_path, encoding="utf-8") as fh:
-                event = {"outcome": "ok", "data": json.load(fh)}
+            mp.start_processes(worker, nprocs=world, start_method="spawn", join=True,
+                               args=(world, args.backend, os.path.join(tmp, "init"), args.timeout,
+                                     int(args.mib * 2**20), result_path, args.go_file))
+            if not os.path.exists(result_path):  # released with "stop": nothing was measured
+                event = {"outcome": "skip", "data": {"world": world}, "reason": "the GPU stage did not need it"}
+            else:
+                with open(result_path, encoding="utf-8") as fh:
+                    event = {"outcome": "ok", "data": json.load(fh)}
         except Exception as exc:  # a worker raised (NCCL error, timeout) or died
             lines = str(exc).strip().splitlines()
             event = {"outcome": "error", "data": {}, "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",

@@ -4,15 +4,21 @@ result, skip, error, hang, crash, garbage - into CheckResults. No torch here.
 Shape: one child imports torch once and reports the devices first (no GPU -> every probe skips, one child,
 about as long as `import torch`). The same child then runs the probes in sequence, each under its own
 watchdog. When a probe hangs or kills the child, that probe gets the verdict and a fresh child runs the rest
-while the stage budget lasts. The collective runs in its own child (one process per GPU) after the others."""
+while the stage budget lasts. The collective runs in its own child (one process per GPU), started together
+with the main child so its torch imports and process-group set-up overlap the other probes; it waits on a
+"go" file and only touches the GPUs' interconnect once the main child is done, so it does not disturb the
+performance probes."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +139,35 @@ def run_stage(timeout_s: float = 60.0, gpu_names: list[str] | None = None, smi_m
     python = python or sys.executable
     env = child_env()
     deadline = time.monotonic() + timeout_s
+    collective = None
+    if "collective" in names:
+        collective = _CollectiveLauncher(python, collective_child, env, cpu, deadline)
+        # Start it now only where a second GPU may exist (the doctor passes the GPUs the system tools saw).
+        if cpu or gpu_names is None or len(gpu_names) >= 2:
+            collective.start()
+    try:
+        verdicts = _main_child_probes(names, deadline, python, main_child, env, cpu, allow_build, gpu_names,
+                                      smi_memory_bytes, timeout_s)
+        ctx = verdicts.pop(_CTX, None)
+        if collective is not None and ctx is not None:
+            verdicts["collective"] = collective.verdict(ctx)
+    finally:
+        if collective is not None:
+            collective.release()
+    if "probe.device" in verdicts:  # init failure: one fail plus a skip per probe
+        return [verdicts["probe.device"]] + [verdicts[n] for n in names]
+    return [verdicts[n] for n in names]
+
+
+_CTX = "__device_context__"
+
+
+def _main_child_probes(names: list[str], deadline: float, python: str, main_child: str, env: dict[str, str],
+                       cpu: bool, allow_build: bool, gpu_names: list[str] | None,
+                       smi_memory_bytes: list[int] | None, timeout_s: float) -> dict[str, Any]:
+    """Verdicts of the probes the main child runs, keyed by name, plus the DeviceContext under _CTX."""
     pending = [n for n in names if BY_NAME[n].in_main_child]
-    verdicts: dict[str, CheckResult] = {}
+    verdicts: dict[str, Any] = {}
     ctx: DeviceContext | None = None
 
     while ctx is None or pending:
@@ -147,9 +180,10 @@ def run_stage(timeout_s: float = 60.0, gpu_names: list[str] | None = None, smi_m
         report = parse_child_output(cmd.stdout)
         if ctx is None:
             if report.device is None or device_problem(report.device):
-                return _init_failure(names, cmd, report)
+                failure = _init_failure(names, cmd, report)
+                return {"probe.device": failure[0], **{n: r for n, r in zip(names, failure[1:])}}
             if not report.device["available"]:
-                return [skipped(probe_id(n), f"{n} skipped: {report.device['reason']}") for n in names]
+                return {n: skipped(probe_id(n), f"{n} skipped: {report.device['reason']}") for n in names}
             ctx = DeviceContext.from_device_event(report.device, gpu_names, smi_memory_bytes,
                                                   {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ})
             if cpu:
@@ -173,30 +207,66 @@ def run_stage(timeout_s: float = 60.0, gpu_names: list[str] | None = None, smi_m
     for name in pending:
         verdicts[name] = skipped(probe_id(name), f"{name} not run: the GPU stage's {timeout_s:g} s budget ran out "
                                  f"(run it alone: rocmcheck probe {name})")
-    if "collective" in names:
-        verdicts["collective"] = _collective(ctx, deadline, python, collective_child, env, cpu)
-    return [verdicts[n] for n in names]
+    verdicts[_CTX] = ctx
+    return verdicts
 
 
 def plan_timeout(plan: dict[str, Any], name: str) -> float:
     return next((t for n, t in plan["probes"] if n == name), 0.0)
 
 
-def _collective(ctx: DeviceContext, deadline: float, python: str, module: str, env: dict[str, str],
-                cpu: bool) -> CheckResult:
-    pid = probe_id("collective")
-    world = 2 if cpu else ctx.count  # test mode: two CPU processes over gloo
-    if world < 2:
-        return skipped(pid, f"collective skipped: {ctx.count} GPU visible, nothing to all-reduce across")
-    remaining = min(BY_NAME["collective"].timeout_s, deadline - time.monotonic())
-    if remaining < MIN_RELAUNCH_S:
-        return skipped(pid, "collective not run: the GPU stage's budget ran out (run it alone: rocmcheck probe collective)")
-    argv = [python, "-m", module, "--world", str(world), "--backend", "gloo" if cpu else "nccl",
-            "--timeout", f"{max(1.0, remaining - 5):g}"] + (["--mib", "1"] if cpu else [])
-    cmd = run_command(argv, timeout=remaining, env=env)
-    report = parse_child_output(cmd.stdout)
-    if "collective" in report.results:
-        return result_verdict("collective", report.results["collective"], ctx)
-    if "collective" in report.bad:
-        return garbage_verdict("collective", report.bad["collective"], cmd)
-    return died_verdict("collective", cmd, ctx, remaining)
+class _CollectiveLauncher:
+    """The collective child, started at once in a thread; released by writing the go file."""
+
+    def __init__(self, python: str, module: str, env: dict[str, str], cpu: bool, deadline: float) -> None:
+        self._dir = tempfile.mkdtemp(prefix="rocmcheck-go-")
+        self.go_file = os.path.join(self._dir, "go")
+        self.python, self.module, self.env, self.cpu, self.deadline = python, module, env, cpu, deadline
+        self.timeout = 0.0
+        self._pool = ThreadPoolExecutor(max_workers=1)
+        self._future: Future[CommandResult] | None = None
+
+    def start(self) -> None:
+        remaining = max(1.0, self.deadline - time.monotonic())
+        # --world 0: the child counts the GPUs itself (the parent does not import torch); tests use 2 CPU ranks.
+        argv = [self.python, "-m", self.module, "--world", "2" if self.cpu else "0",
+                "--backend", "gloo" if self.cpu else "nccl",
+                "--timeout", f"{min(BY_NAME['collective'].timeout_s, remaining):g}",
+                "--go-file", self.go_file] + (["--mib", "1"] if self.cpu else [])
+        self.timeout = remaining
+        self._future = self._pool.submit(run_command, argv, remaining, self.env)
+
+    def _go(self, word: str) -> None:
+        tmp = self.go_file + ".tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(word)
+        os.replace(tmp, self.go_file)  # atomic: the workers never read half a word
+
+    def verdict(self, ctx: DeviceContext) -> CheckResult:
+        pid = probe_id("collective")
+        if ctx.count < 2 and ctx.vendor != "cpu":
+            self._go("stop")
+            return skipped(pid, f"collective skipped: {ctx.count} GPU visible, nothing to all-reduce across")
+        if self.deadline - time.monotonic() < MIN_RELAUNCH_S and self._future is None:
+            return skipped(pid, "collective not run: the GPU stage's budget ran out (run it alone: rocmcheck probe collective)")
+        if self._future is None:
+            self.start()
+        self._go("go")
+        assert self._future is not None
+        cmd = self._future.result()
+        report = parse_child_output(cmd.stdout)
+        if "collective" in report.results:
+            return result_verdict("collective", report.results["collective"], ctx)
+        if "collective" in report.bad:
+            return garbage_verdict("collective", report.bad["collective"], cmd)
+        return died_verdict("collective", cmd, ctx, self.timeout)
+
+    def release(self) -> None:
+        """Never leave the child waiting: tell it to stop if nobody said go, and do not wait for it here."""
+        if not os.path.exists(self.go_file):
+            self._go("stop")
+        self._pool.shutdown(wait=False)
+        if self._future is None or self._future.done():
+            shutil.rmtree(self._dir, ignore_errors=True)
+        else:
+            self._future.add_done_callback(lambda _f: shutil.rmtree(self._dir, ignore_errors=True))
