@@ -36,7 +36,8 @@ for step in "$@"; do
         probes) run bench-probes 300 python3 benchmarks/bench_probes.py ;;
         collective) run bench-collective 300 python3 benchmarks/bench_probes.py --collective ;;
         plan) run bench-plan 400 python3 benchmarks/bench_plan.py ;;
-        train) run bench-train 560 python3 benchmarks/bench_train.py ;;
+        train) run bench-train 480 python3 benchmarks/bench_train.py --bench-ckpt off ;;
+        train-ckpt) run bench-train-ckpt 480 python3 benchmarks/bench_train.py --bench-ckpt on --skip-default ;;
         deepspeed) run bench-deepspeed 420 python3 benchmarks/bench_deepspeed.py ;;
         *) echo "unknown step $step" ;;
     esac
