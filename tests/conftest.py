@@ -26,3 +26,14 @@ def read_fixture(relpath: str) -> str:
 def fixture_text() -> Callable[[str], str]:
     """fixture_text("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt") -> that file's text."""
     return read_fixture
+
+
+@pytest.fixture(scope="session")
+def torch_extensions_dir(tmp_path_factory) -> str:
+    """Where DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) during this test session: built once
+    per session (about 1-2 min on 2 cores), never in the user's ~/.cache. Set
+    ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR to keep the builds between sessions (a CI cache)."""
+    import os
+
+    keep = os.environ.get("ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR")
+    return keep or str(tmp_path_factory.mktemp("torch-extensions"))

@@ -78,6 +78,9 @@ def run_parallel(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
     if run.plan is not None and importlib.util.find_spec("deepspeed") is None:
         return run_and_report(cfg, as_json, run=lambda c, progress=None: _report_of([failed(
             "train.deepspeed", "--deepspeed needs DeepSpeed, which is not installed", INSTALL_DEEPSPEED)]))
+    if run.plan is not None and int(os.environ.get("RANK", "0") or 0) == 0:
+        for line in run.plan.warnings:  # lint warnings do not stop the run, but a person should see them
+            print(line, file=sys.stderr)
     if run.is_rank or run.nproc == 1:
         return run_as_rank(cfg, run, as_json)
     return run_and_report(cfg, as_json, run=lambda c, progress=None: launch_ranks(c, run))
@@ -93,8 +96,12 @@ def run_as_rank(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
 
     rank = int(os.environ.get("RANK", "0") or 0)
     report_file = os.environ.get(REPORT_FILE_ENV)
+    if report_file:
+        die_with_parent()
     if rank == 0 and not report_file:
         return run_and_report(cfg, as_json, run=train)
+    if rank != 0:
+        os.dup2(2, 1)  # stdout is rank 0's report (--json); the other ranks' library prints go to stderr
     try:
         report = train(cfg)
     except Exception as exc:  # noqa: BLE001 - a crash becomes a verdict in rank 0's report
@@ -106,6 +113,19 @@ def run_as_rank(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
         Path(report_file).write_text(json.dumps(report.to_dict(), default=str), encoding="utf-8")
         return 0  # the launching process judges the report; a non-zero exit would only make torchrun shout
     return 1 if any(r.status.is_problem for r in report.results) else 0
+
+
+def die_with_parent() -> None:
+    """torchrun starts each rank in its own session, so when run_command's timeout kills torchrun's process
+    group the ranks would live on (a rank stuck in a collective for good). Linux's parent-death signal
+    ends this rank when torchrun's agent dies. Best effort: a no-op where prctl is unavailable."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def torchrun_argv(cfg: TrainConfig, run: ParallelRun) -> list[str]:

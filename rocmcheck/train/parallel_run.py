@@ -89,6 +89,7 @@ class _Run:
         except DeviceUnavailable as exc:
             return RunReport([failed("train.device", str(exc), "rocmcheck doctor   (then rerun with --device cpu)")], info=self.info)
         self.info["device"] = self.dev.to_dict()
+        self.info["model"] = {"path": str(self.cfg.model), "attn_implementation": self.cfg.attn}
         torch = self.torch
         if self.dev.device.type == "cuda" and self.world.distributed:
             local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world.world_size))
