@@ -74,6 +74,11 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
     dist.init_process_group(backend, init_method=f"file://{init_file}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=timeout_s))
     try:
+        # Build the NCCL/RCCL communicators now (a 1-element all-reduce: seconds of set-up, no real traffic),
+        # so after "go" only the measured collectives remain.
+        dist.all_reduce(torch.zeros(1, device=device))
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
         if go_file and wait_for_go(go_file, timeout_s) != "go":
             return  # the stage ended without needing us (no second GPU, or it gave up): leave quietly
         n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
