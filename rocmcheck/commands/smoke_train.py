@@ -3,6 +3,7 @@ Only parses options and calls one function; torch is imported inside, after the 
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -75,6 +76,10 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
         from rocmcheck.train.launch import run_parallel
 
         sys.exit(run_parallel(cfg, parallel, as_json=as_json))
+    if bench and not any(v in os.environ for v in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")):
+        # One GPU for both sides: in one process, HF Trainer wraps the model in nn.DataParallel over every visible
+        # GPU (a doubled batch and a slower step), which would compare two different runs. Before torch loads.
+        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
     from rocmcheck.train.runner import run_and_report  # imports torch
 
     sys.exit(run_and_report(cfg, as_json=as_json, bench=bench, bench_shape=bench_shape))
