@@ -144,3 +144,19 @@ def test_importing_the_cli_and_doctor_does_not_import_torch():
             "rocmcheck.checks.all_checks(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_a_library_that_segfaults_on_import_is_named_and_the_others_still_report(tmp_path):
+    # A real segfault inside `import flash_attn` (what an extension built for another ROCm does): the doctor's
+    # Python-stack child dies; torch's result came first, and the probes it did not report are re-run alone.
+    pkg = tmp_path / "site" / "flash_attn"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n")
+    env = env_with_path(tmp_path, PYTHONPATH=str(tmp_path / "site"))
+    proc = doctor("--json", "--no-gpu-probes", "--no-train", "--only", "torch,flash_attn,deepspeed", env=env)
+    v = by_id(json.loads(proc.stdout))
+    assert v["torch.installed"]["status"] == "pass"
+    assert v["flash_attn.import"]["status"] == "fail"
+    assert "crashed (signal 11)" in v["flash_attn.import"]["summary"]
+    assert v["deepspeed.install"]["status"] in ("pass", "warn", "skip")  # re-run alone, so it still reports
+    assert "crash" not in json.dumps(v["deepspeed.install"]).lower()

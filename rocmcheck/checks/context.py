@@ -104,6 +104,12 @@ class CheckContext:
     def torch_is_cuda(self) -> bool:
         return bool(self.torch and self.torch.get("cuda") and not self.torch.get("hip"))
 
+    def probe_died(self, name: str) -> bool:
+        """The child hung or was killed while probing name (so the import itself is the problem)."""
+        run = self.facts.probe_runs.get(name)
+        return name not in self.facts.probes and run is not None and (
+            run.timed_out or (run.returncode is not None and run.returncode < 0))
+
     def probe_failure(self, name: str) -> str | None:
         """Why a Python probe gave no JSON (crash, hang), or None when it did."""
         if name in self.facts.probes:

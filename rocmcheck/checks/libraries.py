@@ -86,7 +86,8 @@ def check_triton(ctx: CheckContext) -> CheckResult:
 def check_flash_attn_import(ctx: CheckContext) -> CheckResult:
     fa = ctx.facts.probes.get("flash_attn")
     if fa is None:
-        if not (ctx.facts.packages.get("flash-attn") or ctx.facts.packages.get("flash_attn")):
+        if not ctx.probe_died("flash_attn") and not (ctx.facts.packages.get("flash-attn")
+                                                      or ctx.facts.packages.get("flash_attn")):
             return skipped("flash_attn.import", "flash-attn not installed (optional: torch SDPA is used instead)")
         return failed("flash_attn.import", f"importing flash_attn {ctx.probe_failure('flash_attn')}",
                       "Rebuild it for this torch: pip uninstall -y flash-attn && MAX_JOBS=8 pip install "
@@ -135,7 +136,7 @@ NEEDED_DS_OPS = ("fused_adam", "cpu_adam")
 def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
     ds = ctx.facts.probes.get("deepspeed")
     if ds is None:
-        if not ctx.facts.packages.get("deepspeed"):
+        if not ctx.probe_died("deepspeed") and not ctx.facts.packages.get("deepspeed"):
             return skipped("deepspeed.install", "DeepSpeed not installed (optional; needed for ZeRO / offload)")
         return failed("deepspeed.install", f"importing deepspeed {ctx.probe_failure('deepspeed')}",
                       "pip uninstall -y deepspeed && DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed")

@@ -32,7 +32,7 @@ def check_torch_installed(ctx: CheckContext) -> CheckResult:
     t = ctx.torch
     if t is None:
         why = ctx.probe_failure("torch")
-        if ctx.facts.packages.get("torch") is None:
+        if ctx.facts.packages.get("torch") is None and not ctx.probe_died("torch"):
             return failed("torch.installed", "PyTorch is not installed", torch_install_command(ctx))
         return failed("torch.installed", f"importing torch {why}",
                       "Reinstall torch for this machine: " + torch_install_command(ctx))
