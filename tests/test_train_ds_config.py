@@ -184,3 +184,16 @@ def test_plain_single_run_is_not_rerouted(monkeypatch):
     assert prepare_parallel(TrainConfig(), None, 1, 60.0, MODEL_CONFIG) is None
     run = prepare_parallel(TrainConfig(), None, 2, 60.0, MODEL_CONFIG)
     assert run.nproc == 2 and run.plan is None and not run.is_rank
+
+
+def test_without_deepspeed_installed_the_run_is_a_failed_verdict_with_the_install_command(tmp_path):
+    """sys.modules["deepspeed"] = None makes this child see no DeepSpeed (importlib finds no spec)."""
+    code = ("import sys; sys.modules['deepspeed'] = None\n"
+            "from rocmcheck.cli import cli\n"
+            f"cli.main(['smoke-train', '--deepspeed', {str(RECIPES / 'zero2.json')!r}, '--device', 'cpu', '--json'])\n")
+    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert out.returncode == 1, out.stderr[-2000:]
+    (result,) = json.loads(out.stdout)["results"]
+    assert result["id"] == "train.deepspeed" and result["status"] == "fail"
+    assert "--no-build-isolation deepspeed" in result["fix"]

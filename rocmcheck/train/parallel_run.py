@@ -92,7 +92,8 @@ class _Run:
         self.info["model"] = {"path": str(self.cfg.model), "attn_implementation": self.cfg.attn}
         torch = self.torch
         if self.dev.device.type == "cuda" and self.world.distributed:
-            local = int(os.environ.get("LOCAL_WORLD_SIZE", self.world.world_size))
+            # torchrun says LOCAL_WORLD_SIZE, the DeepSpeed launcher LOCAL_SIZE; without either, trust the launcher.
+            local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or 0)
             if torch.cuda.device_count() < local:
                 return RunReport([failed("train.device", f"{local} ranks on this node but only {torch.cuda.device_count()} "
                                          "GPU(s) visible: two ranks would share a GPU",
@@ -213,6 +214,7 @@ class _Run:
         batch = self.ids[: min(4, len(self.ids))]
         eval_model = strategy.eval_model()
         live = strategy.live_logits(batch)
+        noise = (live - strategy.live_logits(batch)).abs().max().item()  # this device's run-to-run noise
         if not world.is_main:
             return
         losses = phase.losses
@@ -220,7 +222,7 @@ class _Run:
         after = accuracy(eval_model, self.tokenizer, self.eval_set, self.dev.device)
         self.info["accuracy"] = after
         results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.min_accuracy, len(self.eval_set)))
-        results.append(self._reload(eval_model, live, batch))
+        results.append(self._reload(eval_model, live, noise, batch))
         key = cfg.reference_key()
         if world.distributed:
             key["ranks"] = world.world_size  # a curve with a W-times larger global batch is another curve
@@ -244,9 +246,10 @@ class _Run:
         peak = self.dev.peak_bf16_tflops
         return peak * self.world.world_size if peak else None
 
-    def _reload(self, eval_model, live, batch):
+    def _reload(self, eval_model, live, noise: float, batch):
         """Save the trained weights as the Trainer would (ZeRO-3: the gathered 16-bit state), load them back
-        with from_pretrained, and compare with the engine's own logits."""
+        with from_pretrained: the weights must come back bit for bit, and the logits must match the engine's
+        own (live) logits within the device's run-to-run noise (loop.reload_diff's rule)."""
         from transformers import AutoModelForCausalLM
 
         from rocmcheck.train import verdicts
@@ -258,11 +261,14 @@ class _Run:
                 again = AutoModelForCausalLM.from_pretrained(save_dir, local_files_only=True,
                                                              dtype=next(eval_model.parameters()).dtype,
                                                              attn_implementation=self.cfg.attn).to(batch.device).eval()
+                reloaded = again.state_dict()
+                weights_equal = all(self.torch.equal(t, reloaded[k]) for k, t in eval_model.state_dict().items()
+                                    if k in reloaded)
                 with self.torch.no_grad():
                     diff = (again(input_ids=batch).logits.float() - live).abs().max().item()
-                return verdicts.check_reload(diff)
+                return verdicts.check_reload(diff, noise, weights_equal)
             except OSError as exc:
-                return verdicts.check_reload(None, f"{type(exc).__name__}: {exc}")
+                return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
 
     def _gather_rank_rows(self, phase: Phase, strategy) -> list[dict[str, Any]] | None:
         """Every rank's per-step global loss, local loss and grad norm (and weight sum), on every rank."""
