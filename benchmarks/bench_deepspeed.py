@@ -104,7 +104,7 @@ def smoke(label: str, args: list[str], timeout: float, record: dict, rows: list,
     for key in ("train.deepspeed_parity", "train.offload_cost", "train.rank_agreement", "train.launch", "train.run"):
         if key in results:
             rows.append((f"  {key}", results[key]["status"], results[key]["summary"][:90], ""))
-    rows.append((f"  wall / rc", f"{wall:.0f} s", f"rc {rc}", ""))
+    rows.append(("  wall / rc", f"{wall:.0f} s", f"rc {rc}", ""))
     return entry
 
 

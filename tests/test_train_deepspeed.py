@@ -120,3 +120,13 @@ def test_parity_fails_for_a_config_that_trains_differently(tmp_path, torch_exten
     assert parity["status"] == "fail" and parity["data"]["max_step_diff"] > 1.5 * parity["data"]["tolerance"], parity
     assert report["info"]["phases"]["ZeRO-2"]["strategy"]["optimizer"] == "Adagrad"
     assert proc.returncode == 1
+
+
+def test_a_model_that_cannot_load_is_a_failed_verdict_not_a_crash(tmp_path, torch_extensions_dir):
+    """flash_attention_2 without the flash_attn package (not installable on this CPU machine)."""
+    if importlib.util.find_spec("flash_attn") is not None:
+        pytest.skip("flash_attn is installed here")
+    proc, _, by_id = smoke([*SHORT, "--attn", "flash_attention_2", "--deepspeed", str(RECIPES / "zero2.json")], tmp_path,
+                           torch_extensions_dir)
+    assert proc.returncode == 1 and list(by_id) == ["train.attn"]
+    assert by_id["train.attn"]["status"] == "fail" and "--attn sdpa" in by_id["train.attn"]["fix"]

@@ -147,8 +147,6 @@ def torchrun_argv(cfg: TrainConfig, run: ParallelRun) -> list[str]:
 
 def launch_ranks(cfg: TrainConfig, run: ParallelRun):
     """torchrun with N ranks under one timeout; rank 0's report, or a verdict saying why there is none."""
-    from rocmcheck.train.loop import RunReport  # noqa: F401 - the type this returns (imports torch)
-
     argv = torchrun_argv(cfg, run)
     with tempfile.TemporaryDirectory(prefix="rocmcheck-ranks-") as tmp:
         report_path = Path(tmp) / "rank0.json"

@@ -45,6 +45,20 @@ class Phase:
         return [m["step_s"] for m in self.metrics]
 
 
+class SetupFailed(Exception):
+    """A run that cannot start for a reason a person can fix: carries the failed verdict."""
+
+    def __init__(self, check_id: str, summary: str, fix: str) -> None:
+        from rocmcheck.result import failed
+
+        super().__init__(summary)
+        self.result = failed(check_id, summary, fix)
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
 def run_parallel_smoke_train(cfg, plan: DeepSpeedPlan | None = None, progress: Callable | None = None,
                              pg_timeout_s: float = DEFAULT_PG_TIMEOUT_S):
     """Every rank calls this; the RunReport that matters is rank 0's (other ranks return theirs too)."""
@@ -102,6 +116,8 @@ class _Run:
             self.info["backend"] = distributed.join(self.world, self.dev.device.type, self.plan is not None, self.pg_timeout_s)
         try:
             return self._run_phases(t_start)
+        except SetupFailed as exc:
+            return RunReport([exc.result], info=self.info)
         finally:
             distributed.leave()
 
@@ -131,7 +147,11 @@ class _Run:
         self.tokenizer = AutoTokenizer.from_pretrained(Path(cfg.model), local_files_only=True)
         rows_needed = cfg.steps * cfg.grad_accum * cfg.micro_batch * world.world_size
         per_row = data_mod.examples_per_row(self.tokenizer, task.make_example(task.FINETUNE_OP, "9" * task.MIN_DIGITS), cfg.seq_len)
-        ids, labels = data_mod.pack_rows(self.tokenizer, task.train_examples(rows_needed * per_row + per_row, cfg.seed), cfg.seq_len)
+        try:
+            ids, labels = data_mod.pack_rows(self.tokenizer, task.train_examples(rows_needed * per_row + per_row, cfg.seed),
+                                             cfg.seq_len)
+        except ValueError as exc:
+            raise SetupFailed("train.data", str(exc), f"rocmcheck smoke-train --seq-len {cfg.seq_len * 2}") from None
         self.ids, self.labels = ids[:rows_needed].to(self.dev.device), labels[:rows_needed].to(self.dev.device)
         self.eval_set = task.eval_examples(cfg.eval_prompts)
 
@@ -151,7 +171,7 @@ class _Run:
         phase = Phase(strategy.name)
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
-        model = strategy.build(self.micro_batch)
+        model = self._build(strategy)
         phase.info["strategy"] = strategy.info
         if accuracy_before and self.world.is_main:
             self.accuracy_before = accuracy(model, self.tokenizer, self.eval_set, self.dev.device)
@@ -197,10 +217,28 @@ class _Run:
             torch.cuda.empty_cache()
         return phase
 
+    def _build(self, strategy):
+        """Load the model and set up the strategy; what a person can fix becomes a failed verdict (as in loop.py)."""
+        try:
+            return strategy.build(self.micro_batch)
+        except ImportError as exc:  # flash_attention_2 without flash_attn, mostly
+            raise SetupFailed("train.attn", f"--attn {self.cfg.attn} is not usable: {_first_line(exc)}",
+                              "pip install flash-attn --no-build-isolation   (or run with --attn sdpa)") from None
+        except OSError as exc:
+            raise SetupFailed("train.load", f"could not load {self.cfg.model}: {_first_line(exc)}",
+                              "check the folder holds a complete Hugging Face checkpoint (config.json, weights, tokenizer)") from None
+        except (ValueError, AssertionError) as exc:
+            if self.plan is None:
+                raise
+            # DeepSpeed checks the rest of the config in deepspeed.initialize (asserts and ValueErrors).
+            raise SetupFailed("train.deepspeed", f"deepspeed.initialize refused {self.plan.path}: {_first_line(exc)}",
+                              f"rocmcheck lint {self.plan.path} --world-size {self.world.world_size} --micro-batch "
+                              f"{self.cfg.micro_batch} --grad-accum {self.cfg.grad_accum}") from None
+
     # -- verdicts on the main run (collectives first, on every rank; then rank 0 alone) -----------
     def _judge(self, strategy, phase: Phase, model, sampler) -> None:
         from rocmcheck.result import skipped
-        from rocmcheck.train import distributed, reference, verdicts
+        from rocmcheck.train import reference, verdicts
         from rocmcheck.train.loop import accuracy, flops_per_token, _host_memory_bytes
         from rocmcheck.train.memory import detect_leak
 
