@@ -69,7 +69,7 @@ def check_accuracy(before: float | None, after: float | None, threshold: float, 
 
 
 def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: bool = True,
-                 error: str | None = None) -> CheckResult:
+                 error: str | None = None, bound_label: str = "this device's run-to-run noise") -> CheckResult:
     """Reloaded weights must be bit-identical, and its logits no further from the trained model's than
     two forwards of the trained model are from each other (0 where kernels are deterministic)."""
     if error:
@@ -77,10 +77,10 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
                       "check free disk space and write permission for --out", [error])
     data = {"max_abs_diff": max_abs_diff, "forward_noise": noise, "weights_equal": weights_equal}
     if weights_equal and max_abs_diff is not None and max_abs_diff <= noise:
-        how = "identical logits" if max_abs_diff == 0 else f"logits within this device's run-to-run noise ({noise:.2g})"
+        how = "identical logits" if max_abs_diff == 0 else f"logits within {bound_label} ({noise:.2g})"
         return passed("train.reload", f"save -> reload gives {how}", **data)
     what = "weights changed on the way through the checkpoint" if not weights_equal else \
-        f"reloaded model's logits differ (max |diff| {max_abs_diff:.3g}, run-to-run noise {noise:.2g})"
+        f"reloaded model's logits differ (max |diff| {max_abs_diff:.3g}, allowed: {bound_label} {noise:.2g})"
     return failed("train.reload", what, "a saved checkpoint does not reproduce the trained model: check the "
                   "safetensors/transformers versions (pip install -U safetensors transformers)",
                   [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"], **data)
