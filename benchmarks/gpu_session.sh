@@ -39,6 +39,7 @@ for step in "$@"; do
         train) run bench-train 480 python3 benchmarks/bench_train.py --bench-ckpt off ;;
         train-ckpt) run bench-train-ckpt 480 python3 benchmarks/bench_train.py --bench-ckpt on --skip-default ;;
         deepspeed) run bench-deepspeed 420 python3 benchmarks/bench_deepspeed.py ;;
+        doctor-full) run doctor-full 240 python3 -m rocmcheck doctor --arch sm_90 --json --save-bundle "$OUT/h200-full-bundle.json" ;;
         ds-offload) run ds-offload 300 python3 -m rocmcheck smoke-train --deepspeed recipes/zero3-offload.json ;;
         *) echo "unknown step $step" ;;
     esac
