@@ -13,9 +13,13 @@ import time
 from datetime import timedelta
 from typing import Any
 
-import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
+_IMPORT_START = time.perf_counter()
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.multiprocessing as mp  # noqa: E402
+
+_IMPORTED_AT = time.perf_counter()
+_IMPORT_S = _IMPORTED_AT - _IMPORT_START
 
 from rocmcheck.probes.child import claim_stdout, emit
 from rocmcheck.probes.verdicts import bus_bandwidth_gbps
@@ -67,7 +71,8 @@ def wait_for_go(go_file: str, timeout_s: float) -> str:
 
 
 def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, nbytes: int, result_path: str,
-           go_file: str | None = None) -> None:
+           go_file: str | None = None, launched_at: float = 0.0) -> None:
+    phases = {"worker_started": round(time.time() - launched_at, 2)}
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -79,8 +84,10 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
         dist.all_reduce(torch.zeros(1, device=device))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+        phases["ready"] = round(time.time() - launched_at, 2)
         if go_file and wait_for_go(go_file, timeout_s) != "go":
             return  # the stage ended without needing us (no second GPU, or it gave up): leave quietly
+        phases["go"] = round(time.time() - launched_at, 2)
         n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
         result: dict[str, Any] = {"world": world, "backend": backend}
 
@@ -100,6 +107,8 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
         seconds = _timed(lambda: _all_gather(gathered, mine), device, iters=5)
         algbw, busbw = bus_bandwidth_gbps("all_gather", piece * world * 4, seconds, world)
         result["all_gather"] = {"ok": ok, "bytes": piece * world * 4, "ms": seconds * 1e3, "algbw_gbps": algbw, "busbw_gbps": busbw}
+        phases["measured"] = round(time.time() - launched_at, 2)
+        result["phases"] = phases  # where the probe's seconds go (wall clock, from the launcher's start)
         if rank == 0:
             with open(result_path, "w", encoding="utf-8") as fh:
                 json.dump(result, fh)
@@ -118,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     out = claim_stdout()
     emit(out, {"event": "start", "probe": PROBE})
     t0 = time.perf_counter()
+    launched_at = time.time() - (time.perf_counter() - _IMPORTED_AT) - _IMPORT_S
     world = args.world or torch.cuda.device_count()
     if world < 2:
         emit(out, {"event": "result", "probe": PROBE, "seconds": 0.0, "outcome": "skip", "data": {"world": world},
@@ -129,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             mp.start_processes(worker, nprocs=world, start_method="spawn", join=True,
                                args=(world, args.backend, os.path.join(tmp, "init"), args.timeout,
-                                     int(args.mib * 2**20), result_path, args.go_file))
+                                     int(args.mib * 2**20), result_path, args.go_file, launched_at))
             if not os.path.exists(result_path):  # released with "stop": nothing was measured
                 event = {"outcome": "skip", "data": {"world": world}, "reason": "the GPU stage did not need it"}
             else:

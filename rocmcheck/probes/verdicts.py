@@ -375,7 +375,8 @@ def judge_collective(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
                         f"algbw {r['algbw_gbps']:.1f} GB/s, busbw {r['busbw_gbps']:.1f} GB/s")
         if not r["ok"]:
             wrong.append(op)
-    info = dict(world=world, backend=backend, all_reduce=data["all_reduce"], all_gather=data["all_gather"])
+    info = dict(world=world, backend=backend, all_reduce=data["all_reduce"], all_gather=data["all_gather"],
+                phases=data.get("phases"))
     if wrong:
         fix = ("export RCCL_MSCCL_ENABLE=0  # AMD's validation guide disables MSCCL to avoid data mismatches; then rerun"
                if ctx.vendor == "amd" else "NCCL_DEBUG=INFO rocmcheck probe collective  # see which transport corrupts data")
