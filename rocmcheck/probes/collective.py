@@ -84,26 +84,32 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
         dist.all_reduce(torch.zeros(1, device=device))
         if device.type == "cuda":
             torch.cuda.synchronize(device)
+        # The operands and the expected results, on the CPU before "go": generating 256 MiB of random
+        # integers per rank takes seconds of CPU and must not sit between "go" and the measurement.
+        n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
+        piece = n // world
+        cpu = torch.device("cpu")
+        x_host = _values(rank, n, cpu)
+        expected_host = sum(_values(r, n, cpu) for r in range(world))
+        mine_host = _values(rank, piece, cpu)
+        gathered_host = torch.cat([_values(r, piece, cpu) for r in range(world)])
         phases["ready"] = round(time.time() - launched_at, 2)
         if go_file and wait_for_go(go_file, timeout_s) != "go":
             return  # the stage ended without needing us (no second GPU, or it gave up): leave quietly
         phases["go"] = round(time.time() - launched_at, 2)
-        n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
         result: dict[str, Any] = {"world": world, "backend": backend}
 
-        x = _values(rank, n, device)
+        x = x_host.to(device)
         dist.all_reduce(x)
-        expected = sum(_values(r, n, device) for r in range(world))
-        ok = bool(torch.equal(x, expected))
+        ok = bool(torch.equal(x.cpu(), expected_host))
         seconds = _timed(lambda: dist.all_reduce(x), device, iters=5)
         algbw, busbw = bus_bandwidth_gbps("all_reduce", n * 4, seconds, world)
         result["all_reduce"] = {"ok": ok, "bytes": n * 4, "ms": seconds * 1e3, "algbw_gbps": algbw, "busbw_gbps": busbw}
 
-        piece = n // world
-        mine = _values(rank, piece, device)
+        mine = mine_host.to(device)
         gathered = torch.full((piece * world,), float("nan"), device=device)
         _all_gather(gathered, mine)
-        ok = bool(torch.equal(gathered, torch.cat([_values(r, piece, device) for r in range(world)])))
+        ok = bool(torch.equal(gathered.cpu(), gathered_host))
         seconds = _timed(lambda: _all_gather(gathered, mine), device, iters=5)
         algbw, busbw = bus_bandwidth_gbps("all_gather", piece * world * 4, seconds, world)
         result["all_gather"] = {"ok": ok, "bytes": piece * world * 4, "ms": seconds * 1e3, "algbw_gbps": algbw, "busbw_gbps": busbw}
