@@ -7,7 +7,7 @@ from functools import cached_property
 from typing import Any
 
 from rocmcheck.facts.collect import Facts
-from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiReport
+from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiGpu, SmiReport
 from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx
 
 CONTAINER_CGROUP_MARKERS = ("docker", "kubepods", "containerd", "libpod", "lxc", "podman")
@@ -54,6 +54,11 @@ class CheckContext:
         version = self.facts.command("amd-smi-version")
         if version is not None and version.ok:
             reports.append(smi.parse_amd_smi_version(version.stdout))
+        binding = self.facts.probes.get("amdsmi") or {}
+        if binding.get("gpus"):  # the amdsmi Python binding first: no text to parse
+            reports.append(SmiReport("amdsmi", [SmiGpu(g["index"], product_name=g.get("name") or None, gfx=g.get("gfx"),
+                                                       vram_total_bytes=g.get("memory_total"))
+                                                for g in binding["gpus"]]))
         rjson = self.facts.command("rocm-smi-json")
         if rjson is not None and rjson.ok:
             reports.append(smi.parse_rocm_smi_json(rjson.stdout))
@@ -68,6 +73,12 @@ class CheckContext:
         from rocmcheck.facts.collect import NVIDIA_QUERY_FIELDS
         from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
 
+        nvml = self.facts.probes.get("nvml") or {}
+        if nvml.get("gpus"):  # the NVML binding (nvidia-ml-py) when present: no text to parse
+            return SmiReport("nvml", [SmiGpu(g["index"], product_name=g.get("name"), vram_total_bytes=g.get("memory_total"),
+                                             vram_used_bytes=g.get("memory_used"), uuid=g.get("uuid"),
+                                             compute_cap=g.get("compute_cap")) for g in nvml["gpus"]],
+                             driver_version=nvml.get("driver_version"), cuda_version=nvml.get("cuda_version"))
         query = self.facts.command("nvidia-smi-query")
         if query is None:
             return None
@@ -164,6 +175,8 @@ class CheckContext:
             signs.append("nvidia kernel module loaded")
         if "nvidia-smi-query" in f.commands:
             signs.append("nvidia-smi installed")
+        if (f.probes.get("nvml") or {}).get("gpus"):
+            signs.append("NVML lists GPUs")
         if self.torch_is_cuda:
             signs.append("torch is a CUDA build")
         return signs

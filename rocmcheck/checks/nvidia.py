@@ -10,9 +10,13 @@ from rocmcheck.checks.gpus import describe_gpu
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 
-@check("nvidia.smi", "nvidia-smi lists the GPUs")
+@check("nvidia.smi", "NVML (or nvidia-smi) lists the GPUs")
 def check_nvidia_smi(ctx: CheckContext) -> CheckResult:
     res = ctx.facts.command("nvidia-smi-query")
+    report = ctx.nvidia_smi
+    if report is not None and report.tool == "nvml" and report.gpus:
+        return passed("nvidia.smi", f"{len(report.gpus)} GPU(s) via NVML, driver {report.driver_version}",
+                      [describe_gpu(g) for g in ctx.nvidia_gpus])
     if res is None:
         if ctx.vendor == "nvidia":
             return failed("nvidia.smi", "nvidia-smi not found", "Install the NVIDIA driver (it ships nvidia-smi).",
@@ -25,7 +29,6 @@ def check_nvidia_smi(ctx: CheckContext) -> CheckResult:
     gpus = ctx.nvidia_gpus
     if not gpus:
         return failed("nvidia.smi", "nvidia-smi lists no GPU", "Check `nvidia-smi -L` and the driver install.")
-    report = ctx.nvidia_smi
     return passed("nvidia.smi", f"{len(gpus)} GPU(s), driver {report.driver_version if report else '?'}",
                   [describe_gpu(g) for g in gpus])
 

@@ -225,12 +225,12 @@ def os_info(os_release_path: str | None = None) -> dict[str, Any]:
     return info
 
 
-PYTHON_PROBES = ("torch", "flash_attn", "deepspeed")
+PYTHON_PROBES = ("torch", "nvml", "amdsmi", "flash_attn", "deepspeed")
 DEADLINE_GRACE_S = 5.0
 # One child for all three: torch is imported once. Measured on the 2-core CI box: 2.2 s for one child against
 # 3.2 s for a torch child and a DeepSpeed child in parallel (each imports torch; DeepSpeed's child is the
 # critical path either way, so more cores do not help the split). benchmarks/RESULTS.md has the numbers.
-PYTHON_PROBE_GROUPS = (("torch", "flash_attn", "deepspeed"),)
+PYTHON_PROBE_GROUPS = (PYTHON_PROBES,)
 
 
 def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> CommandResult:

@@ -157,7 +157,64 @@ def probe_deepspeed() -> dict[str, Any]:
     return out
 
 
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def probe_nvml() -> dict[str, Any]:
+    """NVIDIA GPUs through the NVML binding (nvidia-ml-py), preferred over parsing nvidia-smi."""
+    try:
+        import pynvml
+    except ModuleNotFoundError:
+        return {"installed": False}
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # NVMLError_LibraryNotFound / DriverNotLoaded on machines without the driver
+        return {"installed": True, "error": f"{type(exc).__name__}: {exc}"}
+    try:
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()  # e.g. 13000 -> "13.0"
+        out: dict[str, Any] = {"installed": True, "driver_version": _text(pynvml.nvmlSystemGetDriverVersion()),
+                               "cuda_version": f"{cuda // 1000}.{cuda % 1000 // 10}", "gpus": []}
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            mem = pynvml.nvmlDeviceGetMemoryInfo(handle)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+            out["gpus"].append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(handle)),
+                                "memory_total": int(mem.total), "memory_used": int(mem.used),
+                                "compute_cap": f"{major}.{minor}", "uuid": _text(pynvml.nvmlDeviceGetUUID(handle))})
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def probe_amdsmi() -> dict[str, Any]:
+    """AMD GPUs through the amdsmi Python binding (ships with ROCm 6+), preferred over the amd-smi CLI."""
+    try:
+        import amdsmi
+    except ModuleNotFoundError:
+        return {"installed": False}
+    try:
+        amdsmi.amdsmi_init()
+    except Exception as exc:  # AmdSmiLibraryException when the driver is not loaded
+        return {"installed": True, "error": f"{type(exc).__name__}: {exc}"}
+    try:
+        gpus = []
+        for i, handle in enumerate(amdsmi.amdsmi_get_processor_handles()):
+            asic = amdsmi.amdsmi_get_gpu_asic_info(handle)
+            vram = amdsmi.amdsmi_get_gpu_vram_info(handle)
+            # "vram_size" (MB) in current releases; "vram_size_mb" in the ROCm 6.0-era binding.
+            mb = vram.get("vram_size", vram.get("vram_size_mb"))
+            gpus.append({"index": i, "name": _text(asic.get("market_name", "")),
+                         "gfx": _text(asic.get("target_graphics_version", "")) or None,
+                         "memory_total": int(mb) * 2**20 if isinstance(mb, (int, float)) else None})
+        return {"installed": True, "gpus": gpus}
+    finally:
+        amdsmi.amdsmi_shut_down()
+
+
 PROBES: dict[str, Callable[[], dict[str, Any]]] = {
+    "nvml": probe_nvml,
+    "amdsmi": probe_amdsmi,
     "torch": probe_torch,
     "flash_attn": probe_flash_attn,
     "deepspeed": probe_deepspeed,

@@ -1,0 +1,97 @@
+"""The vendor Python bindings the doctor prefers over parsing tool text: NVML (nvidia-ml-py) and amdsmi.
+
+The real nvidia-ml-py is installed in CI; with no NVIDIA driver it must come back as a recorded error, and the
+doctor must fall back to nvidia-smi. With a GPU present, only a stand-in module can run here: these tests put a
+small `pynvml` / `amdsmi` module on PYTHONPATH that answers like the real binding (same function names and
+return shapes as nvidia-ml-py 12+ and ROCm's amdsmi), because no NVIDIA or AMD GPU exists on a CPU machine.
+The memory figure is the real one from the amd-smi MI300X fixture (196592 MB).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES_DIR, read_fixture
+from fakes import env_with_path, make_tool
+from rocmcheck.facts.python_probe import parse_probe_output
+
+MI300X_ROCMINFO = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"
+
+FAKE_AMDSMI = '''
+def amdsmi_init(): pass
+def amdsmi_shut_down(): pass
+def amdsmi_get_processor_handles(): return ["h0", "h1"]
+def amdsmi_get_gpu_asic_info(h): return {"market_name": "AMD Instinct MI300X", "target_graphics_version": "gfx942"}
+def amdsmi_get_gpu_vram_info(h): return {"vram_type": "HBM3", "vram_size": 196592}
+'''
+
+FAKE_PYNVML = '''
+class _Mem:
+    total, used = 150754820096, 1048576
+def nvmlInit(): pass
+def nvmlShutdown(): pass
+def nvmlSystemGetDriverVersion(): return "580.159.04"
+def nvmlSystemGetCudaDriverVersion(): return 13000
+def nvmlDeviceGetCount(): return 2
+def nvmlDeviceGetHandleByIndex(i): return i
+def nvmlDeviceGetMemoryInfo(h): return _Mem()
+def nvmlDeviceGetCudaComputeCapability(h): return (9, 0)
+def nvmlDeviceGetName(h): return b"NVIDIA H200"
+def nvmlDeviceGetUUID(h): return "GPU-%d" % h
+'''
+
+
+def probe(name: str, env=None) -> dict:
+    out = subprocess.run([sys.executable, "-m", "rocmcheck.facts.python_probe", name], capture_output=True, text=True,
+                         env=env, timeout=60).stdout
+    return parse_probe_output(out)[name]
+
+
+def stand_in(tmp_path, module: str, source: str) -> dict:
+    site = tmp_path / "site"
+    site.mkdir(exist_ok=True)
+    (site / f"{module}.py").write_text(source)
+    return env_with_path(tmp_path / "bin", PYTHONPATH=str(site))
+
+
+def test_real_nvml_without_a_driver_is_a_recorded_error():
+    pytest.importorskip("pynvml")
+    data = probe("nvml")
+    assert data["installed"] is True and "NVMLError" in data["error"]
+
+
+def test_nvml_gpus_are_read_and_preferred(tmp_path):
+    env = stand_in(tmp_path, "pynvml", FAKE_PYNVML)
+    data = probe("nvml", env)
+    assert data["cuda_version"] == "13.0" and data["gpus"][1]["compute_cap"] == "9.0"
+    assert data["gpus"][0]["name"] == "NVIDIA H200"
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--json", "--no-gpu-probes", "--no-train",
+                           "--only", "gpu,nvidia"], capture_output=True, text=True, env=env, timeout=120)
+    results = {r["id"]: r for r in json.loads(proc.stdout)["results"]}
+    assert "2 GPU(s) via NVML, driver 580.159.04" in results["nvidia.smi"]["summary"]
+    assert results["gpu.arch"]["data"]["archs"] == ["sm_90"] and results["gpu.arch"]["data"]["products"] == ["H200"]
+
+
+def test_amdsmi_memory_and_names_feed_the_gpu_list(tmp_path):
+    read_fixture(MI300X_ROCMINFO)
+    env = stand_in(tmp_path, "amdsmi", FAKE_AMDSMI)
+    make_tool(tmp_path / "bin", "rocminfo", stdout_file=FIXTURES_DIR / MI300X_ROCMINFO)
+    data = probe("amdsmi", env)
+    assert data["gpus"][0] == {"index": 0, "name": "AMD Instinct MI300X", "gfx": "gfx942",
+                               "memory_total": 196592 * 2**20}
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--json", "--no-gpu-probes", "--no-train",
+                           "--only", "gpu,torch"], capture_output=True, text=True, env=env, timeout=120)
+    results = {r["id"]: r for r in json.loads(proc.stdout)["results"]}
+    # GPUs 0 and 1 take amdsmi's 196592 MiB (192 GiB); the rest keep rocminfo's pool size.
+    assert "GPU 0: gfx942 AMD Instinct MI300X = MI300X, 304 CUs, 192 GiB" in results["gpu.present"]["evidence"]
+
+
+def test_amdsmi_absent_or_failing_is_recorded(tmp_path):
+    assert probe("amdsmi") == {"installed": False}
+    env = stand_in(tmp_path, "amdsmi", "def amdsmi_init():\n    raise RuntimeError('AMDSMI_STATUS_DRIVER_NOT_LOADED')\n")
+    data = probe("amdsmi", env)
+    assert data["installed"] is True and "DRIVER_NOT_LOADED" in data["error"]
