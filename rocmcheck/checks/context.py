@@ -8,7 +8,7 @@ from typing import Any
 
 from rocmcheck.facts.collect import Facts
 from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiGpu, SmiReport
-from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx
+from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx, cuda_arch_from_capability
 
 CONTAINER_CGROUP_MARKERS = ("docker", "kubepods", "containerd", "libpod", "lxc", "podman")
 
@@ -47,18 +47,18 @@ class CheckContext:
     def amd_smi(self) -> SmiReport | None:
         from rocmcheck.facts.parsers import smi
 
-        reports = []
+        reports = []  # merge_smi: for each GPU, the first report that knows a field wins
+        binding = self.facts.probes.get("amdsmi") or {}
+        if binding.get("gpus"):  # the amdsmi Python binding first: no text to parse
+            reports.append(SmiReport("amdsmi", [SmiGpu(g["index"], product_name=g.get("name") or None, gfx=g.get("gfx"),
+                                                       vram_total_bytes=g.get("memory_total"))
+                                                for g in binding["gpus"]]))
         static = self.facts.command("amd-smi-static")
         if static is not None and static.ok:
             reports.append(smi.parse_amd_smi_static_json(static.stdout))
         version = self.facts.command("amd-smi-version")
         if version is not None and version.ok:
             reports.append(smi.parse_amd_smi_version(version.stdout))
-        binding = self.facts.probes.get("amdsmi") or {}
-        if binding.get("gpus"):  # the amdsmi Python binding first: no text to parse
-            reports.append(SmiReport("amdsmi", [SmiGpu(g["index"], product_name=g.get("name") or None, gfx=g.get("gfx"),
-                                                       vram_total_bytes=g.get("memory_total"))
-                                                for g in binding["gpus"]]))
         rjson = self.facts.command("rocm-smi-json")
         if rjson is not None and rjson.ok:
             reports.append(smi.parse_rocm_smi_json(rjson.stdout))
@@ -75,7 +75,7 @@ class CheckContext:
 
         nvml = self.facts.probes.get("nvml") or {}
         if nvml.get("gpus"):  # the NVML binding (nvidia-ml-py) when present: no text to parse
-            return SmiReport("nvml", [SmiGpu(g["index"], product_name=g.get("name"), vram_total_bytes=g.get("memory_total"),
+            return SmiReport("nvml", [SmiGpu(g["index"], product_name=g.get("name") or None, vram_total_bytes=g.get("memory_total"),
                                              vram_used_bytes=g.get("memory_used"), uuid=g.get("uuid"),
                                              compute_cap=g.get("compute_cap")) for g in nvml["gpus"]],
                              driver_version=nvml.get("driver_version"), cuda_version=nvml.get("cuda_version"))
@@ -127,7 +127,8 @@ class CheckContext:
             return None
         run = self.facts.probe_runs.get(name)
         if run is None:
-            return "was not run"
+            hung = [n for n, r in self.facts.probe_runs.items() if r.timed_out and n not in self.facts.probes]
+            return f"was not reached: {hung[0]} hung first in the same child" if hung else "was not run"
         if run.timed_out:
             return f"hung: no answer within {run.timeout_s:g} s"
         if run.returncode is not None and run.returncode < 0:
@@ -220,7 +221,7 @@ class CheckContext:
             arch = None
             if cap and "." in cap:
                 major, minor = cap.split(".", 1)
-                arch = f"sm_{major}{minor}"
+                arch = cuda_arch_from_capability(major, minor)
             entry = arch_info(arch) if arch else None
             product = entry.match_product(g.product_name) if entry else None
             out.append(GpuView("nvidia", g.index, arch, g.product_name, g.vram_total_bytes, "nvidia-smi",

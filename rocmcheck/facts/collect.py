@@ -92,6 +92,15 @@ class Facts:
         if not isinstance(d, dict) or d.get("schema") != BUNDLE_SCHEMA:
             raise ValueError(f"not a rocmcheck bundle of schema {BUNDLE_SCHEMA}")
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        blank = cls()
+        for key, value in known.items():  # a hand-edited or truncated bundle must fail here, not in a check
+            want = type(getattr(blank, key))
+            if not isinstance(value, (int, float) if want in (int, float) else want):
+                raise ValueError(f"field {key!r} should be {want.__name__}, not {type(value).__name__}")
+        for key in ("probes", "commands", "probe_runs", "devices"):
+            bad = [k for k, v in known.get(key, {}).items() if not isinstance(v, dict)]
+            if bad:
+                raise ValueError(f"{key}[{bad[0]!r}] should be an object")
         facts = cls(**known)
         facts.commands = {k: CommandResult.from_dict(v) for k, v in (d.get("commands") or {}).items()}
         facts.probe_runs = {k: CommandResult.from_dict(v) for k, v in (d.get("probe_runs") or {}).items()}
@@ -225,35 +234,47 @@ def os_info(os_release_path: str | None = None) -> dict[str, Any]:
     return info
 
 
-PYTHON_PROBES = ("torch", "nvml", "amdsmi", "flash_attn", "deepspeed")
+# Two children in parallel. The Python stack: torch imported once for flash-attn and DeepSpeed (measured on the
+# 2-core CI box: 2.2 s for one such child against 3.2 s for a torch child and a DeepSpeed child side by side,
+# benchmarks/RESULTS.md). The vendor bindings: no torch, a tenth of a second, and they talk to the driver, so a
+# wedged GPU that hangs amdsmi_init() is blamed on them alone; they run even when no torch-reading check does.
+STACK_PROBES = ("torch", "flash_attn", "deepspeed")
+BINDING_PROBES = ("nvml", "amdsmi")
+PYTHON_PROBES = STACK_PROBES + BINDING_PROBES
 DEADLINE_GRACE_S = 5.0
-# One child for all three: torch is imported once. Measured on the 2-core CI box: 2.2 s for one child against
-# 3.2 s for a torch child and a DeepSpeed child in parallel (each imports torch; DeepSpeed's child is the
-# critical path either way, so more cores do not help the split). benchmarks/RESULTS.md has the numbers.
-PYTHON_PROBE_GROUPS = (PYTHON_PROBES,)
 
 
 def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> CommandResult:
     return run_command([sys.executable, "-m", "rocmcheck.facts.python_probe", *names], timeout=timeout)
 
 
-def run_python_probes(timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
-    """The Python-stack probes in child processes (each prints its results as it goes); if a child dies
-    part-way, the probes it did not report are re-run one per child, so the one that crashes is named."""
+def _run_group(group: tuple[str, ...], timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
+    """One child for the group. If it dies part-way, the probe it was on is the culprit; the ones after it are
+    re-run one per child (when it crashed) or left unreported (when it hung: the time is gone)."""
+    res = _python_probe(group, timeout)
+    probes = parse_probe_output(res.stdout)
+    runs: dict[str, CommandResult] = {name: res for name in group if name in probes}
+    missing = [n for n in group if n not in probes]
+    if not missing:
+        return probes, runs
+    runs[missing[0]] = res  # the child stopped while probing this one
+    for name in missing[1:]:
+        if res.timed_out:
+            continue  # not reached: CheckContext.probe_failure says so
+        single = _python_probe([name], timeout)
+        runs[name] = single
+        probes.update(parse_probe_output(single.stdout))
+    return probes, runs
+
+
+def run_python_probes(timeout: float, stack: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
+    groups = [STACK_PROBES, BINDING_PROBES] if stack else [BINDING_PROBES]
     probes: dict[str, dict[str, Any]] = {}
     runs: dict[str, CommandResult] = {}
-    with ThreadPoolExecutor(max_workers=len(PYTHON_PROBE_GROUPS)) as pool:
-        for group, res in zip(PYTHON_PROBE_GROUPS, pool.map(lambda g: _python_probe(g, timeout), PYTHON_PROBE_GROUPS)):
-            found = parse_probe_output(res.stdout)
+    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+        for found, ran in pool.map(lambda g: _run_group(g, timeout), groups):
             probes.update(found)
-            for name in group:
-                runs[name] = res
-            missing = [n for n in group if n not in found]
-            if missing and len(group) > 1 and not res.timed_out:
-                for name in missing:
-                    single = _python_probe([name], timeout)
-                    runs[name] = single
-                    probes.update(parse_probe_output(single.stdout))
+            runs.update(ran)
     return probes, runs
 
 
@@ -294,8 +315,8 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
 
     with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
         futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}
-        if python_probes:  # the one expensive fact (imports torch); skipped when no selected check reads it
-            futures[pool.submit(run_python_probes, probe_timeout_s)] = ("probe", "python")
+        # The torch child is the one expensive fact: skipped when no selected check reads it.
+        futures[pool.submit(run_python_probes, probe_timeout_s, python_probes)] = ("probe", "python")
         # Cheap in-process facts while the children run.
         facts.platform = {
             "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(),
@@ -325,8 +346,8 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                     facts.deadline_hit.append(key)
             else:
                 facts.probes, facts.probe_runs = fut.result()
-                facts.deadline_hit += [n for n, r in facts.probe_runs.items()
-                                       if r.timed_out and r.timeout_s is not None and r.timeout_s >= deadline_s]
+                facts.deadline_hit += [n for n, r in facts.probe_runs.items() if n not in facts.probes
+                                       and r.timed_out and r.timeout_s is not None and r.timeout_s >= deadline_s]
         for fut in not_done:
             kind, key = futures[fut]
             facts.deadline_hit.append(key)
@@ -334,7 +355,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
             if kind == "cmd":
                 facts.commands[key] = placeholder
             else:
-                facts.probe_runs = {name: placeholder for name in PYTHON_PROBES}
+                facts.probe_runs = {name: placeholder for name in (PYTHON_PROBES if python_probes else BINDING_PROBES)}
         pool.shutdown(wait=False, cancel_futures=True)
     return facts
 
@@ -344,8 +365,8 @@ def detect_gpu_archs(timeout: float = 10.0) -> list[str]:
 
     Used by build-env --arch auto. Reads rocminfo (AMD) then nvidia-smi (NVIDIA) only.
     """
-    from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv
     from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
+    from rocmcheck.knowledge import cuda_arch_from_capability
 
     rocminfo = _find_tool("rocminfo", dict(os.environ))
     if rocminfo:
@@ -363,6 +384,6 @@ def detect_gpu_archs(timeout: float = 10.0) -> list[str]:
             for cap in caps:
                 major, _, minor = cap.partition(".")
                 if major.isdigit() and minor.isdigit():
-                    out.append(f"sm_{major}{minor}")
+                    out.append(cuda_arch_from_capability(major, minor))
             return list(dict.fromkeys(out))
     return []
