@@ -149,6 +149,9 @@ def load_bundle(path: Path) -> Facts:
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
         raise BundleError(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --save-bundle FILE`)")
     try:
-        return Facts.from_dict(doc["facts"])
-    except (TypeError, ValueError, KeyError) as exc:
+        facts = Facts.from_dict(doc["facts"])
+        for recorded in facts.recorded_results:
+            CheckResult.from_dict(recorded)  # the replay shows these: they must be whole
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise BundleError(f"{path}: damaged bundle: {exc}") from None
+    return facts

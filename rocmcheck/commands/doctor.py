@@ -72,6 +72,8 @@ def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, sav
     expected = _validate_archs(_split(archs))
     if bundle is not None and save_bundle is not None:
         raise click.UsageError("--bundle and --save-bundle cannot be combined")
+    if save_bundle is not None and not save_bundle.resolve().parent.is_dir():  # fail now, not after the whole run
+        raise click.UsageError(f"cannot write bundle {save_bundle}: {save_bundle.resolve().parent} is not a directory")
 
     from rocmcheck.doctor import BundleError, DoctorOptions, load_bundle, run_doctor, save_bundle as write_bundle
 
