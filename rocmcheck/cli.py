@@ -47,9 +47,20 @@ def cli() -> None:
 
 
 def main() -> None:
-    # click turns usage errors into one line and exit 2; keep KeyboardInterrupt quiet too.
+    """Errors a person causes end as ONE line on stderr and exit 2: click's standalone mode would print a usage
+    block first, so its exceptions are caught here for every command alike."""
     try:
-        cli.main(prog_name="rocmcheck", standalone_mode=True)
+        code = cli.main(prog_name="rocmcheck", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `rocmcheck`: the help, not an error line
+        click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        sys.exit(0)
+    except click.ClickException as exc:
+        click.echo(f"Error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(1)
     except KeyboardInterrupt:  # pragma: no cover - interactive only
         click.echo("interrupted", err=True)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
