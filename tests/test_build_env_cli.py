@@ -254,15 +254,7 @@ def test_rocm_path_with_shell_text_never_reaches_the_output(tmp_path):
 
 # --- --arch auto -----------------------------------------------------------------------------------
 
-def _require_detector():
-    try:
-        from rocmcheck.facts.collect import detect_gpu_archs  # noqa: F401  (the lead's detector)
-    except ImportError:
-        pytest.skip("rocmcheck.facts.collect.detect_gpu_archs not available yet")
-
-
 def test_arch_auto_reads_rocminfo(tmp_path):
-    _require_detector()
     if not FIXTURES_DIR.is_dir():
         pytest.skip(f"../shared/fixtures not found: {FIXTURES_DIR}")
     read_fixture(ROCMINFO_MI300X)  # fails loudly if the fixture was renamed
@@ -276,7 +268,6 @@ def test_arch_auto_reads_rocminfo(tmp_path):
 
 
 def test_arch_auto_without_gpus_exits_2(tmp_path):
-    _require_detector()
     env = base_env(tmp_path)
     if any(shutil.which(t, path=env["PATH"]) for t in ("rocminfo", "nvidia-smi")) or Path("/opt/rocm/bin/rocminfo").exists():
         pytest.skip("this machine has GPU tools on PATH")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.rocm import detected_rocm_version
@@ -77,8 +79,14 @@ def _cuda_arch_runs(arch: str, compiled: list[str]) -> bool:
     """sm_XY runs if compiled for it, or if PTX (compute_AB, AB <= XY) can be JIT-compiled for it."""
     if arch in compiled:
         return True
-    cc = int(arch.split("_")[1])
-    return any(c.startswith("compute_") and int(c.split("_")[1]) <= cc for c in compiled)
+    cc = _cc_number(arch)
+    return cc is not None and any(c.startswith("compute_") and (_cc_number(c) or 10**6) <= cc for c in compiled)
+
+
+def _cc_number(arch: str) -> int | None:
+    """"sm_90" -> 90, "compute_90a" -> 90 (arch-specific suffixes a/f ride on the same number)."""
+    match = re.match(r"\d+", arch.split("_", 1)[-1])
+    return int(match.group()) if match else None
 
 
 @check("torch.arch_list", "torch compiled for the GPU's arch")

@@ -15,8 +15,12 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_NAME.search(name))
 
 
+# user:password@ inside a URL (a private HF mirror, a pip index): the password goes, the host stays readable.
+_URL_CREDENTIALS = re.compile(r"([a-z][a-z0-9+.-]*://[^/\s:@]+:)[^/\s@]+@", re.I)
+
+
 def redact_value(value: str) -> str:
-    return _SECRET_VALUE.sub(REDACTED, value)
+    return _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", _SECRET_VALUE.sub(REDACTED, value))
 
 
 def redact_env(environ: Mapping[str, str], names: Iterable[str], prefixes: Iterable[str]) -> dict[str, str]:

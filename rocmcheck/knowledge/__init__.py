@@ -90,7 +90,7 @@ def base_gfx(name: str) -> str:
     return name.strip().split(":", 1)[0]
 
 
-def cuda_arch_from_capability(major: int, minor: int) -> str:
+def cuda_arch_from_capability(major: int | str, minor: int | str) -> str:
     return f"sm_{major}{minor}"
 
 

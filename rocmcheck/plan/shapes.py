@@ -85,7 +85,7 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> Mode
     """LlamaConfig fields -> ModelShape. Raises ValueError naming what is missing or wrong."""
     if not isinstance(config, dict):
         raise ValueError(f"{name}: not a JSON object")
-    if "text_config" in config and "hidden_size" not in config:
+    if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
         config = config["text_config"]  # multimodal wrappers keep the language model's shape here
     missing = [k for k in REQUIRED if k not in config]
     if missing:

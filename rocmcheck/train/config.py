@@ -4,6 +4,7 @@ before paying for the torch import)."""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,8 +100,8 @@ def validate_numbers(cfg: TrainConfig) -> None:
             raise BadInput(f"--{name.replace('_', '-')} must be at least 1 (got {getattr(cfg, name)})")
     if cfg.steps < 10:
         raise BadInput(f"--steps must be at least 10 to judge the loss curve (got {cfg.steps})")
-    if not cfg.lr > 0:
-        raise BadInput(f"--lr must be positive (got {cfg.lr})")
+    if not (cfg.lr > 0 and math.isfinite(cfg.lr)):
+        raise BadInput(f"--lr must be a positive finite number (got {cfg.lr})")
     if cfg.attn not in ATTN_CHOICES:
         raise BadInput(f"--attn must be one of {', '.join(ATTN_CHOICES)} (got {cfg.attn!r})")
     if cfg.device not in DEVICE_CHOICES:
