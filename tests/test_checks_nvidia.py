@@ -58,3 +58,12 @@ def test_rocm_torch_on_nvidia_machine_fails():
     facts.probes["torch"] = {"version": "2.5.1+rocm6.2", "hip": "6.2", "cuda": None, "device_count": 0}
     v = verdicts(facts, "torch.build")
     assert v["torch.build"].status == Status.FAIL and "ROCm" in v["torch.build"].summary
+
+
+def test_arch_specific_ptx_targets_are_understood():
+    # Builds for Hopper-only features carry sm_90a / compute_90a; they run on sm_90 and not on older GPUs.
+    facts = nvidia_machine(arch_list=("sm_80", "sm_90a", "compute_90a"))
+    facts.commands["nvidia-smi-query"] = ran("nvidia-smi-query", stdout="", returncode=0)
+    facts.probes["torch"]["devices"] = [{"capability": [9, 0]}] * 8
+    v = verdicts(facts, "torch.arch_list")
+    assert v["torch.arch_list"].status == Status.PASS

@@ -160,3 +160,51 @@ def test_a_library_that_segfaults_on_import_is_named_and_the_others_still_report
     assert "crashed (signal 11)" in v["flash_attn.import"]["summary"]
     assert v["deepspeed.install"]["status"] in ("pass", "warn", "skip")  # re-run alone, so it still reports
     assert "crash" not in json.dumps(v["deepspeed.install"]).lower()
+
+
+def test_a_hung_vendor_binding_is_named_alone(tmp_path):
+    # amdsmi_init() talks to the driver: on a wedged GPU it hangs. Only it may be blamed, within the deadline.
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "amdsmi.py").write_text("import time\ndef amdsmi_init():\n    time.sleep(300)\n")
+    start = time.monotonic()
+    proc = doctor("--json", "--no-gpu-probes", "--no-train", "--only", "torch,flash_attn,deepspeed", "--deadline", "6",
+                  env=env_with_path(tmp_path, PYTHONPATH=str(site)), timeout=90)
+    report = json.loads(proc.stdout)
+    v = by_id(report)
+    assert "stopped waiting after 6 s for: amdsmi" == v["doctor.deadline"]["summary"]
+    assert v["torch.installed"]["status"] == "pass" and v["deepspeed.install"]["status"] in ("pass", "warn")
+    assert time.monotonic() - start < 40
+
+
+@pytest.mark.parametrize("edit", [
+    lambda f: f.update(os_info=None),
+    lambda f: f.update(platform=[]),
+    lambda f: f["probes"].update(torch="x"),
+    lambda f: f.update(recorded_results=[{"id": "x"}]),
+])
+def test_a_damaged_bundle_is_one_line_and_exit_2(tmp_path, edit):
+    good = tmp_path / "good.json"
+    doctor("--json", "--no-gpu-probes", "--no-train", "--only", "gpu,host", "--save-bundle", str(good))
+    doc = json.loads(good.read_text())
+    edit(doc["facts"])
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    proc = doctor("--bundle", str(bad))
+    assert proc.returncode == 2 and "damaged bundle" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [["nosuch"], ["doctor", "--bundle", "/nonexistent/b.json"], ["probe", "nope"],
+                                  ["lint", "--world-size", "0", "x.json"], ["doctor", "--save-bundle", "/nonexistent/x.json"]])
+def test_every_usage_error_is_exactly_one_line(argv):
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", *argv], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("Error: ")
+
+
+def test_url_passwords_are_redacted():
+    from rocmcheck.facts.redact import redact_env
+
+    env = redact_env({"HF_ENDPOINT": "https://bob:s3cretpass@mirror.example/hf", "NCCL_DEBUG": "INFO"}, [], ["HF_", "NCCL_"])
+    assert env["HF_ENDPOINT"] == "https://bob:<redacted>@mirror.example/hf" and env["NCCL_DEBUG"] == "INFO"
