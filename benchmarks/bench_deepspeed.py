@@ -30,30 +30,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child import child, last_json  # noqa: E402
 RECIPES = REPO / "recipes"
 BUDGET_S = 330.0  # leave room under the 6-minute call for startup and the table
-
-
-def child(argv: list[str], timeout: float, extra_env: dict[str, str] | None = None) -> tuple[float, int | None, str, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1")
-    env.update(extra_env or {})
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
-        return time.perf_counter() - t0, p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-        return time.perf_counter() - t0, None, out, f"timed out after {timeout} s"
-
-
-def last_json(stdout: str) -> dict | None:
-    for line in reversed(stdout.strip().splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
 
 
 def gpu_count() -> int:

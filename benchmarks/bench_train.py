@@ -18,33 +18,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _child import child, last_json  # noqa: E402
 sys.path.insert(0, str(REPO))
-
-
-def child(argv: list[str], timeout: float) -> tuple[float, int | None, str, str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1")
-    t0 = time.perf_counter()
-    try:
-        p = subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO)
-        return time.perf_counter() - t0, p.returncode, p.stdout, p.stderr
-    except subprocess.TimeoutExpired as exc:
-        return time.perf_counter() - t0, None, exc.stdout or "", f"timed out after {timeout} s"
-
-
-def last_json(stdout: str) -> dict | None:
-    for line in reversed(stdout.strip().splitlines()):
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
 
 
 def has_gpu() -> bool:
