@@ -34,9 +34,10 @@ class DoctorRun:
     results: list[CheckResult] = field(default_factory=list)
     duration_s: float = 0.0
     source: str = "live"
+    context: CheckContext | None = None
 
     def machine_summary(self) -> dict[str, Any]:
-        ctx = CheckContext(self.facts)
+        ctx = self.context or CheckContext(self.facts)  # the checks' context: its parsed tool outputs are reused
         f = self.facts
         gpus = [f"{g.arch} {g.product.name if g.product else (g.name or '')}".strip() for g in ctx.gpus]
         headline = (f"rocmcheck doctor — {f.os_info.get('name') or f.platform.get('system')}, "
@@ -125,7 +126,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
             staged += _guarded("train.stage", lambda: run_train_stage(ctx, opts))
         facts.recorded_results = [r.to_dict() for r in staged]
         results += staged
-    return DoctorRun(facts, results, time.monotonic() - start, source)
+    return DoctorRun(facts, results, time.monotonic() - start, source, ctx)
 
 
 def save_bundle(run: DoctorRun, path: Path) -> None:
