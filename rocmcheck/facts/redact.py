@@ -6,7 +6,7 @@ import re
 from typing import Iterable, Mapping
 
 REDACTED = "<redacted>"
-_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|PASSWD|API_?KEY|ACCESS_?KEY|PRIVATE|CREDENTIAL|AUTH|_KEY$|^KEY", re.I)
+_SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_?KEY|PRIVATE|CREDENTIAL|AUTH|_KEY$|^KEY", re.I)
 # Values that look like secrets even under an innocent name (HF tokens, GitHub tokens, AWS keys).
 _SECRET_VALUE = re.compile(r"\b(hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|sk-[A-Za-z0-9_-]{20,})\b")
 
