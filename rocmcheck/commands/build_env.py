@@ -9,12 +9,7 @@ from pathlib import Path
 import click
 
 from rocmcheck.buildenv import FORMATS, TARGETS, ArchError, BuildEnvError, build_env_for_host, render
-
-
-class BadInput(click.ClickException):
-    """Bad input: one line on stderr and exit 2, like click's own usage errors."""
-
-    exit_code = 2
+from rocmcheck.commands.errors import BadInput
 
 
 @click.command("build-env")

@@ -8,16 +8,11 @@ from typing import Any
 
 import click
 
+from rocmcheck.commands.errors import BadInput
 from rocmcheck.result import CheckResult, Status, skipped
 
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
          Status.CRASH: "bold magenta"}
-
-
-class BadInput(click.ClickException):
-    """A mistake in the options or the model file: one line on stderr, exit 2."""
-
-    exit_code = 2
 
 
 def _usage(message: str) -> BadInput:

@@ -6,11 +6,7 @@ from pathlib import Path
 
 import click
 
-
-class RecipeInputError(click.ClickException):
-    """One line on stderr ("Error: ..."), exit 2: a bad name or an existing file is the user's input."""
-
-    exit_code = 2
+from rocmcheck.commands.errors import BadInput
 
 
 def _get(name: str):
@@ -18,7 +14,7 @@ def _get(name: str):
 
     catalog = all_recipes()
     if name not in catalog:
-        raise RecipeInputError(f"unknown recipe {name!r}; valid names: {', '.join(catalog)}")
+        raise BadInput(f"unknown recipe {name!r}; valid names: {', '.join(catalog)}")
     return catalog[name]
 
 
@@ -57,8 +53,8 @@ def write(name: str, directory: Path, force: bool) -> None:
     try:
         written = write_recipe(recipe, directory, force=force)
     except RecipeExists as exc:
-        raise RecipeInputError(f"not overwriting {exc} (use --force)") from None
+        raise BadInput(f"not overwriting {exc} (use --force)") from None
     except OSError as exc:
-        raise RecipeInputError(f"cannot write into {directory}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot write into {directory}: {exc.strerror or exc}") from None
     for path in written:
         click.echo(f"wrote {path}")

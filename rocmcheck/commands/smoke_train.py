@@ -9,16 +9,12 @@ from pathlib import Path
 
 import click
 
+from rocmcheck.commands.errors import BadInput
 from rocmcheck.train.launch import prepare_parallel, world_size_from_env
-from rocmcheck.train.config import ATTN_CHOICES, BUNDLED_MODEL, BadInput, TrainConfig, validate_model_dir, validate_numbers
+from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, validate_model_dir, validate_numbers,
+                                    BadInput as InvalidTrainInput)
 
 DEFAULTS = TrainConfig()
-
-
-class BadUsage(click.ClickException):
-    """One line ("Error: ...") on stderr and exit 2, like click's own usage errors but without the usage block."""
-
-    exit_code = 2
 
 
 @click.command("smoke-train")
@@ -67,10 +63,10 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
                 raise BadInput("--deepspeed/--nproc cannot be combined with --bench, --pure-bf16 or --compile "
                                "(the DeepSpeed config's bf16 section sets the precision)")
             parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
-    except BadInput as exc:
-        raise BadUsage(str(exc)) from None
+    except InvalidTrainInput as exc:
+        raise BadInput(str(exc)) from None
     if out is not None and out.exists() and not out.is_dir():
-        raise BadUsage(f"--out {out}: exists and is not a directory")
+        raise BadInput(f"--out {out}: exists and is not a directory")
 
     if parallel is not None:
         from rocmcheck.train.launch import run_parallel
