@@ -25,6 +25,7 @@ import torch  # noqa: E402
 from rocmcheck.result import CheckResult, failed, skipped  # noqa: E402
 from rocmcheck.train import data as data_mod  # noqa: E402
 from rocmcheck.train import kernels, reference, task, verdicts  # noqa: E402
+from rocmcheck.train.compiled import compile_model  # noqa: E402
 from rocmcheck.train.config import TrainConfig  # noqa: E402
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize  # noqa: E402
 from rocmcheck.train.memory import MemorySampler, detect_leak  # noqa: E402
@@ -219,7 +220,7 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
     # -- optimizer -------------------------------------------------------------------------
     optimizer, fused = make_optimizer(model, cfg, device)
     info["optimizer"] = {"name": "AdamW", "fused": fused}
-    forward = torch.compile(model) if cfg.compile else model
+    forward = compile_model(model, cfg.attn) if cfg.compile else model
     train_step = make_train_step(forward, model, cfg, device, micro_batch, hooks.on_step_end)
 
     accuracy_before = accuracy(model, tokenizer, eval_set, device)
