@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rocmcheck.train.bench import run_bench  # noqa: E402
+from rocmcheck.train.bench import bench_verdicts, run_bench  # noqa: E402
 from rocmcheck.train.config import TrainConfig  # noqa: E402
 
 
@@ -25,3 +25,23 @@ def test_loop_and_hf_trainer_train_the_same_way():
     assert by_id["train.bench_vs_trainer"].status.value in ("pass", "warn")  # timing is not asserted
     rows = {r["mode"]: r for r in report.info["bench"]}
     assert rows["loop"]["first_loss"] == pytest.approx(rows["hf_trainer"]["first_loss"], abs=1e-3)  # same init, same data
+
+
+def test_compile_trains_like_the_eager_loop():
+    """--compile (compile_model: SDPA without the dense mask) on the same init and data: the same curve."""
+    report = run_bench(TrainConfig(device="cpu"), shape="tiny", modes=("loop", "loop_compile"))
+    by_id = {r.id: r for r in report.results}
+    parity = by_id["train.bench_compile_loss_parity"]
+    assert parity.status.value == "pass", parity.evidence
+    assert parity.data["max_diff"] < 0.05
+    assert by_id["train.bench_compile"].status.value in ("pass", "warn")  # timing is not asserted
+
+
+def test_a_compile_curve_that_drifts_fails_parity():
+    rows = [{"mode": "loop", "tokens_per_s": 100.0, "step_s": 1.0},
+            {"mode": "loop_compile", "tokens_per_s": 150.0, "step_s": 0.7}]
+    eager = [10.8, 10.7, 10.5, 10.2]
+    runs = {"loop": {"losses": eager}, "loop_compile": {"losses": [10.8, 10.7, 9.0, 8.0]}}  # a broken kernel diverging
+    by_id = {r.id: r for r in bench_verdicts(rows, runs)}
+    assert by_id["train.bench_compile_loss_parity"].status.value == "fail"
+    assert "2.200" in by_id["train.bench_compile_loss_parity"].summary
