@@ -35,6 +35,7 @@ def has_gpu() -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-bench", action="store_true")
+    ap.add_argument("--skip-default", action="store_true", help="only the --bench part (no time-to-verdict, no reference curve)")
     ap.add_argument("--bench-ckpt", choices=["off", "on", "both"], default="both")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT") or REPO / "bench-out")
@@ -44,7 +45,7 @@ def main() -> None:
     record: dict = {"gpu": gpu}
 
     # 1. time to verdict, from process start
-    for label in ("cold", "warm"):
+    for label in () if args.skip_default else ("cold", "warm"):
         wall, rc, stdout, stderr = child(["-m", "rocmcheck", "smoke-train", "--json", "--out", str(out / f"default-{label}")], 300)
         rep = last_json(stdout) or {}
         statuses = {r["id"]: r["status"] for r in rep.get("results", [])}
@@ -78,7 +79,7 @@ def main() -> None:
                 rows.append((f"bench ckpt={ckpt}", f"no report (rc {rc}): {stderr.strip().splitlines()[-1:] }"))
 
     # 3. this GPU's reference curve
-    if gpu:
+    if gpu and not args.skip_default:
         ref_out = out / "reference_curves.json"
         bundled = REPO / "rocmcheck" / "train" / "assets" / "tiny-llama" / "reference_curves.json"
         if bundled.is_file():
@@ -88,7 +89,7 @@ def main() -> None:
                 f"print(record_reference(BUNDLED_MODEL, None, Path({str(ref_out)!r})))")
         wall, rc, stdout, stderr = child(["-c", code], 300)
         rows.append(("reference curve recorded", f"{ref_out} (rc {rc}, {wall:.0f} s)" if rc == 0 else f"failed: {stderr[-300:]}"))
-    else:
+    elif not gpu:
         rows.append(("GPU reference curve", "skipped: no GPU here"))
 
     (out / "bench_train.json").write_text(json.dumps(record, indent=1, default=str) + "\n")

@@ -37,7 +37,10 @@ for step in "$@"; do
         collective) run bench-collective 300 python3 benchmarks/bench_probes.py --collective ;;
         plan) run bench-plan 400 python3 benchmarks/bench_plan.py ;;
         train) run bench-train 480 python3 benchmarks/bench_train.py --bench-ckpt off ;;
-        train-ckpt) run bench-train-ckpt 480 python3 benchmarks/bench_train.py --bench-ckpt on --skip-default ;;
+        compile-variants) run compile-variants ${VARIANTS_S:-570} python3 benchmarks/bench_compile_variants.py --profile --timeout ${VARIANT_S:-200} ${VARIANTS:-} ;;
+        bench) run bench-train-both ${BENCH_S:-480} python3 benchmarks/bench_train.py --bench-ckpt both --skip-default ;;
+        compile-default) run compile-default 200 python3 -m rocmcheck smoke-train --compile --out "$OUT/compile-default" ;;
+        train-ckpt) run bench-train-ckpt ${CKPT_S:-480} python3 benchmarks/bench_train.py --bench-ckpt on --skip-default ;;
         deepspeed) run bench-deepspeed 420 python3 benchmarks/bench_deepspeed.py ;;
         doctor-full) run doctor-full 240 python3 -m rocmcheck doctor --arch sm_90 --json --save-bundle "$OUT/h200-full-bundle.json" ;;
         ds-offload) run ds-offload 300 python3 -m rocmcheck smoke-train --deepspeed recipes/zero3-offload.json ;;
