@@ -31,7 +31,8 @@ DEFAULTS = TrainConfig()
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="cuda also means ROCm GPUs (PyTorch uses the same name).")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
-@click.option("--compile", "compile_", is_flag=True, help="torch.compile the model.")
+@click.option("--compile", "compile_", is_flag=True,
+              help="torch.compile the model (SDPA keeps its causal kernels: docs/smoke-train.md).")
 @click.option("--no-profile", is_flag=True, help="Skip the one profiled step (kernel report).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here.")
