@@ -15,10 +15,6 @@ STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", S
          Status.CRASH: "bold magenta"}
 
 
-def _usage(message: str) -> BadInput:
-    return BadInput(message)
-
-
 def _settings(opts: dict[str, Any]) -> dict[str, Any]:
     return {"micro_batch": opts["micro_batch"], "seq_len": opts["seq_len"],
             "precision": "pure-bf16" if opts["pure_bf16"] else "amp-bf16", "zero_stage": opts["zero"],
@@ -114,28 +110,28 @@ def plan(**opts: Any) -> None:
     from rocmcheck.plan.shapes import load_model_shape
 
     if opts["gpu_name"] and opts["gpu_memory"]:
-        raise _usage("give --gpu or --gpu-memory, not both")
+        raise BadInput("give --gpu or --gpu-memory, not both")
     try:
         model = load_model_shape(opts["model_spec"])
     except ValueError as exc:
-        raise _usage(f"--model: {exc}") from None
+        raise BadInput(f"--model: {exc}") from None
     gpu: tuple[str, float] | None = None
     if opts["gpu_name"]:
         try:
             gpu = gpu_memory_by_name(opts["gpu_name"])
         except ValueError as exc:
-            raise _usage(f"--gpu: {exc}") from None
+            raise BadInput(f"--gpu: {exc}") from None
     elif opts["gpu_memory"]:
         gpu = (f"a {opts['gpu_memory']:g} GiB GPU", opts["gpu_memory"] * GIB)
     settings = _settings(opts)
     try:
         est = estimate_memory(model, **settings)
     except ValueError as exc:
-        raise _usage(str(exc)) from None
+        raise BadInput(str(exc)) from None
     if opts["find_batch"] and gpu is None:
-        raise _usage("--find-batch needs --gpu NAME or --gpu-memory GiB")
+        raise BadInput("--find-batch needs --gpu NAME or --gpu-memory GiB")
     if opts["measure"] and (opts["zero"] or opts["lora_rank"] or opts["gpus"] > 1):
-        raise _usage("--measure runs a plain single-GPU training loop: drop --zero, --gpus and --lora-rank")
+        raise BadInput("--measure runs a plain single-GPU training loop: drop --zero, --gpus and --lora-rank")
 
     results: list[CheckResult] = []
     if gpu:
