@@ -21,6 +21,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(REPO))
 from _child import child, last_json  # noqa: E402
 
 VARIANTS = {
@@ -149,7 +150,6 @@ def _row(name: str, results: dict[str, dict], tokens: int) -> str:
 
 
 def bench_tokens(shape: str) -> int:
-    sys.path.insert(0, str(REPO))
     from rocmcheck.train.bench import SHAPES
 
     return SHAPES[shape]["seq_len"] * SHAPES[shape]["micro_batch"]
