@@ -64,9 +64,9 @@ def _gpu_present(ctx: CheckContext, results: list[CheckResult]) -> bool:
 
 def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult]) -> list[CheckResult]:
     if not opts.gpu_probes:
-        return [skipped("probe.stage", "GPU probes skipped (--no-gpu-probes)")]
+        return [skipped("GPU probes skipped (--no-gpu-probes)", id="probe.stage")]
     if not _gpu_present(ctx, cheap):
-        return [skipped("probe.stage", "GPU probes skipped: torch sees no GPU")]
+        return [skipped("GPU probes skipped: torch sees no GPU", id="probe.stage")]
     from rocmcheck.probes import run_gpu_stage as probes_stage
 
     names = [g.name for g in ctx.gpus if g.name] or None
@@ -77,10 +77,10 @@ def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResul
 
 def run_train_stage(ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]:
     if not opts.train:
-        return [skipped("train.stage", "smoke-train skipped (--no-train)")]
+        return [skipped("smoke-train skipped (--no-train)", id="train.stage")]
     torch = ctx.torch or {}
     if not torch.get("version"):
-        return [skipped("train.stage", "smoke-train skipped: torch is not importable")]
+        return [skipped("smoke-train skipped: torch is not importable", id="train.stage")]
     from rocmcheck.train.doctor_stage import run_train_stage as train_stage
 
     device = "cuda" if torch.get("device_count") else "cpu"

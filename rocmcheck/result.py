@@ -34,7 +34,7 @@ class CheckResult:
 
     def __post_init__(self) -> None:
         self.status = Status(self.status)
-        if not self.area:
+        if not self.area and self.id:
             self.area = self.id.split(".", 1)[0]
 
     def to_dict(self) -> dict[str, Any]:
@@ -61,19 +61,22 @@ class CheckResult:
         )
 
 
-def passed(id: str, summary: str, evidence: list[str] | None = None, **data: Any) -> CheckResult:
+# The builders. Inside a registered check the id is left out: run_checks stamps the check's own id, so one
+# check cannot report under another's name. Stages that judge outside the registry (probes, smoke-train,
+# plan) name the id with id=.
+def passed(summary: str, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
     return CheckResult(id, Status.PASS, summary, evidence or [], None, data=data)
 
 
-def warned(id: str, summary: str, fix: str, evidence: list[str] | None = None, **data: Any) -> CheckResult:
+def warned(summary: str, fix: str, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
     return CheckResult(id, Status.WARN, summary, evidence or [], fix, data=data)
 
 
-def failed(id: str, summary: str, fix: str, evidence: list[str] | None = None, **data: Any) -> CheckResult:
+def failed(summary: str, fix: str, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
     return CheckResult(id, Status.FAIL, summary, evidence or [], fix, data=data)
 
 
-def skipped(id: str, summary: str, evidence: list[str] | None = None, **data: Any) -> CheckResult:
+def skipped(summary: str, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
     return CheckResult(id, Status.SKIP, summary, evidence or [], None, data=data)
 
 

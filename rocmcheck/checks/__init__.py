@@ -110,7 +110,9 @@ def run_checks(specs: list[CheckSpec], ctx: object) -> list[CheckResult]:
         if out is None:
             continue
         for r in out if isinstance(out, list) else [out]:
-            if not r.area or r.area == r.id.split(".", 1)[0]:
-                r.area = spec.area
+            if r.id and r.id != spec.id:  # a check speaks for its own id only
+                r = CheckResult(spec.id, Status.CRASH, f"this check returned a verdict under another id ({r.id})",
+                                [r.summary], "This is a rocmcheck bug; please report it.", area=spec.area)
+            r.id, r.area = spec.id, spec.area
             results.append(r)
     return results

@@ -25,49 +25,49 @@ def _access_words(info: dict) -> str:
 @check("devices.kfd", "/dev/kfd present and read-write")
 def check_kfd(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("devices.kfd", "no AMD GPU stack found")
+        return skipped("no AMD GPU stack found")
     info = ctx.facts.devices.get("/dev/kfd", {})
     in_container, _ = ctx.in_container
     report = ctx.rocminfo
     evidence = [f"rocminfo: {report.error}"] if report is not None and report.error else []
     if not info.get("exists"):
         if in_container:
-            return failed("devices.kfd", "/dev/kfd is missing: the container was started without it",
+            return failed("/dev/kfd is missing: the container was started without it",
                           f"Restart the container with: docker run {DOCKER_ROCM_FLAGS} ...", evidence)
-        return failed("devices.kfd", "/dev/kfd is missing: the amdgpu (KFD) driver is not loaded",
+        return failed("/dev/kfd is missing: the amdgpu (KFD) driver is not loaded",
                       "Install and load the driver on the host: sudo apt install amdgpu-dkms && sudo reboot.", evidence)
     if info.get("readable") and info.get("writable"):
-        return passed("devices.kfd", "/dev/kfd is read-write for this user")
+        return passed("/dev/kfd is read-write for this user")
     fix = GROUPS_FIX
     if in_container:
         fix = "Start the container with --group-add video --group-add render (or run as a user in those groups)."
-    return failed("devices.kfd", f"/dev/kfd: {_access_words(info)}", fix, evidence)
+    return failed(f"/dev/kfd: {_access_words(info)}", fix, evidence)
 
 
 @check("devices.render", "/dev/dri/renderD* present and read-write")
 def check_render_nodes(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("devices.render", "no AMD GPU stack found")
+        return skipped("no AMD GPU stack found")
     nodes = _render_nodes(ctx)
     in_container, _ = ctx.in_container
     if not nodes:
         fix = (f"Restart the container with: docker run {DOCKER_ROCM_FLAGS} ..." if in_container
                else "Load the amdgpu driver on the host (sudo apt install amdgpu-dkms && sudo reboot).")
-        return failed("devices.render", "no /dev/dri/renderD* nodes", fix)
+        return failed("no /dev/dri/renderD* nodes", fix)
     bad = {p: a for p, a in nodes.items() if not (a.get("readable") and a.get("writable"))}
     evidence = [f"{p}: {'ok' if p not in bad else _access_words(a)}" for p, a in nodes.items()]
     if bad:
-        return failed("devices.render", f"{len(bad)} of {len(nodes)} render nodes are not read-write", GROUPS_FIX, evidence)
-    return passed("devices.render", f"{len(nodes)} render node(s) read-write", evidence)
+        return failed(f"{len(bad)} of {len(nodes)} render nodes are not read-write", GROUPS_FIX, evidence)
+    return passed(f"{len(nodes)} render node(s) read-write", evidence)
 
 
 @check("devices.groups", "user in the render and video groups")
 def check_groups(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("devices.groups", "no AMD GPU stack found")
+        return skipped("no AMD GPU stack found")
     user = ctx.facts.user
     if user.get("uid") == 0:
-        return passed("devices.groups", "running as root (group membership not needed)")
+        return passed("running as root (group membership not needed)")
     groups = set(user.get("groups") or [])
     missing = [g for g in ("render", "video") if g not in groups]
     evidence = [f"groups: {', '.join(sorted(groups)) or '(none)'}"]
@@ -75,12 +75,12 @@ def check_groups(ctx: CheckContext) -> CheckResult:
     if absent:
         evidence.append(f"group(s) not defined on this system: {', '.join(absent)}")
     if not missing:
-        return passed("devices.groups", "user is in render and video", evidence)
+        return passed("user is in render and video", evidence)
     # Access is what matters; membership only explains it. With working device nodes this is a warning.
     kfd = ctx.facts.devices.get("/dev/kfd", {})
     if kfd.get("readable") and kfd.get("writable"):
-        return warned("devices.groups", f"user not in {', '.join(missing)} (devices are reachable anyway)", GROUPS_FIX, evidence)
-    return failed("devices.groups", f"user not in {', '.join(missing)}", GROUPS_FIX, evidence)
+        return warned(f"user not in {', '.join(missing)} (devices are reachable anyway)", GROUPS_FIX, evidence)
+    return failed(f"user not in {', '.join(missing)}", GROUPS_FIX, evidence)
 
 
 def missing_container_flags(ctx: CheckContext) -> list[str]:
@@ -108,19 +108,19 @@ def missing_container_flags(ctx: CheckContext) -> list[str]:
 def check_container_flags(ctx: CheckContext) -> CheckResult:
     in_container, evidence = ctx.in_container
     if not in_container:
-        return skipped("container.flags", "not in a container")
+        return skipped("not in a container")
     if ctx.vendor == "nvidia":
         if ctx.nvidia_gpus:
-            return passed("container.flags", "NVIDIA GPUs are visible inside this container", evidence)
-        return failed("container.flags", "no NVIDIA GPU visible inside this container",
+            return passed("NVIDIA GPUs are visible inside this container", evidence)
+        return failed("no NVIDIA GPU visible inside this container",
                       "Start it with --gpus all (NVIDIA Container Toolkit).", evidence)
     missing = missing_container_flags(ctx)
     if not missing:
-        return passed("container.flags", "the ROCm devices and settings reached this container", evidence)
+        return passed("the ROCm devices and settings reached this container", evidence)
     summary = f"this container was started without: {' '.join(missing)}"
     fix = f"Restart it with: docker run {DOCKER_ROCM_FLAGS} <image>"
     gpu_devices_missing = any(m.startswith("--device") for m in missing)
     if gpu_devices_missing and ctx.vendor != "amd":
         # No AMD stack visible at all: maybe a CPU-only host, maybe the devices were not passed. Say both.
-        return warned("container.flags", summary + " (no GPU reached the container)", fix, evidence)
-    return failed("container.flags", summary, fix, evidence)
+        return warned(summary + " (no GPU reached the container)", fix, evidence)
+    return failed(summary, fix, evidence)

@@ -14,7 +14,7 @@ VISIBLE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEV
 def check_hsa_override(ctx: CheckContext) -> CheckResult:
     value = ctx.facts.env.get("HSA_OVERRIDE_GFX_VERSION")
     if value is None:
-        return passed("env.hsa_override", "HSA_OVERRIDE_GFX_VERSION is not set")
+        return passed("HSA_OVERRIDE_GFX_VERSION is not set")
     parts = value.split(".")
     faked = None
     if len(parts) == 3 and all(p.isdigit() for p in parts):
@@ -28,9 +28,9 @@ def check_hsa_override(ctx: CheckContext) -> CheckResult:
     instinct = [g for g in ctx.amd_gpus if g.name and "instinct" in g.name.lower()]
     fix = "unset HSA_OVERRIDE_GFX_VERSION (and remove it from ~/.bashrc / the container's ENV)."
     if instinct:
-        return failed("env.hsa_override", "HSA_OVERRIDE_GFX_VERSION is set on an Instinct GPU, which never needs it",
+        return failed("HSA_OVERRIDE_GFX_VERSION is set on an Instinct GPU, which never needs it",
                       fix.capitalize(), evidence)
-    return warned("env.hsa_override", f"HSA_OVERRIDE_GFX_VERSION={value} runs kernels built for another arch",
+    return warned(f"HSA_OVERRIDE_GFX_VERSION={value} runs kernels built for another arch",
                   "Only for GPUs ROCm does not ship code for; on supported GPUs " + fix, evidence)
 
 
@@ -39,11 +39,11 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
     env = ctx.facts.env
     setvars = {v: env[v] for v in VISIBLE_VARS if v in env}
     if not setvars:
-        return passed("env.visible_devices", "no visibility variable set: every GPU is visible")
+        return passed("no visibility variable set: every GPU is visible")
     evidence = [f"{k}={v!r}" for k, v in setvars.items()]
     empty = [k for k, v in setvars.items() if v.strip() == ""]
     if empty:
-        return failed("env.visible_devices", f"{', '.join(empty)} is empty, which hides every GPU",
+        return failed(f"{', '.join(empty)} is empty, which hides every GPU",
                       f"unset {' '.join(empty)}", evidence)
     count = len(ctx.amd_gpus) if ctx.vendor == "amd" else len(ctx.nvidia_gpus)
     # rocminfo and nvidia-smi already apply ROCR_/CUDA_VISIBLE_DEVICES, so indices are judged against what is left
@@ -51,33 +51,32 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
     if count and "HIP_VISIBLE_DEVICES" in setvars:
         bad = [t for t in setvars["HIP_VISIBLE_DEVICES"].split(",") if t.strip().isdigit() and int(t) >= count]
         if bad:
-            return failed("env.visible_devices", f"HIP_VISIBLE_DEVICES names GPU {', '.join(bad)} but only {count} visible",
+            return failed(f"HIP_VISIBLE_DEVICES names GPU {', '.join(bad)} but only {count} visible",
                           f"Use indices 0..{count - 1} (HIP indices count within what ROCR_VISIBLE_DEVICES leaves).", evidence)
     distinct = {v.replace(" ", "") for v in setvars.values()}
     if len(setvars) > 1 and len(distinct) > 1:
-        return warned("env.visible_devices", "several visibility variables set to different values",
+        return warned("several visibility variables set to different values",
                       "Set one: ROCR_VISIBLE_DEVICES on ROCm (HIP_VISIBLE_DEVICES indexes within ROCR's selection), "
                       "CUDA_VISIBLE_DEVICES on NVIDIA.", evidence)
-    return passed("env.visible_devices", "GPU visibility restricted consistently", evidence)
+    return passed("GPU visibility restricted consistently", evidence)
 
 
 @check("env.pytorch_rocm_arch", "PYTORCH_ROCM_ARCH covers the GPUs")
 def check_pytorch_rocm_arch(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("env.pytorch_rocm_arch", "no AMD GPU stack found")
+        return skipped("no AMD GPU stack found")
     archs = sorted({g.arch for g in ctx.amd_gpus if g.arch}) or list(ctx.expected_archs)
     suggestion = ";".join(archs) or "gfx942"
     value = ctx.facts.env.get("PYTORCH_ROCM_ARCH")
     if value is None:
-        return passed("env.pytorch_rocm_arch",
-                      f"unset (read only by source builds); for builds: export PYTORCH_ROCM_ARCH={suggestion}")
+        return passed(f"unset (read only by source builds); for builds: export PYTORCH_ROCM_ARCH={suggestion}")
     listed = [a for a in value.replace(";", " ").split() if a]
     removed = [a for a in listed if a in ("gfx940", "gfx941")]
     if removed:
-        return failed("env.pytorch_rocm_arch", f"PYTORCH_ROCM_ARCH lists {', '.join(removed)}, which ROCm no longer builds",
+        return failed(f"PYTORCH_ROCM_ARCH lists {', '.join(removed)}, which ROCm no longer builds",
                       f"export PYTORCH_ROCM_ARCH={suggestion}  (gfx940/gfx941 were folded into gfx942)")
     missing = [a for a in archs if a not in listed]
     if missing:
-        return failed("env.pytorch_rocm_arch", f"PYTORCH_ROCM_ARCH={value} misses {', '.join(missing)}",
+        return failed(f"PYTORCH_ROCM_ARCH={value} misses {', '.join(missing)}",
                       f"export PYTORCH_ROCM_ARCH={suggestion}  (else extensions fail with 'invalid device function')")
-    return passed("env.pytorch_rocm_arch", f"PYTORCH_ROCM_ARCH={value} covers {', '.join(archs) or 'the target'}")
+    return passed(f"PYTORCH_ROCM_ARCH={value} covers {', '.join(archs) or 'the target'}")

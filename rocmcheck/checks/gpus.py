@@ -37,28 +37,28 @@ def check_rocminfo(ctx: CheckContext) -> CheckResult:
     res = ctx.facts.command("rocminfo")
     if res is None:
         if ctx.vendor == "amd":
-            return failed("gpu.rocminfo", "rocminfo not found",
+            return failed("rocminfo not found",
                           "Install it (sudo apt install rocminfo, part of ROCm) or add /opt/rocm/bin to PATH; DeepSpeed's "
                           "op builder also reads rocminfo for the arch and wavefront size.", ctx.amd_signs)
-        return skipped("gpu.rocminfo", "rocminfo not installed (no AMD GPU stack)")
+        return skipped("rocminfo not installed (no AMD GPU stack)")
     report = ctx.rocminfo
     if res.timed_out:
-        return failed("gpu.rocminfo", f"rocminfo hung: {res.describe_failure()}",
+        return failed(f"rocminfo hung: {res.describe_failure()}",
                       "A hung rocminfo usually means a wedged GPU or driver: check `sudo dmesg | grep -i amdgpu`, "
                       "then reset the GPU (sudo amd-smi reset -G -g N) or reboot.")
     if report is not None and report.error:
         fix = ROCMINFO_ERROR_FIXES.get(report.error_kind or "", "Check the driver: `sudo dmesg | grep -i -e amdgpu -e kfd`.")
-        return failed("gpu.rocminfo", f"rocminfo failed: {report.error}", fix,
+        return failed(f"rocminfo failed: {report.error}", fix,
                       [l for l in (res.stdout + res.stderr).strip().splitlines()[:5]])
     if not res.ok:
-        return failed("gpu.rocminfo", res.describe_failure(),
+        return failed(res.describe_failure(),
                       "Run rocminfo by hand and check `sudo dmesg | grep -i amdgpu`.",
                       (res.stderr or res.stdout).strip().splitlines()[-3:])
     if report is None or not report.agents:
-        return failed("gpu.rocminfo", "rocminfo printed nothing rocmcheck understands",
+        return failed("rocminfo printed nothing rocmcheck understands",
                       "Run rocminfo by hand; save the output with `rocmcheck doctor --save-bundle FILE` and report it.",
                       res.stdout.strip().splitlines()[:3])
-    return passed("gpu.rocminfo", f"rocminfo lists {len(report.agents)} agents ({len(report.gpus)} GPU)",
+    return passed(f"rocminfo lists {len(report.agents)} agents ({len(report.gpus)} GPU)",
                   [f"HSA runtime {report.runtime_version}"] if report.runtime_version else [])
 
 
@@ -66,14 +66,13 @@ def check_rocminfo(ctx: CheckContext) -> CheckResult:
 def check_gpu_present(ctx: CheckContext) -> CheckResult:
     gpus = ctx.gpus
     if gpus:
-        return passed("gpu.present", f"{len(gpus)} {ctx.vendor.upper()} GPU(s) found", [describe_gpu(g) for g in gpus])
+        return passed(f"{len(gpus)} {ctx.vendor.upper()} GPU(s) found", [describe_gpu(g) for g in gpus])
     if ctx.vendor == "none":
-        return failed("gpu.present",
-                      "no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi — a CPU-only machine; the checks below "
+        return failed("no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi — a CPU-only machine; the checks below "
                       "judge only what needs no GPU",
                       "Run on a machine with an AMD Instinct (or NVIDIA) GPU; inside a container pass the devices: "
                       "docker run --device=/dev/kfd --device=/dev/dri ... (AMD) or --gpus all (NVIDIA).")
-    return failed("gpu.present", f"no {ctx.vendor.upper()} GPU visible although the stack is there",
+    return failed(f"no {ctx.vendor.upper()} GPU visible although the stack is there",
                   "See the devices.* and gpu.rocminfo verdicts above for why the GPUs are not visible.",
                   ctx.amd_signs if ctx.vendor == "amd" else ctx.nvidia_signs)
 
@@ -82,48 +81,48 @@ def check_gpu_present(ctx: CheckContext) -> CheckResult:
 def check_gpu_arch(ctx: CheckContext) -> CheckResult:
     gpus = ctx.amd_gpus or ctx.nvidia_gpus
     if not gpus:
-        return skipped("gpu.arch", "no GPU to judge")
+        return skipped("no GPU to judge")
     evidence = [describe_gpu(g) for g in gpus]
     unknown = sorted({g.arch or "?" for g in gpus if g.arch_entry is None})
     removed = sorted({g.arch for g in gpus if g.arch_entry and g.arch_entry.status in ("removed", "deprecated")})
     archs = sorted({g.arch or "?" for g in gpus})
     if removed:
         notes = "; ".join(f"{a}: {arch_info(a).note}" for a in removed if arch_info(a) and arch_info(a).note)
-        return failed("gpu.arch", f"{', '.join(removed)} is no longer supported by current ROCm", 
+        return failed(f"{', '.join(removed)} is no longer supported by current ROCm", 
                       f"Use a GPU current ROCm supports (gfx942 MI300X for fine-tuning); {notes}", evidence)
     if unknown:
-        return warned("gpu.arch", f"arch {', '.join(unknown)} is not in rocmcheck's table",
+        return warned(f"arch {', '.join(unknown)} is not in rocmcheck's table",
                       "Check it against https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html; "
                       "if HSA_OVERRIDE_GFX_VERSION is set, unset it and re-run.", evidence)
     mixed = " (mixed architectures: kernels must be built for each)" if len(archs) > 1 else ""
-    return passed("gpu.arch", f"{', '.join(archs)}{mixed}", evidence,
+    return passed(f"{', '.join(archs)}{mixed}", evidence,
                   archs=archs, products=sorted({g.product.name for g in gpus if g.product}))
 
 
 @check("gpu.expected_arch", "GPUs match --arch")
 def check_expected_arch(ctx: CheckContext) -> CheckResult:
     if not ctx.expected_archs:
-        return skipped("gpu.expected_arch", "no --arch given (pass --arch gfx942 to assert what you expect)")
+        return skipped("no --arch given (pass --arch gfx942 to assert what you expect)")
     gpus = ctx.gpus
     expected = set(ctx.expected_archs)
     if not gpus:
-        return failed("gpu.expected_arch", f"expected {', '.join(sorted(expected))} but no GPU was found",
+        return failed(f"expected {', '.join(sorted(expected))} but no GPU was found",
                       "See gpu.present above.")
     wrong = [g for g in gpus if g.arch not in expected]
     evidence = [describe_gpu(g) for g in gpus]
     if wrong:
         found = ", ".join(sorted({g.arch or "?" for g in wrong}))
-        return failed("gpu.expected_arch", f"expected {', '.join(sorted(expected))}, found {found}",
+        return failed(f"expected {', '.join(sorted(expected))}, found {found}",
                       "You are on a different machine (or partition) than you think, or HSA_OVERRIDE_GFX_VERSION changes "
                       "the reported arch: check `rocminfo | grep gfx` and unset the override.", evidence)
-    return passed("gpu.expected_arch", f"all {len(gpus)} GPU(s) are {', '.join(sorted(expected))}", evidence)
+    return passed(f"all {len(gpus)} GPU(s) are {', '.join(sorted(expected))}", evidence)
 
 
 @check("gpu.partition", "MI300 compute partition mode")
 def check_partition(ctx: CheckContext) -> CheckResult:
     mi300 = [g for g in ctx.amd_gpus if g.arch == "gfx942"]
     if not mi300:
-        return skipped("gpu.partition", "no MI300-class GPU")
+        return skipped("no MI300-class GPU")
     modes = {g.extra.get("partition") for g in mi300 if g.extra.get("partition")}
     # A whole MI300X has 304 CUs; CPX shows 38 per partition, QPX 76, DPX 152 (ROCm MI300 docs).
     cus = {g.extra.get("compute_units") for g in mi300 if g.extra.get("compute_units")}
@@ -131,8 +130,7 @@ def check_partition(ctx: CheckContext) -> CheckResult:
     evidence = [f"partition mode(s): {', '.join(sorted(m for m in modes if m)) or 'not reported'}",
                 f"compute units per GPU agent: {', '.join(str(c) for c in sorted(c for c in cus if c)) or '?'}"]
     if partitioned:
-        return warned("gpu.partition",
-                      f"partitioned: {len(mi300)} GPU agents, each a fraction of an MI300 (memory and CUs split)",
+        return warned(f"partitioned: {len(mi300)} GPU agents, each a fraction of an MI300 (memory and CUs split)",
                       "For fine-tuning use whole GPUs: sudo amd-smi set --compute-partition SPX (and --memory-partition "
                       "NPS1), then reload the driver.", evidence)
-    return passed("gpu.partition", "whole GPUs (SPX)", evidence)
+    return passed("whole GPUs (SPX)", evidence)

@@ -14,15 +14,15 @@ RCCL_IOMMU_TEXT = 'NCCL WARN Missing "iommu=pt" from kernel command line which c
 @check("host.iommu", "iommu=pt on the kernel command line (multi-GPU AMD)")
 def check_iommu(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("host.iommu", "not an AMD GPU machine")
+        return skipped("not an AMD GPU machine")
     if len(ctx.amd_gpus) < 2:
-        return skipped("host.iommu", "fewer than 2 GPUs: no peer-to-peer collectives")
+        return skipped("fewer than 2 GPUs: no peer-to-peer collectives")
     cmdline = ctx.facts.files.get("/proc/cmdline")
     if cmdline is None:
-        return skipped("host.iommu", "/proc/cmdline not readable")
+        return skipped("/proc/cmdline not readable")
     if "iommu=pt" in cmdline.split() or "amd_iommu=pt" in cmdline.split():
-        return passed("host.iommu", "iommu=pt is set")
-    return warned("host.iommu", "iommu=pt missing: RCCL warns and collectives can hang",
+        return passed("iommu=pt is set")
+    return warned("iommu=pt missing: RCCL warns and collectives can hang",
                   "Add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub, then sudo update-grub && sudo reboot "
                   "(https://github.com/ROCm/rccl/issues/1129).", [f"RCCL prints: {RCCL_IOMMU_TEXT}"])
 
@@ -30,13 +30,13 @@ def check_iommu(ctx: CheckContext) -> CheckResult:
 @check("host.numa_balancing", "NUMA auto-balancing off")
 def check_numa_balancing(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("host.numa_balancing", "not an AMD GPU machine")
+        return skipped("not an AMD GPU machine")
     value = ctx.facts.files.get("/proc/sys/kernel/numa_balancing")
     if value is None:
-        return skipped("host.numa_balancing", "/proc/sys/kernel/numa_balancing not present (single-node kernel)")
+        return skipped("/proc/sys/kernel/numa_balancing not present (single-node kernel)")
     if value.strip() == "0":
-        return passed("host.numa_balancing", "NUMA auto-balancing is off")
-    return warned("host.numa_balancing", f"NUMA auto-balancing is on ({value.strip()}): it migrates pages under the GPUs",
+        return passed("NUMA auto-balancing is off")
+    return warned(f"NUMA auto-balancing is on ({value.strip()}): it migrates pages under the GPUs",
                   "sudo sysctl kernel.numa_balancing=0  (AMD MI300X tuning guide; persist in /etc/sysctl.d/)")
 
 
@@ -44,14 +44,14 @@ def check_numa_balancing(ctx: CheckContext) -> CheckResult:
 def check_shm(ctx: CheckContext) -> CheckResult:
     size = ctx.facts.limits.get("shm_bytes")
     if size is None:
-        return warned("host.shm", "/dev/shm is missing", "Mount a tmpfs on /dev/shm (containers: --ipc=host or --shm-size 16G).")
+        return warned("/dev/shm is missing", "Mount a tmpfs on /dev/shm (containers: --ipc=host or --shm-size 16G).")
     in_container, _ = ctx.in_container
     where = "start the container with --ipc=host or --shm-size 16G" if in_container else \
         "sudo mount -o remount,size=16G /dev/shm"
     if size < MIN_SHM:
-        return failed("host.shm", f"/dev/shm is {size / (1 << 20):.0f} MiB: DataLoader workers and NCCL/RCCL shared memory break",
+        return failed(f"/dev/shm is {size / (1 << 20):.0f} MiB: DataLoader workers and NCCL/RCCL shared memory break",
                       where.capitalize() + ".")
-    return passed("host.shm", f"/dev/shm is {size / GIB:.1f} GiB")
+    return passed(f"/dev/shm is {size / GIB:.1f} GiB")
 
 
 @check("host.memlock", "locked-memory limit for pinned host memory")
@@ -59,12 +59,12 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
     lim = ctx.facts.limits
     soft, unlimited = lim.get("memlock_soft"), lim.get("unlimited", -1)
     if soft is None:
-        return skipped("host.memlock", "limit not read")
+        return skipped("limit not read")
     if soft == unlimited:
-        return passed("host.memlock", "locked memory: unlimited")
+        return passed("locked memory: unlimited")
     # CPU offload pins optimizer state in host memory; RDMA (InfiniBand/RoCE) registration is bounded by this limit.
     in_container, _ = ctx.in_container
     fix = ("Start the container with --ulimit memlock=-1:-1." if in_container else
            "Add '* - memlock unlimited' to /etc/security/limits.conf and log in again (or ulimit -l unlimited).")
-    return warned("host.memlock", f"locked memory limited to {soft / (1 << 20):.0f} MiB: pinned buffers for CPU offload "
+    return warned(f"locked memory limited to {soft / (1 << 20):.0f} MiB: pinned buffers for CPU offload "
                   "and RDMA registration can fail", fix)

@@ -45,7 +45,7 @@ def _rocm_index(ctx: CheckContext) -> str:
 def check_triton(ctx: CheckContext) -> CheckResult:
     pkgs = ctx.facts.packages
     if not pkgs.get("torch"):
-        return skipped("triton.pin", "torch not installed")
+        return skipped("torch not installed")
     installed = {d: pkgs.get(d) for d in TRITON_DISTS if pkgs.get(d)}
     pin = torch_triton_pin(ctx.facts.torch_requires)
     evidence = [f"installed: {', '.join(f'{d}=={v}' for d, v in installed.items()) or 'none'}",
@@ -53,33 +53,33 @@ def check_triton(ctx: CheckContext) -> CheckResult:
     if len(installed) > 1:
         keep = pin.name if pin else next(iter(installed))
         drop = [d for d in installed if d != keep]
-        return failed("triton.pin", f"{len(installed)} Triton distributions installed; they overwrite each other's "
+        return failed(f"{len(installed)} Triton distributions installed; they overwrite each other's "
                       "`triton` module", f"pip uninstall -y {' '.join(drop)} {keep} && pip install "
                       f"'{pin or keep}'" + _rocm_index(ctx),
                       evidence)
     if pin is None:
         if installed:
             d, v = next(iter(installed.items()))
-            return passed("triton.pin", f"{d} {v} (torch pins none)", evidence)
-        return passed("triton.pin", "torch needs no Triton (this build pins none)", evidence)
+            return passed(f"{d} {v} (torch pins none)", evidence)
+        return passed("torch needs no Triton (this build pins none)", evidence)
     have = installed.get(pin.name.lower()) or installed.get(pin.name)
     if not installed:
-        return failed("triton.pin", f"{pin.name} is not installed but torch requires {pin}",
+        return failed(f"{pin.name} is not installed but torch requires {pin}",
                       f"pip install '{pin}'" + _rocm_index(ctx),
                       evidence)
     if have is None:
         other, v = next(iter(installed.items()))
-        return failed("triton.pin", f"{other} {v} installed, but torch requires {pin}",
+        return failed(f"{other} {v} installed, but torch requires {pin}",
                       f"pip uninstall -y {other} && pip install '{pin}'", evidence)
     try:
         ok = pin.specifier.contains(Version(have), prereleases=True) if pin.specifier else True
     except InvalidVersion:
         ok = False
     if not ok:
-        return failed("triton.pin", f"{pin.name} {have} installed, torch requires {pin}",
+        return failed(f"{pin.name} {have} installed, torch requires {pin}",
                       f"pip install '{pin}'  (a mismatched Triton breaks torch.compile and flash-attn's Triton backend)",
                       evidence)
-    return passed("triton.pin", f"{pin.name} {have} as torch pins", evidence)
+    return passed(f"{pin.name} {have} as torch pins", evidence)
 
 
 @check("flash_attn.import", "flash-attn imports cleanly")
@@ -88,42 +88,42 @@ def check_flash_attn_import(ctx: CheckContext) -> CheckResult:
     if fa is None:
         if not ctx.probe_died("flash_attn") and not (ctx.facts.packages.get("flash-attn")
                                                       or ctx.facts.packages.get("flash_attn")):
-            return skipped("flash_attn.import", "flash-attn not installed (optional: torch SDPA is used instead)")
-        return failed("flash_attn.import", f"importing flash_attn {ctx.probe_failure('flash_attn')}",
+            return skipped("flash-attn not installed (optional: torch SDPA is used instead)")
+        return failed(f"importing flash_attn {ctx.probe_failure('flash_attn')}",
                       "Rebuild it for this torch: pip uninstall -y flash-attn && MAX_JOBS=8 pip install "
                       "--no-build-isolation flash-attn")
     if not fa.get("installed"):
-        return skipped("flash_attn.import", "flash-attn not installed (optional: torch SDPA is used instead)")
+        return skipped("flash-attn not installed (optional: torch SDPA is used instead)")
     error = fa.get("import_error") or fa.get("error")
     if error:
         undefined = "undefined symbol" in error
         why = ("built against a different torch (undefined symbol)" if undefined else "import failed")
         arch = f"GPU_ARCHS={';'.join(sorted({g.arch for g in ctx.amd_gpus if g.arch}))} " if ctx.amd_gpus else ""
-        return failed("flash_attn.import", f"flash-attn {why}: {error[:200]}",
+        return failed(f"flash-attn {why}: {error[:200]}",
                       f"pip uninstall -y flash-attn && {arch}MAX_JOBS=8 pip install --no-build-isolation --no-cache-dir "
                       "flash-attn  (rebuild against the installed torch)")
-    return passed("flash_attn.import", f"flash-attn {fa.get('version')} imports", version=fa.get("version"))
+    return passed(f"flash-attn {fa.get('version')} imports", version=fa.get("version"))
 
 
 @check("flash_attn.backend", "flash-attn backend on this GPU")
 def check_flash_attn_backend(ctx: CheckContext) -> CheckResult:
     fa = ctx.facts.probes.get("flash_attn") or {}
     if not fa.get("installed") or fa.get("import_error") or fa.get("error"):
-        return skipped("flash_attn.backend", "flash-attn not importable")
+        return skipped("flash-attn not importable")
     ext = fa.get("extension")
     triton = fa.get("triton_amd_enable")
     if ctx.torch_is_rocm:
         if triton:
-            return passed("flash_attn.backend", "Triton backend (FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE)")
+            return passed("Triton backend (FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE)")
         if ext:
-            return passed("flash_attn.backend", "CK backend (flash_attn_2_cuda extension loaded)")
-        return failed("flash_attn.backend", "neither the CK extension nor the Triton backend is available",
+            return passed("CK backend (flash_attn_2_cuda extension loaded)")
+        return failed("neither the CK extension nor the Triton backend is available",
                       "Use the Triton backend: export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE (needs the aiter kernels), "
                       "or rebuild CK: GPU_ARCHS=gfx942 pip install --no-build-isolation flash-attn",
                       [fa.get("extension_error") or ""])
     if ext:
-        return passed("flash_attn.backend", "CUDA extension (flash_attn_2_cuda) loaded")
-    return failed("flash_attn.backend", "flash_attn_2_cuda does not load",
+        return passed("CUDA extension (flash_attn_2_cuda) loaded")
+    return failed("flash_attn_2_cuda does not load",
                   "pip uninstall -y flash-attn && pip install --no-build-isolation flash-attn",
                   [fa.get("extension_error") or ""])
 
@@ -137,13 +137,13 @@ def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
     ds = ctx.facts.probes.get("deepspeed")
     if ds is None:
         if not ctx.probe_died("deepspeed") and not ctx.facts.packages.get("deepspeed"):
-            return skipped("deepspeed.install", "DeepSpeed not installed (optional; needed for ZeRO / offload)")
-        return failed("deepspeed.install", f"importing deepspeed {ctx.probe_failure('deepspeed')}",
+            return skipped("DeepSpeed not installed (optional; needed for ZeRO / offload)")
+        return failed(f"importing deepspeed {ctx.probe_failure('deepspeed')}",
                       "pip uninstall -y deepspeed && DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed")
     if not ds.get("installed"):
-        return skipped("deepspeed.install", "DeepSpeed not installed (optional; needed for ZeRO / offload)")
+        return skipped("DeepSpeed not installed (optional; needed for ZeRO / offload)")
     if ds.get("import_error") or ds.get("error"):
-        return failed("deepspeed.install", f"importing deepspeed failed: {(ds.get('import_error') or ds.get('error'))[:200]}",
+        return failed(f"importing deepspeed failed: {(ds.get('import_error') or ds.get('error'))[:200]}",
                       "pip uninstall -y deepspeed && DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed")
     info = ds.get("torch_info") or {}
     evidence = [f"deepspeed {ds.get('version')}, accelerator {ds.get('accelerator')}, built with torch {info.get('version')} "
@@ -152,22 +152,22 @@ def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
     torch_mm = ".".join(torch_v.split(".")[:2])
     reinstall = "pip uninstall -y deepspeed && DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed"
     if info.get("version") == "0.0":
-        return warned("deepspeed.install", "DeepSpeed was installed with build isolation (records torch 0.0): no op was "
+        return warned("DeepSpeed was installed with build isolation (records torch 0.0): no op was "
                       "prebuilt against your torch", reinstall + "  (after torch is installed)", evidence)
     if torch_mm and info.get("version") and info["version"] != torch_mm:
-        return warned("deepspeed.install", f"DeepSpeed was built with torch {info['version']}, torch is now {torch_mm}",
+        return warned(f"DeepSpeed was built with torch {info['version']}, torch is now {torch_mm}",
                       reinstall, evidence)
     if ctx.vendor == "amd" and ds.get("accelerator") not in (None, "cuda"):
-        return failed("deepspeed.install", f"DeepSpeed picked accelerator '{ds.get('accelerator')}' on an AMD GPU machine",
+        return failed(f"DeepSpeed picked accelerator '{ds.get('accelerator')}' on an AMD GPU machine",
                       "export DS_ACCELERATOR=cuda  (ROCm uses DeepSpeed's cuda accelerator)", evidence)
-    return passed("deepspeed.install", f"DeepSpeed {ds.get('version')}", evidence)
+    return passed(f"DeepSpeed {ds.get('version')}", evidence)
 
 
 @check("deepspeed.ops", "DeepSpeed ops a fine-tune needs are prebuilt or can JIT-build")
 def check_deepspeed_ops(ctx: CheckContext) -> CheckResult:
     ds = ctx.facts.probes.get("deepspeed") or {}
     if not ds.get("installed") or ds.get("import_error") or ds.get("error"):
-        return skipped("deepspeed.ops", "DeepSpeed not importable")
+        return skipped("DeepSpeed not importable")
     ops = ds.get("ops") or {}
     jit = ds.get("jit") or {}
     gpu_compiler = "hipcc" if ctx.torch_is_rocm else "nvcc" if ctx.torch_is_cuda else None
@@ -199,21 +199,21 @@ def check_deepspeed_ops(ctx: CheckContext) -> CheckResult:
                "deepspeed")
         if missing_tools:
             fix = f"Install {', '.join(missing_tools)} (e.g. sudo apt install ninja-build g++ python3-dev), or: " + fix
-        return failed("deepspeed.ops", f"{', '.join(problems)} cannot be used", fix, evidence)
-    return passed("deepspeed.ops", "fused_adam and cpu_adam usable", evidence)
+        return failed(f"{', '.join(problems)} cannot be used", fix, evidence)
+    return passed("fused_adam and cpu_adam usable", evidence)
 
 
 @check("transformers.version", "transformers installed and recent")
 def check_transformers(ctx: CheckContext) -> CheckResult:
     v = ctx.facts.packages.get("transformers")
     if not v:
-        return warned("transformers.version", "transformers is not installed",
+        return warned("transformers is not installed",
                       "pip install 'transformers>=4.45'  (install torch first so pip keeps your torch build)")
     try:
         old = Version(v) < Version(MIN_TRANSFORMERS)
     except InvalidVersion:
         old = False
     if old:
-        return warned("transformers.version", f"transformers {v} predates {MIN_TRANSFORMERS}",
+        return warned(f"transformers {v} predates {MIN_TRANSFORMERS}",
                       f"pip install -U 'transformers>={MIN_TRANSFORMERS}'")
-    return passed("transformers.version", f"transformers {v}")
+    return passed(f"transformers {v}")

@@ -15,43 +15,43 @@ def check_nvidia_smi(ctx: CheckContext) -> CheckResult:
     res = ctx.facts.command("nvidia-smi-query")
     report = ctx.nvidia_smi
     if report is not None and report.tool == "nvml" and report.gpus:
-        return passed("nvidia.smi", f"{len(report.gpus)} GPU(s) via NVML, driver {report.driver_version}",
+        return passed(f"{len(report.gpus)} GPU(s) via NVML, driver {report.driver_version}",
                       [describe_gpu(g) for g in ctx.nvidia_gpus])
     if res is None:
         if ctx.vendor == "nvidia":
-            return failed("nvidia.smi", "nvidia-smi not found", "Install the NVIDIA driver (it ships nvidia-smi).",
+            return failed("nvidia-smi not found", "Install the NVIDIA driver (it ships nvidia-smi).",
                           ctx.nvidia_signs)
-        return skipped("nvidia.smi", "not an NVIDIA machine")
+        return skipped("not an NVIDIA machine")
     if not res.ok:
-        return failed("nvidia.smi", res.describe_failure(),
+        return failed(res.describe_failure(),
                       "The driver is not talking to the GPU: check `dmesg | grep -i nvrm`; in a container use --gpus all.",
                       (res.stdout + res.stderr).strip().splitlines()[:3])
     gpus = ctx.nvidia_gpus
     if not gpus:
-        return failed("nvidia.smi", "nvidia-smi lists no GPU", "Check `nvidia-smi -L` and the driver install.")
-    return passed("nvidia.smi", f"{len(gpus)} GPU(s), driver {report.driver_version if report else '?'}",
+        return failed("nvidia-smi lists no GPU", "Check `nvidia-smi -L` and the driver install.")
+    return passed(f"{len(gpus)} GPU(s), driver {report.driver_version if report else '?'}",
                   [describe_gpu(g) for g in gpus])
 
 
 @check("nvidia.driver_cuda", "driver supports torch's CUDA version")
 def check_driver_cuda(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "nvidia":
-        return skipped("nvidia.driver_cuda", "not an NVIDIA machine")
+        return skipped("not an NVIDIA machine")
     t = ctx.torch or {}
     torch_cuda = t.get("cuda")
     report = ctx.nvidia_smi
     driver_cuda = report.cuda_version if report else None
     if not torch_cuda:
-        return skipped("nvidia.driver_cuda", "torch is not a CUDA build")
+        return skipped("torch is not a CUDA build")
     if not driver_cuda:
-        return warned("nvidia.driver_cuda", "could not read the driver's CUDA version from nvidia-smi",
+        return warned("could not read the driver's CUDA version from nvidia-smi",
                       "Run nvidia-smi and compare 'CUDA Version' with torch.version.cuda.")
     evidence = [f"driver supports CUDA {driver_cuda}", f"torch built with CUDA {torch_cuda}"]
     try:
         too_old = Version(driver_cuda).major < Version(torch_cuda).major
     except InvalidVersion:
-        return warned("nvidia.driver_cuda", "CUDA versions not understood", "Compare them by hand.", evidence)
+        return warned("CUDA versions not understood", "Compare them by hand.", evidence)
     if too_old:
-        return failed("nvidia.driver_cuda", f"driver (CUDA {driver_cuda}) is older than torch's CUDA {torch_cuda}",
+        return failed(f"driver (CUDA {driver_cuda}) is older than torch's CUDA {torch_cuda}",
                       "Upgrade the NVIDIA driver, or install a torch built for an older CUDA.", evidence)
-    return passed("nvidia.driver_cuda", f"driver CUDA {driver_cuda} >= torch CUDA {torch_cuda}", evidence)
+    return passed(f"driver CUDA {driver_cuda} >= torch CUDA {torch_cuda}", evidence)

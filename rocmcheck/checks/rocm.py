@@ -53,50 +53,50 @@ def _mm(version: str | None) -> str | None:
 @check("rocm.install", "ROCm installed and its version")
 def check_rocm_install(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("rocm.install", "no AMD GPU stack found")
+        return skipped("no AMD GPU stack found")
     installs = rocm_installs(ctx)
     evidence = [f"{where}: {v}" for where, v in installs]
     if ctx.hipconfig and ctx.hipconfig.hip_version:
         evidence.append(f"hipconfig: HIP {ctx.hipconfig.hip_version}")
     if not installs:
         if ctx.torch_is_rocm:
-            return warned("rocm.install", "no system ROCm found; only torch's bundled ROCm runtime is present",
+            return warned("no system ROCm found; only torch's bundled ROCm runtime is present",
                           "Fine for running wheels; to build flash-attn or DeepSpeed ops install the ROCm SDK "
                           "(amdgpu-install --usecase=rocm) or `pip install rocm[libraries,devel]` and set ROCM_PATH.",
                           evidence)
-        return failed("rocm.install", "ROCm not found (no /opt/rocm/.info/version, no TheRock core, no rocm-sdk)",
+        return failed("ROCm not found (no /opt/rocm/.info/version, no TheRock core, no rocm-sdk)",
                       INSTALL_FIX, evidence + ctx.amd_signs)
     versions = sorted({v for _, v in installs})
     if len({_mm(v) for v in versions}) > 1:
-        return warned("rocm.install", f"several ROCm versions installed: {', '.join(versions)}",
+        return warned(f"several ROCm versions installed: {', '.join(versions)}",
                       "Point ROCM_PATH at the one torch was built for, and remove or ignore the others.", evidence)
-    return passed("rocm.install", f"ROCm {installs[0][1]} ({installs[0][0]})", evidence)
+    return passed(f"ROCm {installs[0][1]} ({installs[0][0]})", evidence)
 
 
 @check("rocm.hip", "HIP (hipconfig) matches torch's HIP")
 def check_hip(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("rocm.hip", "no AMD GPU stack found")
+        return skipped("no AMD GPU stack found")
     hip = ctx.hipconfig
     res = ctx.facts.command("hipconfig")
     if res is None:
-        return warned("rocm.hip", "hipconfig not found",
+        return warned("hipconfig not found",
                       "Install the HIP SDK (part of ROCm: amdgpu-install --usecase=rocm) or add $ROCM_PATH/bin to PATH; "
                       "building flash-attn or DeepSpeed ops needs it.")
     if hip is None or not hip.hip_version:
-        return warned("rocm.hip", f"hipconfig gave no version: {res.describe_failure()}",
+        return warned(f"hipconfig gave no version: {res.describe_failure()}",
                       "Run `hipconfig --full` and check the ROCm install.")
     system_hip = hip.hip_version_short or _mm(hip.hip_version)
     torch_hip = _mm((ctx.torch or {}).get("hip"))
     evidence = [f"hipconfig: HIP {hip.hip_version}", f"torch.version.hip: {(ctx.torch or {}).get('hip')}"]
     if not torch_hip:
-        return passed("rocm.hip", f"HIP {hip.hip_version} (torch is not a ROCm build; compared nothing)", evidence)
+        return passed(f"HIP {hip.hip_version} (torch is not a ROCm build; compared nothing)", evidence)
     if system_hip != torch_hip:
-        return warned("rocm.hip", f"system HIP {system_hip} differs from torch's HIP {torch_hip}",
+        return warned(f"system HIP {system_hip} differs from torch's HIP {torch_hip}",
                       f"Extensions (flash-attn, DeepSpeed ops) compile against the system HIP and must match torch: "
                       f"install torch built for ROCm {system_hip} (pip install torch --index-url "
                       f"https://download.pytorch.org/whl/rocm{system_hip}) or ROCm {torch_hip}.", evidence)
-    return passed("rocm.hip", f"HIP {system_hip} on the system and in torch", evidence)
+    return passed(f"HIP {system_hip} on the system and in torch", evidence)
 
 
 def torch_rocm_version(ctx: CheckContext) -> str | None:

@@ -37,26 +37,26 @@ def supported_os_for(rocm: str | None) -> tuple[str, dict[str, list[str]]]:
 def check_os_release(ctx: CheckContext) -> CheckResult:
     f = ctx.facts
     if f.platform.get("system") != "Linux":
-        return failed("os.release", f"{f.platform.get('system')} is not Linux",
+        return failed(f"{f.platform.get('system')} is not Linux",
                       "ROCm fine-tuning runs on Linux: use Ubuntu 22.04 or 24.04.")
     dist = (f.os_info.get("id") or "").lower()
     version = f.os_info.get("version") or ""
     name = f.os_info.get("name") or f"{dist} {version}"
     if ctx.vendor != "amd":
-        return passed("os.release", f"{name} (ROCm support list not applied: no AMD GPU stack found)")
+        return passed(f"{name} (ROCm support list not applied: no AMD GPU stack found)")
     rocm = detected_rocm_version(ctx)
     series, table = supported_os_for(rocm)
     mm = _major_minor(version)
     supported = table.get(dist, [])
     evidence = [f"ROCm {rocm or 'unknown'} -> support list of ROCm {series}: {dist} {', '.join(supported) or 'none'}"]
     if (dist, mm) == REFERENCE_OS:
-        return passed("os.release", f"{name}: the reference OS for ROCm", evidence)
+        return passed(f"{name}: the reference OS for ROCm", evidence)
     if mm in supported or version in supported or version.split(".")[0] in supported:
-        return passed("os.release", f"{name}: supported by ROCm {series}", evidence)
+        return passed(f"{name}: supported by ROCm {series}", evidence)
     if dist == "ubuntu" and mm == "20.04":
-        return failed("os.release", f"{name}: ROCm dropped Ubuntu 20.04 after 6.1", 
+        return failed(f"{name}: ROCm dropped Ubuntu 20.04 after 6.1", 
                       "Upgrade to Ubuntu 22.04 (or 24.04), or use a rocm/pytorch Ubuntu 22.04 container.", evidence)
-    return warned("os.release", f"{name} is not on ROCm {series}'s supported OS list",
+    return warned(f"{name} is not on ROCm {series}'s supported OS list",
                   "Use Ubuntu 22.04/24.04 on the host, or run inside a rocm/pytorch Ubuntu 22.04 container.", evidence)
 
 
@@ -64,31 +64,31 @@ def check_os_release(ctx: CheckContext) -> CheckResult:
 def check_kernel(ctx: CheckContext) -> CheckResult:
     kernel = ctx.facts.platform.get("kernel") or ""
     if ctx.vendor != "amd":
-        return passed("os.kernel", f"kernel {kernel}")
+        return passed(f"kernel {kernel}")
     try:
         major = int(kernel.split(".")[0])
     except ValueError:
-        return warned("os.kernel", f"kernel version {kernel!r} not understood", "Check `uname -r`.")
+        return warned(f"kernel version {kernel!r} not understood", "Check `uname -r`.")
     # ROCm 7.2 (mid-2026) did not support Linux 7.x kernels (legacy-rocm-build discussion 6225).
     if major >= 7:
-        return warned("os.kernel", f"kernel {kernel} is newer than ROCm 7.2 supports",
+        return warned(f"kernel {kernel} is newer than ROCm 7.2 supports",
                       "Boot a distribution GA/HWE kernel (Ubuntu 22.04: 5.15 or 6.8; 24.04: 6.8).",
                       ["https://github.com/ROCm/legacy-rocm-build/discussions/6225"])
-    return passed("os.kernel", f"kernel {kernel}")
+    return passed(f"kernel {kernel}")
 
 
 @check("driver.amdgpu", "amdgpu kernel driver loaded")
 def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
-        return skipped("driver.amdgpu", "no AMD GPU stack found")
+        return skipped("no AMD GPU stack found")
     f = ctx.facts
     version = (f.files.get("/sys/module/amdgpu/version") or "").strip()
     report = ctx.rocminfo
     if f.present.get("/sys/module/amdgpu"):
         evidence = [f"/sys/module/amdgpu present (amdgpu-dkms {version})" if version else "/sys/module/amdgpu present (in-tree driver)"]
-        return passed("driver.amdgpu", f"amdgpu loaded{' (' + version + ')' if version else ''}", evidence)
+        return passed(f"amdgpu loaded{' (' + version + ')' if version else ''}", evidence)
     if report is not None and report.kfd_module_loaded:
-        return passed("driver.amdgpu", "amdgpu loaded (rocminfo: ROCk module is loaded)")
+        return passed("amdgpu loaded (rocminfo: ROCk module is loaded)")
     fix = ("On the host: sudo apt install amdgpu-dkms && sudo reboot (containers use the host's driver: "
            "install it on the host, not in the image).")
-    return failed("driver.amdgpu", "the amdgpu kernel driver is not loaded", fix, ctx.amd_signs)
+    return failed("the amdgpu kernel driver is not loaded", fix, ctx.amd_signs)

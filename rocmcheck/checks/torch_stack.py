@@ -35,32 +35,32 @@ def check_torch_installed(ctx: CheckContext) -> CheckResult:
     if t is None:
         why = ctx.probe_failure("torch")
         if ctx.facts.packages.get("torch") is None and not ctx.probe_died("torch"):
-            return failed("torch.installed", "PyTorch is not installed", torch_install_command(ctx))
-        return failed("torch.installed", f"importing torch {why}",
+            return failed("PyTorch is not installed", torch_install_command(ctx))
+        return failed(f"importing torch {why}",
                       "Reinstall torch for this machine: " + torch_install_command(ctx))
     if t.get("installed") is False:
-        return failed("torch.installed", "PyTorch is not installed", torch_install_command(ctx))
+        return failed("PyTorch is not installed", torch_install_command(ctx))
     if t.get("error") or t.get("import_error"):
-        return failed("torch.installed", f"importing torch failed: {t.get('error') or t.get('import_error')}",
+        return failed(f"importing torch failed: {t.get('error') or t.get('import_error')}",
                       "Reinstall torch for this machine: " + torch_install_command(ctx))
-    return passed("torch.installed", f"torch {t.get('version')} ({_build_kind(t)} build)", version=t.get("version"))
+    return passed(f"torch {t.get('version')} ({_build_kind(t)} build)", version=t.get("version"))
 
 
 @check("torch.build", "PyTorch build matches the GPU vendor")
 def check_torch_build(ctx: CheckContext) -> CheckResult:
     t = ctx.torch
     if not t or not t.get("version"):
-        return skipped("torch.build", "torch not importable")
+        return skipped("torch not importable")
     kind = _build_kind(t)
     if ctx.vendor == "amd" and not t.get("hip"):
-        return failed("torch.build", f"torch {t['version']} is a {kind} build on an AMD GPU machine",
+        return failed(f"torch {t['version']} is a {kind} build on an AMD GPU machine",
                       "pip uninstall -y torch && " + torch_install_command(ctx))
     if ctx.vendor == "nvidia" and not t.get("cuda"):
-        return failed("torch.build", f"torch {t['version']} is a {kind} build on an NVIDIA GPU machine",
+        return failed(f"torch {t['version']} is a {kind} build on an NVIDIA GPU machine",
                       "pip uninstall -y torch && " + torch_install_command(ctx))
     if ctx.vendor == "none":
-        return passed("torch.build", f"{kind} build (no GPU here to match)")
-    return passed("torch.build", f"{kind} build, matching the {ctx.vendor.upper()} GPUs")
+        return passed(f"{kind} build (no GPU here to match)")
+    return passed(f"{kind} build, matching the {ctx.vendor.upper()} GPUs")
 
 
 def compiled_archs(t: dict) -> list[str]:
@@ -93,21 +93,20 @@ def _cc_number(arch: str) -> int | None:
 def check_torch_arch_list(ctx: CheckContext) -> CheckResult:
     t = ctx.torch
     if not t or not t.get("version"):
-        return skipped("torch.arch_list", "torch not importable")
+        return skipped("torch not importable")
     gpus = ctx.amd_gpus if t.get("hip") else ctx.nvidia_gpus if t.get("cuda") else []
     if not gpus:
-        return skipped("torch.arch_list", "no GPU of torch's kind to compare with")
+        return skipped("no GPU of torch's kind to compare with")
     compiled = compiled_archs(t)
     evidence = [f"torch arch list: {', '.join(compiled) or '(empty)'}"]
     if not compiled:
-        return warned("torch.arch_list", "could not read torch's compiled arch list",
+        return warned("could not read torch's compiled arch list",
                       "Run python -c 'import torch; print(torch.cuda.get_arch_list())'.", evidence)
     needed = sorted({g.arch for g in gpus if g.arch})
     if t.get("hip"):
         missing = [a for a in needed if a not in compiled]
         if missing:
-            return failed("torch.arch_list",
-                          f"torch has no kernels for {', '.join(missing)}: expect 'hipErrorNoBinaryForGpu' / "
+            return failed(f"torch has no kernels for {', '.join(missing)}: expect 'hipErrorNoBinaryForGpu' / "
                           "'HIP error: invalid device function'",
                           f"Install a torch built for {', '.join(missing)} (official ROCm wheels include gfx942 since "
                           f"ROCm 6.0): {torch_install_command(ctx)}; or build with PYTORCH_ROCM_ARCH={';'.join(missing)}.",
@@ -115,22 +114,21 @@ def check_torch_arch_list(ctx: CheckContext) -> CheckResult:
     else:
         missing = [a for a in needed if not _cuda_arch_runs(a, compiled)]
         if missing:
-            return failed("torch.arch_list",
-                          f"torch has no kernels for {', '.join(missing)}: expect 'no kernel image is available for "
+            return failed(f"torch has no kernels for {', '.join(missing)}: expect 'no kernel image is available for "
                           "execution on the device'",
                           "Install a torch wheel whose CUDA version covers this GPU (CUDA 12.8+ for sm_100/sm_120).",
                           evidence)
-    return passed("torch.arch_list", f"torch includes {', '.join(needed)}", evidence)
+    return passed(f"torch includes {', '.join(needed)}", evidence)
 
 
 @check("torch.sees_gpus", "torch sees the GPUs")
 def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
     t = ctx.torch
     if not t or not t.get("version"):
-        return skipped("torch.sees_gpus", "torch not importable")
+        return skipped("torch not importable")
     system = ctx.amd_gpus if ctx.vendor == "amd" else ctx.nvidia_gpus
     if not system:
-        return skipped("torch.sees_gpus", "no GPU found by the system tools")
+        return skipped("no GPU found by the system tools")
     seen = int(t.get("device_count") or 0)
     evidence = [f"{d.get('name')} ({d.get('gcn_arch') or 'sm_%d%d' % tuple(d.get('capability') or (0, 0))})"
                 for d in t.get("devices") or []]
@@ -138,11 +136,11 @@ def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
         evidence.append(f"torch.cuda error: {t['cuda_error']}")
     visible = [v for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in ctx.facts.env]
     if seen == 0:
-        return failed("torch.sees_gpus", f"torch sees no GPU ({len(system)} on the system)",
+        return failed(f"torch sees no GPU ({len(system)} on the system)",
                       "Check the devices.* and torch.build verdicts; run python -c 'import torch; "
                       "print(torch.cuda.is_available())' to see the error.", evidence)
     if seen < len(system):
         hint = f" ({', '.join(visible)} set)" if visible else ""
-        return warned("torch.sees_gpus", f"torch sees {seen} of {len(system)} GPUs{hint}",
+        return warned(f"torch sees {seen} of {len(system)} GPUs{hint}",
                       "Unset the *_VISIBLE_DEVICES variables if you meant to use all GPUs.", evidence)
-    return passed("torch.sees_gpus", f"torch sees {seen} GPU(s)", evidence)
+    return passed(f"torch sees {seen} GPU(s)", evidence)

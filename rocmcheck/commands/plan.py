@@ -137,7 +137,7 @@ def plan(**opts: Any) -> None:
     if gpu:
         results.append(fit_verdict(est, gpu[1], gpu[0]))
     else:
-        results.append(skipped("plan.fit", "no verdict: give --gpu NAME or --gpu-memory GiB"))
+        results.append(skipped("no verdict: give --gpu NAME or --gpu-memory GiB", id="plan.fit"))
     if opts["find_batch"]:
         results.append(batch_verdict(model, settings, gpu[1], gpu[0], opts["target"] or 0.9))
     measured = None

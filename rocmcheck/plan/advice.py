@@ -142,7 +142,7 @@ def fit_verdict(est: MemoryEstimate, gpu_memory_bytes: float, gpu_label: str) ->
         evidence.append(f"host memory for offloaded states: {fmt_bytes(est.host_bytes)} per GPU")
     data = {"estimate": est.to_dict(), "gpu_memory_bytes": int(gpu_memory_bytes), "fraction": round(frac, 4)}
     if frac <= FIT_FRACTION:
-        return passed("plan.fit", f"fits: {what}", evidence, **data)
+        return passed(f"fits: {what}", evidence, **data, id="plan.fit")
     changes = cheapest_changes(est.model, s, gpu_memory_bytes)
     data["changes"] = [{"label": c.label, "how": c.how, "flags": c.flags, "total_bytes": int(c.estimate.total_bytes)}
                        for c in changes]
@@ -153,9 +153,9 @@ def fit_verdict(est: MemoryEstimate, gpu_memory_bytes: float, gpu_label: str) ->
         fix = ("no change rocmcheck tries brings it under 90%: shorten the sequence "
                f"(rocmcheck plan --seq-len {max(1, s['seq_len'] // 2)} ...) or use GPUs with more memory")
     if frac <= 1.0:
-        return warned("plan.fit", f"tight: {what}; fragmentation or a longer batch can run out of memory", fix,
-                      evidence, **data)
-    return failed("plan.fit", f"does not fit: {what}", fix, evidence, **data)
+        return warned(f"tight: {what}; fragmentation or a longer batch can run out of memory", fix,
+                      evidence, **data, id="plan.fit")
+    return failed(f"does not fit: {what}", fix, evidence, **data, id="plan.fit")
 
 
 def batch_verdict(model: ModelShape, settings: dict[str, Any], gpu_memory_bytes: float, gpu_label: str,
@@ -171,11 +171,11 @@ def batch_verdict(model: ModelShape, settings: dict[str, Any], gpu_memory_bytes:
         fix = changes[0].line(gpu_memory_bytes) if changes else (
             f"rocmcheck plan --seq-len {max(1, seq // 2)} ...  # no change rocmcheck tries fits at seq {seq}")
         est = estimate_memory(model, **one)
-        return failed("plan.batch", f"not even micro-batch 1 at seq {seq} fits in {budget} "
-                      f"(needs {fmt_bytes(est.total_bytes)})", fix, best=0, target_fraction=target_fraction)
+        return failed(f"not even micro-batch 1 at seq {seq} fits in {budget} "
+                      f"(needs {fmt_bytes(est.total_bytes)})", fix, best=0, target_fraction=target_fraction, id="plan.batch")
     est = estimate_memory(model, **{**settings, "micro_batch": best})
     nxt = estimate_memory(model, **{**settings, "micro_batch": best + 1})
-    return passed("plan.batch", f"largest micro-batch {best} at seq {seq}: {fmt_bytes(est.total_bytes)}, {within} "
+    return passed(f"largest micro-batch {best} at seq {seq}: {fmt_bytes(est.total_bytes)}, {within} "
                   "(estimate; --measure runs the real search on a GPU)",
                   [f"micro-batch {best + 1} would need {fmt_bytes(nxt.total_bytes)}"],
-                  best=best, target_fraction=target_fraction, total_bytes=int(est.total_bytes))
+                  best=best, target_fraction=target_fraction, total_bytes=int(est.total_bytes), id="plan.batch")

@@ -134,28 +134,28 @@ def measured_verdict(m: MeasuredBatch) -> CheckResult:
     name = m.model.name
     if not m.device:  # the child died or hung before it could even say whether there is a GPU
         fix = "python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'  # alone"
-        return failed(CHECK_ID, f"batch not measured: {m.reason}", fix, [f"stderr: {ln}" for ln in m.stderr_tail],
-                      **data)
+        return failed(f"batch not measured: {m.reason}", fix, [f"stderr: {ln}" for ln in m.stderr_tail],
+                      **data, id=CHECK_ID)
     if not m.available:
-        return skipped(CHECK_ID, f"batch not measured: {m.reason or 'no GPU'}", ev, **data)
+        return skipped(f"batch not measured: {m.reason or 'no GPU'}", ev, **data, id=CHECK_ID)
     if not m.finished:
         fix = (f"rocmcheck plan --model {name} --seq-len {m.seq_len} --measure --timeout 1200  # more time; "
                "then check dmesg for a GPU reset")
-        return failed(CHECK_ID, f"batch search incomplete: {m.reason}", fix, ev + [f"stderr: {ln}" for ln in m.stderr_tail],
-                      **data)
+        return failed(f"batch search incomplete: {m.reason}", fix, ev + [f"stderr: {ln}" for ln in m.stderr_tail],
+                      **data, id=CHECK_ID)
     budget = f"{m.target_fraction:.0%} of {fmt_bytes(m.total_bytes)}"
     if m.best == 0:
         fix = f"rocmcheck plan --model {name} --seq-len {m.seq_len} --gradient-checkpointing --measure"
         if m.settings.get("gradient_checkpointing"):
             fix = f"rocmcheck plan --model {name} --seq-len {m.seq_len // 2} --gradient-checkpointing --measure"
-        return failed(CHECK_ID, f"not even micro-batch 1 trains within {budget} ({m.stop})", fix, ev, **data)
+        return failed(f"not even micro-batch 1 trains within {budget} ({m.stop})", fix, ev, **data, id=CHECK_ID)
     best = next(t for t in m.trials if t.micro_batch == m.best and t.outcome == "ok")
     summary = (f"largest micro-batch {m.best} at seq {m.seq_len}: peak {fmt_bytes(best.device_peak)} within "
                f"{budget} ({m.stop})")
     if "cap" in m.stop or "stopped after" in m.stop:
-        return warned(CHECK_ID, summary, f"rocmcheck plan --model {name} --seq-len {m.seq_len} --measure "
-                      f"--start-batch {m.best}  # search on from here", ev, **data)
-    return passed(CHECK_ID, summary, ev, **data)
+        return warned(summary, f"rocmcheck plan --model {name} --seq-len {m.seq_len} --measure "
+                      f"--start-batch {m.best}  # search on from here", ev, **data, id=CHECK_ID)
+    return passed(summary, ev, **data, id=CHECK_ID)
 
 
 def _trial_line(t: Trial) -> str:

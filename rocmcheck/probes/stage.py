@@ -66,15 +66,15 @@ def died_verdict(name: str, cmd: CommandResult, ctx: DeviceContext, per_probe_s:
     if cmd.timed_out or watchdog:
         limit = per_probe_s if watchdog else cmd.timeout_s
         evidence, fix = (collective_hang_hints(ctx.vendor) if name == "collective" else ([], hang_fix(name, ctx.vendor)))
-        return failed(pid, f"{name} hung: it did not finish within {limit:g} s on {ctx.label()}", fix,
-                      evidence + [f"stderr: {line}" for line in tail], hung=True, timeout_s=limit)
+        return failed(f"{name} hung: it did not finish within {limit:g} s on {ctx.label()}", fix,
+                      evidence + [f"stderr: {line}" for line in tail], hung=True, timeout_s=limit, id=pid)
     if cmd.returncode is not None and cmd.returncode < 0:
         last = tail[-1] if tail else "(no stderr)"
-        return failed(pid, f"{name} crashed the probe process ({_signal_name(-cmd.returncode)}): {last}",
-                      hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], signal=-cmd.returncode)
+        return failed(f"{name} crashed the probe process ({_signal_name(-cmd.returncode)}): {last}",
+                      hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], signal=-cmd.returncode, id=pid)
     why = cmd.describe_failure() if cmd.returncode else "the probe process ended without a result"
-    return failed(pid, f"{name} died: {why}" + (f": {tail[-1]}" if tail and cmd.returncode == 0 else ""),
-                  hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], returncode=cmd.returncode)
+    return failed(f"{name} died: {why}" + (f": {tail[-1]}" if tail and cmd.returncode == 0 else ""),
+                  hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], returncode=cmd.returncode, id=pid)
 
 
 def result_verdict(name: str, event: dict[str, Any], ctx: DeviceContext) -> CheckResult:
@@ -82,11 +82,11 @@ def result_verdict(name: str, event: dict[str, Any], ctx: DeviceContext) -> Chec
     pid = probe_id(name)
     outcome = event["outcome"]
     if outcome == "skip":
-        return skipped(pid, f"{name} skipped: {event['reason']}")
+        return skipped(f"{name} skipped: {event['reason']}", id=pid)
     if outcome == "error":
         meaning, fix = error_fix(event["error"], ctx.vendor, ctx.arch, name)
-        return failed(pid, f"{name} failed on {ctx.label()}: {event['error']} ({meaning})", fix,
-                      list(event.get("traceback") or [])[-5:])
+        return failed(f"{name} failed on {ctx.label()}: {event['error']} ({meaning})", fix,
+                      list(event.get("traceback") or [])[-5:], id=pid)
     try:
         result = JUDGES[name](event["data"], ctx)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
@@ -121,8 +121,8 @@ def _init_failure(names: list[str], cmd: CommandResult, report: ChildReport) -> 
     else:
         why = f"the probe process gave no device report ({cmd.describe_failure()})"
     fix = "python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'  # reproduce it alone; then check dmesg"
-    results = [failed("probe.device", f"GPU probes could not start: {why}", fix, [f"stderr: {l}" for l in tail])]
-    results += [skipped(probe_id(n), f"{n} not run: the GPU could not be initialised (see probe.device)") for n in names]
+    results = [failed(f"GPU probes could not start: {why}", fix, [f"stderr: {l}" for l in tail], id="probe.device")]
+    results += [skipped(f"{n} not run: the GPU could not be initialised (see probe.device)", id=probe_id(n)) for n in names]
     return results
 
 
@@ -183,7 +183,7 @@ def _main_child_probes(names: list[str], deadline: float, python: str, main_chil
                 failure = _init_failure(names, cmd, report)
                 return {"probe.device": failure[0], **{n: r for n, r in zip(names, failure[1:])}}
             if not report.device["available"]:
-                return {n: skipped(probe_id(n), f"{n} skipped: {report.device['reason']}") for n in names}
+                return {n: skipped(f"{n} skipped: {report.device['reason']}", id=probe_id(n)) for n in names}
             ctx = DeviceContext.from_device_event(report.device, gpu_names, smi_memory_bytes,
                                                   {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ})
             if cpu:
@@ -205,8 +205,8 @@ def _main_child_probes(names: list[str], deadline: float, python: str, main_chil
             break  # finished, or the child died between probes: do not loop on it
 
     for name in pending:
-        verdicts[name] = skipped(probe_id(name), f"{name} not run: the GPU stage's {timeout_s:g} s budget ran out "
-                                 f"(run it alone: rocmcheck probe {name})")
+        verdicts[name] = skipped(f"{name} not run: the GPU stage's {timeout_s:g} s budget ran out "
+                                 f"(run it alone: rocmcheck probe {name})", id=probe_id(name))
     verdicts[_CTX] = ctx
     return verdicts
 
@@ -246,9 +246,9 @@ class _CollectiveLauncher:
         pid = probe_id("collective")
         if ctx.count < 2 and ctx.vendor != "cpu":
             self._go("stop")
-            return skipped(pid, f"collective skipped: {ctx.count} GPU visible, nothing to all-reduce across")
+            return skipped(f"collective skipped: {ctx.count} GPU visible, nothing to all-reduce across", id=pid)
         if self.deadline - time.monotonic() < MIN_RELAUNCH_S and self._future is None:
-            return skipped(pid, "collective not run: the GPU stage's budget ran out (run it alone: rocmcheck probe collective)")
+            return skipped("collective not run: the GPU stage's budget ran out (run it alone: rocmcheck probe collective)", id=pid)
         if self._future is None:
             self.start()
         self._go("go")

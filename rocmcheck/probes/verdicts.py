@@ -109,14 +109,14 @@ def judge_numerics(pid: str, what: str, rel_err: Any, limit: float, ctx: DeviceC
     err = _num(rel_err)
     evidence = list(evidence or [])
     if err is None or nonfinite:
-        return failed(pid, f"{what} produced NaN/inf on {ctx.label()} ({nonfinite} non-finite or unwritten elements)",
+        return failed(f"{what} produced NaN/inf on {ctx.label()} ({nonfinite} non-finite or unwritten elements)",
                       f"rocmcheck probe {pid.split('.', 1)[1]}  # if it repeats, test the GPU with the vendor diagnostics (rvs / dcgmi diag)",
-                      evidence, rel_err=None, nonfinite=nonfinite, limit=limit, **data)
+                      evidence, rel_err=None, nonfinite=nonfinite, limit=limit, **data, id=pid)
     if err > limit:
-        return failed(pid, f"{what} is wrong on {ctx.label()}: relative error {err:.1e} > {limit:.0e}",
-                      torch_wheel_fix(ctx.vendor, ctx.arch), evidence, rel_err=err, limit=limit, **data)
-    return passed(pid, f"{what} is right on {ctx.label()}: relative error {err:.1e} (limit {limit:.0e})",
-                  evidence, rel_err=err, limit=limit, **data)
+        return failed(f"{what} is wrong on {ctx.label()}: relative error {err:.1e} > {limit:.0e}",
+                      torch_wheel_fix(ctx.vendor, ctx.arch), evidence, rel_err=err, limit=limit, **data, id=pid)
+    return passed(f"{what} is right on {ctx.label()}: relative error {err:.1e} (limit {limit:.0e})",
+                  evidence, rel_err=err, limit=limit, **data, id=pid)
 
 
 def judge_gemm_numerics(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
@@ -143,10 +143,10 @@ def rate_verdict(pid: str, what: str, measured: float, unit: str, expected: floa
     text = f"{what} {measured:,.1f} {unit} on {ctx.label()} = {ratio:.0%} of {expected_text}"
     data.update(measured=measured, expected=expected, ratio=round(ratio, 4))
     if ratio >= pass_at:
-        return passed(pid, text, **data)
+        return passed(text, **data, id=pid)
     if ratio >= fail_below:
-        return warned(pid, text + f" (expected >= {pass_at:.0%})", fix, **data)
-    return failed(pid, text + f": far below what it should reach (< {fail_below:.0%})", fix, **data)
+        return warned(text + f" (expected >= {pass_at:.0%})", fix, **data, id=pid)
+    return failed(text + f": far below what it should reach (< {fail_below:.0%})", fix, **data, id=pid)
 
 
 def _gemm_fix(ctx: DeviceContext) -> str:
@@ -163,12 +163,12 @@ def judge_gemm_tflops(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     m, n, k = data["shape"]
     what = f"bf16 GEMM {m}x{n}x{k}:"
     if tflops is None or tflops <= 0:
-        return failed(pid, f"bf16 GEMM rate could not be measured on {ctx.label()}", _gemm_fix(ctx), tflops=None)
+        return failed(f"bf16 GEMM rate could not be measured on {ctx.label()}", _gemm_fix(ctx), tflops=None, id=pid)
     product = ctx.product()
     info = dict(tflops=round(tflops, 1), shape=[m, n, k])
     if product is None or not product.bf16_tflops:
-        return passed(pid, f"{what} {tflops:,.1f} TFLOP/s on {ctx.label()} (no datasheet figure for this GPU to compare)",
-                      **info)
+        return passed(f"{what} {tflops:,.1f} TFLOP/s on {ctx.label()} (no datasheet figure for this GPU to compare)",
+                      **info, id=pid)
     peak = product.bf16_tflops
     info["peak_tflops"] = peak
     if product.typical_fraction:
@@ -180,8 +180,8 @@ def judge_gemm_tflops(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     ratio = tflops / peak
     text = f"{what} {tflops:,.1f} TFLOP/s on {ctx.label()} = {ratio:.0%} of the {peak:,.0f} datasheet peak"
     if ratio < GEMM_WARN_OF_PEAK_ONLY:
-        return warned(pid, text + f" (< {GEMM_WARN_OF_PEAK_ONLY:.0%})", _gemm_fix(ctx), ratio=round(ratio, 4), **info)
-    return passed(pid, text, ratio=round(ratio, 4), **info)
+        return warned(text + f" (< {GEMM_WARN_OF_PEAK_ONLY:.0%})", _gemm_fix(ctx), ratio=round(ratio, 4), **info, id=pid)
+    return passed(text, ratio=round(ratio, 4), **info, id=pid)
 
 
 def judge_copy_bandwidth(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
@@ -189,10 +189,10 @@ def judge_copy_bandwidth(data: dict[str, Any], ctx: DeviceContext) -> CheckResul
     tbps = _num(data["tb_per_s"])
     info = dict(tb_per_s=tbps, bytes=data.get("bytes"))
     if tbps is None or tbps <= 0:
-        return failed(pid, f"device copy bandwidth could not be measured on {ctx.label()}", _gemm_fix(ctx), **info)
+        return failed(f"device copy bandwidth could not be measured on {ctx.label()}", _gemm_fix(ctx), **info, id=pid)
     product = ctx.product()
     if product is None or not product.hbm_tbps:
-        return passed(pid, f"device copy: {tbps:.2f} TB/s on {ctx.label()} (no datasheet figure for this GPU to compare)", **info)
+        return passed(f"device copy: {tbps:.2f} TB/s on {ctx.label()} (no datasheet figure for this GPU to compare)", **info, id=pid)
     return rate_verdict(pid, "device copy:", tbps, "TB/s", product.hbm_tbps,
                         f"the {product.hbm_tbps} TB/s datasheet memory bandwidth", COPY_PASS_OF_PEAK, COPY_FAIL_OF_PEAK,
                         _gemm_fix(ctx), ctx, **info)
@@ -208,10 +208,10 @@ def judge_host_bandwidth(data: dict[str, Any], ctx: DeviceContext) -> CheckResul
     fix = (f"{tool}  # check the PCIe link generation and width; run on the CPU socket nearest the GPU "
            f"(numactl --cpunodebind=N --membind=N)")
     if slowest >= HOST_PASS_GBPS:
-        return passed(pid, text, **info)
+        return passed(text, **info, id=pid)
     if slowest >= HOST_FAIL_GBPS:
-        return warned(pid, text + f": below {HOST_PASS_GBPS:.0f} GB/s, so CPU offload will be slow", fix, **info)
-    return failed(pid, text + f": below {HOST_FAIL_GBPS:.0f} GB/s, far under any PCIe 3.0 x16 link", fix, **info)
+        return warned(text + f": below {HOST_PASS_GBPS:.0f} GB/s, so CPU offload will be slow", fix, **info, id=pid)
+    return failed(text + f": below {HOST_FAIL_GBPS:.0f} GB/s, far under any PCIe 3.0 x16 link", fix, **info, id=pid)
 
 
 # ------------------------------------------------------------------------------------------------ memory
@@ -238,16 +238,16 @@ def judge_memory(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     if mismatched:
         fix = ("amd-smi static --partition  # a partitioned MI300X (CPX/QPX, NPS4) shows a fraction of its memory per GPU"
                if ctx.vendor == "amd" else "nvidia-smi -q -d MEMORY  # MIG or a visibility setting can shrink what torch sees")
-        return warned(pid, f"torch sees a different GPU memory size than the system tool on GPU {', '.join(map(str, mismatched))}",
-                      fix, evidence, **totals)
+        return warned(f"torch sees a different GPU memory size than the system tool on GPU {', '.join(map(str, mismatched))}",
+                      fix, evidence, **totals, id=pid)
     if busy:
         worst = max(busy, key=lambda b: b[1])
-        return warned(pid, f"{worst[1] / GIB:.1f} GiB of GPU {worst[0]} memory is already in use by other processes",
-                      smi_processes_command(ctx.vendor) + "  # stop what you don't need before training", evidence, **totals)
+        return warned(f"{worst[1] / GIB:.1f} GiB of GPU {worst[0]} memory is already in use by other processes",
+                      smi_processes_command(ctx.vendor) + "  # stop what you don't need before training", evidence, **totals, id=pid)
     total = sum(int(d["total_bytes"]) for d in devices)
     compared = "matches the system tool" if smi else "no system-tool figure to compare"
-    return passed(pid, f"{len(devices)} GPU(s), {total / GIB:.1f} GiB total as torch sees it ({compared}); free for use",
-                  evidence, **totals)
+    return passed(f"{len(devices)} GPU(s), {total / GIB:.1f} GiB total as torch sees it ({compared}); free for use",
+                  evidence, **totals, id=pid)
 
 
 # --------------------------------------------------------------------------------------------- attention
@@ -277,22 +277,22 @@ def judge_attention(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
         else:
             fix = torch_wheel_fix(ctx.vendor, ctx.arch) + "  # a build with flash/memory-efficient attention for this GPU"
             why = "no fused backend (flash / memory-efficient / cuDNN) runs here"
-        return failed(pid, f"SDPA silently falls back to the slow math path for {shape} on {ctx.label()}: {why}",
-                      fix, evidence, **info)
+        return failed(f"SDPA silently falls back to the slow math path for {shape} on {ctx.label()}: {why}",
+                      fix, evidence, **info, id=pid)
     err = _num(data.get("default_rel_err"))
     if err is None or err > ATTENTION_MAX_REL_ERR:
-        return failed(pid, f"SDPA backend {default} gives wrong results for {shape}: relative error {_fmt_err(err)} vs the math path",
-                      torch_wheel_fix(ctx.vendor, ctx.arch), evidence, rel_err=err, **info)
+        return failed(f"SDPA backend {default} gives wrong results for {shape}: relative error {_fmt_err(err)} vs the math path",
+                      torch_wheel_fix(ctx.vendor, ctx.arch), evidence, rel_err=err, **info, id=pid)
     speedup = None
     if _num(data.get("default_ms")) and _num(data.get("math_ms")):
         speedup = data["math_ms"] / data["default_ms"]
     info.update(rel_err=err, speedup_vs_math=speedup)
     if speedup is not None and speedup < ATTENTION_MIN_SPEEDUP:
-        return warned(pid, f"SDPA picks {default} for {shape} but it is only {speedup:.1f}x faster than math",
+        return warned(f"SDPA picks {default} for {shape} but it is only {speedup:.1f}x faster than math",
                       "rocmcheck probe attention --json  # compare the per-backend timings; a fused kernel should be several times faster",
-                      evidence, **info)
+                      evidence, **info, id=pid)
     faster = f", {speedup:.1f}x faster than math" if speedup else ""
-    return passed(pid, f"SDPA runs {default} for {shape}{faster}, relative error {err:.1e}", evidence, **info)
+    return passed(f"SDPA runs {default} for {shape}{faster}, relative error {err:.1e}", evidence, **info, id=pid)
 
 
 def judge_flash_attn(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
@@ -306,10 +306,10 @@ def judge_flash_attn(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     if bad:
         fix = ("pip uninstall -y flash-attn && FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE pip install --no-build-isolation flash-attn  # or rebuild CK with GPU_ARCHS=" + (ctx.arch or "gfx942")
                if ctx.vendor == "amd" else "pip install --force-reinstall --no-build-isolation flash-attn  # rebuild against the installed torch")
-        return failed(pid, f"flash-attn {data.get('version', '')} ({backend}) gives wrong results: {', '.join(bad)} over the limit",
-                      fix, evidence, **info)
-    return passed(pid, f"flash-attn {data.get('version', '')} forward+backward matches SDPA on {ctx.label()} (backend: {backend})",
-                  evidence, **info)
+        return failed(f"flash-attn {data.get('version', '')} ({backend}) gives wrong results: {', '.join(bad)} over the limit",
+                      fix, evidence, **info, id=pid)
+    return passed(f"flash-attn {data.get('version', '')} forward+backward matches SDPA on {ctx.label()} (backend: {backend})",
+                  evidence, **info, id=pid)
 
 
 # ------------------------------------------------------------------------------------------ DeepSpeed ops
@@ -338,18 +338,18 @@ def judge_deepspeed_ops(data: dict[str, Any], ctx: DeviceContext) -> CheckResult
     if failures:
         name, op = failures[0]
         if op["state"] == "build_failed":
-            return failed(pid, f"DeepSpeed {name} does not build: {op.get('error_line') or 'see the build log'}",
-                          "sudo apt-get install -y python3-dev ninja-build  # then: " + _DS_PREBUILD, evidence, **info)
+            return failed(f"DeepSpeed {name} does not build: {op.get('error_line') or 'see the build log'}",
+                          "sudo apt-get install -y python3-dev ninja-build  # then: " + _DS_PREBUILD, evidence, **info, id=pid)
         if op["state"] == "ok":
-            return failed(pid, f"DeepSpeed {name} computes a different AdamW step than torch (relative error {_fmt_err(op.get('rel_err'))})",
+            return failed(f"DeepSpeed {name} computes a different AdamW step than torch (relative error {_fmt_err(op.get('rel_err'))})",
                           "pip install --force-reinstall --no-build-isolation deepspeed  # rebuild the ops against the installed torch",
-                          evidence, **info)
-        return failed(pid, f"DeepSpeed {name} cannot be used: {op.get('error_line') or op['state']}",
-                      _DS_PREBUILD, evidence, **info)
+                          evidence, **info, id=pid)
+        return failed(f"DeepSpeed {name} cannot be used: {op.get('error_line') or op['state']}",
+                      _DS_PREBUILD, evidence, **info, id=pid)
     if not_built:
-        return warned(pid, f"DeepSpeed {', '.join(not_built)} not built yet: the first training run will JIT-compile them (minutes)",
-                      _DS_PREBUILD, evidence, **info)
-    return passed(pid, f"DeepSpeed {data.get('version', '')} {' and '.join(ops)} load and step like torch AdamW", evidence, **info)
+        return warned(f"DeepSpeed {', '.join(not_built)} not built yet: the first training run will JIT-compile them (minutes)",
+                      _DS_PREBUILD, evidence, **info, id=pid)
+    return passed(f"DeepSpeed {data.get('version', '')} {' and '.join(ops)} load and step like torch AdamW", evidence, **info, id=pid)
 
 
 # ------------------------------------------------------------------------------------------- collective
@@ -380,11 +380,11 @@ def judge_collective(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     if wrong:
         fix = ("export RCCL_MSCCL_ENABLE=0  # AMD's validation guide disables MSCCL to avoid data mismatches; then rerun"
                if ctx.vendor == "amd" else "NCCL_DEBUG=INFO rocmcheck probe collective  # see which transport corrupts data")
-        return failed(pid, f"{' and '.join(wrong)} across {world} ranks ({backend}) returned wrong data", fix, evidence, **info)
+        return failed(f"{' and '.join(wrong)} across {world} ranks ({backend}) returned wrong data", fix, evidence, **info, id=pid)
     ar = data["all_reduce"]
     ranks = "GPUs" if backend == "nccl" else "processes"
-    return passed(pid, f"all-reduce and all-gather right across {world} {ranks} ({backend}); all-reduce busbw {ar['busbw_gbps']:.1f} GB/s",
-                  evidence, **info)
+    return passed(f"all-reduce and all-gather right across {world} {ranks} ({backend}); all-reduce busbw {ar['busbw_gbps']:.1f} GB/s",
+                  evidence, **info, id=pid)
 
 
 JUDGES: dict[str, Callable[[dict[str, Any], DeviceContext], CheckResult]] = {

@@ -172,7 +172,7 @@ def run_bench(cfg: TrainConfig, shape: str = "1.1b", log: Callable[[str], None] 
     dev = pick_device(cfg.device)
     info: dict[str, Any] = {"config": cfg.to_dict(), "device": dev.to_dict(), "shape": shape}
     if shape == "1.1b" and dev.device.type != "cuda":
-        return RunReport([skipped("train.bench", "the 1.1B benchmark needs a GPU (about 40 GiB at seq 2048, micro-batch 4)")], info=info)
+        return RunReport([skipped("the 1.1B benchmark needs a GPU (about 40 GiB at seq 2048, micro-batch 4)", id="train.bench")], info=info)
     sh = dict(SHAPES[shape])
     bcfg = replace(cfg, seq_len=sh["seq_len"], micro_batch=sh["micro_batch"], steps=sh["steps"], lr=3e-4,
                    warmup_steps=3, min_lr_ratio=0.0)  # Trainer's cosine decays to 0
@@ -204,9 +204,9 @@ def loss_parity(check_id: str, name: str, baseline: str, losses: list[float], re
     diffs = [abs(a - b) for a, b in zip(losses, reference)]
     worst = max(diffs) if diffs else float("nan")
     if diffs and worst <= LOSS_TOL * max(1.0, abs(reference[0])):
-        return passed(check_id, f"{name} and {baseline} loss curves agree (max |diff| {worst:.3f})", table, max_diff=worst)
-    return failed(check_id, f"{name} and {baseline} loss curves differ (max |diff| {worst:.3f})",
-                  "the two runs did not train the same way: compare their settings in the JSON", table, max_diff=worst)
+        return passed(f"{name} and {baseline} loss curves agree (max |diff| {worst:.3f})", table, max_diff=worst, id=check_id)
+    return failed(f"{name} and {baseline} loss curves differ (max |diff| {worst:.3f})",
+                  "the two runs did not train the same way: compare their settings in the JSON", table, max_diff=worst, id=check_id)
 
 
 def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> list[CheckResult]:
@@ -218,16 +218,16 @@ def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
     results = []
     errors = [r for r in rows if "error" in r]
     for r in errors:
-        results.append(failed(f"train.bench_{r['mode']}", f"{r['mode']} failed: {r['error']}",
-                              "rerun without --compile / check train.kernels", table))
+        results.append(failed(f"{r['mode']} failed: {r['error']}",
+                              "rerun without --compile / check train.kernels", table, id=f"train.bench_{r['mode']}"))
     if "loop" in by and "hf_trainer" in by and "error" not in by["loop"] and "error" not in by["hf_trainer"]:
         ratio = by["loop"]["tokens_per_s"] / by["hf_trainer"]["tokens_per_s"]
         summary = f"loop {ratio:.2f}x HF Trainer tokens/s (target >= {TARGET_VS_TRAINER:.1f}x)"
         if ratio >= TARGET_VS_TRAINER:
-            results.append(passed("train.bench_vs_trainer", summary, table, ratio=ratio))
+            results.append(passed(summary, table, ratio=ratio, id="train.bench_vs_trainer"))
         else:
-            results.append(warned("train.bench_vs_trainer", summary,
-                                  "rerun once the GPU is idle; if it persists, compare train.kernels of both runs", table, ratio=ratio))
+            results.append(warned(summary,
+                                  "rerun once the GPU is idle; if it persists, compare train.kernels of both runs", table, ratio=ratio, id="train.bench_vs_trainer"))
         results.append(loss_parity("train.bench_loss_parity", "loop", "HF Trainer", runs["loop"]["losses"],
                                    runs["hf_trainer"]["losses"], table))
     if "loop_compile" in by and "loop" in by and "error" not in by["loop_compile"] and "error" not in by["loop"]:
@@ -236,9 +236,9 @@ def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
         vs_trainer = by["loop_compile"]["tokens_per_s"] / trainer if trainer else None
         summary = f"--compile {vs_trainer:.2f}x HF Trainer, {ratio:.2f}x the eager loop (target >= {TARGET_COMPILE:.1f}x Trainer)" if vs_trainer else f"--compile {ratio:.2f}x the eager loop"
         ok = vs_trainer is not None and vs_trainer >= TARGET_COMPILE
-        results.append(passed("train.bench_compile", summary, table, ratio=ratio, vs_trainer=vs_trainer) if ok else
-                       warned("train.bench_compile", summary, "check torch/triton versions: rocmcheck doctor", table,
-                              ratio=ratio, vs_trainer=vs_trainer))
+        results.append(passed(summary, table, ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile") if ok else
+                       warned(summary, "check torch/triton versions: rocmcheck doctor", table,
+                              ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile"))
         results.append(loss_parity("train.bench_compile_loss_parity", "--compile", "the eager loop",
                                    runs["loop_compile"]["losses"], runs["loop"]["losses"], table))
-    return results or [skipped("train.bench", "no benchmark mode ran")]
+    return results or [skipped("no benchmark mode ran", id="train.bench")]

@@ -23,22 +23,22 @@ def run_train_stage(timeout_s: float = 180.0, device: str = "auto") -> list[Chec
     res = run_command(argv, timeout=timeout_s, env=env)
     tail = [line for line in res.stderr.strip().splitlines()[-5:]]
     if res.timed_out:
-        return [failed("train.run", f"smoke-train did not finish within {timeout_s:g} s (hung)",
+        return [failed(f"smoke-train did not finish within {timeout_s:g} s (hung)",
                        "rocmcheck smoke-train --device cpu   (if that finishes, the GPU hangs; check dmesg for GPU resets)",
-                       tail, timeout_s=timeout_s)]
+                       tail, timeout_s=timeout_s, id="train.run")]
     results = _parse(res.stdout)
     if results is None:
         if res.returncode is not None and res.returncode < 0:
-            return [failed("train.run", f"smoke-train {res.describe_failure().split(' ', 1)[1]}",
-                           "rocmcheck smoke-train --device cpu   (if that works, the GPU stack crashes: see rocmcheck doctor)", tail)]
+            return [failed(f"smoke-train {res.describe_failure().split(' ', 1)[1]}",
+                           "rocmcheck smoke-train --device cpu   (if that works, the GPU stack crashes: see rocmcheck doctor)", tail, id="train.run")]
         if res.returncode == 2:
-            return [failed("train.run", "smoke-train refused its input: " + (tail[-1] if tail else "exit 2"),
-                           "rocmcheck smoke-train --help", tail)]
+            return [failed("smoke-train refused its input: " + (tail[-1] if tail else "exit 2"),
+                           "rocmcheck smoke-train --help", tail, id="train.run")]
         return [CheckResult("train.run", Status.CRASH, f"smoke-train gave no verdicts ({res.describe_failure()})", tail,
                             "this is a rocmcheck bug: please report it with this output")]
     if any(r.id == "train.run" for r in results):  # the child caught its own crash and said so
         return results
-    return [passed("train.run", f"smoke-train ran to the end in {res.duration_s:.1f} s", duration_s=res.duration_s)] + results
+    return [passed(f"smoke-train ran to the end in {res.duration_s:.1f} s", duration_s=res.duration_s, id="train.run")] + results
 
 
 def _parse(stdout: str) -> list[CheckResult] | None:

@@ -62,7 +62,7 @@ def attention_path(rows: list[dict[str, Any]]) -> str:
 
 def check_kernels(rows: list[dict[str, Any]], on_gpu: bool, attn_requested: str) -> CheckResult:
     if not rows:
-        return skipped("train.kernels", "no profile recorded")
+        return skipped("no profile recorded", id="train.kernels")
     key = "self_device_us" if on_gpu else "self_cpu_us"
     # Device-side rows are kernels; on CPU, leave out the wrappers that only call other ops.
     candidates = [r for r in rows if r[key] > 0 and not r["name"].startswith("ProfilerStep")]
@@ -84,9 +84,9 @@ def check_kernels(rows: list[dict[str, Any]], on_gpu: bool, attn_requested: str)
     if cpu_hot:
         problems.append(f"hot ops ran on the CPU in a GPU run: {', '.join(cpu_hot)}")
     if not problems:
-        return passed("train.kernels", f"attention path: {path}; top kernel {top[0]['name'][:60] if top else 'n/a'}", evidence, **data)
+        return passed(f"attention path: {path}; top kernel {top[0]['name'][:60] if top else 'n/a'}", evidence, **data, id="train.kernels")
     fix = ("rocmcheck smoke-train --attn sdpa; on ROCm also check that this torch build has AOTriton flash "
            "attention for this GPU (rocmcheck probe) and, for experimental archs, TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1")
     if cpu_hot and path not in ("math", "eager"):
         fix = "move the model and every batch to the GPU (model.to('cuda'), batch.to('cuda')) before the step"
-    return warned("train.kernels", "; ".join(problems), fix, evidence, **data)
+    return warned("; ".join(problems), fix, evidence, **data, id="train.kernels")

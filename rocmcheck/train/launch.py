@@ -77,7 +77,7 @@ def run_parallel(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
 
     if run.plan is not None and importlib.util.find_spec("deepspeed") is None:
         return run_and_report(cfg, as_json, run=lambda c, progress=None: _report_of([failed(
-            "train.deepspeed", "--deepspeed needs DeepSpeed, which is not installed", INSTALL_DEEPSPEED)]))
+            "--deepspeed needs DeepSpeed, which is not installed", INSTALL_DEEPSPEED, id="train.deepspeed")]))
     if run.plan is not None and int(os.environ.get("RANK", "0") or 0) == 0:
         for line in run.plan.warnings:  # lint warnings do not stop the run, but a person should see them
             print(line, file=sys.stderr)
@@ -169,14 +169,14 @@ def launch_ranks(cfg: TrainConfig, run: ParallelRun):
         return report
     tail = [line for line in (res.stderr.strip().splitlines() + res.stdout.strip().splitlines()) if line.strip()][-12:]
     if res.timed_out:
-        result = failed("train.launch", f"the {run.nproc} ranks did not finish within {run.timeout_s:g} s (hung)",
+        result = failed(f"the {run.nproc} ranks did not finish within {run.timeout_s:g} s (hung)",
                         "NCCL_DEBUG=INFO rocmcheck smoke-train --nproc 2 --steps 20   (a hang in the first collective: on "
-                        "MI300X check `iommu=pt` on the kernel command line, docs/distributed.md)", tail, **launch)
+                        "MI300X check `iommu=pt` on the kernel command line, docs/distributed.md)", tail, **launch, id="train.launch")
     else:
-        result = failed("train.launch", f"torchrun exited {res.returncode} before rank 0 wrote a report: "
+        result = failed(f"torchrun exited {res.returncode} before rank 0 wrote a report: "
                         f"{res.describe_failure()}",
                         "read the evidence (the ranks' last lines); rerun with --nproc 1 to see the same run in one process",
-                        tail, **launch)
+                        tail, **launch, id="train.launch")
     return _report_of([result], info={"config": cfg.to_dict(), "launch": launch})
 
 

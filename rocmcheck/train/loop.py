@@ -175,11 +175,11 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
     try:
         dev: DeviceInfo = pick_device(cfg.device)
     except DeviceUnavailable as exc:
-        return RunReport([failed("train.device", str(exc), "rocmcheck doctor   (then rerun with --device cpu)")], info=info)
+        return RunReport([failed(str(exc), "rocmcheck doctor   (then rerun with --device cpu)", id="train.device")], info=info)
     info["device"] = dev.to_dict()
     device = dev.device
     if device.type == "cuda" and not dev.bf16_supported:
-        return RunReport([failed("train.device", f"{dev.name} has no bf16 support", "use a GPU with bf16 (MI200/MI300, A100, H100) or --device cpu")], info=info)
+        return RunReport([failed(f"{dev.name} has no bf16 support", "use a GPU with bf16 (MI200/MI300, A100, H100) or --device cpu", id="train.device")], info=info)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
 
@@ -187,11 +187,11 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
     try:
         tokenizer, model = load_model(Path(cfg.model), cfg, device)
     except ImportError as exc:  # flash_attention_2 without the flash_attn package, mostly
-        return RunReport([failed("train.attn", f"--attn {cfg.attn} is not usable: {str(exc).splitlines()[0][:200]}",
-                                          "pip install flash-attn --no-build-isolation   (or run with --attn sdpa)")], info=info)
+        return RunReport([failed(f"--attn {cfg.attn} is not usable: {str(exc).splitlines()[0][:200]}",
+                                          "pip install flash-attn --no-build-isolation   (or run with --attn sdpa)", id="train.attn")], info=info)
     except (OSError, ValueError) as exc:
-        return RunReport([failed("train.load", f"could not load {cfg.model}: {str(exc).splitlines()[0][:200]}",
-                                          "check the folder holds a complete Hugging Face checkpoint (config.json, weights, tokenizer)")], info=info)
+        return RunReport([failed(f"could not load {cfg.model}: {str(exc).splitlines()[0][:200]}",
+                                          "check the folder holds a complete Hugging Face checkpoint (config.json, weights, tokenizer)", id="train.load")], info=info)
     if cfg.gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.config.use_cache = False
@@ -210,7 +210,7 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
     try:
         ids, labels = data_mod.pack_rows(tokenizer, task.train_examples(rows_needed * per_row + per_row, cfg.seed), cfg.seq_len)
     except ValueError as exc:
-        return RunReport([failed("train.data", str(exc), f"rocmcheck smoke-train --seq-len {cfg.seq_len * 2}")], info=info)
+        return RunReport([failed(str(exc), f"rocmcheck smoke-train --seq-len {cfg.seq_len * 2}", id="train.data")], info=info)
     ids, labels = ids[:rows_needed].to(device), labels[:rows_needed].to(device)
 
     def micro_batch(step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -310,7 +310,7 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
         rows = kernels.profile_step(profiled_step, device.type == "cuda")
         results.append(kernels.check_kernels(rows, device.type == "cuda", cfg.attn))
     else:
-        results.append(skipped("train.kernels", "profiling turned off"))
+        results.append(skipped("profiling turned off", id="train.kernels"))
     info["total_s"] = time.perf_counter() - t_start
     return RunReport(results, metrics, info)
 

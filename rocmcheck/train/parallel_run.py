@@ -52,7 +52,7 @@ class SetupFailed(Exception):
         from rocmcheck.result import failed
 
         super().__init__(summary)
-        self.result = failed(check_id, summary, fix)
+        self.result = failed(summary, fix, id=check_id)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -101,7 +101,7 @@ class _Run:
         try:
             self.dev = pick_device(self.cfg.device)
         except DeviceUnavailable as exc:
-            return RunReport([failed("train.device", str(exc), "rocmcheck doctor   (then rerun with --device cpu)")], info=self.info)
+            return RunReport([failed(str(exc), "rocmcheck doctor   (then rerun with --device cpu)", id="train.device")], info=self.info)
         self.info["device"] = self.dev.to_dict()
         self.info["model"] = {"path": str(self.cfg.model), "attn_implementation": self.cfg.attn}
         torch = self.torch
@@ -109,9 +109,9 @@ class _Run:
             # torchrun says LOCAL_WORLD_SIZE, the DeepSpeed launcher LOCAL_SIZE; without either, trust the launcher.
             local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or 0)
             if torch.cuda.device_count() < local:
-                return RunReport([failed("train.device", f"{local} ranks on this node but only {torch.cuda.device_count()} "
+                return RunReport([failed(f"{local} ranks on this node but only {torch.cuda.device_count()} "
                                          "GPU(s) visible: two ranks would share a GPU",
-                                         f"rocmcheck smoke-train --nproc {torch.cuda.device_count()}")], info=self.info)
+                                         f"rocmcheck smoke-train --nproc {torch.cuda.device_count()}", id="train.device")], info=self.info)
         if self.plan is not None or self.world.distributed:
             self.info["backend"] = distributed.join(self.world, self.dev.device.type, self.plan is not None, self.pg_timeout_s)
         try:
@@ -276,9 +276,9 @@ class _Run:
                                                  flops_per_token(eval_model, cfg.seq_len) if eval_model is not None else 0.0,
                                                  self._peak_all_ranks(), self.dev.peak_source, cfg.extra.get("min_mfu"),
                                                  self.dev.device.type == "cuda"))
-        results.append(skipped("train.kernels", "the kernel report comes from the single-process plain run "
+        results.append(skipped("the kernel report comes from the single-process plain run "
                                "(rocmcheck smoke-train without --deepspeed/--nproc): profiling a sharded step would "
-                               "profile the collectives of one rank"))
+                               "profile the collectives of one rank", id="train.kernels"))
 
     def _peak_all_ranks(self) -> float | None:
         peak = self.dev.peak_bf16_tflops

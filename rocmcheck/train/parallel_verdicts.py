@@ -38,9 +38,9 @@ def parity_tolerance(plain_losses: list[float]) -> float:
 def check_deepspeed_parity(ds_losses: list[float], plain_losses: list[float], label: str,
                            why_not: str | None = None) -> CheckResult:
     if why_not:
-        return skipped("train.deepspeed_parity", why_not)
+        return skipped(why_not, id="train.deepspeed_parity")
     if not plain_losses or len(ds_losses) < len(plain_losses):
-        return skipped("train.deepspeed_parity", f"the {label} run stopped after {len(ds_losses)} of {len(plain_losses)} steps")
+        return skipped(f"the {label} run stopped after {len(ds_losses)} of {len(plain_losses)} steps", id="train.deepspeed_parity")
     tol = parity_tolerance(plain_losses)
     diffs = [abs(a - b) if math.isfinite(a) and math.isfinite(b) else math.inf for a, b in zip(ds_losses, plain_losses)]
     worst = max(range(len(diffs)), key=diffs.__getitem__)
@@ -53,13 +53,13 @@ def check_deepspeed_parity(ds_losses: list[float], plain_losses: list[float], la
     data = {"max_step_diff": diffs[worst], "worst_step": worst, "tolerance": tol, "steps_out": out[:20],
             "max_window_diff": max(abs(a - b) for a, b in zip(ds_w, plain_w)), "label": label}
     if not out:
-        return passed("train.deepspeed_parity", f"{label} loss curve matches the plain run (largest step difference "
-                      f"{diffs[worst]:.3f}, tolerance {tol:.3f})", evidence, **data)
-    return failed("train.deepspeed_parity", f"{label} loss curve departs from the plain run at {len(out)} of "
+        return passed(f"{label} loss curve matches the plain run (largest step difference "
+                      f"{diffs[worst]:.3f}, tolerance {tol:.3f})", evidence, **data, id="train.deepspeed_parity")
+    return failed(f"{label} loss curve departs from the plain run at {len(out)} of "
                   f"{len(diffs)} steps (step {worst}: {ds_losses[worst]:.3f} vs {plain_losses[worst]:.3f}, tolerance {tol:.3f})",
                   "if the config has its own \"optimizer\" section, remove it (the run then uses the plain run's AdamW); "
                   "otherwise rerun with recipes/zero2.json: if ZeRO-2 matches and this stage does not, report the DeepSpeed "
-                  "version with this evidence", evidence, **data)
+                  "version with this evidence", evidence, **data, id="train.deepspeed_parity")
 
 
 def steady_median(step_times: list[float]) -> float | None:
@@ -70,7 +70,7 @@ def steady_median(step_times: list[float]) -> float | None:
 def check_offload_cost(offload_step_s: list[float], no_offload_step_s: list[float], label: str, on_gpu: bool) -> CheckResult:
     with_off, without = steady_median(offload_step_s), steady_median(no_offload_step_s)
     if not with_off or not without:
-        return skipped("train.offload_cost", "a run stopped before its step times could be compared")
+        return skipped("a run stopped before its step times could be compared", id="train.offload_cost")
     ratio = with_off / without
     cost = (ratio - 1) * 100
     data = {"offload_step_s": with_off, "no_offload_step_s": without, "ratio": ratio, "cost_percent": cost,
@@ -82,17 +82,17 @@ def check_offload_cost(offload_step_s: list[float], no_offload_step_s: list[floa
                         "not host-device transfers")
     summary = f"{label}: step time {cost:+.0f}% vs no offload ({with_off * 1e3:.1f} ms vs {without * 1e3:.1f} ms)"
     if ratio > OFFLOAD_ABSURD_RATIO:
-        return warned("train.offload_cost", summary + f": more than {OFFLOAD_ABSURD_RATIO:g}x",
+        return warned(summary + f": more than {OFFLOAD_ABSURD_RATIO:g}x",
                       "check that pin_memory is true in offload_optimizer/offload_param and that the CPU side is not starved "
-                      "(numactl --hardware; set OMP_NUM_THREADS to the cores per rank)", evidence, **data)
-    return passed("train.offload_cost", summary, evidence, **data)
+                      "(numactl --hardware; set OMP_NUM_THREADS to the cores per rank)", evidence, **data, id="train.offload_cost")
+    return passed(summary, evidence, **data, id="train.offload_cost")
 
 
 def check_rank_agreement(per_rank: list[dict[str, Any]], weights_checked: bool) -> CheckResult:
     """per_rank[i]: {"global_loss": [...], "local_loss": [...], "grad_norm": [...], "weights": float|None}."""
     n = len(per_rank)
     if n < 2:
-        return skipped("train.rank_agreement", "one rank: nothing to compare")
+        return skipped("one rank: nothing to compare", id="train.rank_agreement")
     steps = len(per_rank[0]["global_loss"])
     evidence: list[str] = []
     problems: list[str] = []
@@ -125,11 +125,11 @@ def check_rank_agreement(per_rank: list[dict[str, Any]], weights_checked: bool) 
     data = {"ranks": n, "steps": steps, "loss_disagree_steps": disagree[:20], "grad_norm_disagree_steps": norm_off[:20],
             "same_data": same_data, "weights_checked": weights_checked}
     if problems:
-        return failed("train.rank_agreement", "; ".join(problems)[:400],
+        return failed("; ".join(problems)[:400],
                       "rerun with --nproc 2 --device cpu: if that agrees, the GPU collective library is at fault "
                       "(NCCL_DEBUG=INFO shows it; on MI300X check iommu=pt, see docs/distributed.md)",
-                      evidence + problems, **data)
-    return passed("train.rank_agreement", f"all {n} ranks agree on the loss at every one of {steps} steps", evidence, **data)
+                      evidence + problems, **data, id="train.rank_agreement")
+    return passed(f"all {n} ranks agree on the loss at every one of {steps} steps", evidence, **data, id="train.rank_agreement")
 
 
 def _close(values: list[float], rel: float = 1e-6) -> bool:

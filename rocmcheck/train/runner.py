@@ -18,9 +18,9 @@ def error_result(exc: BaseException) -> CheckResult:
     name = type(exc).__name__
     if any(k in text for k in ("HIP error", "CUDA error", "hipError", "invalid device function", "no kernel image",
                                      "code object")):
-        return failed("train.run", f"the GPU runtime failed during training: {text}",
+        return failed(f"the GPU runtime failed during training: {text}",
                       "rocmcheck doctor   (checks that this torch build has kernels for this GPU arch)",
-                      [f"{name}: {text}"])
+                      [f"{name}: {text}"], id="train.run")
     return CheckResult("train.run", Status.CRASH, f"smoke-train crashed: {name}: {text}", [f"{name}: {text}"],
                        "this is a rocmcheck bug: please report it with the output of --json")
 
@@ -57,8 +57,8 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
         try:
             out["files"] = write_outputs(out, cfg.out)
         except OSError as exc:
-            report.results.append(failed("train.outputs", f"could not write to {cfg.out}: {exc}",
-                                         f"mkdir -p {cfg.out} and check it is writable"))
+            report.results.append(failed(f"could not write to {cfg.out}: {exc}",
+                                         f"mkdir -p {cfg.out} and check it is writable", id="train.outputs"))
             out["results"] = [r.to_dict() for r in report.results]
     if as_json:
         sys.stdout.write(json.dumps(out, default=str) + "\n")

@@ -21,7 +21,7 @@ CKPT_FIX = "rocmcheck smoke-train --gradient-checkpointing --micro-batch 1 --gra
 def check_loss_decrease(losses: list[float], min_drop: float) -> CheckResult:
     """The last steps' mean loss must be at most (1 - min_drop) x the first step's loss."""
     if len(losses) < 10:
-        return skipped("train.loss_decrease", f"only {len(losses)} steps ran; need 10 to judge the loss curve")
+        return skipped(f"only {len(losses)} steps ran; need 10 to judge the loss curve", id="train.loss_decrease")
     first = losses[0]
     tail = losses[-max(3, len(losses) // 10):]
     last = statistics.fmean(tail)
@@ -29,12 +29,12 @@ def check_loss_decrease(losses: list[float], min_drop: float) -> CheckResult:
     data = {"first": first, "last_mean": last, "target": target, "min_drop": min_drop}
     evidence = [f"step 0 loss {first:.4f}; mean of last {len(tail)} steps {last:.4f}; needed <= {target:.4f}"]
     if not (math.isfinite(first) and math.isfinite(last)):
-        return failed("train.loss_decrease", "loss is not finite, so it cannot fall", "see train.finite", evidence, **data)
+        return failed("loss is not finite, so it cannot fall", "see train.finite", evidence, **data, id="train.loss_decrease")
     if last <= target:
-        return passed("train.loss_decrease", f"loss fell {first:.3f} -> {last:.3f} ({1 - last / first:.0%} drop, needed {min_drop:.0%})", evidence, **data)
-    return failed("train.loss_decrease", f"loss fell only {first:.3f} -> {last:.3f} (needed a {min_drop:.0%} drop)",
+        return passed(f"loss fell {first:.3f} -> {last:.3f} ({1 - last / first:.0%} drop, needed {min_drop:.0%})", evidence, **data, id="train.loss_decrease")
+    return failed(f"loss fell only {first:.3f} -> {last:.3f} (needed a {min_drop:.0%} drop)",
                   "rerun with --device cpu: if the CPU run learns and this device does not, the GPU stack computes wrong "
-                  "gradients; if neither learns, try --lr 1e-3 --steps 120", evidence, **data)
+                  "gradients; if neither learns, try --lr 1e-3 --steps 120", evidence, **data, id="train.loss_decrease")
 
 
 def check_finite(losses: list[float], grad_norms: list[float], stopped_at: int | None) -> CheckResult:
@@ -42,7 +42,7 @@ def check_finite(losses: list[float], grad_norms: list[float], stopped_at: int |
     bad_grad = [i for i, v in enumerate(grad_norms) if not math.isfinite(v)]
     data = {"nonfinite_loss_steps": bad_loss[:20], "nonfinite_grad_steps": bad_grad[:20]}
     if not bad_loss and not bad_grad:
-        return passed("train.finite", f"loss and gradient norm finite at all {len(losses)} steps", **data)
+        return passed(f"loss and gradient norm finite at all {len(losses)} steps", **data, id="train.finite")
     first = min(bad_loss[:1] + bad_grad[:1])
     what = " and ".join(w for w, b in (("loss", bad_loss), ("gradient norm", bad_grad)) if b)
     evidence = [f"first non-finite {what} at step {first}"]
@@ -50,22 +50,22 @@ def check_finite(losses: list[float], grad_norms: list[float], stopped_at: int |
         evidence.append(f"loss {losses[first]} grad-norm {grad_norms[first] if first < len(grad_norms) else 'n/a'}")
     if stopped_at is not None:
         evidence.append(f"run stopped at step {stopped_at}")
-    return failed("train.finite", f"{what} became NaN/inf at step {first}",
+    return failed(f"{what} became NaN/inf at step {first}",
                   "rerun with --pure-bf16 off (default) and --attn eager: if that is finite, the fused attention or bf16 "
-                  "kernels of this build are at fault; report torch/ROCm versions with the evidence", evidence, **data)
+                  "kernels of this build are at fault; report torch/ROCm versions with the evidence", evidence, **data, id="train.finite")
 
 
 def check_accuracy(before: float | None, after: float | None, threshold: float, n_prompts: int) -> CheckResult:
     data = {"accuracy_before": before, "accuracy": after, "threshold": threshold, "prompts": n_prompts}
     if after is None:
-        return skipped("train.task_accuracy", "no evaluation (the run stopped early)", **data)
+        return skipped("no evaluation (the run stopped early)", **data, id="train.task_accuracy")
     ev = [f"exact match on {n_prompts} held-out prompts: before fine-tune {before:.0%}, after {after:.0%}"]
     if after >= threshold:
         learned = "" if before is None or after > before else " (the model could already do the task)"
-        return passed("train.task_accuracy", f"held-out exact match {after:.0%} (needed {threshold:.0%}){learned}", ev, **data)
-    return failed("train.task_accuracy", f"held-out exact match only {after:.0%} (needed {threshold:.0%})",
+        return passed(f"held-out exact match {after:.0%} (needed {threshold:.0%}){learned}", ev, **data, id="train.task_accuracy")
+    return failed(f"held-out exact match only {after:.0%} (needed {threshold:.0%})",
                   "rerun with --device cpu to compare; if the CPU run reaches the threshold, the GPU numerics are suspect "
-                  "(check train.reference_curve); otherwise rerun with more --steps", ev, **data)
+                  "(check train.reference_curve); otherwise rerun with more --steps", ev, **data, id="train.task_accuracy")
 
 
 def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: bool = True,
@@ -73,25 +73,25 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
     """Reloaded weights must be bit-identical, and its logits no further from the trained model's than
     two forwards of the trained model are from each other (0 where kernels are deterministic)."""
     if error:
-        return failed("train.reload", f"save -> reload failed: {error}",
-                      "check free disk space and write permission for --out", [error])
+        return failed(f"save -> reload failed: {error}",
+                      "check free disk space and write permission for --out", [error], id="train.reload")
     data = {"max_abs_diff": max_abs_diff, "forward_noise": noise, "weights_equal": weights_equal}
     if weights_equal and max_abs_diff is not None and max_abs_diff <= noise:
         how = "identical logits" if max_abs_diff == 0 else f"logits within {bound_label} ({noise:.2g})"
-        return passed("train.reload", f"save -> reload gives {how}", **data)
+        return passed(f"save -> reload gives {how}", **data, id="train.reload")
     what = "weights changed on the way through the checkpoint" if not weights_equal else \
         f"reloaded model's logits differ (max |diff| {max_abs_diff:.3g}, allowed: {bound_label} {noise:.2g})"
-    return failed("train.reload", what, "a saved checkpoint does not reproduce the trained model: check the "
+    return failed(what, "a saved checkpoint does not reproduce the trained model: check the "
                   "safetensors/transformers versions (pip install -U safetensors transformers)",
-                  [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"], **data)
+                  [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"], **data, id="train.reload")
 
 
 def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why_not: str, kind: str) -> CheckResult:
     if curve is None:
-        return skipped("train.reference_curve", f"no reference to compare with: {why_not}", kind=kind)
+        return skipped(f"no reference to compare with: {why_not}", kind=kind, id="train.reference_curve")
     ref = curve["loss"]
     if len(losses) < len(ref):
-        return skipped("train.reference_curve", f"run stopped after {len(losses)} of {len(ref)} steps", kind=kind)
+        return skipped(f"run stopped after {len(losses)} of {len(ref)} steps", kind=kind, id="train.reference_curve")
     cmp = reference.compare(losses, ref)
     rec = curve.get("recorded_on", {})
     evidence = [f"reference: {rec.get('device', '?')}, torch {rec.get('torch', '?')}"]
@@ -99,12 +99,12 @@ def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why
                  f"{'ok' if w['ok'] else 'OUT'})" for w in cmp["windows"]]
     data = {"kind": kind, "windows": cmp["windows"]}
     if cmp["ok"]:
-        return passed("train.reference_curve", f"loss curve matches the {kind} reference within tolerance", evidence, **data)
+        return passed(f"loss curve matches the {kind} reference within tolerance", evidence, **data, id="train.reference_curve")
     w = cmp["worst"]
-    return failed("train.reference_curve", f"loss curve departs from the {kind} reference at steps {w['steps']} "
+    return failed(f"loss curve departs from the {kind} reference at steps {w['steps']} "
                   f"({w['run']:.3f} vs {w['reference']:.3f})",
                   "rerun with --attn eager and then --device cpu: the first setting that matches points at the faulty "
-                  "kernel (fused attention, bf16 GEMM)", evidence, **data)
+                  "kernel (fused attention, bf16 GEMM)", evidence, **data, id="train.reference_curve")
 
 
 def check_memory_leak(decision: LeakDecision, kind: str, baselines: list[int]) -> CheckResult:
@@ -113,32 +113,32 @@ def check_memory_leak(decision: LeakDecision, kind: str, baselines: list[int]) -
     data = {"kind": kind, "growth_bytes": decision.growth_bytes, "per_step_bytes": decision.per_step_bytes,
             "tolerance_bytes": decision.tolerance_bytes, "rising_fraction": decision.rising_fraction}
     if decision.steps_judged < 6:
-        return skipped("train.memory_leak", decision.reason, evidence, **data)
+        return skipped(decision.reason, evidence, **data, id="train.memory_leak")
     if not decision.leaking:
-        return passed("train.memory_leak", f"memory after each step is flat ({decision.growth_bytes / MiB:+.1f} MiB over "
-                      f"{decision.steps_judged} steps)", evidence, **data)
-    return failed("train.memory_leak", f"memory after each step keeps rising: {decision.per_step_bytes / MiB:.1f} MiB/step "
+        return passed(f"memory after each step is flat ({decision.growth_bytes / MiB:+.1f} MiB over "
+                      f"{decision.steps_judged} steps)", evidence, **data, id="train.memory_leak")
+    return failed(f"memory after each step keeps rising: {decision.per_step_bytes / MiB:.1f} MiB/step "
                   f"({decision.growth_bytes / MiB:.0f} MiB over {decision.steps_judged} steps)",
                   "something keeps tensors (and their graphs) alive between steps: log loss.item(), never the loss "
-                  "tensor; run evaluation under torch.no_grad(); do not keep model outputs in lists", evidence, **data)
+                  "tensor; run evaluation under torch.no_grad(); do not keep model outputs in lists", evidence, **data, id="train.memory_leak")
 
 
 def check_memory_headroom(peak_bytes: int, total_bytes: int | None, kind: str) -> CheckResult:
     data = {"peak_bytes": peak_bytes, "total_bytes": total_bytes, "kind": kind}
     if not total_bytes:
-        return passed("train.memory", f"peak memory {peak_bytes / GiB:.2f} GiB", **data)
+        return passed(f"peak memory {peak_bytes / GiB:.2f} GiB", **data, id="train.memory")
     share = peak_bytes / total_bytes
     summary = f"peak memory {peak_bytes / GiB:.2f} GiB of {total_bytes / GiB:.0f} GiB ({share:.0%})"
     if share <= 0.9:
-        return passed("train.memory", summary, **data)
-    return warned("train.memory", summary + ": a longer batch will run out of memory", CKPT_FIX, **data)
+        return passed(summary, **data, id="train.memory")
+    return warned(summary + ": a longer batch will run out of memory", CKPT_FIX, **data, id="train.memory")
 
 
 def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_token: float, peak_tflops: float | None,
                      peak_source: str | None, min_mfu: float | None, on_gpu: bool) -> CheckResult:
     steady = step_times[3:] if len(step_times) > 6 else step_times
     if not steady:
-        return skipped("train.throughput", "no steps timed")
+        return skipped("no steps timed", id="train.throughput")
     median = statistics.median(steady)
     p90 = sorted(steady)[int(0.9 * (len(steady) - 1))]
     tok_s = tokens_per_step / median
@@ -153,13 +153,13 @@ def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_to
     # allocator thrash. CPU timing shares cores with everything else, so only gross stalls count.
     stall_ratio = 3.0 if on_gpu else 6.0
     if p90 > stall_ratio * median:
-        return warned("train.throughput", summary + f"; unsteady steps (p90 {p90 / median:.1f}x median)",
-                      "look for other processes on this device (rocm-smi / nvidia-smi) and rerun", evidence, **data)
+        return warned(summary + f"; unsteady steps (p90 {p90 / median:.1f}x median)",
+                      "look for other processes on this device (rocm-smi / nvidia-smi) and rerun", evidence, **data, id="train.throughput")
     if mfu is not None and min_mfu is not None and mfu < min_mfu:
-        return warned("train.throughput", summary + f"; below {min_mfu:.0%} MFU expected for this shape",
+        return warned(summary + f"; below {min_mfu:.0%} MFU expected for this shape",
                       "rocmcheck smoke-train --bench --attn sdpa  (then compare with --compile); check train.kernels for "
-                      "attention on the math path", evidence, **data)
-    return passed("train.throughput", summary, evidence, **data)
+                      "attention on the math path", evidence, **data, id="train.throughput")
+    return passed(summary, evidence, **data, id="train.throughput")
 
 
 def oom_result(step: int, exc: BaseException, peak_bytes: int, total_bytes: int | None, kind: str, settings: str) -> CheckResult:
@@ -167,8 +167,8 @@ def oom_result(step: int, exc: BaseException, peak_bytes: int, total_bytes: int 
     evidence = [f"{type(exc).__name__} at step {step}: {first_line}",
                 f"peak memory {peak_bytes / GiB:.2f} GiB" + (f" of {total_bytes / GiB:.0f} GiB" if total_bytes else "") + f" ({kind})",
                 f"settings: {settings}"]
-    return failed("train.oom", f"out of memory at step {step} (peak {peak_bytes / GiB:.2f} GiB)", CKPT_FIX, evidence,
-                  step=step, peak_bytes=peak_bytes, total_bytes=total_bytes, error=first_line)
+    return failed(f"out of memory at step {step} (peak {peak_bytes / GiB:.2f} GiB)", CKPT_FIX, evidence,
+                  step=step, peak_bytes=peak_bytes, total_bytes=total_bytes, error=first_line, id="train.oom")
 
 
 def stopped_results(reason: str, ids: list[str]) -> list[CheckResult]:
