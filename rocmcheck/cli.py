@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 
 import click
@@ -46,9 +48,30 @@ def cli() -> None:
     """Can this machine fine-tune LLaMA-class models on ROCm (or CUDA)? rocmcheck finds out and says what to fix."""
 
 
+def _stop(code: int) -> None:
+    """Leave at once and leave nothing behind: every tool, probe child and training rank started through the
+    runner is killed (they run in their own process groups, so the terminal's Ctrl-C does not reach them).
+    os._exit, because worker threads still waiting on those children would otherwise be joined first."""
+    from rocmcheck.facts.runner import kill_live_children
+
+    kill_live_children()
+    try:
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+    os._exit(code)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    print("rocmcheck: terminated", file=sys.stderr, flush=True)
+    _stop(128 + signum)
+
+
 def main() -> None:
     """Errors a person causes end as ONE line on stderr and exit 2: click's standalone mode would print a usage
-    block first, so its exceptions are caught here for every command alike."""
+    block first, so its exceptions are caught here for every command alike. Ctrl-C exits 130 and SIGTERM 143,
+    with every child process ended."""
+    signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         code = cli.main(prog_name="rocmcheck", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `rocmcheck`: the help, not an error line
@@ -57,10 +80,7 @@ def main() -> None:
     except click.ClickException as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        click.echo("Aborted.", err=True)
-        sys.exit(1)
-    except KeyboardInterrupt:  # pragma: no cover - interactive only
-        click.echo("interrupted", err=True)
-        sys.exit(130)
+    except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+        print("rocmcheck: interrupted", file=sys.stderr, flush=True)
+        _stop(130)
     sys.exit(code if isinstance(code, int) else 0)

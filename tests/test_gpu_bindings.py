@@ -46,7 +46,8 @@ def nvmlDeviceGetUUID(h): return "GPU-%d" % h
 
 
 def probe(name: str, env=None) -> dict:
-    out = subprocess.run([sys.executable, "-m", "rocmcheck.facts.python_probe", name], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", "rocmcheck.facts.python_probe", "--request",
+                          json.dumps({"probes": [name]})], capture_output=True, text=True,
                          env=env, timeout=60).stdout
     return parse_probe_output(out)[name]
 

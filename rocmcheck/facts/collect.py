@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable
 
+from rocmcheck.child import run_child
 from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.runner import CommandResult, run_command
@@ -245,7 +246,7 @@ DEADLINE_GRACE_S = 5.0
 
 
 def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> CommandResult:
-    return run_command([sys.executable, "-m", "rocmcheck.facts.python_probe", *names], timeout=timeout)
+    return run_child("rocmcheck.facts.python_probe", {"probes": list(names)}, timeout).command
 
 
 def _run_group(group: tuple[str, ...], timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:

@@ -1,13 +1,14 @@
-"""Child-process probes of the Python stack: `python -m rocmcheck.facts.python_probe torch|flash_attn|deepspeed`.
+"""Child-process probes of the Python stack and the vendor bindings:
+`python -m rocmcheck.facts.python_probe --request '{"probes": ["torch", "deepspeed"]}'`.
 
 Importing torch, flash_attn or deepspeed can segfault (a HIP init bug), hang (a driver), or print to stdout
-(DeepSpeed's accelerator banner). So each runs in its own child with a timeout, and the JSON is printed on a
-marker line that the parent picks out of whatever else was printed. No torch import at module level.
+(DeepSpeed's accelerator banner). So they run in a child with a timeout, speaking rocmcheck/child.py's
+channel: one {"event": "probe", "probe": name, "data": {...}} per probe, as soon as it is known. No torch
+import at module level.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -15,7 +16,7 @@ import sysconfig
 import traceback
 from typing import Any, Callable
 
-MARKER = "ROCMCHECK_JSON:"
+from rocmcheck.child import open_channel, parse_events, read_request
 
 
 def probe_torch() -> dict[str, Any]:
@@ -221,13 +222,15 @@ PROBES: dict[str, Callable[[], dict[str, Any]]] = {
 }
 
 
-def main(argv: list[str]) -> int:
-    names = list(PROBES) if argv == ["all"] else argv
-    if not names or any(n not in PROBES for n in names):
-        print(f"usage: python -m rocmcheck.facts.python_probe all|{' '.join(PROBES)}", file=sys.stderr)
+def main(argv: list[str] | None = None) -> int:
+    request = read_request(argv, prog="python -m rocmcheck.facts.python_probe")
+    names = request.get("probes", list(PROBES))
+    if not isinstance(names, list) or not names or any(n not in PROBES for n in names):
+        print(f"python_probe: 'probes' must be a list of: {' '.join(PROBES)}", file=sys.stderr)
         return 2
-    # One child for all three by default: torch is imported once. Each result is printed as soon as it is
-    # known, so if a later import segfaults the earlier results survive and the parent knows who crashed.
+    channel = open_channel()
+    # One child for several probes: torch is imported once. Each result is sent as soon as it is known, so if
+    # a later import segfaults the earlier results survive and the parent knows who crashed.
     for name in names:
         try:
             data = PROBES[name]()
@@ -237,25 +240,18 @@ def main(argv: list[str]) -> int:
         except Exception as exc:
             data = {"installed": True, "error": f"{type(exc).__name__}: {exc}",
                     "traceback": traceback.format_exc(limit=3)}
-        sys.stdout.flush()
-        print(MARKER + json.dumps({"probe": name, "data": data}, default=str), flush=True)
+        channel.emit("probe", probe=name, data=data)
     return 0
 
 
 def parse_probe_output(stdout: str) -> dict[str, dict[str, Any]]:
-    """{probe name: its JSON} from the marker lines; lines that are not valid JSON are ignored."""
+    """{probe name: its data} from the child's events; anything else printed is ignored. Never raises."""
     found: dict[str, dict[str, Any]] = {}
-    for line in stdout.splitlines():
-        if not line.startswith(MARKER):
-            continue
-        try:
-            value = json.loads(line[len(MARKER):])
-        except ValueError:
-            continue
-        if isinstance(value, dict) and isinstance(value.get("probe"), str) and isinstance(value.get("data"), dict):
-            found[value["probe"]] = value["data"]
+    for event in parse_events(stdout)[0]:
+        if event["event"] == "probe" and isinstance(event.get("probe"), str) and isinstance(event.get("data"), dict):
+            found[event["probe"]] = event["data"]
     return found
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -1,9 +1,9 @@
 """Child process: validate a DeepSpeed config with the installed DeepSpeed's own config classes.
 
-Run as `python -m rocmcheck.lint.deepspeed_child` with {"config": {...}, "world_size": N} on stdin.
+Run as `python -m rocmcheck.lint.deepspeed_child --request '{"config": {...}, "world_size": N}'`.
 Importing deepspeed imports torch (about 1.7 s on a CPU box), so rocmcheck never does it in its own
-process; the parent reads one line "ROCMCHECK_JSON <json>" from stdout (DeepSpeed itself prints
-log lines to stdout too).
+process; the answer is one "validated" event on rocmcheck/child.py's channel (DeepSpeed's own log
+lines, printed to stdout, go to stderr there).
 
 What it does, in DeepSpeed's own code:
 1. each top-level section alone through DeepSpeedConfig._initialize_params, so every strict
@@ -23,7 +23,8 @@ import logging
 import sys
 import types
 
-MARKER = "ROCMCHECK_JSON "
+from rocmcheck.child import open_channel, read_request
+
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
 
@@ -170,18 +171,22 @@ def validate(config: dict, world_size: int) -> dict:
     }
 
 
-def main() -> int:
-    if "--top-level-keys" in sys.argv:  # refreshes "top_level" in deepspeed_keys.json
+def main(argv: list[str] | None = None) -> int:
+    """Request: {"config": {...}, "world_size": n}. Answers one "validated" event (rocmcheck/child.py).
+    `--top-level-keys` alone prints DeepSpeed's top-level keys (refreshes "top_level" in deepspeed_keys.json)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if "--top-level-keys" in argv:
         print(json.dumps(top_level_keys()))
         return 0
-    request = json.loads(sys.stdin.read())
+    request = read_request(argv, prog="python -m rocmcheck.lint.deepspeed_child")
+    channel = open_channel()  # DeepSpeed logs to stdout: keep it off the answer
     try:
         import deepspeed  # noqa: F401  (imports torch; that is why this is a child process)
     except Exception as exc:  # not installed, or broken (a torch it cannot load)
         result = {"skipped": f"import deepspeed failed: {type(exc).__name__}: {exc}"}
     else:
         result = validate(request["config"], int(request.get("world_size") or 1))
-    sys.stdout.write("\n" + MARKER + json.dumps(result) + "\n")
+    channel.emit("validated", **result)
     return 0
 
 

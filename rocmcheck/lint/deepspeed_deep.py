@@ -8,16 +8,10 @@ everything else, and a DeepSpeed that hangs or crashes becomes a message, not a 
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from rocmcheck.facts.runner import run_command
-
-from rocmcheck.lint.deepspeed_child import MARKER
+from rocmcheck.child import child_env, run_child
 
 DEFAULT_TIMEOUT_S = 90.0
 
@@ -39,21 +33,14 @@ def deepspeed_findable() -> bool:
 def run_deep_validation(config: dict, world_size: int | None, timeout: float = DEFAULT_TIMEOUT_S) -> DeepResult:
     if not deepspeed_findable():
         return DeepResult(False, "deepspeed is not installed in this Python")
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env = child_env()
     # Config parsing needs no accelerator; the CPU one keeps the child off the GPU and quiet.
     env.setdefault("DS_ACCELERATOR", "cpu")
-    request = json.dumps({"config": config, "world_size": world_size or 1})
-    result = run_command([sys.executable, "-m", "rocmcheck.lint.deepspeed_child"], timeout=timeout, env=env,
-                         input_text=request)
-    payload = None
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith(MARKER):
-            payload = json.loads(line[len(MARKER):])
-            break
+    run = run_child("rocmcheck.lint.deepspeed_child", {"config": config, "world_size": world_size or 1}, timeout,
+                    env=env)
+    payload = run.last("validated")
     if payload is None:
-        return DeepResult(False, f"the DeepSpeed check process gave no answer: {result.describe_failure()}")
+        return DeepResult(False, f"the DeepSpeed check process gave no answer: {run.command.describe_failure()}")
     if "skipped" in payload:
         return DeepResult(False, payload["skipped"])
     return DeepResult(

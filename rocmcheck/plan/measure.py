@@ -3,13 +3,11 @@ A child that hangs, crashes or speaks garbage becomes a verdict; so does a machi
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.child import child_env, parse_events, run_child
+from rocmcheck.facts.runner import CommandResult
 from rocmcheck.plan.estimate import estimate_memory, fmt_bytes
 from rocmcheck.plan.search import Trial
 from rocmcheck.plan.shapes import ModelShape, load_model_shape
@@ -49,24 +47,11 @@ class MeasuredBatch:
                 "trials": [t.to_dict() for t in self.trials]}
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("TOKENIZERS_PARALLELISM", "false")
-    env.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
-    return env
-
-
-def parse_events(stdout: str, result: MeasuredBatch) -> None:
+def read_events(stdout: str, result: MeasuredBatch) -> None:
     """Fill result from the child's JSON lines; unreadable lines are ignored (the verdict names what is missing)."""
     started: list[int] = []
-    for raw in stdout.splitlines():
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            continue
-        if not isinstance(event, dict):
-            continue
-        kind = event.get("event")
+    for event in parse_events(stdout)[0]:
+        kind = event["event"]
         if kind == "device":
             result.device = event
             result.available = event.get("available") is True
@@ -106,10 +91,10 @@ def find_max_micro_batch(model_dir_or_shape: ModelShape | str, seq_len: int, tar
             "max_micro_batch": max_micro_batch, "max_trials": max_trials, "cpu_ceiling_bytes": cpu_ceiling_bytes,
             "init_timeout_s": max(1.0, min(180.0, timeout_s - 5)),
             "trial_timeout_s": max(1.0, min(300.0, timeout_s - 5)), **settings}
-    cmd = run_command([python or sys.executable, "-m", CHILD, "--plan", json.dumps(plan)], timeout=timeout_s,
-                      env=child_env())
+    cmd = run_child(CHILD, plan, timeout_s, python=python,
+                    env=child_env({"TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"})).command
     result = MeasuredBatch(model=model, seq_len=seq_len, target_fraction=target_fraction, settings=settings)
-    parse_events(cmd.stdout, result)
+    read_events(cmd.stdout, result)
     result.stderr_tail = [ln for ln in cmd.stderr.strip().splitlines() if ln.strip()][-6:]
     if not result.device:
         result.reason = _why_dead(cmd, "before reporting the device")

@@ -1,9 +1,9 @@
-"""The GPU batch finder's child: `python -m rocmcheck.plan.probe_child --plan JSON`.
+"""The GPU batch finder's child: `python -m rocmcheck.plan.probe_child --request JSON`.
 
 Builds transformers' LlamaForCausalLM from a shape (random init, nothing downloaded), then searches the largest
 micro-batch whose real forward + backward + AdamW steps peak within target_fraction of the GPU's memory.
 An out-of-memory is caught by type (torch.OutOfMemoryError: "CUDA out of memory" and ROCm's "HIP out of memory"
-alike), everything the try held is freed, and the search goes on. One JSON object per stdout line:
+alike), everything the try held is freed, and the search goes on. Its events (rocmcheck/child.py):
   {"event": "device", ...}  (as rocmcheck.probes.child reports it)
   {"event": "start", "micro_batch": b}    {"event": "trial", ...Trial}    (per try)
   {"event": "result", "best", "stop", "total_bytes", "budget_bytes", "outside_bytes"}    {"event": "done"}
@@ -14,16 +14,14 @@ raises a real torch.OutOfMemoryError, so the catching, freeing, doubling and bis
 
 from __future__ import annotations
 
-import argparse
-import faulthandler
 import gc
-import json
 import sys
 import time
 from typing import Any
 
 from rocmcheck.plan.search import Trial, search_max_batch
-from rocmcheck.probes.child import claim_stdout, describe_devices, emit
+from rocmcheck.child import Channel, open_channel, read_request, watchdog
+from rocmcheck.probes.child import describe_devices
 
 ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
 
@@ -124,32 +122,31 @@ def free(torch, model, device) -> None:
 
 
 def make_try(torch, model, device, plan: dict[str, Any], budget: float, outside: int,
-             tracker: CeilingTracker | None, out):
+             tracker: CeilingTracker | None, channel: Channel):
     oom = oom_type(torch)
     trial_timeout = float(plan.get("trial_timeout_s", 300))
 
     def try_batch(b: int) -> Trial:
-        emit(out, {"event": "start", "micro_batch": b})
+        channel.emit("start", micro_batch=b)
         free(torch, model, device)
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(device)
         if tracker:
             tracker.peak = tracker.base
         t0 = time.perf_counter()
-        faulthandler.dump_traceback_later(trial_timeout, exit=True)
-        error, ran = None, False
-        try:
-            run_steps(torch, model, device, b, plan, tracker)
-            ran = True
-        except oom as exc:  # by type: CUDA's and HIP's messages differ, the class does not
-            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
-        except Exception as exc:  # not memory: stop the search and say what it was
-            error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
-            faulthandler.cancel_dump_traceback_later()
+        error, ran, other = None, False, False
+        with watchdog(trial_timeout):
+            try:
+                run_steps(torch, model, device, b, plan, tracker)
+                ran = True
+            except oom as exc:  # by type: CUDA's and HIP's messages differ, the class does not
+                error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+            except Exception as exc:  # not memory: stop the search and say what it was
+                error = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+                other = True
+        if other:
             free(torch, model, device)
             return Trial(b, "error", seconds=round(time.perf_counter() - t0, 3), error=error)
-        finally:
-            faulthandler.cancel_dump_traceback_later()
         # Out of the except block, the traceback (and the activations its frames held) is gone: free it all.
         free(torch, model, device)
         if tracker:
@@ -167,48 +164,43 @@ def make_try(torch, model, device, plan: dict[str, Any], budget: float, outside:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rocmcheck.plan.probe_child")
-    parser.add_argument("--plan", required=True, help="JSON: config, seq_len, precision, target_fraction, ...")
-    args = parser.parse_args(argv)
-    plan = json.loads(args.plan)
-    out = claim_stdout()
-    faulthandler.enable()
-    faulthandler.dump_traceback_later(float(plan.get("init_timeout_s", 120)), exit=True)
-    try:
-        import torch
-    except Exception as exc:
-        emit(out, {"event": "device", "available": False,
-                   "reason": f"torch cannot be imported: {type(exc).__name__}: {exc}"})
-        emit(out, {"event": "done"})
-        return 0
-    ceiling = plan.get("cpu_ceiling_bytes")
-    cpu = ceiling is not None
-    info = describe_devices(torch, cpu)
-    emit(out, info)
-    if not info["available"]:
-        faulthandler.cancel_dump_traceback_later()
-        emit(out, {"event": "done"})
-        return 0
-    device = torch.device("cpu") if cpu else torch.device("cuda", 0)
-    model = build_model(torch, plan, device)
-    target = float(plan.get("target_fraction", 0.95))
-    tracker = None
-    if cpu:
-        total, outside = int(ceiling), 0
-        params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-        tracker = CeilingTracker(torch, total, state_bytes(model), params)
-    else:
-        free_b, total = torch.cuda.mem_get_info(device)
-        outside = max(0, total - free_b - torch.cuda.memory_reserved(device))  # context, other processes
-    faulthandler.cancel_dump_traceback_later()
+    """Request: config, seq_len, precision, target_fraction, start, max_micro_batch, max_trials,
+    cpu_ceiling_bytes, init_timeout_s, trial_timeout_s and the training settings."""
+    plan = read_request(argv, prog="python -m rocmcheck.plan.probe_child")
+    channel = open_channel()
+    with watchdog(float(plan.get("init_timeout_s", 120))):
+        try:
+            import torch
+        except Exception as exc:
+            channel.emit("device", available=False, reason=f"torch cannot be imported: {type(exc).__name__}: {exc}")
+            channel.emit("done")
+            return 0
+        ceiling = plan.get("cpu_ceiling_bytes")
+        cpu = ceiling is not None
+        info = describe_devices(torch, cpu)
+        channel.emit("device", **info)
+        if not info["available"]:
+            channel.emit("done")
+            return 0
+        device = torch.device("cpu") if cpu else torch.device("cuda", 0)
+        model = build_model(torch, plan, device)
+        target = float(plan.get("target_fraction", 0.95))
+        tracker = None
+        if cpu:
+            total, outside = int(ceiling), 0
+            params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+            tracker = CeilingTracker(torch, total, state_bytes(model), params)
+        else:
+            free_b, total = torch.cuda.mem_get_info(device)
+            outside = max(0, total - free_b - torch.cuda.memory_reserved(device))  # context, other processes
     budget = target * total
-    outcome = search_max_batch(make_try(torch, model, device, plan, budget, outside, tracker, out),
+    outcome = search_max_batch(make_try(torch, model, device, plan, budget, outside, tracker, channel),
                                start=int(plan.get("start", 1)), max_micro_batch=int(plan.get("max_micro_batch", 1024)),
                                max_trials=int(plan.get("max_trials", 25)),
-                               on_trial=lambda t: emit(out, {"event": "trial", **t.to_dict()}))
-    emit(out, {"event": "result", "best": outcome.best, "stop": outcome.stop, "total_bytes": int(total),
-               "budget_bytes": int(budget), "outside_bytes": int(outside)})
-    emit(out, {"event": "done"})
+                               on_trial=lambda t: channel.emit("trial", **t.to_dict()))
+    channel.emit("result", best=outcome.best, stop=outcome.stop, total_bytes=int(total), budget_bytes=int(budget),
+                 outside_bytes=int(outside))
+    channel.emit("done")
     return 0
 
 

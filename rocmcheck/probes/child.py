@@ -1,39 +1,23 @@
-"""The GPU probe child: `python -m rocmcheck.probes.child --plan JSON`. Imports torch once, reports the
-devices, then runs the planned probes in sequence, one JSON line per event (protocol.py).
+"""The GPU probe child: `python -m rocmcheck.probes.child --request JSON` (rocmcheck/child.py). Imports torch
+once, reports the devices, then runs the planned probes in sequence, one event per probe (protocol.py).
 
 Each probe runs under faulthandler's watchdog: past its own time limit the child dumps the stuck Python
 stack to stderr and exits, so the parent can name the probe that hung and go on with the rest. The watchdog
 is a C thread, so it fires even when a kernel launch or a compiler call holds the GIL.
-Anything a library prints (DeepSpeed logs on stdout, ninja, HIP runtime) is moved to stderr, so stdout
-carries only the protocol."""
+Anything a library prints (DeepSpeed logs on stdout, ninja, HIP runtime) goes to stderr (the channel)."""
 
 from __future__ import annotations
 
-import argparse
-import faulthandler
-import json
-import os
 import sys
 import time
 import traceback
-from typing import Any, Callable, TextIO
+from typing import Any, Callable
 
-
-def claim_stdout() -> TextIO:
-    """Keep the real stdout for the protocol; point fd 1 (C and Python prints alike) at stderr."""
-    sys.stdout.flush()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    return os.fdopen(protocol_fd, "w", buffering=1)
-
-
-def emit(out: TextIO, event: dict[str, Any]) -> None:
-    out.write(json.dumps(event, allow_nan=False, default=str) + "\n")
-    out.flush()
+from rocmcheck.child import Channel, open_channel, read_request, watchdog
 
 
 def describe_devices(torch, cpu: bool) -> dict[str, Any]:
-    info: dict[str, Any] = {"event": "device", "torch": torch.__version__, "hip": torch.version.hip,
+    info: dict[str, Any] = {"torch": torch.__version__, "hip": torch.version.hip,
                             "cuda": torch.version.cuda, "count": 0, "devices": []}
     if cpu:
         info.update(available=True, cpu=True, count=1,
@@ -83,57 +67,51 @@ def probe_functions(device, allow_build: bool, cpu: bool) -> dict[str, Callable[
     }
 
 
-def run_probe(name: str, fn: Callable[[], dict[str, Any]] | None, timeout_s: float, out: TextIO, torch) -> None:
+def run_probe(name: str, fn: Callable[[], dict[str, Any]] | None, timeout_s: float, channel: Channel, torch) -> None:
     from rocmcheck.probes.attention import ProbeSkip
 
-    emit(out, {"event": "start", "probe": name})
-    event: dict[str, Any] = {"event": "result", "probe": name, "data": {}}
+    channel.emit("start", probe=name)
+    event: dict[str, Any] = {"probe": name, "data": {}}
     t0 = time.perf_counter()
-    faulthandler.dump_traceback_later(timeout_s, exit=True)
-    try:
-        if fn is None:
-            raise ProbeSkip("not available in this mode")
-        event.update(outcome="ok", data=fn())
-    except ProbeSkip as skip:
-        event.update(outcome="skip", reason=str(skip))
-    except Exception as exc:  # a machine problem (HIP error, OOM, missing kernel) becomes a verdict
-        lines = str(exc).strip().splitlines()
-        event.update(outcome="error", error=f"{type(exc).__name__}: {lines[0][:400] if lines else ''}",
-                     traceback=traceback.format_exc().strip().splitlines()[-8:])
-    finally:
-        faulthandler.cancel_dump_traceback_later()
+    with watchdog(timeout_s):
+        try:
+            if fn is None:
+                raise ProbeSkip("not available in this mode")
+            event.update(outcome="ok", data=fn())
+        except ProbeSkip as skip:
+            event.update(outcome="skip", reason=str(skip))
+        except Exception as exc:  # a machine problem (HIP error, OOM, missing kernel) becomes a verdict
+            lines = str(exc).strip().splitlines()
+            event.update(outcome="error", error=f"{type(exc).__name__}: {lines[0][:400] if lines else ''}",
+                         traceback=traceback.format_exc().strip().splitlines()[-8:])
     event["seconds"] = round(time.perf_counter() - t0, 3)
-    emit(out, event)
+    channel.emit("result", **event)
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rocmcheck.probes.child")
-    parser.add_argument("--plan", required=True, help='{"probes": [[name, timeout_s], ...], "allow_build": bool, "cpu": bool}')
-    args = parser.parse_args(argv)
-    plan = json.loads(args.plan)
-    out = claim_stdout()
-    faulthandler.enable()  # a segfault prints the Python stack to stderr before the process dies
-    faulthandler.dump_traceback_later(float(plan.get("init_timeout_s", 60)), exit=True)
-    try:
-        import torch
-    except Exception as exc:
-        emit(out, {"event": "device", "available": False, "reason": f"torch cannot be imported: {type(exc).__name__}: {exc}"})
-        emit(out, {"event": "done"})
-        return 0
-    cpu = bool(plan.get("cpu"))
-    device_info = describe_devices(torch, cpu)
-    faulthandler.cancel_dump_traceback_later()
-    emit(out, device_info)
+    """Request: {"probes": [[name, timeout_s], ...], "allow_build": bool, "cpu": bool, "init_timeout_s": s}."""
+    plan = read_request(argv, prog="python -m rocmcheck.probes.child")
+    channel = open_channel()
+    with watchdog(float(plan.get("init_timeout_s", 60))):
+        try:
+            import torch
+        except Exception as exc:
+            channel.emit("device", available=False, reason=f"torch cannot be imported: {type(exc).__name__}: {exc}")
+            channel.emit("done")
+            return 0
+        cpu = bool(plan.get("cpu"))
+        device_info = describe_devices(torch, cpu)
+    channel.emit("device", **device_info)
     if not device_info["available"]:
-        emit(out, {"event": "done"})
+        channel.emit("done")
         return 0
     device = torch.device("cpu") if cpu else torch.device("cuda", 0)
     functions = probe_functions(device, bool(plan.get("allow_build")), cpu)
     for name, timeout_s in plan.get("probes", []):
-        run_probe(name, functions.get(name), float(timeout_s), out, torch)
-    emit(out, {"event": "done"})
+        run_probe(name, functions.get(name), float(timeout_s), channel, torch)
+    channel.emit("done")
     return 0
 
 

@@ -1,6 +1,6 @@
-"""The collective probe child: `python -m rocmcheck.probes.collective --world N --backend nccl|gloo`.
+"""The collective probe child: `python -m rocmcheck.probes.collective --request JSON`.
 Spawns one process per GPU, checks all-reduce and all-gather results exactly, and times them like
-nccl-tests/rccl-tests (algbw, busbw). Prints the same JSON protocol as child.py. Imports torch."""
+nccl-tests/rccl-tests (algbw, busbw). Speaks the probes' events (protocol.py) through rocmcheck/child.py. Imports torch."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import torch.multiprocessing as mp  # noqa: E402
 _IMPORTED_AT = time.perf_counter()
 _IMPORT_S = _IMPORTED_AT - _IMPORT_START
 
-from rocmcheck.probes.child import claim_stdout, emit
+from rocmcheck.child import open_channel, read_request
 from rocmcheck.probes.verdicts import bus_bandwidth_gbps
 
 PROBE = "collective"
@@ -123,22 +123,21 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rocmcheck.probes.collective")
-    parser.add_argument("--world", type=int, required=True, help="ranks; 0 = one per visible GPU")
-    parser.add_argument("--go-file", help="wait (after set-up) until this file says go; 'stop' ends quietly")
-    parser.add_argument("--backend", choices=["nccl", "gloo"], default="nccl")
-    parser.add_argument("--timeout", type=float, default=60.0, help="torch.distributed timeout per collective, s")
-    parser.add_argument("--mib", type=float, default=256.0, help="all-reduce buffer size per rank")
-    args = parser.parse_args(argv)
-    out = claim_stdout()
-    emit(out, {"event": "start", "probe": PROBE})
+    """Request: {"world": ranks (0 = one per visible GPU), "go_file": wait (after set-up) until this file says
+    go ('stop' ends quietly), "backend": "nccl"|"gloo", "timeout": s per collective, "mib": buffer per rank}."""
+    request = read_request(argv, prog="python -m rocmcheck.probes.collective")
+    args = argparse.Namespace(world=int(request.get("world", 0)), go_file=request.get("go_file"),
+                              backend=request.get("backend", "nccl"), timeout=float(request.get("timeout", 60.0)),
+                              mib=float(request.get("mib", 256.0)))
+    channel = open_channel()
+    channel.emit("start", probe=PROBE)
     t0 = time.perf_counter()
     launched_at = time.time() - (time.perf_counter() - _IMPORTED_AT) - _IMPORT_S
     world = args.world or torch.cuda.device_count()
     if world < 2:
-        emit(out, {"event": "result", "probe": PROBE, "seconds": 0.0, "outcome": "skip", "data": {"world": world},
-                   "reason": f"{world} GPU visible, nothing to all-reduce across"})
-        emit(out, {"event": "done"})
+        channel.emit("result", probe=PROBE, seconds=0.0, outcome="skip", data={"world": world},
+                     reason=f"{world} GPU visible, nothing to all-reduce across")
+        channel.emit("done")
         return 0
     with tempfile.TemporaryDirectory(prefix="rocmcheck-collective-") as tmp:
         result_path = os.path.join(tmp, "result.json")
@@ -155,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             lines = str(exc).strip().splitlines()
             event = {"outcome": "error", "data": {}, "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
                      "traceback": lines[-8:]}
-    emit(out, {"event": "result", "probe": PROBE, "seconds": round(time.perf_counter() - t0, 3), **event})
-    emit(out, {"event": "done"})
+    channel.emit("result", probe=PROBE, seconds=round(time.perf_counter() - t0, 3), **event)
+    channel.emit("done")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The child -> parent protocol: one JSON object per stdout line. Parsing never raises.
+"""What the GPU probe children say, over rocmcheck/child.py's JSON-lines channel. Reading never raises.
 
 Events the child writes, in order:
   {"event": "device", "available": bool, "reason": str, "torch": str, "hip": str|None, "cuda": str|None,
@@ -11,9 +11,10 @@ Events the child writes, in order:
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
+
+from rocmcheck.child import parse_event
 
 OUTCOMES = ("ok", "skip", "error")
 
@@ -49,21 +50,18 @@ def result_problem(event: dict[str, Any]) -> str | None:
 
 
 def parse_child_output(stdout: str) -> ChildReport:
+    """A probe child's whole stdout -> what it reported; a line that is no event is blamed on the probe
+    that was running when it was printed."""
     report = ChildReport()
     for raw in stdout.splitlines():
         line = raw.strip()
         if not line:
             continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            # Truncated or foreign text: blame the probe that was running.
+        event = parse_event(line)
+        if event is None:
             report.bad[report.unfinished() or ""] = f"unreadable output line: {line[:160]!r}"
             continue
-        if not isinstance(event, dict):
-            report.bad[report.unfinished() or ""] = f"output line is not a JSON object: {line[:160]!r}"
-            continue
-        kind = event.get("event")
+        kind = event["event"]
         if kind == "device":
             report.device = event
         elif kind == "start" and isinstance(event.get("probe"), str):

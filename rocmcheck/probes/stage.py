@@ -19,10 +19,10 @@ import sys
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
-from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.child import child_env, run_child
+from rocmcheck.facts.runner import CommandResult
 from rocmcheck.probes.catalog import BY_NAME, DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, probe_id
 from rocmcheck.probes.hints import collective_hang_hints, error_fix, hang_fix
 from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output
@@ -37,14 +37,6 @@ MIN_RELAUNCH_S = 5.0  # importing torch again costs seconds: do not start a chil
 RELEVANT_ENV = ("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL", "FLASH_ATTENTION_TRITON_AMD_ENABLE",
                 "TORCH_BLAS_PREFER_HIPBLASLT", "PYTORCH_TUNABLEOP_ENABLED", "HIP_VISIBLE_DEVICES",
                 "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NCCL_P2P_DISABLE")
-
-
-def child_env() -> dict[str, str]:
-    """The caller's environment, plus this package on PYTHONPATH so `python -m` finds it from any cwd."""
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = os.pathsep.join([root] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
-    return env
 
 
 def _stderr_tail(cmd: CommandResult, n: int = 5) -> list[str]:
@@ -176,7 +168,7 @@ def _main_child_probes(names: list[str], deadline: float, python: str, main_chil
             break
         plan = {"probes": [[n, max(1.0, min(_per_probe_timeout(n, allow_build), remaining - 1))] for n in pending],
                 "allow_build": allow_build, "cpu": cpu, "init_timeout_s": max(1.0, remaining - 1)}
-        cmd = run_command([python, "-m", main_child, "--plan", json.dumps(plan)], timeout=max(1.0, remaining), env=env)
+        cmd = run_child(main_child, plan, max(1.0, remaining), env=env, python=python).command
         report = parse_child_output(cmd.stdout)
         if ctx is None:
             if report.device is None or device_problem(report.device):
@@ -228,13 +220,13 @@ class _CollectiveLauncher:
 
     def start(self) -> None:
         remaining = max(1.0, self.deadline - time.monotonic())
-        # --world 0: the child counts the GPUs itself (the parent does not import torch); tests use 2 CPU ranks.
-        argv = [self.python, "-m", self.module, "--world", "2" if self.cpu else "0",
-                "--backend", "gloo" if self.cpu else "nccl",
-                "--timeout", f"{min(BY_NAME['collective'].timeout_s, remaining):g}",
-                "--go-file", self.go_file] + (["--mib", "1"] if self.cpu else [])
+        # world 0: the child counts the GPUs itself (the parent does not import torch); tests use 2 CPU ranks.
+        request = {"world": 2 if self.cpu else 0, "backend": "gloo" if self.cpu else "nccl",
+                   "timeout": min(BY_NAME["collective"].timeout_s, remaining), "go_file": self.go_file,
+                   **({"mib": 1} if self.cpu else {})}
         self.timeout = remaining
-        self._future = self._pool.submit(run_command, argv, remaining, self.env)
+        self._future = self._pool.submit(
+            lambda: run_child(self.module, request, remaining, env=self.env, python=self.python).command)
 
     def _go(self, word: str) -> None:
         tmp = self.go_file + ".tmp"

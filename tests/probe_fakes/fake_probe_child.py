@@ -17,7 +17,7 @@ def emit(event):
 
 
 def main():
-    plan = json.loads(sys.argv[sys.argv.index("--plan") + 1])
+    plan = json.loads(sys.argv[sys.argv.index("--request") + 1])
     mode, _, target = os.environ.get("ROCMCHECK_FAKE", "").partition(":")
     if mode == "nodevice":
         print("Segmentation fault in libamdhip64 (not JSON)")

@@ -1,0 +1,183 @@
+"""The one way a rocmcheck process asks a Python child for an answer, and the one way the child gives it.
+
+Anything that imports torch, flash_attn or DeepSpeed, or touches a GPU, runs in a child: a segfault in HIP
+init, a hung driver or a library that prints to stdout must not take the parent down or corrupt its answer.
+
+Parent side: `run_child(module, request, timeout_s)` starts `python -m module --request JSON` through the one
+command runner (own process group, timeout, capped output, killed on Ctrl-C), with this package on
+PYTHONPATH, and reads the child's stdout as JSON lines, one event object per line, as they arrive
+(`on_event` sees each one at once: progress). Anything else on stdout is kept as a bad line, never raised.
+
+Child side: `open_channel()` keeps the real stdout for events and points file descriptor 1 (Python and C
+prints alike) at stderr, so library chatter cannot break the protocol; `channel.emit("kind", **fields)`
+writes one event. `read_request()` parses the request. `watchdog(seconds)` dumps the stuck Python stack to
+stderr and exits when a step outlives its limit (a C thread: it fires even when a kernel holds the GIL).
+
+Every event is an object with an "event" key; what each kind carries is the business of the module that
+speaks it (the GPU probes' events are described in probes/protocol.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import faulthandler
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence, TextIO
+
+from rocmcheck.facts.runner import CommandResult, run_command
+
+PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
+MAX_EVENT_CHARS = 4_000_000  # one event line; a whole training report is ~100 KB
+# A child never reaches the network: models are local, and a hub lookup on a machine without egress hangs.
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+               "TOKENIZERS_PARALLELISM": "false"}
+
+
+# ---------------------------------------------------------------- parent side
+
+@dataclass
+class ChildRun:
+    """What a child said (its events, in order) and how it ended (the runner's CommandResult)."""
+
+    command: CommandResult
+    events: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: list[str] = field(default_factory=list)  # stdout lines that were not event objects
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("event") == kind]
+
+    def last(self, kind: str) -> dict[str, Any] | None:
+        found = self.of(kind)
+        return found[-1] if found else None
+
+    def stderr_tail(self, n: int = 5) -> list[str]:
+        return [line for line in self.command.stderr.strip().splitlines() if line.strip()][-n:]
+
+    @property
+    def watchdog_fired(self) -> bool:
+        """faulthandler's watchdog prints "Timeout (h:mm:ss)!" before it ends the child."""
+        return any(line.startswith("Timeout (") for line in self.command.stderr.splitlines())
+
+    @property
+    def hung(self) -> bool:
+        return self.command.timed_out or self.watchdog_fired
+
+
+def parse_event(line: str) -> dict[str, Any] | None:
+    """One stdout line -> its event, or None when the line is not an event object. Never raises."""
+    line = line.strip()
+    if not line.startswith("{"):
+        return None
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return event if isinstance(event, dict) and isinstance(event.get("event"), str) else None
+
+
+def parse_events(text: str) -> tuple[list[dict[str, Any]], list[str]]:
+    """All of a child's stdout -> (events, the other non-empty lines). Never raises."""
+    events, bad = [], []
+    for line in text.splitlines():
+        event = parse_event(line)
+        if event is not None:
+            events.append(event)
+        elif line.strip():
+            bad.append(line.strip()[:300])
+    return events, bad
+
+
+def child_env(extra: dict[str, str] | None = None, base: dict[str, str] | None = None) -> dict[str, str]:
+    """The caller's environment with this very rocmcheck first on PYTHONPATH (installed or a checkout, from
+    any working directory) and the Hugging Face libraries kept offline (unless the caller set otherwise)."""
+    env = dict(os.environ if base is None else base)
+    for key, value in OFFLINE_ENV.items():
+        env.setdefault(key, value)
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.update(extra or {})
+    return env
+
+
+def child_argv(module: str, request: dict[str, Any] | None = None, *, python: str | None = None,
+               launcher: Sequence[str] = ()) -> list[str]:
+    """`python -m module --request JSON`, or under a launcher (`python -m torch.distributed.run ...`) that
+    runs `module` itself, one process per rank."""
+    tail = ["--request", json.dumps(request or {})]
+    if launcher:
+        return [*launcher, "-m", module, *tail]
+    return [python or sys.executable, "-m", module, *tail]
+
+
+def run_child(module: str, request: dict[str, Any] | None, timeout_s: float, *,
+              env: dict[str, str] | None = None, python: str | None = None, launcher: Sequence[str] = (),
+              on_event: Callable[[dict[str, Any]], None] | None = None, cwd: str | None = None) -> ChildRun:
+    """Run a child to its end (or its timeout) and collect its events. Never raises."""
+    run = ChildRun(CommandResult(argv=[]))
+
+    def take(line: str) -> None:
+        event = parse_event(line)
+        if event is None:
+            if line.strip():
+                run.bad_lines.append(line.strip()[:300])
+            return
+        run.events.append(event)
+        if on_event is not None:
+            on_event(event)
+
+    argv = child_argv(module, request, python=python, launcher=launcher)
+    run.command = run_command(argv, timeout=timeout_s, env=env if env is not None else child_env(), cwd=cwd,
+                              on_stdout_line=take, stdout_cap=MAX_EVENT_CHARS)
+    return run
+
+
+# ---------------------------------------------------------------- child side
+
+class Channel:
+    """The child's end: events go to the real stdout, one JSON object per line; everything else printed
+    (Python or C) goes to stderr."""
+
+    def __init__(self, out: TextIO) -> None:
+        self._out = out
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"event": kind, **fields}, default=str, allow_nan=True)
+        self._out.write(line + "\n")
+        self._out.flush()
+
+
+def open_channel() -> Channel:
+    """Claim stdout for the protocol: keep a private copy of fd 1, then point fd 1 at stderr."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    faulthandler.enable()  # a segfault prints the Python stack to stderr before the process dies
+    return Channel(os.fdopen(protocol_fd, "w", buffering=1, encoding="utf-8"))
+
+
+def read_request(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str, Any]:
+    """The request a parent passed with --request (a JSON object). A bad one ends the child with exit 2."""
+    parser = argparse.ArgumentParser(prog=prog)
+    parser.add_argument("--request", default="{}", help="the request, a JSON object")
+    args = parser.parse_args(argv)
+    try:
+        request = json.loads(args.request)
+    except ValueError as exc:
+        parser.error(f"--request is not JSON: {exc}")
+    if not isinstance(request, dict):
+        parser.error("--request must be a JSON object")
+    return request
+
+
+@contextlib.contextmanager
+def watchdog(seconds: float) -> Iterator[None]:
+    """Past `seconds`, dump every thread's stack to stderr and end the child (the parent blames the step)."""
+    faulthandler.dump_traceback_later(max(0.1, float(seconds)), exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
