@@ -314,6 +314,8 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
             [nvidia_smi, "--query-gpu=" + ",".join(NVIDIA_QUERY_FIELDS), "--format=csv,noheader,nounits"],
             timeout=command_timeout_s)
         jobs["nvidia-smi"] = lambda: run_command([nvidia_smi], timeout=command_timeout_s)
+        jobs["nvidia-smi-health"] = lambda: run_command([nvidia_smi, "-q", "-d", "ECC,PERFORMANCE"],
+                                                        timeout=command_timeout_s)
 
     with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
         futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}

@@ -170,41 +170,45 @@ def _try(fn: Callable[..., Any], *args: Any) -> Any:
     return _text(value) if isinstance(value, bytes) else value
 
 
+def _call(module: Any, name: str, *args: Any) -> Any:
+    """_try on module.name; None when this version of the binding lacks the function."""
+    fn = getattr(module, name, None)
+    return _try(fn, *args) if fn is not None else None
+
+
 def _nvml_health(pynvml: Any, handle: Any) -> dict[str, Any]:
     """Error counters and link/clock state of one GPU (names as in NVML)."""
-    unc, cor = pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, pynvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
-    vol, agg = pynvml.NVML_VOLATILE_ECC, pynvml.NVML_AGGREGATE_ECC
-    reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    pci = _try(pynvml.nvmlDeviceGetPciInfo, handle)
-    ecc_mode = _try(pynvml.nvmlDeviceGetEccMode, handle)
-    remapped = _try(pynvml.nvmlDeviceGetRemappedRows, handle)
+    unc, cor, vol, agg = 1, 0, 0, 1  # NVML_MEMORY_ERROR_TYPE_{UNCORRECTED,CORRECTED}, NVML_{VOLATILE,AGGREGATE}_ECC
+    reasons = ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons")
+               else "nvmlDeviceGetCurrentClocksThrottleReasons")
+    pci = _call(pynvml, "nvmlDeviceGetPciInfo", handle)
+    ecc_mode = _call(pynvml, "nvmlDeviceGetEccMode", handle)
+    remapped = _call(pynvml, "nvmlDeviceGetRemappedRows", handle)
     retired = {}
-    for cause, name in ((pynvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR, "double_bit"),
-                        (pynvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS, "single_bit")):
-        pages = _try(pynvml.nvmlDeviceGetRetiredPages, handle, cause)
+    for cause, name in ((1, "double_bit"), (0, "single_bit")):  # NVML_PAGE_RETIREMENT_CAUSE_*
+        pages = _call(pynvml, "nvmlDeviceGetRetiredPages", handle, cause)
         retired[name] = len(pages) if isinstance(pages, (list, tuple)) else None
     return {
         "bus_id": _text(pci.busId) if pci is not None else None,
         "ecc_mode_current": ecc_mode[0] if isinstance(ecc_mode, (list, tuple)) else None,
-        "ecc_uncorrected_volatile": _try(pynvml.nvmlDeviceGetTotalEccErrors, handle, unc, vol),
-        "ecc_corrected_volatile": _try(pynvml.nvmlDeviceGetTotalEccErrors, handle, cor, vol),
-        "ecc_uncorrected_aggregate": _try(pynvml.nvmlDeviceGetTotalEccErrors, handle, unc, agg),
-        "ecc_corrected_aggregate": _try(pynvml.nvmlDeviceGetTotalEccErrors, handle, cor, agg),
+        "ecc_uncorrected_volatile": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, unc, vol),
+        "ecc_corrected_volatile": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, cor, vol),
+        "ecc_uncorrected_aggregate": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, unc, agg),
+        "ecc_corrected_aggregate": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, cor, agg),
         "retired_pages": retired,
-        "retired_pages_pending": _try(pynvml.nvmlDeviceGetRetiredPagesPendingStatus, handle),
+        "retired_pages_pending": _call(pynvml, "nvmlDeviceGetRetiredPagesPendingStatus", handle),
         "remapped_rows": list(remapped) if isinstance(remapped, (list, tuple)) else None,  # corr, unc, pending, failure
-        "clock_event_reasons": _try(reasons, handle),
-        "pcie_gen_current": _try(pynvml.nvmlDeviceGetCurrPcieLinkGeneration, handle),
-        "pcie_gen_max": _try(pynvml.nvmlDeviceGetMaxPcieLinkGeneration, handle),  # GPU and system together
-        "pcie_width_current": _try(pynvml.nvmlDeviceGetCurrPcieLinkWidth, handle),
-        "pcie_width_max": _try(pynvml.nvmlDeviceGetMaxPcieLinkWidth, handle),
-        "power_limit_mw": _try(pynvml.nvmlDeviceGetEnforcedPowerLimit, handle),
-        "power_default_limit_mw": _try(pynvml.nvmlDeviceGetPowerManagementDefaultLimit, handle),
-        "sm_clock_mhz": _try(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_SM),
-        "sm_clock_max_mhz": _try(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_SM),
-        "mem_clock_mhz": _try(pynvml.nvmlDeviceGetClockInfo, handle, pynvml.NVML_CLOCK_MEM),
-        "mem_clock_max_mhz": _try(pynvml.nvmlDeviceGetMaxClockInfo, handle, pynvml.NVML_CLOCK_MEM),
+        "clock_event_reasons": _call(pynvml, reasons, handle),
+        "pcie_gen_current": _call(pynvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        "pcie_gen_max": _call(pynvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),  # GPU and system together
+        "pcie_width_current": _call(pynvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+        "pcie_width_max": _call(pynvml, "nvmlDeviceGetMaxPcieLinkWidth", handle),
+        "power_limit_mw": _call(pynvml, "nvmlDeviceGetEnforcedPowerLimit", handle),
+        "power_default_limit_mw": _call(pynvml, "nvmlDeviceGetPowerManagementDefaultLimit", handle),
+        "sm_clock_mhz": _call(pynvml, "nvmlDeviceGetClockInfo", handle, 1),
+        "sm_clock_max_mhz": _call(pynvml, "nvmlDeviceGetMaxClockInfo", handle, 1),
+        "mem_clock_mhz": _call(pynvml, "nvmlDeviceGetClockInfo", handle, 2),
+        "mem_clock_max_mhz": _call(pynvml, "nvmlDeviceGetMaxClockInfo", handle, 2)  # NVML_CLOCK_SM 1, NVML_CLOCK_MEM 2,
     }
 
 
@@ -237,17 +241,17 @@ def probe_nvml() -> dict[str, Any]:
 
 def _amdsmi_health(amdsmi: Any, handle: Any) -> dict[str, Any]:
     """Error counters and link/clock state of one GPU (names as in amdsmi's Python binding)."""
-    pcie = _try(amdsmi.amdsmi_get_pcie_info, handle) or {}
+    pcie = _call(amdsmi, "amdsmi_get_pcie_info", handle) or {}
     static, metric = pcie.get("pcie_static") or {}, pcie.get("pcie_metric") or {}
-    ecc = _try(amdsmi.amdsmi_get_gpu_total_ecc_count, handle) or {}
-    bad = _try(amdsmi.amdsmi_get_gpu_bad_page_info, handle)
-    metrics = _try(amdsmi.amdsmi_get_gpu_metrics_info, handle) or {}
-    cap = _try(amdsmi.amdsmi_get_power_cap_info, handle) or {}
+    ecc = _call(amdsmi, "amdsmi_get_gpu_total_ecc_count", handle) or {}
+    bad = _call(amdsmi, "amdsmi_get_gpu_bad_page_info", handle)
+    metrics = _call(amdsmi, "amdsmi_get_gpu_metrics_info", handle) or {}
+    cap = _call(amdsmi, "amdsmi_get_power_cap_info", handle) or {}
     clk_type = getattr(getattr(amdsmi, "AmdSmiClkType", None), "GFX", None)
-    gfx = (_try(amdsmi.amdsmi_get_clock_info, handle, clk_type) or {}) if clk_type is not None else {}
-    activity = _try(amdsmi.amdsmi_get_gpu_activity, handle) or {}
+    gfx = (_call(amdsmi, "amdsmi_get_clock_info", handle, clk_type) or {}) if clk_type is not None else {}
+    activity = _call(amdsmi, "amdsmi_get_gpu_activity", handle) or {}
     return {
-        "bus_id": _try(amdsmi.amdsmi_get_gpu_device_bdf, handle),
+        "bus_id": _call(amdsmi, "amdsmi_get_gpu_device_bdf", handle),
         "ecc_correctable": ecc.get("correctable_count"),
         "ecc_uncorrectable": ecc.get("uncorrectable_count"),
         "ecc_deferred": ecc.get("deferred_count"),
@@ -262,7 +266,7 @@ def _amdsmi_health(amdsmi: Any, handle: Any) -> dict[str, Any]:
         "gfx_clock_mhz": gfx.get("clk"),
         "gfx_clock_max_mhz": gfx.get("max_clk"),
         "gfx_activity": activity.get("gfx_activity"),
-        "perf_level": _try(amdsmi.amdsmi_get_gpu_perf_level, handle),
+        "perf_level": _call(amdsmi, "amdsmi_get_gpu_perf_level", handle),
     }
 
 
