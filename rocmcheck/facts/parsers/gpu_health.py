@@ -49,7 +49,7 @@ def parse_nvidia_smi_q(text: str | None) -> list[dict[str, Any]]:
     gpus: list[dict[str, Any]] = []
     path: list[tuple[int, str]] = []
     for indent, key, value in _tree(text or ""):
-        if indent == 0 and key.startswith("GPU ") and not value:
+        if indent == 0 and _GPU_HEADER.match(key) and not value:
             gpus.append({"bus_id": key[4:].strip(), "reasons_active": [], "ecc_uncorrected_volatile": None,
                          "ecc_corrected_volatile": None, "ecc_uncorrected_aggregate": None, "ecc_mode_current": None})
             path = []
