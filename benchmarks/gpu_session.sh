@@ -33,6 +33,7 @@ for step in "$@"; do
             run doctor-console 240 python3 -m rocmcheck doctor --arch sm_90 -v
             run bench-doctor 300 python3 benchmarks/bench_doctor.py --repeat 3 --json "$OUT/bench_doctor.json"
             run capture-smi 120 python3 benchmarks/capture_smi_outputs.py ;;
+        health) run node-health 300 python3 benchmarks/node_health_nvml.py ;;
         probes) run bench-probes 300 python3 benchmarks/bench_probes.py ;;
         collective) run bench-collective 300 python3 benchmarks/bench_probes.py --collective ;;
         plan) run bench-plan 400 python3 benchmarks/bench_plan.py ;;

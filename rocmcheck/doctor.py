@@ -10,6 +10,7 @@ from typing import Any
 
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.health import annotate_link_with_bandwidth
 from rocmcheck.facts.collect import Facts, collect_facts
 from rocmcheck.result import CheckResult, Status, skipped
 
@@ -126,6 +127,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
             staged += _guarded("train.stage", lambda: run_train_stage(ctx, opts))
         facts.recorded_results = [r.to_dict() for r in staged]
         results += staged
+    annotate_link_with_bandwidth(results)
     return DoctorRun(facts, results, time.monotonic() - start, source, ctx)
 
 

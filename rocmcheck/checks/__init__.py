@@ -36,6 +36,8 @@ ALL_CHECK_MODULES = (
     "rocmcheck.checks.libraries",
     "rocmcheck.checks.host",
     "rocmcheck.checks.nvidia",
+    "rocmcheck.checks.health",
+    "rocmcheck.checks.runtime_env",
 )
 
 AREA_TITLES = {
@@ -53,6 +55,7 @@ AREA_TITLES = {
     "transformers": "transformers",
     "host": "Host settings",
     "nvidia": "NVIDIA",
+    "health": "Node health",
     "probe": "GPU probes",
     "train": "Smoke-train",
     "doctor": "Doctor",

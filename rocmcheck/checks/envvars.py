@@ -53,6 +53,9 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
         if bad:
             return failed(f"HIP_VISIBLE_DEVICES names GPU {', '.join(bad)} but only {count} visible",
                           f"Use indices 0..{count - 1} (HIP indices count within what ROCR_VISIBLE_DEVICES leaves).", evidence)
+    twice = _renumbered_twice(ctx, setvars)
+    if twice is not None:
+        return twice
     distinct = {v.replace(" ", "") for v in setvars.values()}
     if len(setvars) > 1 and len(distinct) > 1:
         return warned("several visibility variables set to different values",
@@ -80,3 +83,32 @@ def check_pytorch_rocm_arch(ctx: CheckContext) -> CheckResult:
         return failed(f"PYTORCH_ROCM_ARCH={value} misses {', '.join(missing)}",
                       f"export PYTORCH_ROCM_ARCH={suggestion}  (else extensions fail with 'invalid device function')")
     return passed(f"PYTORCH_ROCM_ARCH={value} covers {', '.join(archs) or 'the target'}")
+
+
+def _indices(value: str) -> list[int] | None:
+    parts = [p.strip() for p in value.split(",") if p.strip()]
+    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+
+
+def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult | None:
+    """On ROCm, HIP_/CUDA_VISIBLE_DEVICES index within what ROCR_VISIBLE_DEVICES left (ROCm GPU isolation docs):
+    the same list in both does not mean the same GPUs."""
+    if ctx.vendor == "nvidia" or "ROCR_VISIBLE_DEVICES" not in setvars:
+        return None
+    second = next((v for v in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in setvars), None)
+    if second is None:
+        return None
+    evidence = [f"{k}={v!r}" for k, v in setvars.items()]
+    rocr, inner = _indices(setvars["ROCR_VISIBLE_DEVICES"]), _indices(setvars[second])
+    fix = "Set only ROCR_VISIBLE_DEVICES (physical indices or UUIDs) and unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES."
+    if rocr is None or inner is None:
+        return warned(f"ROCR_VISIBLE_DEVICES and {second} are both set: {second} renumbers within ROCR's selection",
+                      fix, evidence)
+    missing = [i for i in inner if i >= len(rocr)]
+    if missing:
+        return failed(f"{second}={setvars[second]} names GPU {', '.join(map(str, missing))}, but ROCR_VISIBLE_DEVICES "
+                      f"leaves only {len(rocr)} (numbered 0..{len(rocr) - 1}): the GPUs are renumbered twice", fix,
+                      evidence)
+    physical = ",".join(str(rocr[i]) for i in inner)
+    return warned(f"ROCR_VISIBLE_DEVICES then {second} renumber twice: the process gets physical GPU(s) {physical}",
+                  f"export ROCR_VISIBLE_DEVICES={physical}; unset {second}", evidence, physical=physical)

@@ -68,3 +68,50 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
            "Add '* - memlock unlimited' to /etc/security/limits.conf and log in again (or ulimit -l unlimited).")
     return warned(f"locked memory limited to {soft / (1 << 20):.0f} MiB: pinned buffers for CPU offload "
                   "and RDMA registration can fail", fix)
+
+
+# AMD's pre-training system validation: CPU governor "performance" (cpupower frequency-set -g performance)
+# and GPU performance determinism (rocm-smi --setperfdeterminism 1900) on MI300X.
+PERFORMANCE_GOVERNOR = "performance"
+LOW_PERF_LEVELS = ("low", "profile_min_sclk", "profile_min_mclk")
+
+
+@check("host.cpu_governor", "CPU frequency governor set to performance (GPU machines)")
+def check_cpu_governor(ctx: CheckContext) -> CheckResult:
+    if ctx.vendor == "none":
+        return skipped("not a GPU machine")
+    governors = ctx.facts.node_health.get("cpufreq_governors")
+    if not governors:
+        return skipped("no cpufreq governor exposed (VM, container without /sys/devices/system/cpu/*/cpufreq, "
+                       "or a bundle from an older rocmcheck)")
+    evidence = [f"{name}: {count} CPU(s)" for name, count in sorted(governors.items())]
+    others = sorted(g for g in governors if g != PERFORMANCE_GOVERNOR)
+    if others:
+        return warned(f"CPU governor {', '.join(others)}: data loading and kernel launches wait for the CPU to clock up",
+                      "sudo cpupower frequency-set -g performance  (AMD pre-training system validation; persist it with "
+                      "a systemd unit or tuned profile)", evidence)
+    return passed("every CPU uses the performance governor", evidence)
+
+
+@check("host.perf_determinism", "MI300X performance level (determinism) as AMD's validation sets it")
+def check_perf_determinism(ctx: CheckContext) -> CheckResult:
+    levels: dict[str, str] = {}
+    for dev in ctx.facts.node_health.get("pci_gpus") or []:
+        if dev.get("vendor") == "amd" and dev.get("perf_level"):
+            levels[dev.get("bdf", "?")] = dev["perf_level"].strip()
+    for g in (ctx.facts.probes.get("amdsmi") or {}).get("gpus") or []:
+        level = (g.get("health") or {}).get("perf_level")
+        if level:
+            levels.setdefault(f"GPU {g.get('index')}", str(level).replace("AMDSMI_DEV_PERF_LEVEL_", "").lower())
+    if not levels:
+        return skipped("no AMD GPU performance level readable")
+    evidence = [f"{k}: {v}" for k, v in sorted(levels.items())]
+    low = sorted(k for k, v in levels.items() if v in LOW_PERF_LEVELS)
+    if low:
+        return warned(f"{len(low)} GPU(s) pinned to a low performance level: clocks stay down under load",
+                      "sudo amd-smi set -g N --perf-level AUTO  (or sudo rocm-smi --setperfdeterminism 1900 as in AMD's "
+                      "pre-training validation)", evidence)
+    if all(v in ("perf_determinism", "determinism") for v in levels.values()):
+        return passed("performance determinism set on every GPU", evidence)
+    return passed("GPU clocks managed by the driver (AMD's pre-training validation additionally sets "
+                  "`sudo rocm-smi --setperfdeterminism 1900` for run-to-run stable clocks)", evidence)

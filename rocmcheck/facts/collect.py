@@ -22,6 +22,7 @@ from importlib import metadata
 from typing import Any, Callable
 
 from rocmcheck.child import run_child
+from rocmcheck.facts.health import collect_kernel_log, node_health
 from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.runner import CommandResult, run_command
@@ -78,6 +79,7 @@ class Facts:
     probe_runs: dict[str, CommandResult] = field(default_factory=dict)  # how each child ended
     deadline_hit: list[str] = field(default_factory=list)
     recorded_results: list[dict[str, Any]] = field(default_factory=list)  # GPU/train stages, for bundles
+    node_health: dict[str, Any] = field(default_factory=dict)  # sysfs PCIe/RAS, governors, uptime (facts/health.py)
 
     def command(self, key: str) -> CommandResult | None:
         return self.commands.get(key)
@@ -313,11 +315,14 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
             [nvidia_smi, "--query-gpu=" + ",".join(NVIDIA_QUERY_FIELDS), "--format=csv,noheader,nounits"],
             timeout=command_timeout_s)
         jobs["nvidia-smi"] = lambda: run_command([nvidia_smi], timeout=command_timeout_s)
+        jobs["nvidia-smi-health"] = lambda: run_command([nvidia_smi, "-q", "-d", "ECC,PERFORMANCE"],
+                                                        timeout=command_timeout_s)
 
     with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
         futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}
         # The torch child is the one expensive fact: skipped when no selected check reads it.
         futures[pool.submit(run_python_probes, probe_timeout_s, python_probes)] = ("probe", "python")
+        futures[pool.submit(collect_kernel_log, command_timeout_s)] = ("cmds", "kernel-log-journalctl")
         # Cheap in-process facts while the children run.
         facts.platform = {
             "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(),
@@ -334,6 +339,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         facts.limits = _limits()
         facts.rocm_layout = _rocm_layout(raw_env)
         facts.packages, facts.torch_requires = _package_versions()
+        facts.node_health = node_health(raw_env)
 
         # Every job's own timeout is clamped to the deadline, so they all end by then; the grace covers the
         # kill and, for the Python probes, a re-run of a crashed probe on its own.
@@ -345,6 +351,8 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                 facts.commands[key] = result = fut.result()  # run_command never raises
                 if result.timed_out and result.timeout_s is not None and result.timeout_s >= deadline_s:
                     facts.deadline_hit.append(key)
+            elif kind == "cmds":
+                facts.commands.update(fut.result())
             else:
                 facts.probes, facts.probe_runs = fut.result()
                 facts.deadline_hit += [n for n, r in facts.probe_runs.items() if n not in facts.probes
@@ -353,7 +361,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
             kind, key = futures[fut]
             facts.deadline_hit.append(key)
             placeholder = CommandResult(argv=[key], timed_out=True, timeout_s=deadline_s)
-            if kind == "cmd":
+            if kind in ("cmd", "cmds"):
                 facts.commands[key] = placeholder
             else:
                 facts.probe_runs = {name: placeholder for name in (PYTHON_PROBES if python_probes else BINDING_PROBES)}

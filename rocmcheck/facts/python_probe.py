@@ -162,6 +162,57 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
+def _try(fn: Callable[..., Any], *args: Any) -> Any:
+    """One binding call; None when the GPU or driver does not support it (NotSupported, NoPermission, ...)."""
+    try:
+        value = fn(*args)
+    except Exception:
+        return None
+    return _text(value) if isinstance(value, bytes) else value
+
+
+def _call(module: Any, name: str, *args: Any) -> Any:
+    """_try on module.name; None when this version of the binding lacks the function."""
+    fn = getattr(module, name, None)
+    return _try(fn, *args) if fn is not None else None
+
+
+def _nvml_health(pynvml: Any, handle: Any) -> dict[str, Any]:
+    """Error counters and link/clock state of one GPU (names as in NVML)."""
+    unc, cor, vol, agg = 1, 0, 0, 1  # NVML_MEMORY_ERROR_TYPE_{UNCORRECTED,CORRECTED}, NVML_{VOLATILE,AGGREGATE}_ECC
+    reasons = ("nvmlDeviceGetCurrentClocksEventReasons" if hasattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons")
+               else "nvmlDeviceGetCurrentClocksThrottleReasons")
+    pci = _call(pynvml, "nvmlDeviceGetPciInfo", handle)
+    ecc_mode = _call(pynvml, "nvmlDeviceGetEccMode", handle)
+    remapped = _call(pynvml, "nvmlDeviceGetRemappedRows", handle)
+    retired = {}
+    for cause, name in ((1, "double_bit"), (0, "single_bit")):  # NVML_PAGE_RETIREMENT_CAUSE_*
+        pages = _call(pynvml, "nvmlDeviceGetRetiredPages", handle, cause)
+        retired[name] = len(pages) if isinstance(pages, (list, tuple)) else None
+    return {
+        "bus_id": _text(pci.busId) if pci is not None else None,
+        "ecc_mode_current": ecc_mode[0] if isinstance(ecc_mode, (list, tuple)) else None,
+        "ecc_uncorrected_volatile": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, unc, vol),
+        "ecc_corrected_volatile": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, cor, vol),
+        "ecc_uncorrected_aggregate": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, unc, agg),
+        "ecc_corrected_aggregate": _call(pynvml, "nvmlDeviceGetTotalEccErrors", handle, cor, agg),
+        "retired_pages": retired,
+        "retired_pages_pending": _call(pynvml, "nvmlDeviceGetRetiredPagesPendingStatus", handle),
+        "remapped_rows": list(remapped) if isinstance(remapped, (list, tuple)) else None,  # corr, unc, pending, failure
+        "clock_event_reasons": _call(pynvml, reasons, handle),
+        "pcie_gen_current": _call(pynvml, "nvmlDeviceGetCurrPcieLinkGeneration", handle),
+        "pcie_gen_max": _call(pynvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle),  # GPU and system together
+        "pcie_width_current": _call(pynvml, "nvmlDeviceGetCurrPcieLinkWidth", handle),
+        "pcie_width_max": _call(pynvml, "nvmlDeviceGetMaxPcieLinkWidth", handle),
+        "power_limit_mw": _call(pynvml, "nvmlDeviceGetEnforcedPowerLimit", handle),
+        "power_default_limit_mw": _call(pynvml, "nvmlDeviceGetPowerManagementDefaultLimit", handle),
+        "sm_clock_mhz": _call(pynvml, "nvmlDeviceGetClockInfo", handle, 1),
+        "sm_clock_max_mhz": _call(pynvml, "nvmlDeviceGetMaxClockInfo", handle, 1),
+        "mem_clock_mhz": _call(pynvml, "nvmlDeviceGetClockInfo", handle, 2),
+        "mem_clock_max_mhz": _call(pynvml, "nvmlDeviceGetMaxClockInfo", handle, 2)  # NVML_CLOCK_SM 1, NVML_CLOCK_MEM 2,
+    }
+
+
 def probe_nvml() -> dict[str, Any]:
     """NVIDIA GPUs through the NVML binding (nvidia-ml-py), preferred over parsing nvidia-smi."""
     try:
@@ -182,10 +233,42 @@ def probe_nvml() -> dict[str, Any]:
             major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
             out["gpus"].append({"index": i, "name": _text(pynvml.nvmlDeviceGetName(handle)),
                                 "memory_total": int(mem.total), "memory_used": int(mem.used),
-                                "compute_cap": f"{major}.{minor}", "uuid": _text(pynvml.nvmlDeviceGetUUID(handle))})
+                                "compute_cap": f"{major}.{minor}", "uuid": _text(pynvml.nvmlDeviceGetUUID(handle)),
+                                "health": _try(_nvml_health, pynvml, handle)})
         return out
     finally:
         pynvml.nvmlShutdown()
+
+
+def _amdsmi_health(amdsmi: Any, handle: Any) -> dict[str, Any]:
+    """Error counters and link/clock state of one GPU (names as in amdsmi's Python binding)."""
+    pcie = _call(amdsmi, "amdsmi_get_pcie_info", handle) or {}
+    static, metric = pcie.get("pcie_static") or {}, pcie.get("pcie_metric") or {}
+    ecc = _call(amdsmi, "amdsmi_get_gpu_total_ecc_count", handle) or {}
+    bad = _call(amdsmi, "amdsmi_get_gpu_bad_page_info", handle)
+    metrics = _call(amdsmi, "amdsmi_get_gpu_metrics_info", handle) or {}
+    cap = _call(amdsmi, "amdsmi_get_power_cap_info", handle) or {}
+    clk_type = getattr(getattr(amdsmi, "AmdSmiClkType", None), "GFX", None)
+    gfx = (_call(amdsmi, "amdsmi_get_clock_info", handle, clk_type) or {}) if clk_type is not None else {}
+    activity = _call(amdsmi, "amdsmi_get_gpu_activity", handle) or {}
+    return {
+        "bus_id": _call(amdsmi, "amdsmi_get_gpu_device_bdf", handle),
+        "ecc_correctable": ecc.get("correctable_count"),
+        "ecc_uncorrectable": ecc.get("uncorrectable_count"),
+        "ecc_deferred": ecc.get("deferred_count"),
+        "bad_pages": len(bad) if isinstance(bad, (list, tuple)) else None,
+        "throttle_status": metrics.get("throttle_status"),
+        "pcie_speed_current_mts": metric.get("pcie_speed"),  # MT/s (16000 = Gen4, 32000 = Gen5)
+        "pcie_speed_max_mts": static.get("max_pcie_speed"),
+        "pcie_width_current": metric.get("pcie_width"),
+        "pcie_width_max": static.get("max_pcie_width"),
+        "power_cap": cap.get("power_cap"),
+        "power_default_cap": cap.get("default_power_cap"),
+        "gfx_clock_mhz": gfx.get("clk"),
+        "gfx_clock_max_mhz": gfx.get("max_clk"),
+        "gfx_activity": activity.get("gfx_activity"),
+        "perf_level": _call(amdsmi, "amdsmi_get_gpu_perf_level", handle),
+    }
 
 
 def probe_amdsmi() -> dict[str, Any]:
@@ -207,7 +290,8 @@ def probe_amdsmi() -> dict[str, Any]:
             mb = vram.get("vram_size", vram.get("vram_size_mb"))
             gpus.append({"index": i, "name": _text(asic.get("market_name", "")),
                          "gfx": _text(asic.get("target_graphics_version", "")) or None,
-                         "memory_total": int(mb) * 2**20 if isinstance(mb, (int, float)) else None})
+                         "memory_total": int(mb) * 2**20 if isinstance(mb, (int, float)) else None,
+                         "health": _try(_amdsmi_health, amdsmi, handle)})
         return {"installed": True, "gpus": gpus}
     finally:
         amdsmi.amdsmi_shut_down()

@@ -1,0 +1,300 @@
+"""Node health: the kernel log, GPU error counters, PCIe links and throttling.
+
+Why a stack that checks out fails hours into a run: GPU page faults and resets, RAS/ECC errors, a link
+trained down to x8 or Gen3, a GPU slowed by heat or a lowered power cap. Sources, in order of preference:
+the vendor binding (NVML / amdsmi, in the bindings child), `nvidia-smi -q`, then sysfs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocmcheck.checks import check
+from rocmcheck.checks.context import CheckContext
+from rocmcheck.facts.health import kernel_log_usable
+from rocmcheck.facts.parsers.gpu_health import (
+    NVML_REASON_IDLE,
+    NVML_REASONS_SLOWDOWN,
+    count_bad_pages,
+    describe_reasons,
+    parse_nvidia_smi_q,
+    parse_ras_count,
+    pcie_gen,
+)
+from rocmcheck.facts.parsers.kernel_log import Finding, line_epoch, parse_kernel_log
+from rocmcheck.result import CheckResult, Status, failed, passed, skipped, warned
+
+RECENT_S = 3600  # "in the last hour": a fault that recent is likely the job that just died
+MAX_EVIDENCE = 12
+POWER_CAP_WARN_FRACTION = 0.9  # an enforced power limit under 90 % of the default was lowered by someone
+SMI_SLOWDOWN_REASONS = ("HW Slowdown", "HW Thermal Slowdown", "HW Power Brake Slowdown", "SW Thermal Slowdown")
+KERNEL_LOG_ACCESS_HINT = ("run the doctor with sudo, or add the user to the systemd-journal (or adm) group; "
+                          "dmesg needs kernel.dmesg_restrict=0 or CAP_SYSLOG")
+
+
+# ------------------------------------------------------------------------------------------------ kernel log
+
+def _kernel_log(ctx: CheckContext) -> tuple[str | None, str | None, list[str]]:
+    """(source name, text, why-not lines) of the first readable kernel log."""
+    why = []
+    for key, name in (("kernel-log-journalctl", "journalctl -k -b"), ("kernel-log-dmesg", "dmesg")):
+        res = ctx.facts.command(key)
+        if res is None:
+            continue
+        if kernel_log_usable(res):
+            return name, res.stdout, why
+        text = (res.stderr or res.stdout).strip().splitlines()
+        reason = res.describe_failure() if not res.ok else (text[-1] if text else "printed nothing")
+        why.append(f"{name}: {reason[:200]}")
+    return None, None, why
+
+
+def _when(f: Finding, boot: float | None, now: float) -> str:
+    last = line_epoch(f.last, boot)
+    if last is None:
+        return f"at {f.last.time_text}" if f.last and f.last.time_text else "this boot"
+    ago = now - last
+    if 0 <= ago < RECENT_S:
+        return f"in the last hour ({ago / 60:.0f} min ago)"
+    return f"since boot ({ago / 3600:.1f} h ago)" if ago >= 0 else "this boot"
+
+
+@check("health.kernel_log", "kernel log: GPU faults, resets, RAS/ECC, PCIe AER, OOM kills, Xids")
+def check_kernel_log(ctx: CheckContext) -> CheckResult:
+    source, text, why = _kernel_log(ctx)
+    if source is None:
+        if not why:
+            return skipped("kernel log not recorded (a bundle from an older rocmcheck)")
+        return skipped("kernel log not readable here: neither journalctl nor dmesg gave it; " + KERNEL_LOG_ACCESS_HINT,
+                       why)
+    findings = parse_kernel_log(text)
+    uptime = ctx.facts.node_health.get("uptime_s")
+    now = ctx.facts.collected_at
+    boot = now - uptime if isinstance(uptime, (int, float)) and now else None
+    judged = [f for f in findings if f.severity in ("fail", "warn")]
+    order = {"fail": 0, "warn": 1, "note": 2}
+    evidence = []
+    for f in sorted(findings, key=lambda f: order.get(f.severity, 3))[:MAX_EVIDENCE]:
+        procs = f"; process {', '.join(f.processes)}" if f.processes else ""
+        evidence.append(f"{f.count}x {f.title} on {f.device or 'an unnamed device'} {_when(f, boot, now)}{procs}: "
+                        f"{f.meaning}. Line: {f.example}")
+    data: dict[str, Any] = {"source": source, "findings": [f.to_dict() for f in findings]}
+    if not judged:
+        noted = f" ({len(findings)} informational line kinds)" if findings else ""
+        return passed(f"no GPU fault, reset, RAS/ECC error, fatal PCIe error or OOM kill in {source}{noted}",
+                      evidence, **data)
+    worst = "fail" if any(f.severity == "fail" for f in judged) else "warn"
+    top = [f for f in judged if f.severity == worst]
+    fixes = list(dict.fromkeys(f.fix for f in top))[:3]
+    names = ", ".join(dict.fromkeys(f"{f.title}" + (f" ({f.device})" if f.device else "") for f in top))
+    summary = f"{source} shows {names}"
+    build = failed if worst == "fail" else warned
+    return build(summary[:300], " ".join(fixes), evidence, **data)
+
+
+# ------------------------------------------------------------------------------------------------ per-GPU state
+
+def gpu_states(ctx: CheckContext) -> list[dict[str, Any]]:
+    """One record per GPU with what is known of its counters and link, whichever source knew it."""
+    rows: list[dict[str, Any]] = []
+    for vendor, probe in (("nvidia", "nvml"), ("amd", "amdsmi")):
+        for g in (ctx.facts.probes.get(probe) or {}).get("gpus") or []:
+            health = g.get("health") or {}
+            rows.append({"vendor": vendor, "index": g.get("index"), "source": probe, **health})
+    smi = ctx.facts.command("nvidia-smi-health")
+    if not any(r["vendor"] == "nvidia" for r in rows) and smi is not None and smi.ok:
+        for i, g in enumerate(parse_nvidia_smi_q(smi.stdout)):
+            rows.append({"vendor": "nvidia", "index": i, "source": "nvidia-smi -q", **g})
+    by_bus = {_norm_bdf(r.get("bus_id")): r for r in rows if r.get("bus_id")}
+    for dev in ctx.facts.node_health.get("pci_gpus") or []:
+        row = by_bus.get(_norm_bdf(dev.get("bdf")))
+        if row is None:
+            row = {"vendor": dev.get("vendor"), "index": None, "source": "sysfs", "bus_id": dev.get("bdf")}
+            rows.append(row)
+        row["sysfs"] = dev
+    return rows
+
+
+def _norm_bdf(bdf: str | None) -> str:
+    """'00000000:00:06.0' (NVML) and '0000:00:06.0' (sysfs) name the same function."""
+    text = (bdf or "").lower()
+    parts = text.split(":")
+    if len(parts) == 3:
+        parts[0] = parts[0][-4:].rjust(4, "0")
+    return ":".join(parts)
+
+
+def _name(row: dict[str, Any]) -> str:
+    idx = row.get("index")
+    bus = row.get("bus_id")
+    return (f"GPU {idx}" if idx is not None else "GPU") + (f" ({bus})" if bus else "")
+
+
+def _num(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+@check("health.gpu_errors", "GPU memory errors: ECC counts, retired pages, row remapping, RAS")
+def check_gpu_errors(ctx: CheckContext) -> CheckResult:
+    rows = gpu_states(ctx)
+    fails, warns, evidence = [], [], []
+    seen_counter = False
+    for row in rows:
+        name = _name(row)
+        unc = _num(row.get("ecc_uncorrected_volatile"))
+        unc_amd = _num(row.get("ecc_uncorrectable"))
+        ras_ue = ras_ce = None
+        sysfs = row.get("sysfs") or {}
+        for text in (sysfs.get("ras") or {}).values():
+            ue, ce = parse_ras_count(text)
+            ras_ue = (ras_ue or 0) + (ue or 0) if ue is not None else ras_ue
+            ras_ce = (ras_ce or 0) + (ce or 0) if ce is not None else ras_ce
+        bad = _num(row.get("bad_pages"))
+        if bad is None:
+            bad = count_bad_pages(sysfs.get("bad_pages"))
+        remap = row.get("remapped_rows") if isinstance(row.get("remapped_rows"), list) else None
+        counters = [unc, unc_amd, ras_ue, bad, _num(row.get("ecc_corrected_volatile")), remap]
+        if all(c is None for c in counters):
+            continue
+        seen_counter = True
+        line = []
+        if (unc or 0) > 0 or (unc_amd or 0) > 0 or (ras_ue or 0) > 0:
+            fails.append(f"{name}: {max(unc or 0, unc_amd or 0, ras_ue or 0)} uncorrectable ECC/RAS errors")
+        if remap and len(remap) >= 4 and remap[3]:
+            fails.append(f"{name}: row remapping failed (memory repair exhausted)")
+        if remap and len(remap) >= 4 and remap[2]:
+            warns.append(f"{name}: row remapping pending (applied at the next GPU reset)")
+        if row.get("retired_pages_pending") in (1, True):
+            warns.append(f"{name}: retired pages pending (applied at the next GPU reset)")
+        if (_num(row.get("ecc_deferred")) or 0) > 0:
+            warns.append(f"{name}: {row['ecc_deferred']} deferred (poisoned) errors")
+        if (_num(row.get("ecc_uncorrected_aggregate")) or 0) > 0 and not unc:
+            warns.append(f"{name}: {row['ecc_uncorrected_aggregate']} uncorrectable ECC errors in the GPU's lifetime")
+        if bad:
+            warns.append(f"{name}: {bad} retired (bad) memory pages")
+        if row.get("ecc_mode_current") in (0, "Disabled"):
+            warns.append(f"{name}: ECC is disabled")
+        for label, value in (("uncorrectable (this boot)", unc if unc is not None else unc_amd),
+                             ("correctable", _num(row.get("ecc_corrected_volatile")) or _num(row.get("ecc_correctable"))),
+                             ("RAS ue/ce", f"{ras_ue}/{ras_ce}" if ras_ue is not None else None),
+                             ("retired pages", bad)):
+            if value is not None:
+                line.append(f"{label} {value}")
+        evidence.append(f"{name} [{row.get('source')}]: " + ", ".join(line))
+    if not seen_counter:
+        return skipped("no GPU error counters readable (no NVML/amdsmi binding, nvidia-smi or amdgpu RAS sysfs)")
+    if fails:
+        return failed("; ".join(fails)[:300],
+                      "Drain the node: reboot (or reset the GPU) to retire the bad memory; if uncorrectable errors come "
+                      "back, contact the vendor (RMA). Check: amd-smi metric --ecc / nvidia-smi -q -d ECC,ROW_REMAPPER.",
+                      fails + warns + evidence)
+    if warns:
+        return warned("; ".join(warns)[:300],
+                      "Reset the GPU when idle (sudo amd-smi reset -G -g N / sudo nvidia-smi -r -i N) or reboot, so pending "
+                      "retirements take effect; watch the counts.", warns + evidence)
+    return passed(f"no uncorrectable memory errors on {len(evidence)} GPU(s)", evidence)
+
+
+def _link(row: dict[str, Any]) -> tuple[int | None, int | None, int | None, int | None]:
+    """(gen now, gen max, width now, width max) from the binding, else sysfs (max capped by the upstream port)."""
+    if row.get("pcie_width_max") and (row.get("pcie_gen_max") or row.get("pcie_speed_max_mts")):
+        if row.get("pcie_gen_max"):
+            return (_num(row.get("pcie_gen_current")), _num(row.get("pcie_gen_max")),
+                    _num(row.get("pcie_width_current")), _num(row.get("pcie_width_max")))
+        return (pcie_gen(str(row.get("pcie_speed_current_mts"))), pcie_gen(str(row.get("pcie_speed_max_mts"))),
+                _num(row.get("pcie_width_current")), _num(row.get("pcie_width_max")))
+    s = row.get("sysfs") or {}
+    up = s.get("upstream") or {}
+    gen_max, up_gen = pcie_gen(s.get("max_link_speed")), pcie_gen(up.get("max_link_speed"))
+    w = lambda t: int(t.strip()) if isinstance(t, str) and t.strip().isdigit() else None  # noqa: E731
+    width_max, up_width = w(s.get("max_link_width")), w(up.get("max_link_width"))
+    if gen_max and up_gen:
+        gen_max = min(gen_max, up_gen)
+    if width_max and up_width:
+        width_max = min(width_max, up_width)
+    return pcie_gen(s.get("current_link_speed")), gen_max, w(s.get("current_link_width")), width_max
+
+
+def _idle(row: dict[str, Any]) -> bool:
+    reasons = row.get("clock_event_reasons")
+    if isinstance(reasons, int) and reasons & NVML_REASON_IDLE:
+        return True
+    if "Idle" in (row.get("reasons_active") or []):
+        return True
+    return row.get("gfx_activity") == 0
+
+
+@check("health.pcie_link", "each GPU's PCIe link runs at its full generation and width")
+def check_pcie_link(ctx: CheckContext) -> CheckResult:
+    evidence, slow, idle_notes = [], [], []
+    for row in gpu_states(ctx):
+        gen, gen_max, width, width_max = _link(row)
+        if not (gen and gen_max and width and width_max):
+            continue
+        text = f"{_name(row)}: Gen{gen} x{width} (max Gen{gen_max} x{width_max})"
+        evidence.append(text)
+        if width < width_max:
+            slow.append(text)
+        elif gen < gen_max:
+            # GPUs lower the link speed when idle to save power (nvidia-smi documents it); judged only under load.
+            (idle_notes if _idle(row) else slow).append(text)
+    if not evidence:
+        return skipped("no PCIe link state readable for the GPUs")
+    if slow:
+        return warned(f"{len(slow)} GPU link(s) below their maximum: host<->GPU copies (ZeRO offload, data loading) "
+                      "slow down in proportion", "Reseat the GPU or its riser/retimer, check the slot's BIOS setting "
+                      "(link speed Auto/Gen5) and `sudo lspci -vv -s BUS | grep -e LnkCap -e LnkSta`; compare with "
+                      "probe.host_bandwidth.", slow + [e for e in evidence if e not in slow],
+                      slow=slow)
+    note = [f"{t} while idle: GPUs lower the link speed when idle; re-check under load" for t in idle_notes]
+    return passed(f"{len(evidence)} GPU link(s) at full width" + (", speed judged under load only" if note else
+                                                                   " and speed"), note + evidence)
+
+
+@check("health.throttle", "GPUs not slowed by heat, power brakes or a lowered power cap")
+def check_throttle(ctx: CheckContext) -> CheckResult:
+    evidence, slowed = [], []
+    for row in gpu_states(ctx):
+        name = _name(row)
+        parts = []
+        reasons = row.get("clock_event_reasons")
+        if isinstance(reasons, int):
+            parts.append("reasons: " + (", ".join(describe_reasons(reasons)) or "none"))
+            if reasons & NVML_REASONS_SLOWDOWN:
+                slowed.append(f"{name}: " + ", ".join(describe_reasons(reasons & NVML_REASONS_SLOWDOWN)))
+        active = row.get("reasons_active")
+        if isinstance(active, list):
+            parts.append("reasons: " + (", ".join(active) or "none"))
+            bad = [a for a in active if a in SMI_SLOWDOWN_REASONS]
+            if bad:
+                slowed.append(f"{name}: " + ", ".join(bad))
+        throttle = row.get("throttle_status")
+        if throttle not in (None, 0, False, "UNTHROTTLED"):
+            slowed.append(f"{name}: amdsmi throttle status {throttle}")
+        limit, default = (row.get("power_limit_mw"), row.get("power_default_limit_mw")) if "power_limit_mw" in row \
+            else (row.get("power_cap"), row.get("power_default_cap"))
+        if _num(limit) and _num(default):
+            parts.append(f"power cap {limit / default:.0%} of default")
+            if limit < POWER_CAP_WARN_FRACTION * default:
+                slowed.append(f"{name}: power cap lowered to {limit / default:.0%} of its default")
+        clock, clock_max = (row.get("sm_clock_mhz"), row.get("sm_clock_max_mhz")) if "sm_clock_mhz" in row \
+            else (row.get("gfx_clock_mhz"), row.get("gfx_clock_max_mhz"))
+        if _num(clock) and _num(clock_max):
+            parts.append(f"clock {clock}/{clock_max} MHz")
+        if parts:
+            evidence.append(f"{name} [{row.get('source')}]: " + "; ".join(parts))
+    if not evidence:
+        return skipped("no throttle or power state readable for the GPUs")
+    if slowed:
+        return warned("; ".join(slowed)[:300], "Check cooling and power delivery (nvidia-smi -q -d PERFORMANCE,POWER / "
+                      "amd-smi metric --power --temperature); restore the default power cap "
+                      "(sudo nvidia-smi -pl DEFAULT_W / sudo amd-smi set --power-cap DEFAULT_W).", slowed + evidence)
+    return passed(f"{len(evidence)} GPU(s) not slowed by heat, power brakes or a lowered power cap", evidence)
+
+
+def annotate_link_with_bandwidth(results: list[CheckResult]) -> None:
+    """A link below its maximum is shown beside the measured pinned host<->GPU bandwidth, when measured."""
+    link = next((r for r in results if r.id == "health.pcie_link" and r.status == Status.WARN), None)
+    band = next((r for r in results if r.id == "probe.host_bandwidth"), None)
+    if link is not None and band is not None and band.status in (Status.PASS, Status.WARN, Status.FAIL):
+        link.evidence.insert(0, f"measured (probe.host_bandwidth): {band.summary}")

@@ -1,0 +1,196 @@
+"""Runtime variables that are set and wrong for fine-tuning: allocator, TunableOp, BLAS, RCCL channels, HSA.
+
+Each judgement names its source; nothing here fires when the variable is unset (the defaults are right).
+"""
+
+from __future__ import annotations
+
+import re
+
+from packaging.version import InvalidVersion, Version
+
+from rocmcheck.checks import check
+from rocmcheck.checks.context import CheckContext
+from rocmcheck.facts.health import tunableop_filename
+from rocmcheck.result import CheckResult, passed, skipped, warned
+
+ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+# Options of the caching allocator (c10/cuda/CUDAAllocatorConfig.cpp); an unknown one raises
+# "Unrecognized CachingAllocator option" at the first allocation.
+ALLOC_OPTIONS = {
+    "max_split_size_mb", "max_non_split_rounding_mb", "garbage_collection_threshold", "roundup_power2_divisions",
+    "expandable_segments", "release_lock_on_cudamalloc", "release_lock_on_hipmalloc", "backend",
+    "pinned_use_cuda_host_register", "pinned_use_hip_host_register", "pinned_num_register_threads",
+    "pinned_use_background_threads", "per_process_memory_fraction", "graph_capture_record_stream_reuse",
+    "pinned_reserve_segment_size_mb",
+}
+# expandable_segments on ROCm: a no-op ("expandable_segments not supported on this platform") until
+# pytorch/pytorch#177974 (release/2.11, ROCm/pytorch#3106), gated on ROCm >= 7.0 (pytorch/pytorch#179930).
+EXPANDABLE_ROCM_MIN_TORCH = Version("2.11")
+EXPANDABLE_ROCM_MIN_HIP = Version("7.0")
+# torch prefers hipBLASLt by default on these archs (ROCm/pytorch#2053, #2125, #2169).
+HIPBLASLT_PREFERRED_ARCHS = {"gfx90a", "gfx942", "gfx950", "gfx1200", "gfx1201"}
+# AMD's training system-validation runs RCCL with NCCL_MIN_NCHANNELS=40, its MI300X inference guide with 112
+# (rocm.docs.amd.com .../training/prerequisite-system-validation, .../inference-optimization/workload).
+RCCL_MI300X_MIN_CHANNELS = 40
+
+
+def _version(text: str | None) -> Version | None:
+    m = re.match(r"^(\d+\.\d+(?:\.\d+)?)", text or "")
+    try:
+        return Version(m.group(1)) if m else None
+    except InvalidVersion:
+        return None
+
+
+def _archs(ctx: CheckContext) -> set[str]:
+    return {g.arch for g in ctx.amd_gpus if g.arch}
+
+
+@check("env.alloc_conf", "PyTorch allocator settings (PYTORCH_*_ALLOC_CONF) valid for this build")
+def check_alloc_conf(ctx: CheckContext) -> CheckResult:
+    env = ctx.facts.env
+    setvars = {v: env[v] for v in ALLOC_VARS if v in env}
+    if not setvars:
+        return passed("no allocator variable set (PyTorch defaults)")
+    evidence = [f"{k}={v}" for k, v in setvars.items()]
+    problems = []
+    for var, value in setvars.items():
+        for item in filter(None, (p.strip() for p in value.split(","))):
+            key, sep, val = item.partition(":")
+            if not sep or not val.strip():
+                problems.append(f"{var}: '{item}' is not key:value (torch raises at the first GPU allocation)")
+            elif key.strip() not in ALLOC_OPTIONS:
+                problems.append(f"{var}: unknown option '{key.strip()}' (torch raises 'Unrecognized CachingAllocator "
+                                "option' at the first GPU allocation)")
+    expandable = any(re.search(r"expandable_segments\s*:\s*true", v, re.I) for v in setvars.values())
+    if ctx.torch_is_rocm and expandable:
+        tv, hv = _version((ctx.torch or {}).get("version")), _version((ctx.torch or {}).get("hip"))
+        if (tv and tv < EXPANDABLE_ROCM_MIN_TORCH) or (hv and hv < EXPANDABLE_ROCM_MIN_HIP):
+            problems.append(f"expandable_segments:True does nothing with torch {tv} on ROCm {hv}: torch prints "
+                            "'expandable_segments not supported on this platform' (supported from torch 2.11 on ROCm 7.0)")
+    if ctx.torch_is_rocm and "PYTORCH_HIP_ALLOC_CONF" in setvars and "PYTORCH_CUDA_ALLOC_CONF" in setvars \
+            and setvars["PYTORCH_HIP_ALLOC_CONF"] != setvars["PYTORCH_CUDA_ALLOC_CONF"]:
+        problems.append("PYTORCH_HIP_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF differ: only one of them is read")
+    if problems:
+        return warned(problems[0], "Keep one variable (PYTORCH_ALLOC_CONF on torch >= 2.9, else PYTORCH_HIP_ALLOC_CONF on "
+                      "ROCm / PYTORCH_CUDA_ALLOC_CONF on CUDA) with options this torch knows; drop expandable_segments "
+                      "on ROCm torch < 2.11.", problems + evidence)
+    return passed("allocator options recognised", evidence)
+
+
+def _validators(head: str) -> dict[str, str]:
+    out = {}
+    for line in head.splitlines():
+        parts = line.split(",", 2)
+        if len(parts) == 3 and parts[0] == "Validator":
+            out[parts[1]] = parts[2].strip()
+    return out
+
+
+@check("env.tunableop", "PyTorch TunableOp settings and result files fit this stack")
+def check_tunableop(ctx: CheckContext) -> CheckResult:
+    env = ctx.facts.env
+    if env.get("PYTORCH_TUNABLEOP_ENABLED") != "1":
+        return passed("TunableOp off (PYTORCH_TUNABLEOP_ENABLED unset)")
+    files = ctx.facts.node_health.get("tunableop_files") or {}
+    tuning = env.get("PYTORCH_TUNABLEOP_TUNING", "1") != "0"
+    evidence = [f"PYTORCH_TUNABLEOP_ENABLED=1, PYTORCH_TUNABLEOP_TUNING={env.get('PYTORCH_TUNABLEOP_TUNING', '1 (default)')}",
+                f"result files ({tunableop_filename(env)}): {', '.join(files) or 'none found'}"]
+    torch_version = (ctx.torch or {}).get("version") or ""
+    archs = _archs(ctx)
+    stale = []
+    for path, head in files.items():
+        val = _validators(head)
+        made_for = val.get("PT_VERSION")
+        if made_for and torch_version and not torch_version.startswith(made_for.split("+")[0]):
+            stale.append(f"{path}: made with torch {made_for}, this is {torch_version}")
+        arch = (val.get("GCN_ARCH_NAME") or "").split(":")[0]
+        if arch and archs and arch not in archs:
+            stale.append(f"{path}: made on {arch}, these GPUs are {', '.join(sorted(archs))}")
+    if stale:
+        return warned("TunableOp result file made for another stack: it is rejected and every GEMM is tuned again",
+                      "Delete or move the file and tune once offline on this machine (PyTorch docs: torch.cuda.tunable).",
+                      stale + evidence)
+    if tuning:
+        return warned("TunableOp tunes every new GEMM shape during the run: the first steps (and every new sequence "
+                      "length) are slow, and each rank tunes on its own",
+                      "Tune once on a short run, keep the results file, then train with PYTORCH_TUNABLEOP_TUNING=0 "
+                      "(PyTorch docs: torch.cuda.tunable; AMD MI300X workload guide).", evidence)
+    if not files:
+        return warned("TunableOp is on with tuning off but there is no results file: it changes nothing",
+                      f"Tune once to create {tunableop_filename(env)} in the working directory, or unset "
+                      "PYTORCH_TUNABLEOP_ENABLED.", evidence)
+    return passed("TunableOp reads tuned results without tuning during training", evidence)
+
+
+@check("env.hipblaslt", "TORCH_BLAS_PREFER_HIPBLASLT fits the GPU")
+def check_hipblaslt(ctx: CheckContext) -> CheckResult:
+    env = ctx.facts.env
+    var = next((v for v in ("TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_BLAS_PREFER_CUBLASLT") if v in env), None)
+    if var is None:
+        return passed("unset: torch picks the BLAS library for the GPU")
+    if not ctx.torch_is_rocm and var == "TORCH_BLAS_PREFER_HIPBLASLT":
+        return skipped("not a ROCm build of torch")
+    value = env[var].strip().lower()
+    archs = _archs(ctx)
+    evidence = [f"{var}={env[var]}", f"GPU archs: {', '.join(sorted(archs)) or 'unknown'}"]
+    off = value in ("0", "false", "off", "no")
+    if off and archs and archs <= HIPBLASLT_PREFERRED_ARCHS:
+        return warned(f"{var}={env[var]} forces rocBLAS on {', '.join(sorted(archs))}, where hipBLASLt is faster and "
+                      "torch's default", f"unset {var}  (AMD's MI300X workload guide recommends hipBLASLt)", evidence)
+    if not off and archs and not archs <= HIPBLASLT_PREFERRED_ARCHS:
+        other = sorted(archs - HIPBLASLT_PREFERRED_ARCHS)
+        return warned(f"{var}={env[var]} forces hipBLASLt on {', '.join(other)}, where torch defaults to rocBLAS "
+                      "(hipBLASLt kernels are missing or slower there)", f"unset {var}", evidence)
+    return passed(f"{var}={env[var]} matches the GPU", evidence)
+
+
+@check("env.nccl_channels", "RCCL channel limits on MI300X")
+def check_nccl_channels(ctx: CheckContext) -> CheckResult:
+    mi300 = [g for g in ctx.amd_gpus if g.arch == "gfx942"]
+    if len(mi300) < 2:
+        return skipped("fewer than 2 MI300-class GPUs: no intra-node collectives to tune")
+    env = ctx.facts.env
+    lo, hi = env.get("NCCL_MIN_NCHANNELS"), env.get("NCCL_MAX_NCHANNELS")
+    evidence = [f"NCCL_MIN_NCHANNELS={lo}" if lo is not None else "NCCL_MIN_NCHANNELS unset",
+                f"NCCL_MAX_NCHANNELS={hi}" if hi is not None else "NCCL_MAX_NCHANNELS unset"]
+    fix = (f"export NCCL_MIN_NCHANNELS={RCCL_MI300X_MIN_CHANNELS} and unset NCCL_MAX_NCHANNELS (AMD's training "
+           "validation uses 40; its MI300X inference guide 112)")
+    for name, value in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
+        if value is not None and not value.strip().isdigit():
+            return warned(f"{name}={value} is not a number: RCCL ignores it", fix, evidence)
+    if hi is not None and int(hi) < RCCL_MI300X_MIN_CHANNELS:
+        return warned(f"NCCL_MAX_NCHANNELS={hi} caps RCCL below the {RCCL_MI300X_MIN_CHANNELS} channels AMD validates "
+                      "MI300X with: all-reduce bandwidth drops", fix, evidence)
+    if lo is not None and hi is not None and int(lo) > int(hi):
+        return warned(f"NCCL_MIN_NCHANNELS={lo} is above NCCL_MAX_NCHANNELS={hi}", fix, evidence)
+    if lo is None:
+        return passed(f"RCCL chooses its channels; AMD's guides raise the minimum ({fix.split(' and ')[0]})", evidence)
+    return passed(f"NCCL_MIN_NCHANNELS={lo}", evidence)
+
+
+@check("env.hsa_xnack", "HSA_XNACK not switching the GPUs to XNACK mode")
+def check_hsa_xnack(ctx: CheckContext) -> CheckResult:
+    value = ctx.facts.env.get("HSA_XNACK")
+    if value is None or value.strip() == "0":
+        return passed("HSA_XNACK " + ("unset" if value is None else "=0") + ": XNACK (GPU page-fault retry) off")
+    # ROCm docs (HIP programming guide, unified memory / XNACK): with HSA_XNACK=1 the runtime loads only
+    # xnack+ or xnack-any code objects, and page-fault retry costs performance.
+    return warned(f"HSA_XNACK={value} turns on XNACK: code built for xnack- no longer loads ('no kernel image' / "
+                  "hipErrorNoBinaryForGpu) and memory-bound kernels slow down; fine-tuning needs no unified memory",
+                  "unset HSA_XNACK")
+
+
+@check("env.scratch_reclaim", "HSA_NO_SCRATCH_RECLAIM value understood")
+def check_scratch_reclaim(ctx: CheckContext) -> CheckResult:
+    value = ctx.facts.env.get("HSA_NO_SCRATCH_RECLAIM")
+    if value is None:
+        return passed("unset (ROCr default 0: large scratch allocations are released after each dispatch; AMD's "
+                      "training containers set 1)")
+    if value.strip() in ("0", "1"):
+        return passed(f"HSA_NO_SCRATCH_RECLAIM={value}" + (": scratch stays assigned to its queue until the process "
+                                                           "exits" if value.strip() == "1" else ""))
+    # ROCR-Runtime environment variables: only 0 and 1 are defined.
+    return warned(f"HSA_NO_SCRATCH_RECLAIM={value} is neither 0 nor 1", "export HSA_NO_SCRATCH_RECLAIM=1  "
+                  "(ROCR-Runtime docs; AMD's training containers use 1)")
