@@ -218,10 +218,7 @@ def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
         if frame.f_code.co_filename != __file__:
             for var, value in frame.f_locals.items():
                 if value is container:
-                    try:
-                        lines, first = inspect.getsourcelines(frame.f_code)
-                    except (OSError, TypeError):
-                        lines, first = [], 0
+                    lines, first = _code_lines(frame.f_code)
                     where = "" if frame.f_code.co_name == "<module>" else f" in {frame.f_code.co_name}()"
                     return f"{kind} `{var}`{where}", frame.f_code.co_filename, lines, max(first, 1)
         frame = frame.f_back
@@ -231,10 +228,7 @@ def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
         if inspect.isframe(ref):
             for var, value in ref.f_locals.items():
                 if value is container:
-                    try:
-                        lines, first = inspect.getsourcelines(ref.f_code)
-                    except (OSError, TypeError):
-                        lines, first = [], 0
+                    lines, first = _code_lines(ref.f_code)
                     return f"{kind} `{var}` in {ref.f_code.co_name}()", ref.f_code.co_filename, lines, max(first, 1)
         elif isinstance(ref, dict):
             for var, value in ref.items():
@@ -252,6 +246,16 @@ def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
                 if value is container:
                     return _attr_holder(kind, ref, var)
     return f"a {kind}", None, [], 1
+
+
+def _code_lines(code: Any) -> tuple[list[str], int]:
+    """Source of a function, or the whole file for module-level code (getsourcelines gives only its first block)."""
+    if code.co_name == "<module>":
+        return linecache.getlines(code.co_filename), 1
+    try:
+        return inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return [], 1
 
 
 def _attr_holder(kind: str, owner: Any, attr: str) -> tuple[str, str | None, list[str], int]:
