@@ -1,0 +1,272 @@
+"""The memory curve of a training run, judged: flat, sawtooth back to a baseline, or a staircase that ends in
+out-of-memory. Pure functions over (seconds, bytes) readings; no tool, no clock, no GPU.
+
+What the curve looks like, and why these rules. The driver's "memory used" (nvidia-smi, amd-smi, NVML) is what
+PyTorch's caching allocator holds, not what tensors use: a healthy run climbs while the model loads and the
+optimizer creates its state at step 1, then stays flat (the allocator keeps its cache) or, where the cache is
+released between steps, saws up and back down to the same floor every step. A leak (a tensor that keeps its
+autograd graph alive, as in the field report: "the curve stepped up and did not come back after the optimizer
+step") raises the *floor* every step: a staircase, or a sawtooth whose baseline keeps moving up. So the judge
+looks at the lower envelope (the floor) over the run, not at single readings: a noisy reading or one spike
+cannot decide.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+
+MiB = 1024**2
+GiB = 1024**3
+
+# Fewer readings, or a shorter steady span, than this and the shape is not judged (at the default 1 s interval,
+# half a minute of training after the model is loaded; a staircase of one step per second shows 30 steps).
+MIN_SAMPLES = 10
+MIN_SPAN_S = 30.0
+# The judged span starts when memory first reaches this share of the run's final floor: model loading and the
+# first optimizer step (AdamW allocates its state there) are climbs that happen once. A leak that climbs from
+# 40 to 140 GiB is still judged from 60 GiB on, so the rule cannot hide one.
+WARMUP_LEVEL = 0.5
+# Readings at the end under this share of the peak are the process freeing its memory as it exits (or after an
+# out-of-memory error): teardown, not part of the training curve.
+TEARDOWN_LEVEL = 0.5
+# The floor may rise this much over the judged span before it counts as growth: the allocator grows its cache in
+# whole segments (2 MiB small-pool and 20 MiB+ large-pool blocks, rounded up; a new batch shape adds a few), and
+# a leak of the field report's kind adds a step's activations -- hundreds of MiB to GiB on a 7B model -- every step.
+GROWTH_TOLERANCE_BYTES = 512 * MiB
+GROWTH_TOLERANCE_FRACTION = 0.01  # of the GPU's capacity, when known (1.4 GiB on a 141 GiB H200 / 1.9 GiB on MI300X)
+# A staircase keeps rising: the rise is present in both halves of the judged span (first third -> middle, middle
+# -> last third) with at least this share of the whole rise each. One step up that then stays flat (a lazily
+# created workspace, a longer batch) is not a leak.
+KEEPS_RISING_SHARE = 0.25
+# Lower envelope: this quantile of the readings in a window. Robust to a single low glitch and follows the troughs
+# of a sawtooth.
+FLOOR_QUANTILE = 0.1
+# Windows for the floor's slope (Theil-Sen over window floors): enough points for a robust median slope.
+SLOPE_WINDOWS = 24
+# A sawtooth: the curve swings at least this far above its floor (p90 - p10) ...
+SAWTOOTH_MIN_AMPLITUDE_BYTES = 256 * MiB
+SAWTOOTH_MIN_AMPLITUDE_FRACTION = 0.02  # ... or this share of the floor, whichever is larger
+# ... and comes back down near the floor (within this share of the swing) at least this many times.
+SAWTOOTH_RETURN_BAND = 0.25
+SAWTOOTH_MIN_RETURNS = 3
+# Peak against capacity. The field report settled at about 95% (micro-batch 12 on a 192 GB MI300X) "with a little
+# margin for spikes"; above 97% one longer sequence or a fragmented cache ends the run.
+PEAK_TIGHT_FRACTION = 0.97
+# Below this the GPU has room for a larger micro-batch (said, not warned).
+PEAK_ROOMY_FRACTION = 0.5
+
+SHAPES = ("flat", "sawtooth", "staircase", "too short")
+
+
+@dataclass
+class CurveVerdict:
+    shape: str  # one of SHAPES
+    samples: int
+    judged_samples: int
+    span_s: float  # duration of the judged span
+    floor_start: float | None = None  # bytes: floor of the first third of the judged span
+    floor_end: float | None = None  # bytes: floor of the last third
+    growth_bytes: float = 0.0  # floor_end - floor_start
+    rise_per_min: float = 0.0  # bytes per minute, Theil-Sen slope of the floor (0 unless staircase)
+    amplitude_bytes: float = 0.0  # p90 - p10 of the judged span
+    returns: int = 0  # times the curve came back down to its floor
+    peak_bytes: int | None = None
+    capacity_bytes: int | None = None
+    eta_oom_s: float | None = None  # staircase only: seconds until the top of the curve meets capacity
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def peak_fraction(self) -> float | None:
+        if self.peak_bytes is None or not self.capacity_bytes:
+            return None
+        return self.peak_bytes / self.capacity_bytes
+
+
+def _quantile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    pos = q * (len(ordered) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _theil_sen(xs: Sequence[float], ys: Sequence[float]) -> float:
+    slopes = [(ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs))
+              if xs[j] != xs[i]]
+    return statistics.median(slopes) if slopes else 0.0
+
+
+def _steady_span(times: list[float], used: list[float]) -> tuple[int, int, list[str]]:
+    """[start, end) of the readings after warmup and before teardown."""
+    notes = []
+    end = len(used)
+    peak = max(used)
+    while end > 1 and used[end - 1] < TEARDOWN_LEVEL * peak:
+        end -= 1
+    if end < len(used):
+        notes.append(f"last {len(used) - end} reading(s) left out: memory freed as the process ended")
+    tail = used[max(0, end - max(3, end // 4)):end]
+    final_floor = _quantile(tail, FLOOR_QUANTILE)
+    start = next((i for i in range(end) if used[i] >= WARMUP_LEVEL * final_floor), 0)
+    if start:
+        notes.append(f"first {times[start] - times[0]:.0f} s left out: loading (memory under half its final floor)")
+    return start, end, notes
+
+
+def classify_curve(times: Sequence[float], used: Sequence[float | int | None],
+                   capacity_bytes: int | None = None) -> CurveVerdict:
+    """Judge one GPU's memory curve. `times` in seconds (increasing), `used` in bytes (None: no reading)."""
+    pairs = [(float(t), float(u)) for t, u in zip(times, used) if u is not None]
+    if not pairs:
+        return CurveVerdict("too short", 0, 0, 0.0, capacity_bytes=capacity_bytes, notes=["no memory readings"])
+    ts, us = [p[0] for p in pairs], [p[1] for p in pairs]
+    verdict = CurveVerdict("too short", len(us), 0, 0.0, peak_bytes=int(max(us)), capacity_bytes=capacity_bytes)
+    start, end, verdict.notes = _steady_span(ts, us)
+    t, u = ts[start:end], us[start:end]
+    verdict.judged_samples = len(u)
+    verdict.span_s = (t[-1] - t[0]) if t else 0.0
+    if len(u) < MIN_SAMPLES or verdict.span_s < MIN_SPAN_S:
+        verdict.notes.append(f"{len(u)} readings over {verdict.span_s:.0f} s after loading; "
+                             f"need {MIN_SAMPLES} over {MIN_SPAN_S:.0f} s")
+        return verdict
+
+    n = len(u)
+    third = max(1, n // 3)
+    first = _quantile(u[:third], FLOOR_QUANTILE)
+    middle = _quantile(u[third:n - third] or u[third:third + 1], FLOOR_QUANTILE)
+    last = _quantile(u[n - third:], FLOOR_QUANTILE)
+    verdict.floor_start, verdict.floor_end = first, last
+    verdict.growth_bytes = growth = last - first
+    tolerance = max(GROWTH_TOLERANCE_BYTES, GROWTH_TOLERANCE_FRACTION * (capacity_bytes or 0))
+    keeps_rising = min(middle - first, last - middle) > KEEPS_RISING_SHARE * growth
+
+    p10, p90 = _quantile(u, 0.1), _quantile(u, 0.9)
+    verdict.amplitude_bytes = amplitude = p90 - p10
+    floor_band = p10 + SAWTOOTH_RETURN_BAND * amplitude
+    top_band = p10 + 0.5 * amplitude
+    returns, was_high = 0, False
+    for value in u:
+        if value > top_band:
+            was_high = True
+        elif value <= floor_band and was_high:
+            returns += 1
+            was_high = False
+    verdict.returns = returns
+
+    if growth > tolerance and keeps_rising:
+        verdict.shape = "staircase"
+        windows = min(SLOPE_WINDOWS, n)
+        size = n / windows
+        wx, wy = [], []
+        for w in range(windows):
+            lo, hi = int(w * size), max(int((w + 1) * size), int(w * size) + 1)
+            wx.append(statistics.fmean(t[lo:hi]))
+            wy.append(_quantile(u[lo:hi], FLOOR_QUANTILE) if hi - lo > 2 else min(u[lo:hi]))
+        slope = _theil_sen(wx, wy)  # bytes per second
+        if slope <= 0:  # the thirds say it rises; a median slope of zero means steps too rare to fit
+            slope = growth / max(verdict.span_s, 1e-9)
+        verdict.rise_per_min = slope * 60
+        top = max(u[-max(3, n // 10):])
+        if capacity_bytes and slope > 0:
+            verdict.eta_oom_s = max(0.0, (capacity_bytes - top) / slope)
+        return verdict
+    if growth > tolerance:
+        verdict.notes.append(f"the floor stepped up once by {growth / GiB:.2f} GiB, then stayed flat")
+    min_amplitude = max(SAWTOOTH_MIN_AMPLITUDE_BYTES, SAWTOOTH_MIN_AMPLITUDE_FRACTION * p10)
+    verdict.shape = "sawtooth" if amplitude >= min_amplitude and returns >= SAWTOOTH_MIN_RETURNS else "flat"
+    return verdict
+
+
+# ---- verdicts ------------------------------------------------------------------------------------------------
+
+def fmt_bytes(n: float | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / GiB:.1f} GiB" if abs(n) >= GiB else f"{n / MiB:.0f} MiB"
+
+
+def fmt_duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+LEAK_FIX = ("Find the tensor that survives each step: HF Trainer: `from rocmcheck.monitor.leak import "
+            "LeakWatchCallback; trainer.add_callback(LeakWatchCallback())`; own loop: "
+            "`from rocmcheck.monitor.leak import leak_watch` and run the loop inside `with leak_watch(optimizer):` "
+            "(docs/monitor.md). The usual cause: keeping `loss` (or outputs) in a list or dict across steps; "
+            "keep `loss.item()` or `.detach()` instead.")
+
+PEAK_FIX = ("Leave headroom: lower the micro-batch (per_device_train_batch_size) or enable gradient checkpointing "
+            "(model.gradient_checkpointing_enable()); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+            "(PYTORCH_HIP_ALLOC_CONF on ROCm) cuts fragmentation of the allocator's cache.")
+
+
+def describe(gpu: str, v: CurveVerdict) -> str:
+    """One evidence line per GPU."""
+    cap = f" of {fmt_bytes(v.capacity_bytes)}" if v.capacity_bytes else ""
+    line = f"GPU {gpu}: {v.shape}, peak {fmt_bytes(v.peak_bytes)}{cap}"
+    if v.shape == "staircase":
+        line += f", floor {fmt_bytes(v.floor_start)} -> {fmt_bytes(v.floor_end)}, +{fmt_bytes(v.rise_per_min)}/min"
+        if v.eta_oom_s is not None:
+            line += f", out of memory in ~{fmt_duration(v.eta_oom_s)}"
+    elif v.shape == "sawtooth":
+        line += f", swings {fmt_bytes(v.amplitude_bytes)} and returns to {fmt_bytes(v.floor_start)} ({v.returns}x)"
+    elif v.shape == "flat":
+        line += f", floor {fmt_bytes(v.floor_start)} -> {fmt_bytes(v.floor_end)}"
+    line += f"; {v.judged_samples}/{v.samples} readings over {fmt_duration(v.span_s)}"
+    return line + "".join(f"; {n}" for n in v.notes)
+
+
+def judge_curves(verdicts: dict[str, CurveVerdict]) -> list[CheckResult]:
+    """monitor.memory_curve (shape) and monitor.memory_peak (peak vs capacity) over the watched GPUs."""
+    if not verdicts:
+        reason = "no GPU memory readings (no GPU found, or no tool could read it)"
+        return [skipped(reason, id="monitor.memory_curve"), skipped(reason, id="monitor.memory_peak")]
+    evidence = [describe(g, v) for g, v in verdicts.items()]
+    data = {g: {"shape": v.shape, "rise_per_min_bytes": v.rise_per_min, "eta_oom_s": v.eta_oom_s,
+                "peak_bytes": v.peak_bytes, "capacity_bytes": v.capacity_bytes, "growth_bytes": v.growth_bytes,
+                "judged_samples": v.judged_samples, "span_s": v.span_s} for g, v in verdicts.items()}
+    stairs = {g: v for g, v in verdicts.items() if v.shape == "staircase"}
+    judged = {g: v for g, v in verdicts.items() if v.shape != "too short"}
+    if stairs:
+        g, v = max(stairs.items(), key=lambda kv: kv[1].rise_per_min)
+        when = f"; out of memory in ~{fmt_duration(v.eta_oom_s)} at this rate" if v.eta_oom_s is not None else ""
+        curve = failed(f"memory climbs like a staircase on GPU {', '.join(stairs)}: +{fmt_bytes(v.rise_per_min)} "
+                       f"per minute (GPU {g}), {fmt_bytes(v.floor_end)} of {fmt_bytes(v.capacity_bytes)}{when}",
+                       LEAK_FIX, evidence, id="monitor.memory_curve", gpus=data)
+    elif judged:
+        shapes = sorted({v.shape for v in judged.values()})
+        what = " and ".join(shapes)
+        back = " (back to the same floor every cycle)" if "sawtooth" in shapes else ""
+        curve = passed(f"memory {what} on {len(judged)} GPU(s){back}: no leak", evidence,
+                       id="monitor.memory_curve", gpus=data)
+    else:
+        curve = skipped("run too short to judge the memory curve after loading", evidence,
+                        id="monitor.memory_curve", gpus=data)
+
+    with_cap = {g: v for g, v in verdicts.items() if v.peak_fraction is not None}
+    if not with_cap:
+        peak = skipped("GPU capacity unknown: peak not compared", evidence, id="monitor.memory_peak")
+    else:
+        g, v = max(with_cap.items(), key=lambda kv: kv[1].peak_fraction or 0)
+        frac = v.peak_fraction or 0.0
+        text = f"peak {fmt_bytes(v.peak_bytes)} of {fmt_bytes(v.capacity_bytes)} ({frac:.0%}) on GPU {g}"
+        peaks = {k: {"peak_bytes": x.peak_bytes, "capacity_bytes": x.capacity_bytes, "fraction": x.peak_fraction}
+                 for k, x in with_cap.items()}
+        if frac >= PEAK_TIGHT_FRACTION:
+            peak = warned(f"{text}: no margin left for a longer batch", PEAK_FIX, evidence,
+                          id="monitor.memory_peak", gpus=peaks)
+        elif frac < PEAK_ROOMY_FRACTION:
+            peak = passed(f"{text}: room for a larger micro-batch", evidence, id="monitor.memory_peak", gpus=peaks)
+        else:
+            peak = passed(text, evidence, id="monitor.memory_peak", gpus=peaks)
+    return [curve, peak]

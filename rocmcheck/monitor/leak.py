@@ -1,0 +1,545 @@
+"""Find the line that leaks, from inside the training process. One line to add:
+
+    HF Trainer:   from rocmcheck.monitor.leak import LeakWatchCallback; trainer.add_callback(LeakWatchCallback())
+    own loop:     from rocmcheck.monitor.leak import leak_watch
+                  with leak_watch(optimizer):        # or: with leak_watch() as w: ... w.step() after each step
+                      for batch in loader: ...
+
+After every optimizer step it reads the allocator's post-step baseline (torch.cuda.memory_allocated: weights,
+optimizer state and whatever survived; on CPU the process's resident memory after returning freed heap, as
+smoke-train measures it). While that baseline stays put it does nothing else. When it rises step after step it
+watches two steps closely:
+
+- on a GPU (CUDA or ROCm, the same calls) it turns on the allocator's history
+  (torch.cuda.memory._record_memory_history) and, from the trace, lists the allocations made during the first
+  watched step that are still alive after the second, grouped by their Python stack, largest first, with
+  file:line; the snapshot is written for PyTorch's memory visualizer (https://pytorch.org/memory_viz);
+- everywhere (CPU too) it lists the tensors born in that step that are still reachable after the next one, finds
+  what holds them (a list, a dict, an attribute) and the line that puts them there, and says what to keep
+  instead -- "keep `loss.item()`" for a kept scalar loss with its autograd graph.
+
+The pure parts (survivors in a snapshot trace, grouping by stack, the source-line search) take plain data and are
+tested without a GPU. torch is imported only inside the training process, when a watch starts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import inspect
+import linecache
+import os
+import re
+import sys
+import time
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+MiB = 1024**2
+GiB = 1024**3
+
+# Steps left alone at the start: AdamW creates its state at step 1, allocators grow their caches once.
+WARMUP_STEPS = 2
+# The baseline must rise at each of this many consecutive steps before a watch starts.
+TRIGGER_STEPS = 3
+# ... by at least this much each time. GPU: the allocator counts exact bytes and a clean run is flat to the byte
+# after step 1 (smoke-train's measurement), so 1 MiB is far above noise and far below a kept graph. CPU: resident
+# memory moves with heap fragmentation by a few MiB (smoke-train's clean runs wander < 8 MiB over a run).
+MIN_RISE_BYTES = {"gpu": 1 * MiB, "cpu": 4 * MiB}
+# Allocator history entries kept while watching; a 7B model's step makes a few thousand allocations.
+MAX_HISTORY_ENTRIES = 200_000
+# Frames from these paths are PyTorch/library internals, not the line a person wrote.
+LIBRARY_MARKERS = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python3", "/lib64/python3")
+TORCH_MARKERS = ("/torch/",)
+
+
+# ---- pure: the allocator trace --------------------------------------------------------------------------------
+
+@dataclass
+class AllocGroup:
+    """Allocations with one stack that survived: count, sizes, where."""
+
+    site: str  # "modeling.py:88 (`h = self.up(x)`)": the first frame outside torch
+    caller: str | None  # the first frame in the person's own code, when it is not the site
+    count: int = 0
+    total_bytes: int = 0
+    sizes: list[int] = field(default_factory=list)
+
+    def describe(self) -> str:
+        sizes = sorted(set(self.sizes))
+        each = f"{_fmt(sizes[0])} each" if len(sizes) == 1 else f"{_fmt(min(sizes))}-{_fmt(max(sizes))}"
+        where = f"allocated at {self.site}" + (f", called from {self.caller}" if self.caller else "")
+        noun = "allocation" if self.count == 1 else "allocations"
+        return f"{self.count} {noun} of {each} ({_fmt(self.total_bytes)}) survive the step, {where}"
+
+
+def _fmt(n: float) -> str:
+    if n >= GiB:
+        return f"{n / GiB:.2f} GiB"
+    if n >= MiB:
+        return f"{n / MiB:.1f} MiB"
+    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n:.0f} B"
+
+
+def _is_library(filename: str) -> bool:
+    return any(m in filename for m in LIBRARY_MARKERS)
+
+
+def frame_text(frame: dict[str, Any]) -> str:
+    """"train.py:88 (`losses.append(loss)`)" from a snapshot frame {"filename", "line", "name"}."""
+    filename, line = str(frame.get("filename", "?")), int(frame.get("line") or 0)
+    source = linecache.getline(filename, line).strip() if line else ""
+    short = os.path.basename(filename)
+    return f"{short}:{line} (`{source}`)" if source else f"{short}:{line} in {frame.get('name', '?')}"
+
+
+def python_frames(frames: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Python frames only (innermost first, as the snapshot lists them); C++ frames have no .py file."""
+    return [f for f in frames or [] if str(f.get("filename", "")).endswith(".py")]
+
+
+def surviving_allocations(trace: list[dict[str, Any]], born_before_index: int | None = None,
+                          born_before_us: float | None = None) -> list[dict[str, Any]]:
+    """Alloc events of the trace made before the mark (an index into the trace, or a time_us) that no later
+    free_requested/free_completed of the same address undid: what was allocated in the first watched step and
+    is still alive at the end of the trace."""
+    live: dict[int, tuple[int, dict[str, Any]]] = {}
+    for i, event in enumerate(trace):
+        action = event.get("action")
+        if action == "alloc":
+            live[event.get("addr")] = (i, event)
+        elif action in ("free_requested", "free_completed"):
+            live.pop(event.get("addr"), None)
+    out = []
+    for i, event in live.values():
+        if born_before_us is not None and event.get("time_us") is not None:
+            if event["time_us"] <= born_before_us:
+                out.append(event)
+        elif born_before_index is not None and i < born_before_index:
+            out.append(event)
+    return out
+
+
+def group_by_stack(events: Iterable[dict[str, Any]]) -> list[AllocGroup]:
+    """Surviving allocations grouped by (site, caller), largest total first."""
+    groups: dict[tuple[str, str | None], AllocGroup] = {}
+    for event in events:
+        frames = python_frames(event.get("frames", []))
+        site_frame = next((f for f in frames if not any(m in f["filename"] for m in TORCH_MARKERS)), None)
+        user_frame = next((f for f in frames if not _is_library(f["filename"])), None)
+        site = frame_text(site_frame) if site_frame else (frame_text(frames[0]) if frames else "an unknown place")
+        caller = frame_text(user_frame) if user_frame and user_frame is not site_frame else None
+        group = groups.setdefault((site, caller), AllocGroup(site, caller))
+        size = int(event.get("size") or 0)
+        group.count += 1
+        group.total_bytes += size
+        group.sizes.append(size)
+    return sorted(groups.values(), key=lambda g: g.total_bytes, reverse=True)
+
+
+# ---- pure: from a holder to the line that fills it ----------------------------------------------------------
+
+_FILLERS = r"\.\s*(append|extend|insert|add|update|setdefault|put)\s*\(|\[[^\]]*\]\s*=(?!=)|\s*\+=|\s*=\s*\[.*\]\s*\+"
+
+
+def find_filling_line(lines: list[str], first_line: int, name: str) -> tuple[int, str] | None:
+    """The first line among `lines` (numbered from `first_line`) that adds to the container `name`:
+    `name.append(x)`, `name[k] = x`, `name += [x]`, `name.update(...)`."""
+    leaf = re.escape(name.split(".")[-1])
+    owner = r"(?:\b\w+\.)?" if "." in name else r"(?<![\w.])"
+    pattern = re.compile(owner + leaf + r"(?:" + _FILLERS + r")")
+    for i, text in enumerate(lines):
+        if pattern.search(text):
+            return first_line + i, text.strip()
+    return None
+
+
+def keep_instead(source: str, numel: int, has_graph: bool) -> str:
+    """What to keep instead of the tensor the line stores."""
+    m = re.search(r"\.\s*(?:append|add|put)\s*\(\s*(.+?)\s*\)\s*$", source) or re.search(r"=\s*(.+?)\s*$", source)
+    expr = m.group(1) if m else "the tensor"
+    if has_graph and numel == 1:
+        return f"keep `{expr}.item()` instead"
+    if has_graph:
+        return f"keep `{expr}.detach()` instead (its autograd graph stays alive otherwise)"
+    return f"keep `{expr}.detach().cpu()` or drop the reference after use"
+
+
+# ---- the holders of live tensors (gc) -----------------------------------------------------------------------
+
+@dataclass
+class HolderFinding:
+    holder: str  # "list `losses`"
+    line: str | None  # "train.py:88 (`losses.append(loss)`)"
+    count: int
+    total_bytes: int
+    example: str  # "float32[] grad_fn=NllLossBackward0"
+    advice: str
+    has_graph: bool = False
+
+    def describe(self) -> str:
+        where = f", put there at {self.line}" if self.line else ""
+        noun, verb = ("tensor", "survives") if self.count == 1 else ("tensors", "survive")
+        graph = " with its autograd graph" if self.has_graph else ""
+        return (f"{self.count} {noun} ({self.example}) born in one step {verb} the next{graph}, held by "
+                f"{self.holder}{where}: {self.advice}")
+
+
+def _live_tensors(torch: Any) -> list[Any]:
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # isinstance on deprecated module attributes warns
+        for obj in gc.get_objects():
+            try:
+                if isinstance(obj, torch.Tensor) and not isinstance(obj, torch.nn.Parameter):
+                    out.append(obj)
+            except Exception:  # proxies that raise on isinstance
+                continue
+    return out
+
+
+def _weak_ids(objs: Iterable[Any]) -> dict[int, Any]:
+    """{id: weakref}: identity sets of tensors without keeping them alive (a WeakSet compares with ==)."""
+    return {id(o): weakref.ref(o) for o in objs}
+
+
+def _own_frame(obj: Any) -> bool:
+    return inspect.isframe(obj) and obj.f_code.co_filename == __file__
+
+
+def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
+    """(holder description, file, source lines, first line) for a container: which variable or attribute holds it."""
+    kind = type(container).__name__
+    frame = sys._getframe(1)
+    while frame is not None:  # running functions' locals are not gc objects: walk the stack first
+        if frame.f_code.co_filename != __file__:
+            for var, value in frame.f_locals.items():
+                if value is container:
+                    lines, first = _code_lines(frame.f_code)
+                    where = "" if frame.f_code.co_name == "<module>" else f" in {frame.f_code.co_name}()"
+                    return f"{kind} `{var}`{where}", frame.f_code.co_filename, lines, max(first, 1)
+        frame = frame.f_back
+    for ref in gc.get_referrers(container):
+        if _own_frame(ref):
+            continue
+        if inspect.isframe(ref):
+            for var, value in ref.f_locals.items():
+                if value is container:
+                    lines, first = _code_lines(ref.f_code)
+                    return f"{kind} `{var}` in {ref.f_code.co_name}()", ref.f_code.co_filename, lines, max(first, 1)
+        elif isinstance(ref, dict):
+            for var, value in ref.items():
+                if value is not container or not isinstance(var, str):
+                    continue
+                module = next((m for m in list(sys.modules.values()) if getattr(m, "__dict__", None) is ref), None)
+                if module is not None:
+                    path = getattr(module, "__file__", None) or ""
+                    return f"{kind} `{var}` (module {module.__name__})", path, _file_lines(path), 1
+                owner = next((o for o in gc.get_referrers(ref) if getattr(o, "__dict__", None) is ref), None)
+                if owner is not None:
+                    return _attr_holder(kind, owner, var)
+        elif hasattr(ref, "__dict__") and not inspect.ismodule(ref) and not isinstance(ref, type):
+            for var, value in list(vars(ref).items()):
+                if value is container:
+                    return _attr_holder(kind, ref, var)
+    return f"a {kind}", None, [], 1
+
+
+def _code_lines(code: Any) -> tuple[list[str], int]:
+    """Source of a function, or the whole file for module-level code (getsourcelines gives only its first block)."""
+    if code.co_name == "<module>":
+        return linecache.getlines(code.co_filename), 1
+    try:
+        return inspect.getsourcelines(code)
+    except (OSError, TypeError):
+        return [], 1
+
+
+def _attr_holder(kind: str, owner: Any, attr: str) -> tuple[str, str | None, list[str], int]:
+    cls = type(owner)
+    try:
+        path = inspect.getsourcefile(cls) or ""
+    except TypeError:
+        path = ""
+    return f"{kind} `self.{attr}` of {cls.__name__}", path, _file_lines(path), 1
+
+
+def _file_lines(path: str | None) -> list[str]:
+    return linecache.getlines(path) if path else []
+
+
+def find_holders(tensors: list[Any], exclude: Iterable[Any] = ()) -> list[HolderFinding]:
+    """Group surviving tensors by what holds them, with the line that put them there. Bookkeeping objects of the
+    caller (`exclude`) are not holders. One gc scan for all of them."""
+    if not tensors:
+        return []
+    wanted = {id(t): t for t in tensors}
+    skip = {id(x) for x in exclude} | {id(wanted), id(tensors)}
+    by_holder: dict[int, tuple[Any, list[Any]]] = {}
+    claimed: set[int] = set()
+    for ref in gc.get_referrers(*tensors):
+        if id(ref) in skip or inspect.isframe(ref):
+            continue
+        if isinstance(ref, dict):
+            members = list(ref.values())
+        elif isinstance(ref, (list, tuple, set, frozenset)):
+            members = list(ref)
+        elif hasattr(ref, "__dict__") and not inspect.ismodule(ref):
+            members = list(vars(ref).values())
+        else:
+            continue
+        held = [m for m in members if id(m) in wanted and id(m) not in claimed]
+        if held:
+            claimed.update(id(m) for m in held)
+            by_holder[id(ref)] = (ref, held)
+    findings = []
+    for container, held in by_holder.values():
+        if isinstance(container, dict) and any(getattr(o, "__dict__", None) is container for o in
+                                               gc.get_referrers(container)):
+            owner = next(o for o in gc.get_referrers(container) if getattr(o, "__dict__", None) is container)
+            attr = next((k for k, v in container.items() if v is held[0]), "?")
+            description, path, lines, first = _attr_holder("tensor", owner, attr)
+        elif hasattr(container, "__dict__") and not isinstance(container, (list, dict, tuple, set, frozenset)):
+            attr = next((k for k, v in vars(container).items() if v is held[0]), "?")
+            description, path, lines, first = _attr_holder("tensor", container, attr)
+        else:
+            description, path, lines, first = _name_in(container)
+        var = re.search(r"`(?:self\.)?([\w.]+)`", description)
+        found = find_filling_line(lines, first, var.group(1)) if var and lines else None
+        line = f"{os.path.basename(path or '?')}:{found[0]} (`{found[1]}`)" if found else None
+        sample = held[0]
+        has_graph = any(getattr(t, "grad_fn", None) is not None for t in held)
+        grad = f" grad_fn={type(sample.grad_fn).__name__}" if getattr(sample, "grad_fn", None) is not None else ""
+        example = f"{str(sample.dtype).replace('torch.', '')}{list(sample.shape)}{grad}"
+        advice = keep_instead(found[1] if found else "", int(sample.numel()), has_graph)
+        size = sum(_storage_bytes(t) for t in held)
+        findings.append(HolderFinding(description, line, len(held), size, example, advice, has_graph))
+    return sorted(findings, key=lambda f: (f.count, f.total_bytes), reverse=True)
+
+
+def _storage_bytes(t: Any) -> int:
+    try:
+        return int(t.untyped_storage().nbytes())
+    except Exception:
+        return 0
+
+
+# ---- the watcher --------------------------------------------------------------------------------------------
+
+@dataclass
+class LeakReport:
+    steps: list[int]  # the steps watched
+    rise_per_step: float  # baseline bytes per step before the watch
+    baseline_kind: str
+    groups: list[AllocGroup] = field(default_factory=list)
+    holders: list[HolderFinding] = field(default_factory=list)
+    snapshot_path: str | None = None
+
+    def lines(self) -> list[str]:
+        out = [f"baseline ({self.baseline_kind}) rose {_fmt(self.rise_per_step)} per step; watched steps "
+               f"{self.steps[0]}-{self.steps[-1]}"]
+        out += [h.describe() for h in self.holders]
+        out += [g.describe() for g in self.groups[:8]]
+        if self.snapshot_path:
+            out.append(f"allocator snapshot: {self.snapshot_path} (open it at https://pytorch.org/memory_viz)")
+        return out
+
+    def result(self):
+        from rocmcheck.result import failed, warned
+
+        data = {"rise_per_step_bytes": self.rise_per_step, "snapshot": self.snapshot_path,
+                "groups": [g.__dict__ for g in self.groups[:20]], "holders": [h.__dict__ for h in self.holders]}
+        if self.holders:
+            top = self.holders[0]
+            summary = top.describe()
+            return failed(summary, top.advice[0].upper() + top.advice[1:], self.lines(), id="monitor.leak", **data)
+        if self.groups:
+            return failed(self.groups[0].describe(), "Look at the allocation sites above: something keeps what "
+                          "they allocate from one step to the next (a list, a cache, a tensor kept with its graph); "
+                          "keep `.item()` / `.detach()` of it instead.", self.lines(), id="monitor.leak", **data)
+        return warned("the baseline rose, but nothing born in one step survived the next: growth is in the "
+                      "allocator's cache or outside PyTorch", "Run under `rocmcheck monitor -- ...` to see whether "
+                      "the driver's memory keeps rising.", self.lines(), id="monitor.leak", **data)
+
+
+class LeakWatch:
+    """Call step() after every optimizer step (the HF callback and leak_watch(optimizer) do it for you)."""
+
+    def __init__(self, out_dir: str | os.PathLike = ".", *, always: bool = False, warmup: int = WARMUP_STEPS,
+                 trigger_steps: int = TRIGGER_STEPS, min_rise: int | None = None, device: Any = None,
+                 stream: Any = None) -> None:
+        self.out_dir = Path(out_dir)
+        self.always, self.warmup, self.trigger_steps = always, warmup, trigger_steps
+        self._min_rise, self._device = min_rise, device
+        self.stream = stream if stream is not None else sys.stderr
+        self.baselines: list[int] = []
+        self.report: LeakReport | None = None
+        self._phase = "idle"  # idle -> b0 (history on, census) -> b1 (mark) -> done
+        self._torch: Any = None
+        self._old: Any = None  # tensors alive at B0 (weak)
+        self._born: Any = None  # tensors born between B0 and B1 (weak)
+        self._mark_index: int | None = None
+        self._mark_us: float | None = None
+        self._watch_steps: list[int] = []
+
+    # -- measurement -------------------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        if self._torch is not None:
+            return
+        import torch
+
+        self._torch = torch
+        if self._device is None:
+            self._device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() \
+                else torch.device("cpu")
+        self.on_gpu = self._device.type == "cuda"
+        if not self.on_gpu:
+            from rocmcheck.train.memory import MemorySampler
+
+            self._cpu = MemorySampler(self._device)
+        self.min_rise = self._min_rise if self._min_rise is not None else MIN_RISE_BYTES["gpu" if self.on_gpu else "cpu"]
+
+    def baseline(self) -> int:
+        self._setup()
+        if self.on_gpu:
+            return int(self._torch.cuda.memory_allocated(self._device))
+        return int(self._cpu.sample().allocated)
+
+    @property
+    def baseline_kind(self) -> str:
+        return "allocator, memory_allocated" if self.on_gpu else "CPU resident memory after malloc_trim"
+
+    def _rising(self) -> bool:
+        b = self.baselines[self.warmup:]
+        if len(b) < self.trigger_steps + 1:
+            return False
+        recent = b[-(self.trigger_steps + 1):]
+        return all(later - earlier >= self.min_rise for earlier, later in zip(recent, recent[1:]))
+
+    # -- the step -------------------------------------------------------------------------------------------------
+    def step(self) -> None:
+        self.baselines.append(self.baseline())
+        n = len(self.baselines)
+        if self._phase == "done":
+            return
+        if self._phase == "idle":
+            if (self.always and n > self.warmup) or self._rising():
+                self._begin(n)
+        elif self._phase == "b0":
+            self._mark(n)
+        elif self._phase == "b1":
+            self._finish(n)
+
+    def _begin(self, n: int) -> None:
+        torch = self._torch
+        self._watch_steps = [n]
+        if self.on_gpu:
+            torch.cuda.memory._record_memory_history(max_entries=MAX_HISTORY_ENTRIES)
+        self._old = _weak_ids(_live_tensors(torch))
+        self._phase = "b0"
+
+    def _mark(self, n: int) -> None:
+        torch = self._torch
+        self._watch_steps.append(n)
+        if self.on_gpu:
+            trace = self._trace(torch.cuda.memory._snapshot())
+            self._mark_index = len(trace)
+            times = [e.get("time_us") for e in trace if e.get("time_us") is not None]
+            self._mark_us = max(times) if times else None
+        old = self._old
+        self._born = _weak_ids(t for t in _live_tensors(torch) if not (id(t) in old and old[id(t)]() is t))
+        self._old = None
+        self._phase = "b1"
+
+    def _finish(self, n: int) -> None:
+        torch = self._torch
+        self._watch_steps.append(n)
+        groups, snapshot_path = [], None
+        if self.on_gpu:
+            snapshot = torch.cuda.memory._snapshot()
+            survivors = surviving_allocations(self._trace(snapshot), self._mark_index, self._mark_us)
+            groups = group_by_stack(survivors)
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            path = self.out_dir / f"leak-snapshot-{os.getpid()}-{int(time.time())}.pickle"
+            torch.cuda.memory._dump_snapshot(str(path))
+            torch.cuda.memory._record_memory_history(enabled=None)
+            snapshot_path = str(path)
+        survivors_t = [t for t in (ref() for ref in self._born.values()) if t is not None]
+        self._born = None
+        holders = find_holders(survivors_t, exclude=[survivors_t])
+        del survivors_t
+        b = self.baselines[self.warmup:] or self.baselines
+        steps_before = max(1, len(b) - 1)
+        rise = (b[-1] - b[0]) / steps_before
+        self.report = LeakReport(self._watch_steps, rise, self.baseline_kind, groups, holders, snapshot_path)
+        self._phase = "done"
+        self._print()
+
+    def _trace(self, snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+        traces = snapshot.get("device_traces") or []
+        index = self._device.index if self._device.index is not None else self._torch.cuda.current_device()
+        return traces[index] if index < len(traces) else []
+
+    def _print(self) -> None:
+        if self.report is None or self.stream is None:
+            return
+        result = self.report.result()
+        print(f"[rocmcheck leak] {result.summary}", file=self.stream)
+        for line in self.report.lines():
+            print(f"  · {line}", file=self.stream)
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self._phase in ("b0", "b1") and self.on_gpu:
+            self._torch.cuda.memory._record_memory_history(enabled=None)
+        self._old = self._born = None
+
+
+@contextlib.contextmanager
+def leak_watch(optimizer: Any = None, out_dir: str | os.PathLike = ".", **kwargs: Any) -> Iterator[LeakWatch]:
+    """Watch a hand-written loop. With `optimizer`, every optimizer.step() is a step (a post-step hook);
+    without, call .step() on the yielded watcher after each step."""
+    watch = LeakWatch(out_dir, **kwargs)
+    handle = optimizer.register_step_post_hook(lambda *_: watch.step()) if optimizer is not None else None
+    try:
+        yield watch
+    finally:
+        if handle is not None:
+            handle.remove()
+        watch.close()
+
+
+def _make_callback() -> type:
+    from transformers import TrainerCallback
+
+    class LeakWatchCallback(TrainerCallback):
+        """HF Trainer: on_step_end comes after optimizer.step(), the scheduler and zero_grad: the post-step point."""
+
+        def __init__(self, out_dir: str | os.PathLike | None = None, all_ranks: bool = False, **kwargs: Any) -> None:
+            self._out_dir, self._kwargs, self._all_ranks = out_dir, kwargs, all_ranks
+            self.watch: LeakWatch | None = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            if self.watch is None:
+                self.watch = LeakWatch(self._out_dir or args.output_dir, **self._kwargs)
+
+        def on_step_end(self, args, state, control, **kw):
+            if self.watch is not None and (state.is_world_process_zero or self._all_ranks):
+                self.watch.step()
+
+        def on_train_end(self, args, state, control, **kw):
+            if self.watch is not None:
+                self.watch.close()
+
+    return LeakWatchCallback
+
+
+def __getattr__(name: str) -> Any:  # the callback class needs transformers: built on first use only
+    if name == "LeakWatchCallback":
+        cls = _make_callback()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)

@@ -1,0 +1,215 @@
+"""Pure parsers of the monitoring outputs the CLI readers ask for. Never raise; unknown values become None.
+
+- `nvidia-smi --query-gpu=<fields> --format=csv,nounits`: read by its header row, so a driver that prints the
+  fields in another order or with units ("81559 MiB", "245.12 W", "100 %") reads the same.
+- `nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,nounits`: which process holds memory on
+  which GPU.
+- `amd-smi monitor -p -t -u -m -v -q`: a table per release with different column names (ROCm 6.2: GPU_TEMP,
+  GFX_UTIL, VRAM_USED/VRAM_TOTAL; 6.4.1: GPU_T, GFX%, VRAM_USAGE "0.3/192.0 GB"; 6.5: VRAM_FREE, VRAM%), so
+  columns are read by name through aliases; `-q` adds the PROCESS INFO table (GPU, PID, VRAM_MEM).
+- `rocm-smi --showuse --showmeminfo vram --showpower --showtemp --json` (older ROCm without amd-smi).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from typing import Any
+
+from rocmcheck.facts.parsers._text import clean_lines, none_if_na
+from rocmcheck.monitor.sample import GpuSample
+
+MiB = 1024**2
+_UNIT_BYTES = {"B": 1, "KB": 1024, "MB": MiB, "GB": 1024**3, "TB": 1024**4,
+               "KIB": 1024, "MIB": MiB, "GIB": 1024**3, "TIB": 1024**4}
+_NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z°/%]*)\s*$")
+
+# nvidia-smi query field -> GpuSample attribute and unit multiplier (memory is MiB in csv).
+NVIDIA_FIELDS = {
+    "index": ("gpu", None),
+    "uuid": (None, None),
+    "memory.used": ("used_bytes", MiB),
+    "memory.total": ("total_bytes", MiB),
+    "power.draw": ("power_w", 1),
+    "utilization.gpu": ("util_pct", 1),
+    "temperature.gpu": ("temp_c", 1),
+    "clocks.sm": ("sm_clock_mhz", 1),
+    "clocks.mem": ("mem_clock_mhz", 1),
+}
+
+
+def _number(value: str | None) -> float | None:
+    """245.12 from "245.12", "245.12 W", "100 %", "1980 MHz"; None for "[N/A]", "N/A", "[Not Supported]"."""
+    value = none_if_na(value.strip()) if isinstance(value, str) else None
+    if value is None:
+        return None
+    m = _NUMBER.match(value)
+    return float(m.group(1)) if m else None
+
+
+def _bytes(value: str | None, default_unit: str = "MB") -> int | None:
+    """Bytes from "283 MB", "1.1 GB", "0.0 B" (amd-smi's MB/GB are MiB/GiB: 196592 MB on a 192 GiB MI300X)."""
+    value = none_if_na(value.strip()) if isinstance(value, str) else None
+    if value is None:
+        return None
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$", value)
+    if not m:
+        return None
+    unit = (m.group(2) or default_unit).upper()
+    if unit not in _UNIT_BYTES:
+        return None
+    return int(float(m.group(1)) * _UNIT_BYTES[unit])
+
+
+# ---- nvidia-smi -----------------------------------------------------------------------------------------------
+
+def _header_name(cell: str) -> str:
+    """'memory.used [MiB]' -> 'memory.used'."""
+    return re.sub(r"\s*\[.*?\]\s*$", "", cell).strip().lower()
+
+
+def _csv_rows(text: str) -> list[list[str]]:
+    lines = [line for line in clean_lines(text) if line.strip()]
+    try:
+        return [row for row in csv.reader(lines, skipinitialspace=True)]
+    except csv.Error:
+        return [[c.strip() for c in line.split(",")] for line in lines]
+
+
+def parse_nvidia_query(text: str, fields: list[str] | None = None) -> tuple[list[GpuSample], dict[int, str]]:
+    """Readings per GPU and {index: uuid}. The header row names the columns; without one (noheader), `fields`
+    does. Rows of another width (a warning line, an error) are skipped."""
+    rows = _csv_rows(text)
+    names = [f.strip().lower() for f in fields] if fields else None
+    samples, uuids = [], {}
+    for row in rows:
+        cleaned = [_header_name(c) for c in row]
+        if any(c in NVIDIA_FIELDS for c in cleaned) and all(not re.match(r"^-?\d", c) for c in cleaned):
+            names = cleaned  # a header row
+            continue
+        if names is None or len(row) != len(names):
+            continue
+        values = dict(zip(names, (c.strip() for c in row)))
+        index = _number(values.get("index"))
+        sample = GpuSample(t=0.0, gpu=int(index) if index is not None else len(samples))
+        for name, (attr, scale) in NVIDIA_FIELDS.items():
+            if attr is None or attr == "gpu" or name not in values:
+                continue
+            number = _number(values[name])
+            if number is not None:
+                setattr(sample, attr, int(number * scale) if attr.endswith("bytes") else number * scale)
+        if values.get("uuid"):
+            uuids[sample.gpu] = values["uuid"]
+        samples.append(sample)
+    return samples, uuids
+
+
+def parse_nvidia_compute_apps(text: str, fields: list[str] | None = None) -> list[dict[str, Any]]:
+    """[{"gpu_uuid", "pid", "used_bytes"}] from --query-compute-apps (header row or `fields` when noheader)."""
+    names = [f.strip().lower() for f in fields] if fields else None
+    out = []
+    for row in _csv_rows(text):
+        cleaned = [_header_name(c) for c in row]
+        if "pid" in cleaned:
+            names = ["used_memory" if c == "used_gpu_memory" else c for c in cleaned]
+            continue
+        if names is None or len(row) != len(names):
+            continue
+        values = dict(zip(names, (c.strip() for c in row)))
+        pid = _number(values.get("pid"))
+        if pid is None:
+            continue
+        mem = _number(values.get("used_memory"))
+        out.append({"gpu_uuid": values.get("gpu_uuid"), "pid": int(pid),
+                    "used_bytes": int(mem * MiB) if mem is not None else None})
+    return out
+
+
+# ---- amd-smi --------------------------------------------------------------------------------------------------
+
+# GpuSample attribute -> the column names amd-smi monitor has used for it, newest last.
+AMD_COLUMNS = {
+    "power_w": ("POWER",),
+    "temp_c": ("GPU_TEMP", "GPU_T"),  # hotspot/junction on MI-series
+    "util_pct": ("GFX_UTIL", "GFX%"),
+    "sm_clock_mhz": ("GFX_CLOCK", "GFX_CLK"),
+    "mem_clock_mhz": ("MEM_CLOCK", "MEM_CLK"),
+}
+
+
+def _table_cells(line: str) -> list[str]:
+    """amd-smi separates columns by two or more spaces; a value and its unit by one ("248 W")."""
+    return [c for c in re.split(r"\s{2,}", line.strip()) if c]
+
+
+def parse_amd_smi_monitor(text: str) -> tuple[list[GpuSample], list[dict[str, Any]]]:
+    """Readings per GPU and the PROCESS INFO rows ([{"gpu", "pid", "used_bytes"}]) of `amd-smi monitor`."""
+    samples: list[GpuSample] = []
+    procs: list[dict[str, Any]] = []
+    header: list[str] | None = None
+    in_procs = False
+    for line in clean_lines(text):
+        if not line.strip():
+            continue
+        if line.strip().upper().startswith("PROCESS INFO"):
+            in_procs, header = True, None
+            continue
+        cells = _table_cells(line)
+        if cells and cells[0].upper() == "GPU" and len(cells) > 1:
+            header = [c.upper() for c in cells]
+            continue
+        if header is None or len(cells) != len(header) or not cells[0].isdigit():
+            continue
+        values = dict(zip(header, cells))
+        if in_procs:
+            pid = _number(values.get("PID"))
+            if pid is not None:
+                procs.append({"gpu": int(cells[0]), "pid": int(pid), "used_bytes": _bytes(values.get("VRAM_MEM"))})
+            continue
+        sample = GpuSample(t=0.0, gpu=int(cells[0]))
+        for attr, names in AMD_COLUMNS.items():
+            for name in names:
+                if name in values:
+                    setattr(sample, attr, _number(values[name]))
+                    break
+        sample.used_bytes = _bytes(values.get("VRAM_USED"))
+        sample.total_bytes = _bytes(values.get("VRAM_TOTAL"))
+        usage = values.get("VRAM_USAGE")  # "0.3/192.0 GB" (6.4.1+ default table)
+        m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$", usage or "")
+        if m and sample.used_bytes is None:
+            sample.used_bytes = _bytes(f"{m.group(1)} {m.group(3)}")
+            sample.total_bytes = _bytes(f"{m.group(2)} {m.group(3)}")
+        samples.append(sample)
+    return samples, procs
+
+
+# ---- rocm-smi -------------------------------------------------------------------------------------------------
+
+def parse_rocm_smi_monitor_json(text: str) -> list[GpuSample]:
+    """`rocm-smi --showuse --showmeminfo vram --showpower --showtemp --json`: {"card0": {...}, "system": {...}}."""
+    try:
+        data = json.loads(text[text.find("{"):]) if "{" in text else None
+    except ValueError:
+        return []
+    if not isinstance(data, dict):
+        return []
+    samples = []
+    for key, value in data.items():
+        m = re.fullmatch(r"card(\d+)", str(key).strip(), re.IGNORECASE)
+        if not m or not isinstance(value, dict):
+            continue
+        fields = {str(k).lower(): str(v) for k, v in value.items()}
+        sample = GpuSample(t=0.0, gpu=int(m.group(1)))
+        used, total = _number(fields.get("vram total used memory (b)")), _number(fields.get("vram total memory (b)"))
+        sample.used_bytes = int(used) if used is not None else None
+        sample.total_bytes = int(total) if total is not None else None
+        sample.util_pct = _number(fields.get("gpu use (%)"))
+        for k, v in fields.items():
+            if sample.power_w is None and "graphics package power (w)" in k and not k.startswith("max"):
+                sample.power_w = _number(v)  # "Current Socket ..." (MI300) or "Average ..." (older)
+        for sensor in ("junction", "edge", "memory"):
+            if sample.temp_c is None:
+                sample.temp_c = _number(fields.get(f"temperature (sensor {sensor}) (c)"))
+        samples.append(sample)
+    return sorted(samples, key=lambda s: s.gpu)

@@ -1,0 +1,88 @@
+"""Memory curves shaped like real training runs, as the driver reports them (one reading per interval).
+
+Each is built from the phases a real run goes through: the CUDA/HIP context (~0.5 GiB), the model loading in
+chunks, the first optimizer step (AdamW state: 2 x fp32 per parameter), then steps. Numbers follow a LLaMA-7B
+full fine-tune in bf16 on a 141 GiB H200 (weights 13.5 GiB, AdamW state 50 GiB, activations at micro-batch 4 x
+2048 about 20-40 GiB) and, for the leak, the field report's staircase: each kept loss holds its step's saved
+activations. Readings carry the jitter real drivers show (a few MiB), seeded so every run builds the same curve.
+"""
+
+from __future__ import annotations
+
+import random
+
+MiB = 1024**2
+GiB = 1024**3
+H200 = 143771 * MiB  # nvidia-smi memory.total of the recorded H200
+MI300X = 196592 * MiB  # amd-smi static vram size of the recorded MI300X
+
+
+def _loading(rng: random.Random, seconds: int, target: float) -> list[float]:
+    out, level = [], 0.5 * GiB
+    for i in range(seconds):
+        if i > 2:
+            level = min(target, level + target / max(1, seconds - 4) * rng.uniform(0.6, 1.4))
+        out.append(level)
+    return out
+
+
+def flat(seconds: int = 300, seed: int = 1) -> tuple[list[float], list[float]]:
+    """Caching allocator keeps its cache: loading, one jump at step 1, then flat to the MiB."""
+    rng = random.Random(seed)
+    used = _loading(rng, 40, 14 * GiB)
+    used += [14 * GiB + 50 * GiB + 30 * GiB] * (seconds - len(used))
+    used = [u + rng.choice([0, 0, 0, 2 * MiB]) for u in used]
+    return [float(t) for t in range(seconds)], used
+
+
+def noisy_flat(seconds: int = 300, seed: int = 2) -> tuple[list[float], list[float]]:
+    """Flat with the reader's jitter and a few spikes (another process, a cuDNN workspace allocated and freed)."""
+    rng = random.Random(seed)
+    t, used = flat(seconds, seed)
+    noisy = [u + rng.gauss(0, 40 * MiB) for u in used]
+    for i in rng.sample(range(60, seconds), 6):
+        noisy[i] += rng.uniform(0.5, 2.0) * GiB
+    for i in rng.sample(range(60, seconds), 2):
+        noisy[i] -= 300 * MiB
+    return t, noisy
+
+
+def sawtooth(seconds: int = 300, step_s: float = 6.0, seed: int = 3) -> tuple[list[float], list[float]]:
+    """Cache released between steps (empty_cache / expandable segments): up during forward, down after step."""
+    rng = random.Random(seed)
+    used = _loading(rng, 40, 14 * GiB)
+    base = 14 * GiB + 50 * GiB
+    for i in range(seconds - len(used)):
+        phase = (i % step_s) / step_s
+        act = 30 * GiB * (phase / 0.6) if phase < 0.6 else 30 * GiB * (1 - (phase - 0.6) / 0.4) * 0.3
+        used.append(base + act + rng.gauss(0, 20 * MiB))
+    return [float(t) for t in range(seconds)], used
+
+
+def staircase(seconds: int = 300, step_s: float = 3.0, leak_per_step: float = 0.4 * GiB,
+              seed: int = 4, capacity: float = H200) -> tuple[list[float], list[float]]:
+    """The field report: a sawtooth whose floor moves up every step until out of memory, then freed."""
+    rng = random.Random(seed)
+    used = _loading(rng, 40, 14 * GiB)
+    base = 14 * GiB + 50 * GiB
+    oom = False
+    for i in range(seconds - len(used)):
+        if oom:
+            used.append(0.5 * GiB)
+            continue
+        step = int(i // step_s)
+        phase = (i % step_s) / step_s
+        value = base + step * leak_per_step + (20 * GiB if phase < 0.5 else 0) + rng.gauss(0, 20 * MiB)
+        if value >= capacity:
+            oom = True
+            value = 0.5 * GiB
+        used.append(value)
+    return [float(t) for t in range(seconds)], used
+
+
+def step_once(seconds: int = 300, seed: int = 5) -> tuple[list[float], list[float]]:
+    """Flat, one step up by 3 GiB a third of the way in (a longer batch grew the cache), flat after."""
+    rng = random.Random(seed)
+    t, used = flat(seconds, seed)
+    jump = seconds // 3
+    return t, [u + (3 * GiB if i >= jump else 0) + rng.gauss(0, 10 * MiB) for i, u in enumerate(used)]
