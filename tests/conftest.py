@@ -22,6 +22,15 @@ def read_fixture(relpath: str) -> str:
     return path.read_bytes().decode("utf-8")
 
 
+# Outputs this project recorded itself, or found in public sources after ../shared was laid: inside the
+# repository, each with its source (tests/fixtures/*/README.md or a .source file beside it).
+PROJECT_FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
+
+
+def project_fixture(relpath: str) -> str:
+    return (PROJECT_FIXTURES_DIR / relpath).read_bytes().decode("utf-8")
+
+
 @pytest.fixture
 def fixture_text() -> Callable[[str], str]:
     """fixture_text("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt") -> that file's text."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import monitor_curves as mc
 import pytest
 
-from conftest import read_fixture
+from conftest import project_fixture, read_fixture
 from rocmcheck.monitor.curve import classify_curve, judge_curves
 from rocmcheck.monitor.parse import parse_amd_smi_monitor, parse_nvidia_compute_apps, parse_nvidia_query, \
     parse_rocm_smi_monitor_json
@@ -71,7 +71,7 @@ def test_worst_gpu_decides():
 # ---- parsers on recorded outputs ----------------------------------------------------------------------------
 
 def test_amd_smi_monitor_with_process_table():
-    samples, procs = parse_amd_smi_monitor(read_fixture("amd-smi/monitor-q-process-table-rocm6.2.0.txt"))
+    samples, procs = parse_amd_smi_monitor(project_fixture("amd-smi-monitor/monitor-q-process-table-rocm6.2.0.txt"))
     s = samples[0]
     assert (s.power_w, s.temp_c, s.util_pct, s.sm_clock_mhz, s.mem_clock_mhz) == (199, 103, 99, 1920, 1000)
     assert s.used_bytes == 1235 * 1024**2 and s.total_bytes == 16335 * 1024**2
@@ -79,12 +79,12 @@ def test_amd_smi_monitor_with_process_table():
 
 
 def test_amd_smi_monitor_cpx_partitions_and_newer_layouts():
-    samples, _ = parse_amd_smi_monitor(read_fixture("amd-smi/mi300x-cpx-monitor-p-t-v-rocm6.3.0.txt"))
+    samples, _ = parse_amd_smi_monitor(project_fixture("amd-smi-monitor/mi300x-cpx-monitor-p-t-v-rocm6.3.0.txt"))
     assert len(samples) == 32 and samples[31].power_w == 227 and samples[0].total_bytes == 196300 * 1024**2
-    samples, _ = parse_amd_smi_monitor(read_fixture("amd-smi/mi300x-cpx-monitor-default-vram-usage-rocm6.4.1-truncated.txt"))
+    samples, _ = parse_amd_smi_monitor(project_fixture("amd-smi-monitor/mi300x-cpx-monitor-default-vram-usage-rocm6.4.1-truncated.txt"))
     assert len(samples) == 9 and samples[0].total_bytes == 192 * 1024**3 and samples[0].sm_clock_mhz == 2107
     assert samples[1].power_w is None and samples[1].total_bytes == 24 * 1024**3
-    samples, _ = parse_amd_smi_monitor(read_fixture("amd-smi/monitor-v-vram-free-percent-rocm6.5.0-truncated.txt"))
+    samples, _ = parse_amd_smi_monitor(project_fixture("amd-smi-monitor/monitor-v-vram-free-percent-rocm6.5.0-truncated.txt"))
     assert [s.used_bytes // 1024**2 for s in samples] == [174, 78]
 
 
