@@ -183,3 +183,70 @@ def test_deepspeed_catches_what_rocmcheck_rules_do_not():
 def test_world_size_reaches_deepspeed_batch_assertion():
     config = dict(BASE, train_batch_size=64)
     assert not has_errors(lint_deepspeed_config(config, world_size=8))
+
+
+def test_batch_mismatch_and_hf_mismatch_on_one_key_give_one_fix():
+    # the HF Trainer's check says "auto", the batch arithmetic says 8: one message, one fix, both reasons
+    config = dict(BASE, train_batch_size=32, train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto")
+    settings = TrainingSettings(per_device_train_batch_size=2, gradient_accumulation_steps=1, bf16=True, world_size=4)
+    [msg] = [m for m in lint(config, training=settings, world_size=4) if m.key_path == "train_batch_size"]
+    assert msg.code == "lint.hf.mismatch" and msg.fix == 'set "train_batch_size": "auto" in the DeepSpeed config'
+    assert any("micro batch 2 x accumulation 1 x world size 4 = 8" in d for d in msg.detail)
+
+
+@pytest.mark.parametrize("scheduler, stage, bf16, code", [
+    ("CosineAnnealingLR", 2, False, "lint.deepspeed.torch_scheduler"),
+    ("CosineAnnealingLR", 0, True, "lint.deepspeed.torch_scheduler"),  # the bf16 wrapper is no Optimizer either
+    ("CosineAnnealingLR", 0, False, None),  # a bare torch optimizer: works
+    ("WarmupCosineLR", 3, True, None),
+    ("WarmupCosine", 3, True, "lint.deepspeed.scheduler_unknown"),
+])
+def test_scheduler_rules(scheduler, stage, bf16, code):
+    config = {"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": bf16}, "zero_optimization": {"stage": stage},
+              "scheduler": {"type": scheduler}}
+    found = [m for m in lint(config) if m.key_path == "scheduler.type"]
+    assert [m.code for m in found] == ([code] if code else [])
+    if code == "lint.deepspeed.scheduler_unknown":
+        assert found[0].did_you_mean == "WarmupCosineLR"
+
+
+def test_auto_that_nothing_fills():
+    config = dict(BASE, zero_optimization={"stage": 3, "sub_group_size": "auto", "stage3_max_live_parameters": "auto",
+                                           "max_live_parameters": "auto"})
+    found = {m.key_path: m for m in lint(config) if m.code.startswith("lint.deepspeed.auto_un")}
+    assert found["zero_optimization.sub_group_size"].code == "lint.deepspeed.auto_unfilled"
+    assert found["zero_optimization.stage3_max_live_parameters"].code == "lint.deepspeed.auto_unfilled"
+    unprefixed = found["zero_optimization.max_live_parameters"]
+    # the stage3_ name is not filled either: no rename suggested, a number is the fix
+    assert unprefixed.code == "lint.deepspeed.auto_unprefixed" and unprefixed.did_you_mean is None
+
+
+def test_client_optimizer_offload_only_outside_the_hf_integration():
+    config = dict(BASE, zero_optimization={"stage": 2, "offload_optimizer": {"device": "cpu"}})
+    assert by_code(lint(config), "lint.deepspeed.client_optimizer_offload")
+    assert not by_code(lint(dict(config, zero_force_ds_cpu_optimizer=False)), "lint.deepspeed.client_optimizer_offload")
+    assert not by_code(lint(dict(config, optimizer={"type": "AdamW"})), "lint.deepspeed.client_optimizer_offload")
+    # "auto" values: accelerate swaps a torch optimizer for DeepSpeedCPUAdam itself
+    assert not by_code(lint(dict(config, gradient_clipping="auto")), "lint.deepspeed.client_optimizer_offload")
+
+
+@needs_deepspeed
+def test_scheduler_names_match_the_installed_deepspeed_and_torch():
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from rocmcheck.lint.deepspeed_rules import DEEPSPEED_SCHEDULERS, TORCH_SCHEDULERS
+    from lint_helpers import REPO
+
+    code = ("import inspect, json, torch.optim.lr_scheduler as s\n"
+            "from deepspeed.runtime.lr_schedules import VALID_LR_SCHEDULES\n"
+            "names = sorted(n for n, o in vars(s).items() if inspect.isclass(o) and not n.startswith('_') "
+            "and n != 'LRScheduler' and (issubclass(o, s.LRScheduler) or n == 'ReduceLROnPlateau'))\n"
+            "print(json.dumps({'ds': list(VALID_LR_SCHEDULES), 'torch': names}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180,
+                         env=dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=str(REPO)))
+    found = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sorted(found["ds"]) == sorted(DEEPSPEED_SCHEDULERS)
+    assert found["torch"] == sorted(TORCH_SCHEDULERS)

@@ -17,9 +17,12 @@ LINT_SCHEMA = "rocmcheck.lint/1"
               help="Per-GPU batch for a bare DeepSpeed config with \"auto\" batch values.")
 @click.option("--grad-accum", type=click.IntRange(min=1), default=None,
               help="Gradient accumulation steps for a bare DeepSpeed config with \"auto\" values.")
+@click.option("--hidden-size", type=click.IntRange(min=1), default=None,
+              help="The model's hidden size, for \"auto\" values derived from it (default: the model's config.json "
+                   "when model_name_or_path is on this machine).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of text.")
 def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None, grad_accum: int | None,
-         as_json: bool) -> None:
+         hidden_size: int | None, as_json: bool) -> None:
     """Check DeepSpeed JSON configs, LLaMA-Factory YAML and TrainingArguments files (and the
     DeepSpeed config they point to). Exit 0: no errors; 1: errors; 2: a file could not be read."""
     from rocmcheck.lint import LintInputError, Severity, lint_file
@@ -27,7 +30,8 @@ def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None
     messages, unreadable = [], []
     for name in files:
         try:
-            messages.extend(lint_file(name, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum))
+            messages.extend(lint_file(name, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
+                                      hidden_size=hidden_size))
         except LintInputError as exc:
             unreadable.append(str(exc))
     errors = sum(m.severity is Severity.ERROR for m in messages)

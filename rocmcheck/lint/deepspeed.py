@@ -12,7 +12,8 @@ from rocmcheck.lint.deepspeed_deep import DeepResult, run_deep_validation
 from rocmcheck.lint.deepspeed_rules import RULES, Context
 from rocmcheck.lint.hf_auto import TrainingSettings, resolve_auto, resolve_batch_only
 from rocmcheck.lint.loading import load_mapping
-from rocmcheck.lint.messages import LintMessage, Severity
+from rocmcheck.lint.messages import LintMessage, Severity, one_fix_per_key
+from rocmcheck.lint.training_keys import installed_transformers_version
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
@@ -26,13 +27,15 @@ def lint_deepspeed_config(
     training: TrainingSettings | None = None,
     deep: bool = True,
     label: str | None = None,
+    hidden_size: int | None = None,
 ) -> list[LintMessage]:
     """Lint one DeepSpeed config (a path to JSON, or a dict).
 
     world_size/micro_batch/grad_accum: the run's batch settings, used to resolve "auto" and check
     train_batch_size == micro x accumulation x world_size. training: TrainingArguments values when
     the config is used through the HF Trainer (then "auto" is resolved exactly as the Trainer does).
-    deep=False skips DeepSpeed's own classes (no child process, no "skipped" message). Raises LintInputError when a path
+    deep=False skips DeepSpeed's own classes (no child process, no "skipped" message). hidden_size: the
+    model's, for the checks of values the integrations derive from it. Raises LintInputError when a path
     cannot be read or parsed."""
     if isinstance(path_or_dict, dict):
         config, file = path_or_dict, label
@@ -40,7 +43,8 @@ def lint_deepspeed_config(
         file = label or str(path_or_dict)
         config = load_mapping(Path(path_or_dict))
     ctx = Context(file=file, world_size=world_size, deepspeed_version=known_keys.installed_deepspeed_version(),
-                  hf_managed=training is not None)
+                  hf_managed=training is not None,
+                  transformers_version=installed_transformers_version(), hidden_size=hidden_size)
     messages: list[LintMessage] = []
 
     if training is not None:
@@ -67,7 +71,7 @@ def lint_deepspeed_config(
         messages.extend(rule(resolved, ctx))
     if deep:  # a caller that turned it off knows; say "skipped" only when it was wanted
         messages.extend(_merge_deep(deep_result, messages, ctx))
-    return messages
+    return one_fix_per_key(messages)
 
 
 def _deep(resolved: dict, world_size: int | None) -> DeepResult:

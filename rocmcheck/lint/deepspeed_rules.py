@@ -12,6 +12,7 @@ from typing import Any, Callable
 from packaging.version import Version
 
 from rocmcheck.lint import known_keys
+from rocmcheck.lint.hf_auto import HF_FILLED_AUTO, auto_paths
 from rocmcheck.lint.messages import LintMessage, Severity
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
@@ -24,6 +25,8 @@ class Context:
     deepspeed_version: Version | None  # installed release, None if not installed
     extra_top_level: set[str] = field(default_factory=set)  # keys the installed DeepSpeed reads
     hf_managed: bool = False  # config goes through the HF Trainer (LLaMA-Factory, TrainingArguments)
+    transformers_version: Version | None = None  # installed release, None if not installed
+    hidden_size: int | None = None  # the model's, when known (its config.json or --hidden-size)
 
     def msg(self, severity: Severity, code: str, key_path: str, message: str, **kw: Any) -> LintMessage:
         return LintMessage(severity, code, self.file, key_path, message, **kw)
@@ -232,6 +235,16 @@ def check_offload(config: dict, ctx: Context) -> list[LintMessage]:
                                f"offload to {device} is only used at ZeRO {label}; at stage {stage} DeepSpeed "
                                "ignores it silently and keeps everything on the GPU",
                                fix=f"set \"zero_optimization\": {{\"stage\": {max(needs)}, ...}} or remove \"{name}\""))
+        ratio = section.get("ratio")
+        if name == "offload_optimizer" and device == "nvme" and isinstance(ratio, (int, float)) and ratio < 1:
+            # DeepSpeed accepts the config, then fails building the optimizer ("RuntimeError: expected input
+            # to be on cuda"); its maintainers: partial offload needs device cpu
+            # (https://github.com/deepspeedai/DeepSpeed/issues/4872).
+            out.append(ctx.msg(E, "lint.deepspeed.partial_offload_nvme", f"zero_optimization.{name}.ratio",
+                               f"partial optimizer offload (ratio {ratio}) works only to the CPU: with device nvme "
+                               "DeepSpeed fails when it builds the optimizer ('expected input to be on cuda')",
+                               fix="set \"device\": \"cpu\" in offload_optimizer (and drop nvme_path), or remove "
+                                   "\"ratio\" to offload all of it to NVMe"))
         if device == "cpu" and section.get("pin_memory") is False:
             out.append(ctx.msg(W, "lint.deepspeed.pin_memory", f"zero_optimization.{name}.pin_memory",
                                "CPU offload without pinned memory: GPU<->CPU copies are synchronous and slower "
@@ -250,10 +263,146 @@ def check_offload(config: dict, ctx: Context) -> list[LintMessage]:
     return out
 
 
+def check_auto_nobody_fills(config: dict, ctx: Context) -> list[LintMessage]:
+    """"auto" is the HF Trainer's and accelerate's word: they fill a fixed set of keys and accelerate
+    then walks every key, stopping at any "auto" left ("`zero_optimization.prefetch_bucket_size` not
+    found in kwargs. Please specify ... without `auto`": accelerate/utils/dataclasses.py
+    DeepSpeedPlugin.fill_match). DeepSpeed alone drops "auto" values and silently uses its defaults
+    (DeepSpeedConfigModel, strict=False). The classic case: ZeRO-3 options under DeepSpeed's own field
+    names (prefetch_bucket_size) instead of the stage3_ names the integrations fill."""
+    out = []
+    zero_keys = known_keys.section_keys("zero_optimization")
+    for path in auto_paths(config):
+        if path in HF_FILLED_AUTO:
+            continue
+        section, _, key = path.rpartition(".")
+        prefixed = f"stage3_{key}"
+        if section == "zero_optimization" and prefixed in zero_keys:
+            fillable = f"zero_optimization.{prefixed}" in HF_FILLED_AUTO
+            out.append(ctx.msg(
+                E, "lint.deepspeed.auto_unprefixed", path,
+                f"\"auto\" under DeepSpeed's field name: the HF Trainer and accelerate fill only \"{prefixed}\", "
+                f"so the run stops at start-up with '`{path}` not found in kwargs' (DeepSpeed alone would "
+                "silently use its default)",
+                did_you_mean=prefixed if fillable else None,
+                fix=f"rename \"{key}\" to \"{prefixed}\"" if fillable else f"set \"{key}\" to a number"))
+        else:
+            out.append(ctx.msg(
+                E, "lint.deepspeed.auto_unfilled", path,
+                f"nothing fills \"auto\" here (the HF Trainer and accelerate fill a fixed set of keys): the run "
+                f"stops at start-up with '`{path}` not found in kwargs'",
+                fix=f"set \"{key}\" to a value"))
+    return out
+
+
+# deepspeed/runtime/lr_schedules.py VALID_LR_SCHEDULES (DeepSpeed 0.19.8); DeepSpeed's engine looks a
+# "scheduler" type up there first, then in torch.optim.lr_scheduler (engine.py _scheduler_from_config).
+DEEPSPEED_SCHEDULERS = ("LRRangeTest", "OneCycle", "WarmupLR", "WarmupDecayLR", "WarmupCosineLR")
+# The scheduler classes of torch.optim.lr_scheduler (torch 2.13). They check
+# isinstance(optimizer, torch.optim.Optimizer), and DeepSpeed hands them its ZeRO or fp16/bf16 wrapper,
+# which is not one: "TypeError: DeepSpeedZeroOptimizer is not an Optimizer"
+# (https://github.com/deepspeedai/DeepSpeed/issues/122, https://github.com/deepspeedai/DeepSpeed/issues/3492).
+TORCH_SCHEDULERS = ("ChainedScheduler", "ConstantLR", "CosineAnnealingLR", "CosineAnnealingWarmRestarts", "CyclicLR",
+                    "ExponentialLR", "LambdaLR", "LinearLR", "MultiStepLR", "MultiplicativeLR", "OneCycleLR",
+                    "PolynomialLR", "ReduceLROnPlateau", "SequentialLR", "StepLR")
+
+
+def check_scheduler(config: dict, ctx: Context) -> list[LintMessage]:
+    scheduler = config.get("scheduler")
+    if not isinstance(scheduler, dict) or not isinstance(scheduler.get("type"), str):
+        return []
+    name = scheduler["type"]
+    if name in DEEPSPEED_SCHEDULERS:
+        return []
+    remedy = ("remove the \"scheduler\" section (the HF Trainer then builds its lr_scheduler_type schedule)"
+              if ctx.hf_managed else "use one of DeepSpeed's own: \"type\": \"WarmupCosineLR\" or \"WarmupDecayLR\"")
+    if name not in TORCH_SCHEDULERS:
+        guess = known_keys.closest(name, DEEPSPEED_SCHEDULERS + TORCH_SCHEDULERS, cutoff=0.7)
+        return [ctx.msg(E, "lint.deepspeed.scheduler_unknown", "scheduler.type",
+                        f"DeepSpeed stops at initialize with 'DeepSpeed does not recognize LR scheduler {name}'",
+                        did_you_mean=guess, fix=f"set \"type\": \"{guess}\"" if guess else remedy)]
+    stage = _stage(config)
+    wrapped = (stage or 0) >= 1 or any(_is_on((config.get(k) or {}).get("enabled")) if isinstance(config.get(k), dict)
+                                        else False for k in ("bf16", "fp16", "bfloat16"))
+    if not wrapped:
+        return []
+    why = f"ZeRO stage {stage}" if (stage or 0) >= 1 else "bf16/fp16"
+    return [ctx.msg(E, "lint.deepspeed.torch_scheduler", "scheduler.type",
+                    f"{name} is torch's scheduler: with {why} DeepSpeed passes it its own optimizer wrapper and "
+                    f"torch stops at initialize with 'TypeError: ... is not an Optimizer'",
+                    fix=remedy)]
+
+
+def _any_auto(config: Any) -> bool:
+    return bool(auto_paths(config))
+
+
+def check_client_optimizer_offload(config: dict, ctx: Context) -> list[LintMessage]:
+    """ZeRO-Offload with the optimizer passed to deepspeed.initialize (no "optimizer" section):
+    DeepSpeed raises ZeRORuntimeException "You are using ZeRO-Offload with a client provided optimizer"
+    unless it is DeepSpeedCPUAdam/DeepSpeedCPULion or "zero_force_ds_cpu_optimizer": false
+    (deepspeed/runtime/engine.py _configure_basic_optimizer; added in
+    https://github.com/deepspeedai/DeepSpeed/pull/2971; e.g. https://github.com/OptimalScale/LMFlow/issues/693).
+    Under the HF Trainer/accelerate (a config with "auto" values) accelerate swaps a torch optimizer
+    for DeepSpeedCPUAdam itself (accelerate.utils.map_pytorch_optim_to_deepspeed), so only bare
+    DeepSpeed use is at risk."""
+    zero = config.get("zero_optimization")
+    if ctx.hf_managed or _any_auto(config) or not isinstance(zero, dict) or "optimizer" in config:
+        return []
+    offload = zero.get("offload_optimizer")
+    if not isinstance(offload, dict) or offload.get("device") not in ("cpu", "nvme") or (_stage(config) or 0) < 1:
+        return []
+    if config.get("zero_force_ds_cpu_optimizer") is False:
+        return []
+    return [ctx.msg(W, "lint.deepspeed.client_optimizer_offload", "zero_optimization.offload_optimizer",
+                    "optimizer offload without an \"optimizer\" section: unless the optimizer given to "
+                    "deepspeed.initialize is DeepSpeedCPUAdam or DeepSpeedCPULion, DeepSpeed stops with "
+                    "'ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer'",
+                    fix="add \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": <lr>}} (DeepSpeed then "
+                        "builds its CPU Adam itself)")]
+
+
+# transformers filled "auto" stage3_prefetch_bucket_size with the float 0.9 * hidden^2 up to 4.44.2 and
+# with int(...) from 4.45.0 (https://github.com/huggingface/transformers/pull/33402; read from both wheels).
+TRANSFORMERS_INT_PREFETCH = Version("4.45.0")
+# DeepSpeed's pydantic v2 models (0.15.0) reject a float with a fractional part: "Input should be a valid
+# integer, got a number with a fractional part" (https://github.com/hiyouga/LlamaFactory/issues/5252:
+# deepspeed 0.15.0 fails, 0.14.4 works; https://github.com/deepspeedai/DeepSpeed/issues/6525).
+DEEPSPEED_STRICT_INT = Version("0.15.0")
+
+
+def check_prefetch_float(config: dict, ctx: Context) -> list[LintMessage]:
+    zero = config.get("zero_optimization")
+    if not isinstance(zero, dict) or _stage(config) != 3 or zero.get("stage3_prefetch_bucket_size") != "auto":
+        return []
+    tv, dv = ctx.transformers_version, ctx.deepspeed_version
+    if tv is None or dv is None or tv >= TRANSFORMERS_INT_PREFETCH or dv < DEEPSPEED_STRICT_INT:
+        return []
+    path = "zero_optimization.stage3_prefetch_bucket_size"
+    versions = f"transformers {tv} fills \"auto\" with 0.9 x hidden_size^2, a float, and DeepSpeed {dv} accepts only an integer"
+    if ctx.hidden_size is None:
+        return [ctx.msg(W, "lint.deepspeed.prefetch_float", path,
+                        f"{versions}: the run stops at start-up ('got a number with a fractional part') for most "
+                        "models (hidden size 4096: 15099494.4); pass --hidden-size or keep the model's config.json "
+                        "where model_name_or_path points to check",
+                        fix="set \"stage3_prefetch_bucket_size\" to an integer (0.9 x hidden_size^2, rounded down)")]
+    value = 0.9 * ctx.hidden_size * ctx.hidden_size
+    if float(value).is_integer():
+        return []
+    return [ctx.msg(E, "lint.deepspeed.prefetch_float", path,
+                    f"{versions}: with hidden size {ctx.hidden_size} that is {value:.1f}, and the run stops at start-up "
+                    "('Input should be a valid integer, got a number with a fractional part')",
+                    fix=f"set \"stage3_prefetch_bucket_size\": {int(value)}")]
+
+
 RULES: list[Callable[[dict, Context], list[LintMessage]]] = [
     check_top_level_keys,
     check_strict_sections,
     check_batch,
     check_precision,
     check_offload,
+    check_auto_nobody_fills,
+    check_scheduler,
+    check_client_optimizer_offload,
+    check_prefetch_float,
 ]

@@ -13,6 +13,21 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+# Every key the HF Trainer (HfTrainerDeepSpeedConfig.trainer_config_process/_finalize) or accelerate
+# (DeepSpeedPlugin.fill_match keys, Accelerator._prepare_deepspeed's config_kwargs) fills in place of
+# "auto". accelerate then walks the whole config and stops at any other "auto".
+HF_FILLED_AUTO = frozenset({
+    "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping",
+    "fp16.enabled", "bf16.enabled",
+    "optimizer.params.lr", "optimizer.params.betas", "optimizer.params.eps", "optimizer.params.weight_decay",
+    "scheduler.params.warmup_min_lr", "scheduler.params.warmup_max_lr", "scheduler.params.warmup_num_steps",
+    "scheduler.params.total_num_steps",
+    "zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
+    "zero_optimization.stage3_param_persistence_threshold", "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+    "zero_optimization.stage", "zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device",
+    "zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_param.nvme_path",
+})
+
 # Keys filled from the model's hidden size in trainer_config_finalize (after the model loads).
 HIDDEN_SIZE_KEYS = (
     "zero_optimization.reduce_bucket_size",
@@ -36,6 +51,7 @@ class TrainingSettings:
     weight_decay: float = 0.0
     fp16: bool = False
     bf16: bool = False
+    warmup_steps: float = 0  # >= 1: steps; below 1: a fraction of steps unknown before training (transformers 5)
 
     @classmethod
     def from_args(cls, args: dict[str, Any], world_size: int | None) -> "TrainingSettings":
@@ -55,6 +71,9 @@ class TrainingSettings:
         if self.world_size:
             train_batch = self.world_size * self.per_device_train_batch_size * self.gradient_accumulation_steps
             fills.append(("train_batch_size", train_batch, "train_batch_size (calculated)", True))
+        if isinstance(self.warmup_steps, (int, float)) and not isinstance(self.warmup_steps, bool) \
+                and self.warmup_steps >= 1:  # trainer_config_finalize: max(1, args.get_warmup_steps(num_training_steps))
+            fills.append(("scheduler.params.warmup_num_steps", int(self.warmup_steps), "warmup_steps", True))
         return fills + [
             ("gradient_clipping", self.max_grad_norm, "max_grad_norm", True),
             ("optimizer.params.lr", self.learning_rate, "learning_rate", True),

@@ -26,6 +26,26 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     return seen
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """yaml.safe_load, except that a key given twice in one mapping is an error (PyYAML keeps the
+    last one silently; a training file with two `learning_rate:` lines runs with the second)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<:` merges may be overridden on purpose
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.setdefault(key, key_node.start_mark.line + 1)
+                except TypeError:  # an unhashable key: let PyYAML report it
+                    continue
+                if first != key_node.start_mark.line + 1:
+                    raise _DuplicateKey(f"{key}\" appears twice (lines {first} and {key_node.start_mark.line + 1})")
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_mapping(path: Path) -> dict:
     try:
         text = path.read_text(encoding="utf-8")
@@ -37,7 +57,9 @@ def load_mapping(path: Path) -> dict:
         raise LintInputError(f"{path}: cannot be read: {exc}") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        except _DuplicateKey as exc:
+            raise LintInputError(f"{path}: key \"{exc}: the run would silently use the last one") from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" (line {mark.line + 1})" if mark else ""

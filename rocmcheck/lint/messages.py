@@ -29,6 +29,7 @@ class LintMessage:
     hint: str | None = None  # shown after the suggestion, e.g. why the suggested key does not exist either
     fix: str | None = None  # one concrete thing to do
     detail: list[str] = field(default_factory=list)  # evidence, e.g. DeepSpeed's own error text
+    line: int | None = None  # where key_path is written in file, when known
 
     def __post_init__(self) -> None:
         self.severity = Severity(self.severity)
@@ -38,8 +39,8 @@ class LintMessage:
         return self.severity is Severity.ERROR
 
     def render(self) -> str:
-        """file: key.path: error: message (did you mean 'x'?)"""
-        parts = [self.file or "<config>"]
+        """file:line: key.path: error: message (did you mean 'x'?)"""
+        parts = [(self.file or "<config>") + (f":{self.line}" if self.line else "")]
         if self.key_path:
             parts.append(self.key_path)
         text = f"{': '.join(parts)}: {self.severity.value}: {self.message}"
@@ -54,6 +55,7 @@ class LintMessage:
             "severity": self.severity.value,
             "code": self.code,
             "file": self.file,
+            "line": self.line,
             "key_path": self.key_path,
             "message": self.message,
             "did_you_mean": self.did_you_mean,
@@ -70,9 +72,31 @@ class LintMessage:
             evidence=list(self.detail),
             fix=self.fix if self.severity is not Severity.INFO else None,
             area="lint",
-            data={"file": self.file, "key_path": self.key_path, "did_you_mean": self.did_you_mean},
+            data={"file": self.file, "line": self.line, "key_path": self.key_path, "did_you_mean": self.did_you_mean},
         )
 
 
 def has_errors(messages: list[LintMessage]) -> bool:
     return any(m.is_error for m in messages)
+
+
+_RANK = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+def one_fix_per_key(messages: list[LintMessage]) -> list[LintMessage]:
+    """Several findings about the same key of the same file become one message with one fix: the
+    most severe (the first of equals) keeps its fix; the others' words go into its detail. Two
+    fixes for one key ("auto" and 32) would contradict each other."""
+    keep: dict[tuple[str | None, str], LintMessage] = {}
+    out: list[LintMessage] = []
+    for m in sorted(messages, key=lambda m: _RANK[m.severity]):
+        if m.severity is Severity.INFO or not m.key_path or not m.fix:
+            out.append(m)
+            continue
+        first = keep.setdefault((m.file, m.key_path), m)
+        if first is m:
+            out.append(m)
+        else:
+            first.detail.append(f"also: {m.message}")
+    order = {id(m): i for i, m in enumerate(messages)}
+    return sorted(out, key=lambda m: order[id(m)])

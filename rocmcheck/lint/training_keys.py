@@ -1,0 +1,216 @@
+"""Keys of training files, judged by their owners' parsers.
+
+- HF TrainingArguments files: the installed transformers' TrainingArguments, through
+  HfArgumentParser's own rule (rocmcheck.lint.training_child, a child process: it imports torch).
+- LLaMA-Factory YAML: LLaMA-Factory's own argument classes when some Python here can import
+  llamafactory (ROCMCHECK_LLAMAFACTORY_PYTHON, or this one); otherwise llamafactory_keys.json (made by
+  scripts/llamafactory_keys.py from LLaMA-Factory's classes) plus the transformers keys of the
+  releases LLaMA-Factory accepts, from transformers_keys.json (scripts/transformers_key_history.py).
+
+transformers_keys.json also says in which release a key was removed (warmup_ratio, overwrite_output_dir).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata, resources
+from pathlib import Path
+from typing import Any
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from rocmcheck.facts.runner import run_command
+from rocmcheck.lint import known_keys
+from rocmcheck.lint.deepspeed_child import MARKER
+from rocmcheck.lint.messages import LintMessage, Severity
+
+CHILD_TIMEOUT_S = 120.0  # importing transformers + torch took 11 s on a loaded 2-core CPU box
+LLAMAFACTORY_PYTHON_ENV = "ROCMCHECK_LLAMAFACTORY_PYTHON"
+# What HfArgumentParser.parse_dict raises for a key no dataclass has (transformers/hf_argparser.py).
+PARSE_DICT_ERROR = "Some keys are not used by the HfArgumentParser"
+
+# What to write instead of a key a transformers release removed (transformers 5 migration).
+REPLACEMENTS = {
+    "warmup_ratio": ("warmup_steps", "warmup_steps: <the same ratio> (transformers 5 reads a warmup_steps below 1 "
+                                     "as a fraction of the total steps)"),
+    "overwrite_output_dir": (None, 'delete "overwrite_output_dir"'),
+    "evaluation_strategy": ("eval_strategy", "rename it to eval_strategy"),
+    "no_cuda": ("use_cpu", "use_cpu: true"),
+    "per_gpu_train_batch_size": ("per_device_train_batch_size", "rename it to per_device_train_batch_size"),
+    "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "rename it to per_device_eval_batch_size"),
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _table(name: str) -> dict[str, Any]:
+    return json.loads(resources.files("rocmcheck.lint").joinpath(name).read_text())
+
+
+def transformers_table() -> dict[str, Any]:
+    return _table("transformers_keys.json")
+
+
+def llamafactory_table() -> dict[str, Any]:
+    return _table("llamafactory_keys.json")
+
+
+def installed_transformers_version() -> Version | None:
+    """From package metadata: never imports transformers."""
+    try:
+        return Version(metadata.version("transformers"))
+    except (metadata.PackageNotFoundError, InvalidVersion):
+        return None
+
+
+def _releases() -> list[Version]:
+    return [Version(v) for v in transformers_table()["releases_read"]]
+
+
+def _alive(key: str, version: Version) -> bool:
+    """Whether transformers `version` accepts `key`, as far as the releases read tell."""
+    entry = transformers_table()["history"].get(key)
+    if entry is None:
+        return False
+    first, last = Version(entry["first_seen"]), Version(entry["last_seen"])
+    newest = _releases()[-1]
+    return first <= version and (version <= last or last == newest)
+
+
+def _last_release_with(key: str) -> str | None:
+    entry = transformers_table()["history"].get(key)
+    return entry["last_seen"] if entry else None
+
+
+@dataclass
+class Vocabulary:
+    keys: set[str]
+    owner: str  # "transformers 5.24.0 TrainingArguments", "LLaMA-Factory 0.9.5 (transformers 5.24.0)"
+    complete: bool  # True: the parser is the whole parser (LLaMA-Factory); False: scripts add their own dataclasses
+    transformers_versions: list[Version] = field(default_factory=list)  # the releases the keys hold for
+    note: str | None = None  # how the keys were found, when not from the installed classes
+    own: set[str] = field(default_factory=set)  # keys the owner defines itself (not transformers'), kept across releases
+
+
+def llamafactory_python() -> str | None:
+    """ROCMCHECK_LLAMAFACTORY_PYTHON (a venv with llamafactory, see docs/recipes.md), else this Python
+    if it can import llamafactory."""
+    explicit = os.environ.get(LLAMAFACTORY_PYTHON_ENV)
+    if explicit:
+        return explicit
+    return sys.executable if importlib.util.find_spec("llamafactory") else None
+
+
+def _ask_child(kind: str, python: str) -> tuple[dict | None, str]:
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env.setdefault("DS_ACCELERATOR", "cpu")
+    result = run_command([python, "-m", "rocmcheck.lint.training_child", kind], timeout=CHILD_TIMEOUT_S, env=env)
+    for line in reversed(result.stdout.splitlines()):
+        if line.startswith(MARKER):
+            payload = json.loads(line[len(MARKER):])
+            if "skipped" in payload:
+                return None, payload["skipped"]
+            return payload, ""
+    return None, f"the key check process gave no answer: {result.describe_failure()}"
+
+
+def hf_vocabulary(*, use_installed: bool = True) -> Vocabulary:
+    installed = installed_transformers_version()
+    why = "transformers is not installed here"
+    if installed is not None and use_installed:
+        payload, why = _ask_child("training_args", sys.executable)
+        if payload:
+            version = Version(payload["transformers_version"])
+            return Vocabulary(set(payload["keys"]), f"transformers {version} TrainingArguments", False, [version])
+    elif installed is not None:
+        why = "the installed classes were not consulted"
+    version = installed or _releases()[-1]
+    keys = {k for k in transformers_table()["history"] if _alive(k, version)}
+    return Vocabulary(keys, f"transformers {version} TrainingArguments", False, [version],
+                      note=f"keys from rocmcheck's table of transformers releases; {why}")
+
+
+def llamafactory_vocabulary(*, use_installed: bool = True) -> Vocabulary:
+    table = llamafactory_table()
+    own = {k for keys in table["keys_by_class"].values() for k in keys}
+    python = llamafactory_python() if use_installed else None
+    why = "LLaMA-Factory is not importable here (set ROCMCHECK_LLAMAFACTORY_PYTHON to a Python that has it)"
+    if python:
+        payload, why = _ask_child("llamafactory", python)
+        if payload:
+            version = Version(payload["transformers_version"])
+            return Vocabulary(set(payload["keys"]), f"LLaMA-Factory {payload['llamafactory_version']}", True, [version],
+                              note=f"its own argument classes, with transformers {version}", own=own)
+    try:
+        allowed = SpecifierSet(table["transformers_requirement"])
+    except InvalidSpecifier:
+        allowed = SpecifierSet()
+    installed = installed_transformers_version()
+    if installed is not None and installed in allowed:
+        versions = [installed]
+    else:  # the training machine runs one of the releases LLaMA-Factory accepts
+        versions = [v for v in _releases() if v in allowed] or [_releases()[-1]]
+    keys = own | {k for k in transformers_table()["history"] if any(_alive(k, v) for v in versions)}
+    span = f"transformers {versions[0]}" if len(versions) == 1 else f"the transformers releases it accepts ({allowed})"
+    return Vocabulary(keys, f"LLaMA-Factory {table['llamafactory_version']}", True, versions,
+                      note=f"keys from rocmcheck's table of its argument classes, with {span}; {why}", own=own)
+
+
+def check_keys(data: dict, vocab: Vocabulary, file: str, kind: str) -> list[LintMessage]:
+    """Every top-level key the owner's parser would reject, with a suggestion; keys removed from a
+    transformers release named with the release."""
+    out: list[LintMessage] = []
+    script_keys: list[str] = []
+    rejects = f"{vocab.owner} rejects it (HfArgumentParser: '{PARSE_DICT_ERROR}')"
+    for key in (k for k in data if isinstance(k, str)):
+        if key in vocab.keys:
+            warning = _removed_later(key, vocab)
+            if warning:
+                out.append(LintMessage(Severity.WARNING, "lint.training.removed_later", file, key, warning,
+                                       fix=REPLACEMENTS.get(key, (None, f'delete "{key}"'))[1]))
+            continue
+        last = _last_release_with(key)
+        if last is not None:
+            newer, fix = REPLACEMENTS.get(key, (None, f'delete "{key}"'))
+            out.append(LintMessage(Severity.ERROR, "lint.training.removed_key", file, key,
+                                   f"removed from transformers after {last}: {rejects}",
+                                   did_you_mean=newer if newer in vocab.keys else None, fix=fix))
+            continue
+        guess = known_keys.closest(key, vocab.keys - set(data))
+        if guess:
+            out.append(LintMessage(Severity.ERROR, "lint.training.unknown_key", file, key, f"unknown key: {rejects}",
+                                   did_you_mean=guess, fix=f'rename "{key}" to "{guess}"'))
+        elif vocab.complete:
+            out.append(LintMessage(Severity.ERROR, "lint.training.unknown_key", file, key, f"unknown key: {rejects}",
+                                   fix=f'delete "{key}" (or check the spelling in the {vocab.owner.split(" (")[0]} docs)'))
+        else:
+            script_keys.append(key)
+    if script_keys:
+        out.append(LintMessage(Severity.INFO, "lint.training.script_keys", file, "",
+                               f"not TrainingArguments keys: {', '.join(script_keys)}; fine if the training script's "
+                               f"own argument dataclasses define them, otherwise '{PARSE_DICT_ERROR}'"))
+    if vocab.note:
+        out.append(LintMessage(Severity.INFO, "lint.training.keys_source", file, "",
+                               f"keys checked against {vocab.owner}: {vocab.note}"))
+    return out
+
+
+def _removed_later(key: str, vocab: Vocabulary) -> str | None:
+    """A key the judged release accepts but a later (or another allowed) release rejects."""
+    last = _last_release_with(key)
+    if last is None or Version(last) >= _releases()[-1] or key in vocab.own:
+        return None
+    failing = [v for v in vocab.transformers_versions if not _alive(key, v)]
+    if failing:  # some release the owner allows rejects it
+        return (f"transformers {failing[0]} and newer reject it (last accepted in {last}); {vocab.owner} "
+                "allows those releases")
+    if vocab.complete:  # LLaMA-Factory pins its transformers: a release it does not allow is not an upgrade path
+        return None
+    return f"accepted here, but transformers releases after {last} reject it: upgrading transformers breaks this file"

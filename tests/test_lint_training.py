@@ -1,0 +1,138 @@
+"""Training files judged by their owners' parsers: LLaMA-Factory YAML and HF TrainingArguments keys
+(misspelt, removed in a transformers release), with line numbers and one suggestion; duplicate YAML keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from packaging.version import Version
+
+from rocmcheck.lint import LintInputError, Severity, lint_file
+from rocmcheck.lint import training_keys
+from lint_helpers import REPO, by_code
+
+LF_YAML = """\
+### model
+model_name_or_path: meta-llama/Meta-Llama-3-8B-Instruct
+### method
+stage: sft
+do_train: true
+finetuning_type: lora
+lora_rnk: 8
+lora_target: all
+### dataset
+dataset: alpaca_en_demo
+template: llama3
+cutof_len: 2048
+### train
+output_dir: saves/x
+per_device_train_batch_size: 1
+gradient_accumulaton_steps: 8
+warmup_ratio: 0.1
+overwrite_output_dir: true
+bf16: true
+"""
+HF_ARGS = {"output_dir": "out", "per_device_train_batch_size": 4, "gradient_accumulaton_steps": 8,
+           "warmup_ratio": 0.1, "overwrite_output_dir": True, "learning_rate": 2e-5, "bf16": True}
+
+
+def test_llamafactory_misspellings_are_caught_with_line_and_suggestion(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text(LF_YAML)
+    messages = lint_file(path, deep=False)
+    found = {m.key_path: m for m in by_code(messages, "lint.training.unknown_key")}
+    assert {k: (m.line, m.did_you_mean) for k, m in found.items()} == {
+        "lora_rnk": (7, "lora_rank"), "cutof_len": (12, "cutoff_len"),
+        "gradient_accumulaton_steps": (16, "gradient_accumulation_steps")}
+    assert all(m.is_error and "Some keys are not used by the HfArgumentParser" in m.message for m in found.values())
+    assert found["lora_rnk"].render().startswith(f"{path}:7: lora_rnk: error:")
+    assert found["lora_rnk"].fix == 'rename "lora_rnk" to "lora_rank"'
+    # LLaMA-Factory 0.9.5 accepts transformers <= 5.6.0, which still has warmup_ratio, and defines
+    # overwrite_output_dir itself: both fine in its YAML
+    assert not {"warmup_ratio", "overwrite_output_dir"} & {m.key_path for m in messages}
+    [source] = by_code(messages, "lint.training.keys_source")
+    assert "LLaMA-Factory 0.9.5" in source.message and source.severity is Severity.INFO
+
+
+def test_training_arguments_removed_and_misspelt_keys(tmp_path, monkeypatch):
+    monkeypatch.setattr(training_keys, "installed_transformers_version", lambda: Version("5.24.0"))
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps(HF_ARGS, indent=1))
+    messages = lint_file(path, deep=False)
+    removed = {m.key_path: m for m in by_code(messages, "lint.training.removed_key")}
+    assert set(removed) == {"warmup_ratio", "overwrite_output_dir"}
+    assert "removed from transformers after 5.14.0" in removed["warmup_ratio"].message
+    assert "transformers 5.24.0 TrainingArguments rejects it" in removed["warmup_ratio"].message
+    assert removed["warmup_ratio"].did_you_mean == "warmup_steps" and removed["warmup_ratio"].line == 5
+    assert "after 4.57.6" in removed["overwrite_output_dir"].message
+    [typo] = by_code(messages, "lint.training.unknown_key")
+    assert (typo.key_path, typo.did_you_mean, typo.line) == ("gradient_accumulaton_steps", "gradient_accumulation_steps", 4)
+
+
+def test_training_arguments_judged_by_the_installed_release(tmp_path, monkeypatch):
+    # on transformers 4.57.6 both keys still work: warn that transformers 5 breaks the file, no error
+    monkeypatch.setattr(training_keys, "installed_transformers_version", lambda: Version("4.57.6"))
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({k: v for k, v in HF_ARGS.items() if k != "gradient_accumulaton_steps"}))
+    messages = lint_file(path, deep=False)
+    assert not [m for m in messages if m.is_error]
+    assert {m.key_path for m in by_code(messages, "lint.training.removed_later")} == {"warmup_ratio", "overwrite_output_dir"}
+
+
+def test_script_arguments_are_a_note_not_an_error(tmp_path):
+    path = tmp_path / "args.json"
+    path.write_text(json.dumps({"output_dir": "o", "model_name_or_path": "gpt2", "dataset_name": "wikitext"}))
+    messages = lint_file(path, deep=False)
+    [note] = by_code(messages, "lint.training.script_keys")
+    assert note.severity is Severity.INFO and "model_name_or_path, dataset_name" in note.message
+
+
+def test_duplicate_yaml_key_is_an_input_error_with_exit_2(tmp_path):
+    path = tmp_path / "train.yaml"
+    path.write_text(LF_YAML + "bf16: false\n")
+    with pytest.raises(LintInputError, match=r'key "bf16" appears twice \(lines 19 and 20\)'):
+        lint_file(path, deep=False)
+    out = subprocess.run([sys.executable, "-m", "rocmcheck", "lint", str(path)], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "appears twice" in out.stderr
+
+
+def test_yaml_merge_keys_may_override():
+    from pathlib import Path
+
+    from rocmcheck.lint.loading import load_mapping
+
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / "rocmcheck-merge-test.yaml"
+    path.write_text("base: &b {lr: 1}\nrun:\n  <<: *b\n  lr: 2\nstage: sft\n")
+    try:
+        assert load_mapping(path)["run"] == {"lr": 2}
+    finally:
+        path.unlink()
+
+
+def test_installed_transformers_keys_are_what_parse_dict_rejects():
+    """The child's keys against transformers' real parse_dict(allow_extra_keys=False) on this machine
+    (use_cpu so that constructing TrainingArguments works on a CPU box)."""
+    vocab = training_keys.hf_vocabulary()
+    assert vocab.note is None, vocab.note  # the installed classes answered
+    args = dict(HF_ARGS, use_cpu=True, lora_rnk=8)
+    code = ("import json, sys\nfrom transformers import HfArgumentParser, TrainingArguments\n"
+            "try:\n    HfArgumentParser(TrainingArguments).parse_dict(json.loads(sys.argv[1]), allow_extra_keys=False)\n"
+            "except ValueError as e:\n    print(str(e))\n")
+    out = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True, timeout=300)
+    expected = sorted(k for k in args if k not in vocab.keys)
+    assert f"{training_keys.PARSE_DICT_ERROR}: {expected}" in out.stdout, out.stderr[-2000:]
+
+
+@pytest.mark.skipif(training_keys.llamafactory_python() is None,
+                    reason="llamafactory not importable (set ROCMCHECK_LLAMAFACTORY_PYTHON, see docs/recipes.md)")
+def test_llamafactory_classes_and_the_stored_table_agree():
+    real = training_keys.llamafactory_vocabulary()
+    assert real.note and real.note.startswith("its own argument classes"), real.note
+    table = training_keys.llamafactory_table()
+    assert real.owner == f"LLaMA-Factory {table['llamafactory_version']}"
+    assert real.own <= real.keys  # every key LLaMA-Factory defines itself is in its parser
