@@ -1,9 +1,9 @@
 """Child process: the keys HfArgumentParser accepts, read from the installed classes themselves.
 
-Run as `python -m rocmcheck.lint.training_child {training_args|llamafactory}`. Importing
-transformers' TrainingArguments imports torch (seconds, and a GPU runtime on a GPU box), so
-rocmcheck never does it in its own process. Prints one line "ROCMCHECK_JSON <json>" (LLaMA-Factory
-logs to stdout while importing).
+Run as `python -m rocmcheck.lint.training_child --request '{"kind": "training_args"|"llamafactory"}'`.
+Importing transformers' TrainingArguments imports torch (seconds, and a GPU runtime on a GPU box), so
+rocmcheck never does it in its own process. Answers one "keys" event on rocmcheck/child.py's channel
+(LLaMA-Factory's import-time logs on stdout go to stderr there).
 
 The accepted keys are computed with HfArgumentParser.parse_dict's own rule,
 {f.name for f in dataclasses.fields(dtype) if f.init} over parser.dataclass_types, without
@@ -14,11 +14,10 @@ not the file.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 
-from rocmcheck.lint.deepspeed_child import MARKER
+from rocmcheck.child import open_channel, read_request
 
 
 def accepted(kind: str) -> dict:
@@ -41,13 +40,14 @@ def accepted(kind: str) -> dict:
     return result
 
 
-def main() -> int:
-    kind = sys.argv[1] if len(sys.argv) > 1 else "training_args"
+def main(argv: list[str] | None = None) -> int:
+    kind = read_request(argv, prog="python -m rocmcheck.lint.training_child").get("kind", "training_args")
+    channel = open_channel()
     try:
         result = accepted(kind)
     except Exception as exc:  # not installed, or broken (a torch it cannot load)
         result = {"skipped": f"{type(exc).__name__}: {exc}"}
-    sys.stdout.write("\n" + MARKER + json.dumps(result) + "\n")
+    channel.emit("keys", **result)
     return 0
 
 

@@ -19,15 +19,13 @@ import os
 import sys
 from dataclasses import dataclass, field
 from importlib import metadata, resources
-from pathlib import Path
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from rocmcheck.facts.runner import run_command
+from rocmcheck.child import child_env, run_child
 from rocmcheck.lint import known_keys
-from rocmcheck.lint.deepspeed_child import MARKER
 from rocmcheck.lint.messages import LintMessage, Severity
 
 CHILD_TIMEOUT_S = 120.0  # importing transformers + torch took 11 s on a loaded 2-core CPU box
@@ -107,18 +105,15 @@ def llamafactory_python() -> str | None:
 
 
 def _ask_child(kind: str, python: str) -> tuple[dict | None, str]:
-    package_root = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+    env = child_env()
     env.setdefault("DS_ACCELERATOR", "cpu")
-    result = run_command([python, "-m", "rocmcheck.lint.training_child", kind], timeout=CHILD_TIMEOUT_S, env=env)
-    for line in reversed(result.stdout.splitlines()):
-        if line.startswith(MARKER):
-            payload = json.loads(line[len(MARKER):])
-            if "skipped" in payload:
-                return None, payload["skipped"]
-            return payload, ""
-    return None, f"the key check process gave no answer: {result.describe_failure()}"
+    run = run_child("rocmcheck.lint.training_child", {"kind": kind}, CHILD_TIMEOUT_S, env=env, python=python)
+    payload = run.last("keys")
+    if payload is None:
+        return None, f"the key check process gave no answer: {run.command.describe_failure()}"
+    if "skipped" in payload:
+        return None, payload["skipped"]
+    return payload, ""
 
 
 def hf_vocabulary(*, use_installed: bool = True) -> Vocabulary:
