@@ -22,7 +22,7 @@ def error_result(exc: BaseException) -> CheckResult:
                       "rocmcheck doctor   (checks that this torch build has kernels for this GPU arch)",
                       [f"{name}: {text}"], id="train.run")
     return CheckResult("train.run", Status.CRASH, f"smoke-train crashed: {name}: {text}", [f"{name}: {text}"],
-                       "this is a rocmcheck bug: please report it with the output of --json")
+                       "rocmcheck smoke-train --json > smoke-train.json  # a rocmcheck bug: please report it with that file")
 
 
 def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_shape: str = "1.1b", run=None) -> int:
