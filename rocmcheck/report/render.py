@@ -108,14 +108,17 @@ def fix_lines(results: list[CheckResult]) -> list[str]:
     return lines
 
 
-def print_fixes(results: list[CheckResult], out: TextIO | None = None, *, heading: bool = True) -> None:
+PASTE_HEADING = "Fixes (paste a line; lines starting with # are comments):"
+
+
+def print_fixes(results: list[CheckResult], out: TextIO | None = None, *, heading: str | bool = True) -> None:
     """Plain text, never wrapped or styled: what a terminal shows is what pastes."""
     out = out or sys.stdout
     lines = fix_lines(results)
     if not lines:
         return
     if heading:
-        out.write("\nFixes (paste a line; lines starting with # are comments):\n\n")
+        out.write("\n" + (heading if isinstance(heading, str) else PASTE_HEADING) + "\n\n")
     out.write("\n".join(lines) + "\n")
     out.flush()
 
