@@ -10,7 +10,8 @@ import click
 
 from rocmcheck.buildenv import FORMATS, TARGETS, ArchError, BuildEnvError, build_env_for_host, render
 from rocmcheck.commands.errors import BadInput
-from rocmcheck.commands.options import Command, alias, json_option, resolve_archs
+from rocmcheck.commands.options import Command, alias, json_option
+from rocmcheck.knowledge import arch_of_product
 
 
 @click.command("build-env", cls=Command)
@@ -38,7 +39,8 @@ def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, outp
       rocmcheck build-env --arch gfx942 --arch gfx90a --target flash-attn
       rocmcheck build-env --arch sm_90 --format dockerfile -o build.env.Dockerfile
     """
-    archs = resolve_archs(archs, keep=("auto",))
+    # Product names (mi300x) become their arch; everything else goes to build-env's own arch validation.
+    archs = tuple(arch_of_product(a) or a for a in archs)
     fmt = "json" if as_json else fmt
     try:
         result = build_env_for_host(list(archs), target=target, triton_backend=triton_backend)
