@@ -6,12 +6,13 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.health import annotate_link_with_bandwidth
 from rocmcheck.facts.collect import Facts, collect_facts
+from rocmcheck.fixes import step
 from rocmcheck.result import CheckResult, Status, skipped
 
 
@@ -94,37 +95,80 @@ def _guarded(stage_id: str, run) -> list[CheckResult]:
         return run()
     except Exception as exc:
         return [CheckResult(stage_id, Status.CRASH, f"this stage crashed: {type(exc).__name__}: {exc}", [],
-                            "This is a rocmcheck bug; please report it with `rocmcheck doctor --save-bundle FILE`.")]
+                            step("rocmcheck doctor --out rocmcheck-bundle.json",
+                                 "a rocmcheck bug: please report it with that bundle"))]
 
 
-def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
-    """Live when facts is None; otherwise re-diagnose recorded facts (a bundle) without touching the machine."""
+class _Quiet:
+    """The progress interface (rocmcheck.report.progress.Progress) doing nothing: run_doctor without a person."""
+
+    def begin(self, stage: str) -> None:
+        pass
+
+
+def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
+               on_results: Callable[[list[CheckResult], list[CheckResult]], None] | None = None,
+               progress: Any = None) -> DoctorRun:
+    """Live when facts is None; otherwise re-diagnose recorded facts (a bundle) without touching the machine.
+
+    on_results(new, revised) is called as verdicts become known: the areas that need no Python probe as soon as
+    the system facts are in, the rest after the torch import, then each stage. A verdict given early and judged
+    again on the whole facts comes back in `revised` when it changed (the returned run holds the final ones).
+    progress.begin(stage) names what runs now."""
     start = time.monotonic()
+    emit = on_results or (lambda new, revised: None)
+    progress = progress or _Quiet()
     source = "live" if facts is None else "bundle"
     specs = select_checks(opts.only, opts.skip)
+    early: list[CheckResult] = []
     if facts is None:
         needs_python = (any(s.area in PYTHON_STACK_AREAS for s in specs)
                         or (opts.gpu_probes and _stage_wanted(opts, "probe"))
                         or (opts.train and _stage_wanted(opts, "train")))
+
+        def judge_early(partial: Facts) -> None:
+            early_specs = [s for s in specs if s.area not in PYTHON_STACK_AREAS]
+            early.extend(run_checks(early_specs, CheckContext(partial, expected_archs=opts.expected_archs)))
+            emit(list(early), [])
+            if needs_python:
+                progress.begin("importing torch, flash-attn, DeepSpeed (child process)")
+
+        progress.begin("collecting system facts (rocminfo, smi tools, /dev, /proc)")
         facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
-                              probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python)
+                              probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python,
+                              on_commands_done=judge_early)
     ctx = CheckContext(facts, expected_archs=opts.expected_archs)
     results = run_checks(specs, ctx)
+    shown = {(r.id, r.status, r.summary) for r in early}
+    early_ids = {r.id for r in early}
+    revised = [r for r in results if r.id in early_ids and (r.id, r.status, r.summary) not in shown]
+    emit([r for r in results if r.id not in early_ids], revised)
     if facts.deadline_hit:
-        results.append(CheckResult("doctor.deadline", Status.FAIL,
-                                   f"stopped waiting after {opts.deadline_s:g} s for: {', '.join(facts.deadline_hit)}",
-                                   [], "Something on this machine hangs; the verdicts naming those tools say which.",
-                                   area="doctor"))
+        late = CheckResult("doctor.deadline", Status.FAIL,
+                           f"stopped waiting after {opts.deadline_s:g} s for: {', '.join(facts.deadline_hit)}",
+                           [], step(None, "something on this machine hangs; the verdicts naming those tools say which"),
+                           area="doctor")
+        results.append(late)
+        emit([late], [])
     if source == "bundle":
         # GPU and training stages ran on the recorded machine; show what they said there.
-        results.extend(CheckResult.from_dict(d) for d in facts.recorded_results
-                       if _stage_wanted(opts, d.get("area", "")))
+        recorded = [CheckResult.from_dict(d) for d in facts.recorded_results if _stage_wanted(opts, d.get("area", ""))]
+        results.extend(recorded)
+        emit(recorded, [])
     else:
         staged: list[CheckResult] = []
         if _stage_wanted(opts, "probe"):
-            staged += _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results))
+            if opts.gpu_probes:
+                progress.begin("GPU probes (child process per probe)")
+            new = _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results))
+            staged += new
+            emit(new, [])
         if _stage_wanted(opts, "train"):
-            staged += _guarded("train.stage", lambda: run_train_stage(ctx, opts))
+            if opts.train:
+                progress.begin("smoke-train (the bundled tiny LLaMA)")
+            new = _guarded("train.stage", lambda: run_train_stage(ctx, opts))
+            staged += new
+            emit(new, [])
         facts.recorded_results = [r.to_dict() for r in staged]
         results += staged
     annotate_link_with_bandwidth(results)
@@ -150,7 +194,7 @@ def load_bundle(path: Path) -> Facts:
     except ValueError as exc:
         raise BundleError(f"{path} is not JSON: {exc}") from None
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
-        raise BundleError(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --save-bundle FILE`)")
+        raise BundleError(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
     try:
         facts = Facts.from_dict(doc["facts"])
         for recorded in facts.recorded_results:

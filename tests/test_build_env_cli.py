@@ -142,7 +142,7 @@ def test_dotenv_parses(tmp_path):
 
 def test_json_parses_and_carries_the_rule(tmp_path):
     doc = json_env(["--arch", "gfx942"], base_env(tmp_path))
-    assert doc["schema"] == 1 and doc["vendor"] == "amd" and doc["archs"] == ["gfx942"]
+    assert doc["schema_version"] == 2 and doc["command"] == "build-env" and doc["vendor"] == "amd" and doc["archs"] == ["gfx942"]
     assert doc["targets"] == ["pytorch", "flash-attn", "deepspeed"]
     assert doc["max_jobs"]["value"] == int(doc["env"]["MAX_JOBS"])
     assert doc["max_jobs"]["sources"] and "rule" in doc["max_jobs"]

@@ -36,7 +36,7 @@ def by_id(report: dict) -> dict[str, dict]:
 def test_json_report_on_a_fake_mi300x(mi300x_path):
     proc = doctor("--json", "--no-gpu-probes", "--no-train", "--arch", "gfx942", env=env_with_path(mi300x_path))
     report = json.loads(proc.stdout)
-    assert report["schema_version"] == 1 and report["tool"] == "rocmcheck"
+    assert report["schema_version"] == 2 and report["tool"] == "rocmcheck" and report["command"] == "doctor"
     v = by_id(report)
     assert v["gpu.present"]["status"] == "pass" and "8 AMD GPU" in v["gpu.present"]["summary"]
     assert v["gpu.expected_arch"]["status"] == "pass"
@@ -105,7 +105,7 @@ def test_bundle_round_trip_gives_identical_verdicts_and_no_secrets(mi300x_path, 
 
 @pytest.mark.parametrize("args, expected", [
     (["--arch", "gfx-942"], "did you mean gfx942"),
-    (["--arch", "banana"], "unknown arch 'banana'"),
+    (["--arch", "banana"], "unknown GPU arch or product 'banana'"),
     (["--only", "gpu.presnt"], "did you mean gpu.present"),
     (["--bundle", "/nonexistent/b.json"], "cannot read bundle"),
     (["--frobnicate"], "No such option"),

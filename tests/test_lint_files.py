@@ -117,7 +117,7 @@ def test_cli_exit_codes_and_one_line_for_bad_files(tmp_path):
     assert result.returncode == 1
     assert "zero_optimization.stage3_parition_grads: error:" in result.stdout
     as_json = json.loads(run_cli(str(seed), "--json", env=quick).stdout)
-    assert as_json["errors"] == 2 and as_json["schema"] == "rocmcheck.lint/1"
+    assert as_json["errors"] == 2 and as_json["command"] == "lint" and as_json["schema_version"] == 2
     assert {r["status"] for r in as_json["results"]} == {"fail", "skip"}
     assert run_cli(str(seed), "--world-size", "0", env=quick).returncode == 2
 

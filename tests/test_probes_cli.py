@@ -39,6 +39,6 @@ def test_json_output_of_one_probe():
     result = run("memory", "--json")
     assert result.exit_code == 0  # a skip is not a failure
     payload = json.loads(result.output)
-    assert payload["schema"] == 1
+    assert payload["schema_version"] == 2 and payload["command"] == "probe"
     [only] = payload["results"]
     assert only["id"] == "probe.memory" and only["status"] == "skip" and "no GPU" in only["summary"]

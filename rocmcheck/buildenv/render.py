@@ -22,7 +22,10 @@ def render(build: BuildEnv, fmt: str) -> str:
     for var in build.variables:
         _check(var.name, var.value)
     if fmt == "json":
-        return json.dumps(build.to_dict(), indent=2) + "\n"
+        from rocmcheck.report.json_report import envelope
+
+        payload = {k: v for k, v in build.to_dict().items() if k != "schema"}
+        return json.dumps(envelope("build-env", [], **payload), indent=2) + "\n"
     if fmt == "sh":
         line = lambda name, value: f"export {name}={shlex.quote(value)}"  # noqa: E731
         usage = ["Use it:  source FILE   or   eval \"$(rocmcheck build-env ...)\""]

@@ -14,6 +14,8 @@ from typing import Callable, Iterable, Union
 from rocmcheck.result import CheckResult, Status
 
 CheckOutput = Union[CheckResult, list[CheckResult], None]
+# A crash is a bug in rocmcheck: the fix is to report it, with the inputs that made it.
+BUG_FIX = "rocmcheck doctor --out rocmcheck-bundle.json  # a rocmcheck bug: please report it with that bundle"
 
 
 @dataclass(frozen=True)
@@ -107,7 +109,7 @@ def run_checks(specs: list[CheckSpec], ctx: object) -> list[CheckResult]:
             results.append(CheckResult(
                 spec.id, Status.CRASH, f"this check crashed: {type(exc).__name__}: {exc}",
                 [f"at {tb.filename.rsplit('/', 1)[-1]}:{tb.lineno}"],
-                "This is a rocmcheck bug; please report it with the bundle from `rocmcheck doctor --save-bundle FILE`.",
+                BUG_FIX,
                 area=spec.area))
             continue
         if out is None:
@@ -115,7 +117,7 @@ def run_checks(specs: list[CheckSpec], ctx: object) -> list[CheckResult]:
         for r in out if isinstance(out, list) else [out]:
             if r.id and r.id != spec.id:  # a check speaks for its own id only
                 r = CheckResult(spec.id, Status.CRASH, f"this check returned a verdict under another id ({r.id})",
-                                [r.summary], "This is a rocmcheck bug; please report it.", area=spec.area)
+                                [r.summary], BUG_FIX, area=spec.area)
             r.id, r.area = spec.id, spec.area
             results.append(r)
     return results

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.fixes import DOCKER_ROCM_FLAGS, GROUPS_FIX, docker_run, step  # noqa: F401 - DOCKER_ROCM_FLAGS re-exported
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
-# The flags ROCm's Docker guide and AMD's training containers use (facts.md section 7).
-DOCKER_ROCM_FLAGS = ("--device=/dev/kfd --device=/dev/dri --group-add video --group-add render "
-                     "--ipc=host --shm-size 16G --security-opt seccomp=unconfined")
-GROUPS_FIX = "sudo usermod -aG render,video $USER, then log out and back in (or run `newgrp render`)."
+DRIVER_FIX = step("sudo apt install amdgpu-dkms && sudo reboot", "install and load the amdgpu driver on the host")
 
 
 def _render_nodes(ctx: CheckContext) -> dict[str, dict]:
@@ -32,15 +30,14 @@ def check_kfd(ctx: CheckContext) -> CheckResult:
     evidence = [f"rocminfo: {report.error}"] if report is not None and report.error else []
     if not info.get("exists"):
         if in_container:
-            return failed("/dev/kfd is missing: the container was started without it",
-                          f"Restart the container with: docker run {DOCKER_ROCM_FLAGS} ...", evidence)
+            return failed("/dev/kfd is missing: the container was started without it", docker_run(), evidence)
         return failed("/dev/kfd is missing: the amdgpu (KFD) driver is not loaded",
-                      "Install and load the driver on the host: sudo apt install amdgpu-dkms && sudo reboot.", evidence)
+                      DRIVER_FIX, evidence)
     if info.get("readable") and info.get("writable"):
         return passed("/dev/kfd is read-write for this user")
     fix = GROUPS_FIX
     if in_container:
-        fix = "Start the container with --group-add video --group-add render (or run as a user in those groups)."
+        fix = docker_run("restart it with --group-add video --group-add render (or run as a user in those groups)")
     return failed(f"/dev/kfd: {_access_words(info)}", fix, evidence)
 
 
@@ -51,8 +48,7 @@ def check_render_nodes(ctx: CheckContext) -> CheckResult:
     nodes = _render_nodes(ctx)
     in_container, _ = ctx.in_container
     if not nodes:
-        fix = (f"Restart the container with: docker run {DOCKER_ROCM_FLAGS} ..." if in_container
-               else "Load the amdgpu driver on the host (sudo apt install amdgpu-dkms && sudo reboot).")
+        fix = docker_run() if in_container else DRIVER_FIX
         return failed("no /dev/dri/renderD* nodes", fix)
     bad = {p: a for p, a in nodes.items() if not (a.get("readable") and a.get("writable"))}
     evidence = [f"{p}: {'ok' if p not in bad else _access_words(a)}" for p, a in nodes.items()]
@@ -113,12 +109,13 @@ def check_container_flags(ctx: CheckContext) -> CheckResult:
         if ctx.nvidia_gpus:
             return passed("NVIDIA GPUs are visible inside this container", evidence)
         return failed("no NVIDIA GPU visible inside this container",
-                      "Start it with --gpus all (NVIDIA Container Toolkit).", evidence)
+                      step("docker run -it --gpus all --ipc=host --ulimit memlock=-1:-1 nvcr.io/nvidia/pytorch:24.12-py3",
+                           "restart it with --gpus all (NVIDIA Container Toolkit); your image in place of NVIDIA's"), evidence)
     missing = missing_container_flags(ctx)
     if not missing:
         return passed("the ROCm devices and settings reached this container", evidence)
     summary = f"this container was started without: {' '.join(missing)}"
-    fix = f"Restart it with: docker run {DOCKER_ROCM_FLAGS} <image>"
+    fix = docker_run()
     gpu_devices_missing = any(m.startswith("--device") for m in missing)
     if gpu_devices_missing and ctx.vendor != "amd":
         # No AMD stack visible at all: maybe a CPU-only host, maybe the devices were not passed. Say both.

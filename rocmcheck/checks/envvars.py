@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rocmcheck.checks import check
+from rocmcheck import fixes
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -26,12 +27,13 @@ def check_hsa_override(ctx: CheckContext) -> CheckResult:
         if entry and g.name and entry.match_product(g.name) is None:
             evidence.append(f"GPU {g.index} '{g.name}' reports {g.arch}, which is not its own arch")
     instinct = [g for g in ctx.amd_gpus if g.name and "instinct" in g.name.lower()]
-    fix = "unset HSA_OVERRIDE_GFX_VERSION (and remove it from ~/.bashrc / the container's ENV)."
     if instinct:
         return failed("HSA_OVERRIDE_GFX_VERSION is set on an Instinct GPU, which never needs it",
-                      fix.capitalize(), evidence)
+                      fixes.unset("HSA_OVERRIDE_GFX_VERSION", note="and remove it from ~/.bashrc / the container's ENV"),
+                      evidence)
     return warned(f"HSA_OVERRIDE_GFX_VERSION={value} runs kernels built for another arch",
-                  "Only for GPUs ROCm does not ship code for; on supported GPUs " + fix, evidence)
+                  fixes.unset("HSA_OVERRIDE_GFX_VERSION", note="only GPUs ROCm ships no code for need it; also remove "
+                              "it from ~/.bashrc / the container's ENV"), evidence)
 
 
 @check("env.visible_devices", "GPU visibility variables consistent")
@@ -44,7 +46,7 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
     empty = [k for k, v in setvars.items() if v.strip() == ""]
     if empty:
         return failed(f"{', '.join(empty)} is empty, which hides every GPU",
-                      f"unset {' '.join(empty)}", evidence)
+                      fixes.unset(*empty), evidence)
     count = len(ctx.amd_gpus) if ctx.vendor == "amd" else len(ctx.nvidia_gpus)
     # rocminfo and nvidia-smi already apply ROCR_/CUDA_VISIBLE_DEVICES, so indices are judged against what is left
     # only for HIP_VISIBLE_DEVICES (relative to ROCR's selection, per ROCm's GPU isolation docs).
@@ -52,15 +54,19 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
         bad = [t for t in setvars["HIP_VISIBLE_DEVICES"].split(",") if t.strip().isdigit() and int(t) >= count]
         if bad:
             return failed(f"HIP_VISIBLE_DEVICES names GPU {', '.join(bad)} but only {count} visible",
-                          f"Use indices 0..{count - 1} (HIP indices count within what ROCR_VISIBLE_DEVICES leaves).", evidence)
+                          fixes.step(f"export HIP_VISIBLE_DEVICES={','.join(str(i) for i in range(count))}",
+                                     f"indices 0..{count - 1}: HIP counts within what ROCR_VISIBLE_DEVICES leaves"),
+                          evidence)
     twice = _renumbered_twice(ctx, setvars)
     if twice is not None:
         return twice
     distinct = {v.replace(" ", "") for v in setvars.values()}
+    keep = "CUDA_VISIBLE_DEVICES" if ctx.vendor == "nvidia" else "ROCR_VISIBLE_DEVICES"
     if len(setvars) > 1 and len(distinct) > 1:
         return warned("several visibility variables set to different values",
-                      "Set one: ROCR_VISIBLE_DEVICES on ROCm (HIP_VISIBLE_DEVICES indexes within ROCR's selection), "
-                      "CUDA_VISIBLE_DEVICES on NVIDIA.", evidence)
+                      fixes.unset(*[v for v in setvars if v != keep],
+                                  note=f"keep one: {keep} ({'ROCm' if keep.startswith('ROCR') else 'NVIDIA'}); "
+                                       "HIP_VISIBLE_DEVICES indexes within ROCR's selection"), evidence)
     return passed("GPU visibility restricted consistently", evidence)
 
 
@@ -77,11 +83,11 @@ def check_pytorch_rocm_arch(ctx: CheckContext) -> CheckResult:
     removed = [a for a in listed if a in ("gfx940", "gfx941")]
     if removed:
         return failed(f"PYTORCH_ROCM_ARCH lists {', '.join(removed)}, which ROCm no longer builds",
-                      f"export PYTORCH_ROCM_ARCH={suggestion}  (gfx940/gfx941 were folded into gfx942)")
+                      fixes.step(f"export PYTORCH_ROCM_ARCH='{suggestion}'", "gfx940/gfx941 were folded into gfx942"))
     missing = [a for a in archs if a not in listed]
     if missing:
         return failed(f"PYTORCH_ROCM_ARCH={value} misses {', '.join(missing)}",
-                      f"export PYTORCH_ROCM_ARCH={suggestion}  (else extensions fail with 'invalid device function')")
+                      fixes.step(f"export PYTORCH_ROCM_ARCH='{suggestion}'", "else extensions fail with 'invalid device function'"))
     return passed(f"PYTORCH_ROCM_ARCH={value} covers {', '.join(archs) or 'the target'}")
 
 
@@ -100,7 +106,7 @@ def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult
         return None
     evidence = [f"{k}={v!r}" for k, v in setvars.items()]
     rocr, inner = _indices(setvars["ROCR_VISIBLE_DEVICES"]), _indices(setvars[second])
-    fix = "Set only ROCR_VISIBLE_DEVICES (physical indices or UUIDs) and unset HIP_VISIBLE_DEVICES / CUDA_VISIBLE_DEVICES."
+    fix = fixes.unset(second, note="set only ROCR_VISIBLE_DEVICES (physical indices or UUIDs)")
     if rocr is None or inner is None:
         return warned(f"ROCR_VISIBLE_DEVICES and {second} are both set: {second} renumbers within ROCR's selection",
                       fix, evidence)
@@ -111,4 +117,5 @@ def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult
                       evidence)
     physical = ",".join(str(rocr[i]) for i in inner)
     return warned(f"ROCR_VISIBLE_DEVICES then {second} renumber twice: the process gets physical GPU(s) {physical}",
-                  f"export ROCR_VISIBLE_DEVICES={physical}; unset {second}", evidence, physical=physical)
+                  fixes.step(f"export ROCR_VISIBLE_DEVICES={physical}; unset {second}",
+                             "the same GPUs, numbered once"), evidence, physical=physical)

@@ -4,23 +4,23 @@ from __future__ import annotations
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, GpuView
+from rocmcheck.fixes import GROUPS_FIX, docker_run, step, unset
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 GIB = 1 << 30
 # rocminfo failures people hit, and what fixes each (texts in ../shared/fixtures/rocminfo/error-*).
 ROCMINFO_ERROR_FIXES = {
-    "kfd_permission": "Add the user to render and video (sudo usermod -aG render,video $USER, re-login); in a container "
-                      "add --group-add video --group-add render.",
-    "kfd_invalid_argument": "The container's /dev/kfd is not usable (device cgroup or a mismatched driver): start it with "
-                            "--device=/dev/kfd --device=/dev/dri --security-opt seccomp=unconfined, and check the host "
-                            "driver with `dmesg | grep -i amdgpu`.",
-    "kfd_missing": "Start the container with --device=/dev/kfd --device=/dev/dri, or load amdgpu on the host.",
-    "kfd_no_memory": "The driver could not allocate for this process: check `sudo dmesg | grep -i kfd`; close other "
-                     "GPU processes or reboot (https://github.com/ROCm/rocminfo/issues/41).",
-    "hsa_error": "The HSA runtime failed to start: unset HSA_OVERRIDE_GFX_VERSION, check `ulimit -a` (threads, memlock) "
-                 "and that the ROCm user space matches the host driver.",
-    "driver_not_loaded": "Load the amdgpu driver on the host: sudo modprobe amdgpu (install amdgpu-dkms if missing).",
+    "kfd_permission": step(GROUPS_FIX.split("  # ")[0], "then log in again; in a container: --group-add video "
+                           "--group-add render"),
+    "kfd_invalid_argument": docker_run("the container's /dev/kfd is not usable (device cgroup or a mismatched driver); "
+                                       "on the host check: sudo dmesg | grep -i amdgpu"),
+    "kfd_missing": docker_run("in a container; on the host: sudo modprobe amdgpu"),
+    "kfd_no_memory": step("sudo dmesg | grep -i kfd", "the driver could not allocate for this process: close other GPU "
+                          "processes or reboot, https://github.com/ROCm/rocminfo/issues/41"),
+    "hsa_error": step("unset HSA_OVERRIDE_GFX_VERSION; ulimit -a", "the HSA runtime failed to start: check threads and "
+                      "memlock limits and that the ROCm user space matches the host driver"),
+    "driver_not_loaded": step("sudo modprobe amdgpu", "on the host; install amdgpu-dkms if it is missing"),
 }
 
 
@@ -38,25 +38,25 @@ def check_rocminfo(ctx: CheckContext) -> CheckResult:
     if res is None:
         if ctx.vendor == "amd":
             return failed("rocminfo not found",
-                          "Install it (sudo apt install rocminfo, part of ROCm) or add /opt/rocm/bin to PATH; DeepSpeed's "
-                          "op builder also reads rocminfo for the arch and wavefront size.", ctx.amd_signs)
+                          step("sudo apt install rocminfo", "part of ROCm, or add /opt/rocm/bin to PATH; DeepSpeed's "
+                               "op builder also reads rocminfo for the arch and wavefront size"), ctx.amd_signs)
         return skipped("rocminfo not installed (no AMD GPU stack)")
     report = ctx.rocminfo
     if res.timed_out:
         return failed(f"rocminfo hung: {res.describe_failure()}",
-                      "A hung rocminfo usually means a wedged GPU or driver: check `sudo dmesg | grep -i amdgpu`, "
-                      "then reset the GPU (sudo amd-smi reset -G -g N) or reboot.")
+                      step("sudo dmesg | grep -i amdgpu", "a hung rocminfo usually means a wedged GPU or driver: "
+                           "then reset the GPU (sudo amd-smi reset -G -g N) or reboot"))
     if report is not None and report.error:
-        fix = ROCMINFO_ERROR_FIXES.get(report.error_kind or "", "Check the driver: `sudo dmesg | grep -i -e amdgpu -e kfd`.")
+        fix = ROCMINFO_ERROR_FIXES.get(report.error_kind or "", step("sudo dmesg | grep -i -e amdgpu -e kfd", "check the driver"))
         return failed(f"rocminfo failed: {report.error}", fix,
                       [l for l in (res.stdout + res.stderr).strip().splitlines()[:5]])
     if not res.ok:
         return failed(res.describe_failure(),
-                      "Run rocminfo by hand and check `sudo dmesg | grep -i amdgpu`.",
+                      step("rocminfo; sudo dmesg | grep -i amdgpu"),
                       (res.stderr or res.stdout).strip().splitlines()[-3:])
     if report is None or not report.agents:
         return failed("rocminfo printed nothing rocmcheck understands",
-                      "Run rocminfo by hand; save the output with `rocmcheck doctor --save-bundle FILE` and report it.",
+                      step("rocmcheck doctor --save-bundle rocmcheck-bundle.json", "and report it with that file"),
                       res.stdout.strip().splitlines()[:3])
     return passed(f"rocminfo lists {len(report.agents)} agents ({len(report.gpus)} GPU)",
                   [f"HSA runtime {report.runtime_version}"] if report.runtime_version else [])
@@ -70,10 +70,10 @@ def check_gpu_present(ctx: CheckContext) -> CheckResult:
     if ctx.vendor == "none":
         return failed("no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi — a CPU-only machine; the checks below "
                       "judge only what needs no GPU",
-                      "Run on a machine with an AMD Instinct (or NVIDIA) GPU; inside a container pass the devices: "
-                      "docker run --device=/dev/kfd --device=/dev/dri ... (AMD) or --gpus all (NVIDIA).")
+                      docker_run("inside a container: pass the devices (NVIDIA: --gpus all); else run on a machine "
+                                 "with an AMD Instinct (or NVIDIA) GPU"))
     return failed(f"no {ctx.vendor.upper()} GPU visible although the stack is there",
-                  "See the devices.* and gpu.rocminfo verdicts above for why the GPUs are not visible.",
+                  step(None, "the devices.* and gpu.rocminfo verdicts above say why the GPUs are not visible"),
                   ctx.amd_signs if ctx.vendor == "amd" else ctx.nvidia_signs)
 
 
@@ -89,11 +89,11 @@ def check_gpu_arch(ctx: CheckContext) -> CheckResult:
     if removed:
         notes = "; ".join(f"{a}: {arch_info(a).note}" for a in removed if arch_info(a) and arch_info(a).note)
         return failed(f"{', '.join(removed)} is no longer supported by current ROCm", 
-                      f"Use a GPU current ROCm supports (gfx942 MI300X for fine-tuning); {notes}", evidence)
+                      step(None, f"use a GPU current ROCm supports (gfx942 MI300X for fine-tuning); {notes}"), evidence)
     if unknown:
         return warned(f"arch {', '.join(unknown)} is not in rocmcheck's table",
-                      "Check it against https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html; "
-                      "if HSA_OVERRIDE_GFX_VERSION is set, unset it and re-run.", evidence)
+                      unset("HSA_OVERRIDE_GFX_VERSION", note="if it was set, then re-run; else check the arch against "
+                            "https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html"), evidence)
     mixed = " (mixed architectures: kernels must be built for each)" if len(archs) > 1 else ""
     return passed(f"{', '.join(archs)}{mixed}", evidence,
                   archs=archs, products=sorted({g.product.name for g in gpus if g.product}))
@@ -107,14 +107,14 @@ def check_expected_arch(ctx: CheckContext) -> CheckResult:
     expected = set(ctx.expected_archs)
     if not gpus:
         return failed(f"expected {', '.join(sorted(expected))} but no GPU was found",
-                      "See gpu.present above.")
+                      step(None, "see gpu.present above"))
     wrong = [g for g in gpus if g.arch not in expected]
     evidence = [describe_gpu(g) for g in gpus]
     if wrong:
         found = ", ".join(sorted({g.arch or "?" for g in wrong}))
         return failed(f"expected {', '.join(sorted(expected))}, found {found}",
-                      "You are on a different machine (or partition) than you think, or HSA_OVERRIDE_GFX_VERSION changes "
-                      "the reported arch: check `rocminfo | grep gfx` and unset the override.", evidence)
+                      step("rocminfo | grep gfx", "a different machine (or partition) than you think, or "
+                           "HSA_OVERRIDE_GFX_VERSION changes the reported arch: unset it"), evidence)
     return passed(f"all {len(gpus)} GPU(s) are {', '.join(sorted(expected))}", evidence)
 
 
@@ -131,6 +131,6 @@ def check_partition(ctx: CheckContext) -> CheckResult:
                 f"compute units per GPU agent: {', '.join(str(c) for c in sorted(c for c in cus if c)) or '?'}"]
     if partitioned:
         return warned(f"partitioned: {len(mi300)} GPU agents, each a fraction of an MI300 (memory and CUs split)",
-                      "For fine-tuning use whole GPUs: sudo amd-smi set --compute-partition SPX (and --memory-partition "
-                      "NPS1), then reload the driver.", evidence)
+                      step("sudo amd-smi set --compute-partition SPX && sudo amd-smi set --memory-partition NPS1",
+                           "whole GPUs for fine-tuning; then reload the driver"), evidence)
     return passed("whole GPUs (SPX)", evidence)

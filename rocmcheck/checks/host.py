@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rocmcheck.checks import check
+from rocmcheck import fixes
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -20,11 +21,10 @@ def check_iommu(ctx: CheckContext) -> CheckResult:
     cmdline = ctx.facts.files.get("/proc/cmdline")
     if cmdline is None:
         return skipped("/proc/cmdline not readable")
-    if "iommu=pt" in cmdline.split() or "amd_iommu=pt" in cmdline.split():
+    if fixes.iommu_passthrough(cmdline):
         return passed("iommu=pt is set")
     return warned("iommu=pt missing: RCCL warns and collectives can hang",
-                  "Add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub, then sudo update-grub && sudo reboot "
-                  "(https://github.com/ROCm/rccl/issues/1129).", [f"RCCL prints: {RCCL_IOMMU_TEXT}"])
+                  fixes.IOMMU_FIX, [f"RCCL prints: {RCCL_IOMMU_TEXT}"])
 
 
 @check("host.numa_balancing", "NUMA auto-balancing off")
@@ -37,20 +37,21 @@ def check_numa_balancing(ctx: CheckContext) -> CheckResult:
     if value.strip() == "0":
         return passed("NUMA auto-balancing is off")
     return warned(f"NUMA auto-balancing is on ({value.strip()}): it migrates pages under the GPUs",
-                  "sudo sysctl kernel.numa_balancing=0  (AMD MI300X tuning guide; persist in /etc/sysctl.d/)")
+                  fixes.NUMA_FIX)
 
 
 @check("host.shm", "/dev/shm large enough")
 def check_shm(ctx: CheckContext) -> CheckResult:
     size = ctx.facts.limits.get("shm_bytes")
     if size is None:
-        return warned("/dev/shm is missing", "Mount a tmpfs on /dev/shm (containers: --ipc=host or --shm-size 16G).")
+        return warned("/dev/shm is missing", fixes.step("sudo mount -t tmpfs -o size=16G tmpfs /dev/shm",
+                                                        "containers: --ipc=host or --shm-size 16G"))
     in_container, _ = ctx.in_container
-    where = "start the container with --ipc=host or --shm-size 16G" if in_container else \
-        "sudo mount -o remount,size=16G /dev/shm"
+    where = fixes.docker_run("restart the container with --ipc=host or --shm-size 16G") if in_container else \
+        fixes.SHM_FIX
     if size < MIN_SHM:
         return failed(f"/dev/shm is {size / (1 << 20):.0f} MiB: DataLoader workers and NCCL/RCCL shared memory break",
-                      where.capitalize() + ".")
+                      where)
     return passed(f"/dev/shm is {size / GIB:.1f} GiB")
 
 
@@ -64,8 +65,7 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
         return passed("locked memory: unlimited")
     # CPU offload pins optimizer state in host memory; RDMA (InfiniBand/RoCE) registration is bounded by this limit.
     in_container, _ = ctx.in_container
-    fix = ("Start the container with --ulimit memlock=-1:-1." if in_container else
-           "Add '* - memlock unlimited' to /etc/security/limits.conf and log in again (or ulimit -l unlimited).")
+    fix = fixes.docker_run("restart the container with --ulimit memlock=-1:-1") if in_container else fixes.MEMLOCK_FIX
     return warned(f"locked memory limited to {soft / (1 << 20):.0f} MiB: pinned buffers for CPU offload "
                   "and RDMA registration can fail", fix)
 

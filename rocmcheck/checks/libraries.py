@@ -6,6 +6,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
 from rocmcheck.checks import check
+from rocmcheck import fixes
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -70,14 +71,15 @@ def check_triton(ctx: CheckContext) -> CheckResult:
     if have is None:
         other, v = next(iter(installed.items()))
         return failed(f"{other} {v} installed, but torch requires {pin}",
-                      f"pip uninstall -y {other} && pip install '{pin}'", evidence)
+                      f"pip uninstall -y {other} && pip install '{pin}'" + _rocm_index(ctx), evidence)
     try:
         ok = pin.specifier.contains(Version(have), prereleases=True) if pin.specifier else True
     except InvalidVersion:
         ok = False
     if not ok:
         return failed(f"{pin.name} {have} installed, torch requires {pin}",
-                      f"pip install '{pin}'  (a mismatched Triton breaks torch.compile and flash-attn's Triton backend)",
+                      fixes.step(f"pip install '{pin}'" + _rocm_index(ctx),
+                                 "a mismatched Triton breaks torch.compile and flash-attn's Triton backend"),
                       evidence)
     return passed(f"{pin.name} {have} as torch pins", evidence)
 
@@ -90,18 +92,15 @@ def check_flash_attn_import(ctx: CheckContext) -> CheckResult:
                                                       or ctx.facts.packages.get("flash_attn")):
             return skipped("flash-attn not installed (optional: torch SDPA is used instead)")
         return failed(f"importing flash_attn {ctx.probe_failure('flash_attn')}",
-                      "Rebuild it for this torch: pip uninstall -y flash-attn && MAX_JOBS=8 pip install "
-                      "--no-build-isolation flash-attn")
+                      fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus if g.arch})))
     if not fa.get("installed"):
         return skipped("flash-attn not installed (optional: torch SDPA is used instead)")
     error = fa.get("import_error") or fa.get("error")
     if error:
         undefined = "undefined symbol" in error
         why = ("built against a different torch (undefined symbol)" if undefined else "import failed")
-        arch = f"GPU_ARCHS={';'.join(sorted({g.arch for g in ctx.amd_gpus if g.arch}))} " if ctx.amd_gpus else ""
-        return failed(f"flash-attn {why}: {error[:200]}",
-                      f"pip uninstall -y flash-attn && {arch}MAX_JOBS=8 pip install --no-build-isolation --no-cache-dir "
-                      "flash-attn  (rebuild against the installed torch)")
+        return failed(f"flash-attn {why}: {error[:200]}", fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus
+                                                                                           if g.arch})))
     return passed(f"flash-attn {fa.get('version')} imports", version=fa.get("version"))
 
 
@@ -118,13 +117,14 @@ def check_flash_attn_backend(ctx: CheckContext) -> CheckResult:
         if ext:
             return passed("CK backend (flash_attn_2_cuda extension loaded)")
         return failed("neither the CK extension nor the Triton backend is available",
-                      "Use the Triton backend: export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE (needs the aiter kernels), "
-                      "or rebuild CK: GPU_ARCHS=gfx942 pip install --no-build-isolation flash-attn",
+                      fixes.step("export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
+                                 "the Triton backend (needs the aiter kernels); or rebuild CK: "
+                                 + fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus if g.arch})).split("  #")[0]),
                       [fa.get("extension_error") or ""])
     if ext:
         return passed("CUDA extension (flash_attn_2_cuda) loaded")
     return failed("flash_attn_2_cuda does not load",
-                  "pip uninstall -y flash-attn && pip install --no-build-isolation flash-attn",
+                  fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus if g.arch})),
                   [fa.get("extension_error") or ""])
 
 
@@ -139,27 +139,27 @@ def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
         if not ctx.probe_died("deepspeed") and not ctx.facts.packages.get("deepspeed"):
             return skipped("DeepSpeed not installed (optional; needed for ZeRO / offload)")
         return failed(f"importing deepspeed {ctx.probe_failure('deepspeed')}",
-                      "pip uninstall -y deepspeed && DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed")
+                      fixes.DEEPSPEED_REINSTALL)
     if not ds.get("installed"):
         return skipped("DeepSpeed not installed (optional; needed for ZeRO / offload)")
     if ds.get("import_error") or ds.get("error"):
         return failed(f"importing deepspeed failed: {(ds.get('import_error') or ds.get('error'))[:200]}",
-                      "pip uninstall -y deepspeed && DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed")
+                      fixes.DEEPSPEED_REINSTALL)
     info = ds.get("torch_info") or {}
     evidence = [f"deepspeed {ds.get('version')}, accelerator {ds.get('accelerator')}, built with torch {info.get('version')} "
                 f"hip {info.get('hip_version')} cuda {info.get('cuda_version')}"]
     torch_v = ((ctx.torch or {}).get("version") or "").split("+")[0]
     torch_mm = ".".join(torch_v.split(".")[:2])
-    reinstall = "pip uninstall -y deepspeed && DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed"
+    reinstall = fixes.DEEPSPEED_REINSTALL
     if info.get("version") == "0.0":
         return warned("DeepSpeed was installed with build isolation (records torch 0.0): no op was "
-                      "prebuilt against your torch", reinstall + "  (after torch is installed)", evidence)
+                      "prebuilt against your torch", fixes.step(reinstall, "after torch is installed"), evidence)
     if torch_mm and info.get("version") and info["version"] != torch_mm:
         return warned(f"DeepSpeed was built with torch {info['version']}, torch is now {torch_mm}",
                       reinstall, evidence)
     if ctx.vendor == "amd" and ds.get("accelerator") not in (None, "cuda"):
         return failed(f"DeepSpeed picked accelerator '{ds.get('accelerator')}' on an AMD GPU machine",
-                      "export DS_ACCELERATOR=cuda  (ROCm uses DeepSpeed's cuda accelerator)", evidence)
+                      fixes.step("export DS_ACCELERATOR=cuda", "ROCm uses DeepSpeed's cuda accelerator"), evidence)
     return passed(f"DeepSpeed {ds.get('version')}", evidence)
 
 
@@ -195,10 +195,12 @@ def check_deepspeed_ops(ctx: CheckContext) -> CheckResult:
     if aio.get("known") and not aio.get("compatible"):
         evidence.append("async_io: not compatible (only NVMe offload needs it: sudo apt install libaio-dev)")
     if problems:
-        fix = ("Prebuild them: DS_BUILD_FUSED_ADAM=1 DS_BUILD_CPU_ADAM=1 pip install --no-cache-dir --no-build-isolation "
-               "deepspeed")
+        fix = ("DS_BUILD_FUSED_ADAM=1 DS_BUILD_CPU_ADAM=1 pip install --force-reinstall --no-cache-dir "
+               "--no-build-isolation deepspeed")
         if missing_tools:
-            fix = f"Install {', '.join(missing_tools)} (e.g. sudo apt install ninja-build g++ python3-dev), or: " + fix
+            fix = "sudo apt install ninja-build g++ python3-dev && " + fix
+        fix = fixes.step(fix, "prebuild the ops" + (f"; the JIT build lacks {', '.join(missing_tools)}"
+                                                    if missing_tools else ""))
         return failed(f"{', '.join(problems)} cannot be used", fix, evidence)
     return passed("fused_adam and cpu_adam usable", evidence)
 
@@ -208,7 +210,8 @@ def check_transformers(ctx: CheckContext) -> CheckResult:
     v = ctx.facts.packages.get("transformers")
     if not v:
         return warned("transformers is not installed",
-                      "pip install 'transformers>=4.45'  (install torch first so pip keeps your torch build)")
+                      fixes.step(f"pip install 'transformers>={MIN_TRANSFORMERS}'",
+                                 "install torch first so pip keeps your torch build"))
     try:
         old = Version(v) < Version(MIN_TRANSFORMERS)
     except InvalidVersion:

@@ -6,6 +6,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.fixes import step
 from rocmcheck.checks.gpus import describe_gpu
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -19,16 +20,16 @@ def check_nvidia_smi(ctx: CheckContext) -> CheckResult:
                       [describe_gpu(g) for g in ctx.nvidia_gpus])
     if res is None:
         if ctx.vendor == "nvidia":
-            return failed("nvidia-smi not found", "Install the NVIDIA driver (it ships nvidia-smi).",
+            return failed("nvidia-smi not found", step(None, "install the NVIDIA driver (it ships nvidia-smi)"),
                           ctx.nvidia_signs)
         return skipped("not an NVIDIA machine")
     if not res.ok:
         return failed(res.describe_failure(),
-                      "The driver is not talking to the GPU: check `dmesg | grep -i nvrm`; in a container use --gpus all.",
+                      step("sudo dmesg | grep -i nvrm", "the driver is not talking to the GPU; in a container use --gpus all"),
                       (res.stdout + res.stderr).strip().splitlines()[:3])
     gpus = ctx.nvidia_gpus
     if not gpus:
-        return failed("nvidia-smi lists no GPU", "Check `nvidia-smi -L` and the driver install.")
+        return failed("nvidia-smi lists no GPU", step("nvidia-smi -L", "then check the driver install"))
     return passed(f"{len(gpus)} GPU(s), driver {report.driver_version if report else '?'}",
                   [describe_gpu(g) for g in gpus])
 
@@ -45,13 +46,13 @@ def check_driver_cuda(ctx: CheckContext) -> CheckResult:
         return skipped("torch is not a CUDA build")
     if not driver_cuda:
         return warned("could not read the driver's CUDA version from nvidia-smi",
-                      "Run nvidia-smi and compare 'CUDA Version' with torch.version.cuda.")
+                      step("nvidia-smi; python -c 'import torch; print(torch.version.cuda)'", "compare CUDA Version with torch's"))
     evidence = [f"driver supports CUDA {driver_cuda}", f"torch built with CUDA {torch_cuda}"]
     try:
         too_old = Version(driver_cuda).major < Version(torch_cuda).major
     except InvalidVersion:
-        return warned("CUDA versions not understood", "Compare them by hand.", evidence)
+        return warned("CUDA versions not understood", step("nvidia-smi; python -c 'import torch; print(torch.version.cuda)'", "compare them by hand"), evidence)
     if too_old:
         return failed(f"driver (CUDA {driver_cuda}) is older than torch's CUDA {torch_cuda}",
-                      "Upgrade the NVIDIA driver, or install a torch built for an older CUDA.", evidence)
+                      step(None, "upgrade the NVIDIA driver, or install a torch built for an older CUDA"), evidence)
     return passed(f"driver CUDA {driver_cuda} >= torch CUDA {torch_cuda}", evidence)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.fixes import step, torch_install
 from rocmcheck.facts.parsers.versions import parse_rocm_version_file, parse_torch_rocm_suffix
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
-INSTALL_FIX = ("Install ROCm (https://rocm.docs.amd.com/projects/install-on-linux/en/latest/): "
-               "sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-install --usecase=rocm; "
-               "or set ROCM_PATH to where it lives.")
+INSTALL_FIX = step("sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-install --usecase=rocm",
+                   "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/ ; or set ROCM_PATH to where it lives")
 
 
 def rocm_installs(ctx: CheckContext) -> list[tuple[str, str]]:
@@ -61,15 +61,16 @@ def check_rocm_install(ctx: CheckContext) -> CheckResult:
     if not installs:
         if ctx.torch_is_rocm:
             return warned("no system ROCm found; only torch's bundled ROCm runtime is present",
-                          "Fine for running wheels; to build flash-attn or DeepSpeed ops install the ROCm SDK "
-                          "(amdgpu-install --usecase=rocm) or `pip install rocm[libraries,devel]` and set ROCM_PATH.",
+                          step("sudo amdgpu-install --usecase=rocm", "fine for running wheels; to build flash-attn "
+                               "or DeepSpeed ops install the ROCm SDK (or pip install 'rocm[libraries,devel]') and set "
+                               "ROCM_PATH"),
                           evidence)
         return failed("ROCm not found (no /opt/rocm/.info/version, no TheRock core, no rocm-sdk)",
                       INSTALL_FIX, evidence + ctx.amd_signs)
     versions = sorted({v for _, v in installs})
     if len({_mm(v) for v in versions}) > 1:
         return warned(f"several ROCm versions installed: {', '.join(versions)}",
-                      "Point ROCM_PATH at the one torch was built for, and remove or ignore the others.", evidence)
+                      step(None, "point ROCM_PATH at the one torch was built for; remove or ignore the others"), evidence)
     return passed(f"ROCm {installs[0][1]} ({installs[0][0]})", evidence)
 
 
@@ -81,11 +82,11 @@ def check_hip(ctx: CheckContext) -> CheckResult:
     res = ctx.facts.command("hipconfig")
     if res is None:
         return warned("hipconfig not found",
-                      "Install the HIP SDK (part of ROCm: amdgpu-install --usecase=rocm) or add $ROCM_PATH/bin to PATH; "
-                      "building flash-attn or DeepSpeed ops needs it.")
+                      step('export PATH="${ROCM_PATH:-/opt/rocm}/bin:$PATH"', "or install the HIP SDK (sudo "
+                           "amdgpu-install --usecase=rocm); building flash-attn or DeepSpeed ops needs it"))
     if hip is None or not hip.hip_version:
         return warned(f"hipconfig gave no version: {res.describe_failure()}",
-                      "Run `hipconfig --full` and check the ROCm install.")
+                      step("hipconfig --full", "then check the ROCm install"))
     system_hip = hip.hip_version_short or _mm(hip.hip_version)
     torch_hip = _mm((ctx.torch or {}).get("hip"))
     evidence = [f"hipconfig: HIP {hip.hip_version}", f"torch.version.hip: {(ctx.torch or {}).get('hip')}"]
@@ -93,9 +94,9 @@ def check_hip(ctx: CheckContext) -> CheckResult:
         return passed(f"HIP {hip.hip_version} (torch is not a ROCm build; compared nothing)", evidence)
     if system_hip != torch_hip:
         return warned(f"system HIP {system_hip} differs from torch's HIP {torch_hip}",
-                      f"Extensions (flash-attn, DeepSpeed ops) compile against the system HIP and must match torch: "
-                      f"install torch built for ROCm {system_hip} (pip install torch --index-url "
-                      f"https://download.pytorch.org/whl/rocm{system_hip}) or ROCm {torch_hip}.", evidence)
+                      torch_install("amd", system_hip, reinstall=True, note=(
+                          f"extensions (flash-attn, DeepSpeed ops) compile against the system HIP and must match "
+                          f"torch; or install ROCm {torch_hip}")), evidence)
     return passed(f"HIP {system_hip} on the system and in torch", evidence)
 
 

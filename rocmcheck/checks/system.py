@@ -6,6 +6,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.fixes import step
 from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.knowledge import load
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -38,7 +39,7 @@ def check_os_release(ctx: CheckContext) -> CheckResult:
     f = ctx.facts
     if f.platform.get("system") != "Linux":
         return failed(f"{f.platform.get('system')} is not Linux",
-                      "ROCm fine-tuning runs on Linux: use Ubuntu 22.04 or 24.04.")
+                      step(None, "ROCm fine-tuning runs on Linux: use Ubuntu 22.04 or 24.04"))
     dist = (f.os_info.get("id") or "").lower()
     version = f.os_info.get("version") or ""
     name = f.os_info.get("name") or f"{dist} {version}"
@@ -55,9 +56,9 @@ def check_os_release(ctx: CheckContext) -> CheckResult:
         return passed(f"{name}: supported by ROCm {series}", evidence)
     if dist == "ubuntu" and mm == "20.04":
         return failed(f"{name}: ROCm dropped Ubuntu 20.04 after 6.1", 
-                      "Upgrade to Ubuntu 22.04 (or 24.04), or use a rocm/pytorch Ubuntu 22.04 container.", evidence)
+                      step(None, "upgrade to Ubuntu 22.04 (or 24.04), or use a rocm/pytorch Ubuntu 22.04 container"), evidence)
     return warned(f"{name} is not on ROCm {series}'s supported OS list",
-                  "Use Ubuntu 22.04/24.04 on the host, or run inside a rocm/pytorch Ubuntu 22.04 container.", evidence)
+                  step(None, "use Ubuntu 22.04/24.04 on the host, or run inside a rocm/pytorch Ubuntu 22.04 container"), evidence)
 
 
 @check("os.kernel", "Kernel version")
@@ -68,11 +69,11 @@ def check_kernel(ctx: CheckContext) -> CheckResult:
     try:
         major = int(kernel.split(".")[0])
     except ValueError:
-        return warned(f"kernel version {kernel!r} not understood", "Check `uname -r`.")
+        return warned(f"kernel version {kernel!r} not understood", "uname -r")
     # ROCm 7.2 (mid-2026) did not support Linux 7.x kernels (legacy-rocm-build discussion 6225).
     if major >= 7:
         return warned(f"kernel {kernel} is newer than ROCm 7.2 supports",
-                      "Boot a distribution GA/HWE kernel (Ubuntu 22.04: 5.15 or 6.8; 24.04: 6.8).",
+                      step(None, "boot a distribution GA/HWE kernel (Ubuntu 22.04: 5.15 or 6.8; 24.04: 6.8)"),
                       ["https://github.com/ROCm/legacy-rocm-build/discussions/6225"])
     return passed(f"kernel {kernel}")
 
@@ -89,6 +90,5 @@ def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
         return passed(f"amdgpu loaded{' (' + version + ')' if version else ''}", evidence)
     if report is not None and report.kfd_module_loaded:
         return passed("amdgpu loaded (rocminfo: ROCk module is loaded)")
-    fix = ("On the host: sudo apt install amdgpu-dkms && sudo reboot (containers use the host's driver: "
-           "install it on the host, not in the image).")
+    fix = step("sudo apt install amdgpu-dkms && sudo reboot", "on the host: containers use the host's driver")
     return failed("the amdgpu kernel driver is not loaded", fix, ctx.amd_signs)

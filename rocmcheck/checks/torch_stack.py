@@ -5,20 +5,17 @@ from __future__ import annotations
 import re
 
 from rocmcheck.checks import check
+from rocmcheck import fixes
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.knowledge import base_gfx
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 
-def torch_install_command(ctx: CheckContext) -> str:
-    if ctx.vendor == "amd":
-        rocm = detected_rocm_version(ctx)
-        series = ".".join(rocm.split(".")[:2]) if rocm else "6.4"
-        return f"pip install torch --index-url https://download.pytorch.org/whl/rocm{series}"
-    if ctx.vendor == "nvidia":
-        return "pip install torch  (CUDA build from PyPI)"
-    return "pip install torch"
+def torch_install_command(ctx: CheckContext, *, reinstall: bool = False, note: str = "") -> str:
+    """The wheel index follows the installed ROCm (fixes.torch_install)."""
+    rocm = detected_rocm_version(ctx) if ctx.vendor == "amd" else None
+    return fixes.torch_install(ctx.vendor, rocm, reinstall=reinstall, note=note)
 
 
 def _build_kind(t: dict) -> str:
@@ -36,13 +33,12 @@ def check_torch_installed(ctx: CheckContext) -> CheckResult:
         why = ctx.probe_failure("torch")
         if ctx.facts.packages.get("torch") is None and not ctx.probe_died("torch"):
             return failed("PyTorch is not installed", torch_install_command(ctx))
-        return failed(f"importing torch {why}",
-                      "Reinstall torch for this machine: " + torch_install_command(ctx))
+        return failed(f"importing torch {why}", torch_install_command(ctx, reinstall=True))
     if t.get("installed") is False:
         return failed("PyTorch is not installed", torch_install_command(ctx))
     if t.get("error") or t.get("import_error"):
         return failed(f"importing torch failed: {t.get('error') or t.get('import_error')}",
-                      "Reinstall torch for this machine: " + torch_install_command(ctx))
+                      torch_install_command(ctx, reinstall=True))
     return passed(f"torch {t.get('version')} ({_build_kind(t)} build)", version=t.get("version"))
 
 
@@ -101,22 +97,24 @@ def check_torch_arch_list(ctx: CheckContext) -> CheckResult:
     evidence = [f"torch arch list: {', '.join(compiled) or '(empty)'}"]
     if not compiled:
         return warned("could not read torch's compiled arch list",
-                      "Run python -c 'import torch; print(torch.cuda.get_arch_list())'.", evidence)
+                      "python -c 'import torch; print(torch.cuda.get_arch_list())'", evidence)
     needed = sorted({g.arch for g in gpus if g.arch})
     if t.get("hip"):
         missing = [a for a in needed if a not in compiled]
         if missing:
             return failed(f"torch has no kernels for {', '.join(missing)}: expect 'hipErrorNoBinaryForGpu' / "
                           "'HIP error: invalid device function'",
-                          f"Install a torch built for {', '.join(missing)} (official ROCm wheels include gfx942 since "
-                          f"ROCm 6.0): {torch_install_command(ctx)}; or build with PYTORCH_ROCM_ARCH={';'.join(missing)}.",
+                          torch_install_command(ctx, reinstall=True, note=(
+                              f"a torch built for {', '.join(missing)} (official ROCm wheels include gfx942 since "
+                              f"ROCm 6.0); or build with PYTORCH_ROCM_ARCH={';'.join(missing)}")),
                           evidence)
     else:
         missing = [a for a in needed if not _cuda_arch_runs(a, compiled)]
         if missing:
             return failed(f"torch has no kernels for {', '.join(missing)}: expect 'no kernel image is available for "
                           "execution on the device'",
-                          "Install a torch wheel whose CUDA version covers this GPU (CUDA 12.8+ for sm_100/sm_120).",
+                          torch_install_command(ctx, reinstall=True, note=(
+                              "a CUDA wheel that covers this GPU (CUDA 12.8+ for sm_100/sm_120)")),
                           evidence)
     return passed(f"torch includes {', '.join(needed)}", evidence)
 
@@ -137,10 +135,11 @@ def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
     visible = [v for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in ctx.facts.env]
     if seen == 0:
         return failed(f"torch sees no GPU ({len(system)} on the system)",
-                      "Check the devices.* and torch.build verdicts; run python -c 'import torch; "
-                      "print(torch.cuda.is_available())' to see the error.", evidence)
+                      fixes.step("python -c 'import torch; print(torch.cuda.is_available())'",
+                                 "shows the error; the devices.* and torch.build verdicts say more"), evidence)
     if seen < len(system):
         hint = f" ({', '.join(visible)} set)" if visible else ""
         return warned(f"torch sees {seen} of {len(system)} GPUs{hint}",
-                      "Unset the *_VISIBLE_DEVICES variables if you meant to use all GPUs.", evidence)
+                      fixes.unset(*visible, note="if you meant to use all GPUs") if visible else
+                      fixes.step(None, "another process or a container limit hides the rest"), evidence)
     return passed(f"torch sees {seen} GPU(s)", evidence)

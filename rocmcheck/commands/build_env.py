@@ -10,21 +10,27 @@ import click
 
 from rocmcheck.buildenv import FORMATS, TARGETS, ArchError, BuildEnvError, build_env_for_host, render
 from rocmcheck.commands.errors import BadInput
+from rocmcheck.commands.options import Command, alias, json_option
+from rocmcheck.knowledge import arch_of_product
 
 
-@click.command("build-env")
+@click.command("build-env", cls=Command)
 @click.option(
     "--arch", "archs", multiple=True, metavar="ARCH",
-    help="GPU architecture to build for: gfx942, gfx90a, sm_90, ... (repeatable), or 'auto' for the GPUs here. Default: auto.",
+    help="GPU to build for: an arch (gfx942, gfx90a, sm_90) or a product (mi300x, h100), repeatable, or 'auto' "
+         "for the GPUs here. Default: auto.",
 )
 @click.option("--target", type=click.Choice([*TARGETS, "all"]), default="all", show_default=True, help="What you are building.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="sh", show_default=True,
               help="sh (source/eval), dotenv, json, or dockerfile (ENV lines).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@json_option("The same as --format json: one JSON document (docs/json-schema.md).")
+@click.option("-o", "--out", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write to FILE instead of standard output.")
+@alias("--output", "output", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--triton-backend", is_flag=True,
               help="flash-attn on ROCm: build the Triton (aiter) backend instead of CK (FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE).")
-def build_env(archs: tuple[str, ...], target: str, fmt: str, output: Path | None, triton_backend: bool) -> None:
+def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, output: Path | None,
+              triton_backend: bool) -> None:
     """Environment variables for building PyTorch, flash-attn and DeepSpeed from source.
 
     \b
@@ -33,6 +39,9 @@ def build_env(archs: tuple[str, ...], target: str, fmt: str, output: Path | None
       rocmcheck build-env --arch gfx942 --arch gfx90a --target flash-attn
       rocmcheck build-env --arch sm_90 --format dockerfile -o build.env.Dockerfile
     """
+    # Product names (mi300x) become their arch; everything else goes to build-env's own arch validation.
+    archs = tuple(arch_of_product(a) or a for a in archs)
+    fmt = "json" if as_json else fmt
     try:
         result = build_env_for_host(list(archs), target=target, triton_backend=triton_backend)
     except (ArchError, BuildEnvError) as exc:

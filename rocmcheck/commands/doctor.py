@@ -1,4 +1,4 @@
-"""`rocmcheck doctor`: parse options, run the doctor, print the report, exit 0/1/2."""
+"""`rocmcheck doctor`: parse options, run the doctor, stream the report, exit 0/1/2."""
 
 from __future__ import annotations
 
@@ -7,24 +7,13 @@ from pathlib import Path
 
 import click
 
+from rocmcheck.commands.options import Command, alias, json_option, resolve_archs
+
 STAGE_AREAS = {"probe", "train"}
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
-
-
-def _validate_archs(archs: tuple[str, ...]) -> tuple[str, ...]:
-    from rocmcheck.knowledge import arch_info, suggest_arch
-
-    out = []
-    for a in archs:
-        if arch_info(a) is None:
-            hint = suggest_arch(a)
-            raise click.BadParameter(f"unknown arch {a!r}" + (f"; did you mean {hint}?" if hint else ""),
-                                     param_hint="--arch")
-        out.append(a.split(":", 1)[0])
-    return tuple(out)
 
 
 def _validate_names(names: tuple[str, ...], flag: str) -> None:
@@ -41,23 +30,28 @@ def _validate_names(names: tuple[str, ...], flag: str) -> None:
                                  + " (see --list-checks)", param_hint=flag)
 
 
-@click.command()
-@click.option("--arch", "archs", multiple=True, metavar="ARCH", help="The GPU arch you expect (gfx942, sm_90); a mismatch fails.")
-@click.option("--json", "as_json", is_flag=True, help="Print the versioned JSON report instead of the table.")
+@click.command(cls=Command)
+@click.option("--arch", "archs", multiple=True, metavar="ARCH",
+              help="The GPU you expect: an arch (gfx942, sm_90) or a product (mi300x, h100); a mismatch fails.")
+@json_option()
+@click.option("--fixes-only", is_flag=True, help="Print only the fixes, as lines to paste (nothing when all is well).")
 @click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
 @click.option("--only", multiple=True, metavar="CHECK", help="Run only these checks or areas (repeat or comma-separate).")
 @click.option("--skip", multiple=True, metavar="CHECK", help="Skip these checks or areas.")
 @click.option("--no-gpu-probes", is_flag=True, help="Skip the GPU probe stage.")
 @click.option("--no-train", is_flag=True, help="Skip the bundled smoke-train stage.")
-@click.option("--save-bundle", type=click.Path(dir_okay=False, writable=True, path_type=Path),
-              help="Write every raw input the checks used to FILE (secrets redacted).")
+@click.option("-o", "--out", "save_bundle", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+              help="Write every raw input the checks used to FILE, a bundle (secrets redacted).")
+@alias("--save-bundle", "save_bundle", type=click.Path(dir_okay=False, writable=True, path_type=Path))
 @click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
               help="Re-run the checks on a saved bundle instead of this machine.")
 @click.option("--deadline", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Seconds the fact collection may take in all; a tool still running then becomes a verdict.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
-def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline, verbose):
-    """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix."""
+def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
+           verbose):
+    """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix.
+    Verdicts print as each stage finishes; the fixes follow as lines to paste."""
     from rocmcheck.checks import select_checks
 
     if list_checks:
@@ -69,13 +63,17 @@ def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, sav
     only, skip = _split(only), _split(skip)
     _validate_names(only, "--only")
     _validate_names(skip, "--skip")
-    expected = _validate_archs(_split(archs))
+    expected = resolve_archs(archs)
     if bundle is not None and save_bundle is not None:
-        raise click.UsageError("--bundle and --save-bundle cannot be combined")
+        raise click.UsageError("--bundle and --out cannot be combined")
     if save_bundle is not None and not save_bundle.resolve().parent.is_dir():  # fail now, not after the whole run
         raise click.UsageError(f"cannot write bundle {save_bundle}: {save_bundle.resolve().parent} is not a directory")
 
     from rocmcheck.doctor import BundleError, DoctorOptions, load_bundle, run_doctor, save_bundle as write_bundle
+    from rocmcheck.report import render
+    from rocmcheck.report.console import Stream
+    from rocmcheck.report.json_report import build_report, dumps
+    from rocmcheck.report.progress import Progress
 
     opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
                          train=not no_train, deadline_s=deadline)
@@ -85,24 +83,35 @@ def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, sav
             facts = load_bundle(bundle)
         except BundleError as exc:
             raise click.UsageError(str(exc)) from None
-    run = run_doctor(opts, facts)
+    # stdout carries the report; with --json or --fixes-only it carries nothing else, so progress goes to stderr.
+    quiet_stdout = as_json or fixes_only
+    out = render.console()
+    progress_console = render.console(stderr=True) if quiet_stdout else out
+    stream = None if quiet_stdout else Stream(out, verbose=verbose)
+    with Progress(progress_console, plain=not quiet_stdout or progress_console.is_terminal,
+                  prefix="doctor ") as progress:
+        if stream is not None:
+            stream.title("rocmcheck doctor" + (f" (replaying {bundle})" if bundle else ""))
+
+        def on_results(new, revised):
+            if stream is not None:
+                stream.results(new, revised)
+                progress.printed()
+
+        run = run_doctor(opts, facts, on_results=on_results, progress=progress)
     if save_bundle is not None:
         try:
             write_bundle(run, save_bundle)
         except OSError as exc:
             raise click.UsageError(f"cannot write bundle {save_bundle}: {exc.strerror or exc}") from None
     machine = run.machine_summary()
-    from rocmcheck.report.json_report import build_report, dumps, overall
-
     if as_json:
         click.echo(dumps(build_report(run.results, machine, run.duration_s, run.source)))
+    elif fixes_only:
+        render.print_fixes(run.results, heading=False)
     else:
-        from rich.console import Console
-
-        from rocmcheck.report.console import render
-
-        console = Console(highlight=False)
-        render(run.results, machine, console, verbose=verbose)
+        out.print(render.clean(machine.get("headline") or ""), markup=False)
+        stream.finish(run.results)
         if save_bundle is not None:
-            console.print(f"Bundle written to {save_bundle}")
-    sys.exit(1 if overall(run.results) == "fail" else 0)
+            out.print(f"Bundle written to {render.clean(save_bundle)}", markup=False)
+    sys.exit(1 if render.verdict(run.results) == "fail" else 0)

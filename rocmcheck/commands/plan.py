@@ -3,16 +3,16 @@ planner (rocmcheck/plan), prints a table or JSON. torch is never imported here: 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from rocmcheck.commands.errors import BadInput
-from rocmcheck.result import CheckResult, Status, skipped
+from rocmcheck.commands.options import AttnChoice, Command, alias, json_option
+from rocmcheck.result import CheckResult, skipped
 
-STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
-         Status.CRASH: "bold magenta"}
+# The planner's own names for the attention kinds (rocmcheck/plan/estimate.py ATTENTIONS).
+PLAN_ATTENTION = {"flash_attention_2": "flash", "sdpa": "sdpa", "eager": "eager"}
 
 
 def _settings(opts: dict[str, Any]) -> dict[str, Any]:
@@ -20,7 +20,7 @@ def _settings(opts: dict[str, Any]) -> dict[str, Any]:
             "precision": "pure-bf16" if opts["pure_bf16"] else "amp-bf16", "zero_stage": opts["zero"],
             "world_size": opts["gpus"], "offload_optimizer": opts["offload_optimizer"],
             "offload_params": opts["offload_params"], "gradient_checkpointing": opts["gradient_checkpointing"],
-            "attention": opts["attn"], "lora_rank": opts["lora_rank"], "grad_accumulation_steps": opts["grad_accum"],
+            "attention": PLAN_ATTENTION[opts["attn"]], "lora_rank": opts["lora_rank"], "grad_accumulation_steps": opts["grad_accum"],
             "optimizer": opts["optimizer"]}
 
 
@@ -31,7 +31,9 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
 
     from rocmcheck.plan.estimate import estimate_memory, fmt_bytes
 
-    console = Console()
+    from rocmcheck.report import render
+
+    console = render.console()
     s = est.settings
     title = (f"{est.model.name}: {est.params:,} params, micro-batch {s['micro_batch']} x seq {s['seq_len']}, "
              f"{s['precision']}, ZeRO-{s['zero_stage']} x {s['world_size']} GPU(s)"
@@ -50,8 +52,9 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
     console.print(Text(f"peak at the {est.peak_phase.replace('_', ' ')}: {fmt_bytes(est.total_bytes)}{versus}",
                        style="bold"))
     for line in est.lines:
+        # soft_wrap: the terminal wraps, rich inserts no newline, so a source URL stays whole to copy
         console.print(Text(f"  {line.name}: ", style="bold").append(line.formula).append(f"  [{line.source}]",
-                                                                                         style="dim"))
+                                                                                         style="dim"), soft_wrap=True)
     console.print(Text("  runtime context: ", style="bold").append(
         "CUDA/HIP context and libraries, outside PyTorch's allocator (a rough constant)"))
     if est.host_bytes:
@@ -65,16 +68,10 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
             mt.add_row(str(t.micro_batch), t.outcome, fmt_bytes(t.peak_allocated or 0), fmt_bytes(t.device_peak or 0),
                        fmt_bytes(guess))
         console.print(mt)
-    for r in results:
-        line = Text(f"[{r.status.value}] ", style=STYLE[r.status]).append(f"{r.id}: ", style="bold").append(r.summary)
-        if r.fix:
-            line.append("\n  fix: ", style="bold").append(r.fix)
-        for ev in r.evidence if r.status in (Status.WARN, Status.FAIL) else []:
-            line.append(f"\n  · {ev}", style="dim")
-        console.print(line)
+    render.print_report(results, console)
 
 
-@click.command("plan")
+@click.command("plan", cls=Command)
 @click.option("--model", "model_spec", required=True, metavar="PRESET|config.json|DIR",
               help="llama-2-7b, llama-3-8b, llama-3-70b, tinyllama-1.1b, a config.json or a model folder.")
 @click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True)
@@ -83,13 +80,16 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
               help="Gradient accumulation steps (>1 keeps the gradients through the forward).")
 @click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
 @click.option("--gpu", "gpu_name", metavar="NAME", help="mi300x, mi325x, h200, h100, ...: its memory from the table.")
+@alias("--world-size", "gpus", type=click.IntRange(min=1))
+@alias("--nproc", "gpus", type=click.IntRange(min=1))
 @click.option("--gpu-memory", type=click.FloatRange(min=0.0, min_open=True), metavar="GiB", help="Memory per GPU.")
 @click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="DeepSpeed ZeRO stage.")
 @click.option("--offload-optimizer", is_flag=True, help="ZeRO: optimizer states in host memory.")
 @click.option("--offload-params", is_flag=True, help="ZeRO-3: parameters in host memory.")
 @click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer in backward.")
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and Adam moments, no fp32 master copy (8 B/param).")
-@click.option("--attn", type=click.Choice(["flash", "sdpa", "eager"]), default="sdpa", show_default=True)
+@click.option("--attn", type=AttnChoice(), default="sdpa", show_default=True,
+              help="Attention kernel, by Hugging Face's names (flash is accepted for flash_attention_2).")
 @click.option("--lora-rank", type=click.IntRange(min=1), default=None, help="LoRA on all Linear layers.")
 @click.option("--optimizer", type=click.Choice(["fused", "foreach"]), default="fused", show_default=True,
               help="AdamW implementation: foreach holds one more copy of the weights during the step.")
@@ -100,7 +100,7 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
 @click.option("--start-batch", type=click.IntRange(min=1), default=1, show_default=True, help="--measure starts here.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=10.0), default=600.0, show_default=True,
               help="--measure's time limit in seconds.")
-@click.option("--json", "as_json", is_flag=True, help="Print the estimate and verdicts as JSON.")
+@json_option()
 def plan(**opts: Any) -> None:
     """Estimate per-GPU memory of a LLaMA fine-tune, say whether it fits, and what to change if not. Exit 1 when
     a verdict fails."""
@@ -144,18 +144,26 @@ def plan(**opts: Any) -> None:
     if opts["measure"]:
         from rocmcheck.plan.measure import find_max_micro_batch, measured_verdict
 
-        measured = find_max_micro_batch(model, settings["seq_len"], opts["target"] or 0.95,
-                                        precision=settings["precision"],
-                                        gradient_checkpointing=settings["gradient_checkpointing"],
-                                        attention=settings["attention"],
-                                        grad_accumulation_steps=settings["grad_accumulation_steps"],
-                                        start=opts["start_batch"], timeout_s=opts["timeout_s"])
+        from rocmcheck.report import render
+        from rocmcheck.report.progress import Progress
+
+        con = render.console(stderr=True)
+        with Progress(con, plain_after_s=2.0, prefix="plan ") as progress:
+            progress.begin(f"measuring: real training steps on GPU 0 (up to {opts['timeout_s']:g} s)")
+            measured = find_max_micro_batch(model, settings["seq_len"], opts["target"] or 0.95,
+                                            precision=settings["precision"],
+                                            gradient_checkpointing=settings["gradient_checkpointing"],
+                                            attention=settings["attention"],
+                                            grad_accumulation_steps=settings["grad_accumulation_steps"],
+                                            start=opts["start_batch"], timeout_s=opts["timeout_s"])
         results.append(measured_verdict(measured))
     if opts["as_json"]:
-        doc = {"schema": 1, "estimate": est.to_dict(), "results": [r.to_dict() for r in results]}
+        from rocmcheck.report.json_report import dumps, envelope
+
+        payload = {"estimate": est.to_dict()}
         if measured is not None:
-            doc["measured"] = measured.to_dict()
-        click.echo(json.dumps(doc, indent=2))
+            payload["measured"] = measured.to_dict()
+        click.echo(dumps(envelope("plan", results, **payload)))
     else:
         _render(est, results, gpu, measured)
     if any(r.status.is_problem for r in results):

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
+from rocmcheck.commands.options import Command, json_option
 from rocmcheck.probes.catalog import DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, PROBES
-from rocmcheck.result import CheckResult, Status
 
 DEFAULT_TIMEOUT_S = 60.0
 ALL_TIMEOUT_S = 180.0
 
 
-def _echo_result(r: CheckResult) -> None:
-    click.echo(f"[{r.status.value.upper():5}] {r.id}: {r.summary}")
-    for line in r.evidence:
-        click.echo(f"          {line}")
-    if r.fix:
-        click.echo(f"          fix: {r.fix}")
-
-
-@click.command("probe")
+@click.command("probe", cls=Command)
 @click.argument("name", required=False)
 @click.option("--list", "list_only", is_flag=True, help="List the probes and what each proves.")
-@click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
+@json_option()
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=1.0), default=None,
               help="Overall time limit in seconds (default 60; 180 for all; deepspeed_ops may JIT-build: 960).")
 def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | None) -> None:
@@ -45,11 +35,17 @@ def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | N
     allow_build = name == "deepspeed_ops"
     if timeout_s is None:
         timeout_s = ALL_TIMEOUT_S if name == "all" else DEEPSPEED_BUILD_TIMEOUT_S + 60 if allow_build else DEFAULT_TIMEOUT_S
-    results = run_stage(timeout_s=timeout_s, only=only, allow_build=allow_build)
+    from rocmcheck.report import render
+    from rocmcheck.report.json_report import dumps, envelope
+    from rocmcheck.report.progress import Progress
+
+    con = render.console(stderr=as_json)
+    with Progress(con, plain=not as_json or con.is_terminal, plain_after_s=2.0, prefix="probe ") as progress:
+        progress.begin(f"GPU probe {name} (child process, up to {timeout_s:g} s)")
+        results = run_stage(timeout_s=timeout_s, only=only, allow_build=allow_build)
     if as_json:
-        click.echo(json.dumps({"schema": 1, "results": [r.to_dict() for r in results]}, indent=2))
+        click.echo(dumps(envelope("probe", results, probe=name)))
     else:
-        for r in results:
-            _echo_result(r)
+        render.print_report(results, con, verbose=True)
     if any(r.status.is_problem for r in results):
         raise SystemExit(1)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from rocmcheck.commands.errors import BadInput
+from rocmcheck.commands.options import json_option
 
 
 def _get(name: str):
@@ -23,12 +24,23 @@ def recipes() -> None:
     """DeepSpeed and LLaMA-Factory configs that work on MI300X (and H100/H200)."""
 
 
+def _echo_json(command: str, **payload) -> None:
+    from rocmcheck.report.json_report import dumps, envelope
+
+    click.echo(dumps(envelope(command, [], **payload)))
+
+
 @recipes.command("list")
-def list_recipes() -> None:
+@json_option()
+def list_recipes(as_json: bool) -> None:
     """Name, kind and purpose of each recipe."""
     from rocmcheck.recipes import all_recipes
 
     catalog = all_recipes()
+    if as_json:
+        _echo_json("recipes list", recipes=[{"name": r.name, "kind": r.kind, "summary": r.summary}
+                                            for r in catalog.values()])
+        return
     width = max(len(n) for n in catalog)
     for recipe in catalog.values():
         click.echo(f"{recipe.name:<{width}}  {recipe.kind:<12}  {recipe.summary}")
@@ -36,9 +48,15 @@ def list_recipes() -> None:
 
 @recipes.command("show")
 @click.argument("name")
-def show(name: str) -> None:
+@json_option()
+def show(name: str, as_json: bool) -> None:
     """Print a recipe."""
-    click.echo(_get(name).text, nl=False)
+    recipe = _get(name)
+    if as_json:
+        _echo_json("recipes show", recipe={"name": recipe.name, "kind": recipe.kind, "summary": recipe.summary,
+                                           "text": recipe.text})
+        return
+    click.echo(recipe.text, nl=False)
 
 
 @recipes.command("write")

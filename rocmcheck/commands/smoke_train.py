@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from rocmcheck.commands.errors import BadInput
+from rocmcheck.commands.options import AttnChoice, Command, alias, json_option
 from rocmcheck.train.launch import prepare_parallel, world_size_from_env
 from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, validate_model_dir, validate_numbers,
                                     BadInput as InvalidTrainInput)
@@ -17,7 +18,7 @@ from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, va
 DEFAULTS = TrainConfig()
 
 
-@click.command("smoke-train")
+@click.command("smoke-train", cls=Command)
 @click.option("--model", "model", type=click.Path(path_type=Path), default=None,
               help="Local Hugging Face LLaMA-family folder (default: the bundled tiny LLaMA). Never downloads.")
 @click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True)
@@ -27,23 +28,26 @@ DEFAULTS = TrainConfig()
 @click.option("--lr", type=float, default=DEFAULTS.lr, show_default=True, help="Peak learning rate (warmup, then cosine decay).")
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
 @click.option("--gradient-checkpointing", is_flag=True)
-@click.option("--attn", type=click.Choice(ATTN_CHOICES), default=DEFAULTS.attn, show_default=True)
+@click.option("--attn", type=AttnChoice(), default=DEFAULTS.attn, show_default=True,
+              help=f"Attention kernel: {', '.join(ATTN_CHOICES)} (flash is accepted for flash_attention_2).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="cuda also means ROCm GPUs (PyTorch uses the same name).")
 @click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
 @click.option("--compile", "compile_", is_flag=True,
               help="torch.compile the model (SDPA keeps its causal kernels: docs/smoke-train.md).")
 @click.option("--no-profile", is_flag=True, help="Skip the one profiled step (kernel report).")
-@click.option("--out", type=click.Path(path_type=Path), default=None,
+@click.option("-o", "--out", type=click.Path(path_type=Path), default=None,
               help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: results, metrics, info.")
+@json_option("Print one JSON document (the envelope of docs/json-schema.md, with metrics and info).")
 @click.option("--bench", is_flag=True, help="Benchmark the 1.1B LLaMA shape (random init): this loop vs HF Trainer.")
 @click.option("--bench-shape", type=click.Choice(["1.1b", "tiny"]), default="1.1b", hidden=True,
               help="tiny: a CPU-sized shape, to test the benchmark code path.")
 @click.option("--deepspeed", "deepspeed_config", type=click.Path(path_type=Path), default=None,
               help="Train through the DeepSpeed engine with this config (linted first; \"auto\" filled as the HF Trainer does).")
-@click.option("--nproc", type=int, default=1, show_default=True,
+@click.option("--gpus", "nproc", type=int, default=1, show_default=True,
               help="Ranks on this machine, launched with torchrun (one GPU each; gloo on CPU). See docs/distributed.md.")
+@alias("--nproc", "nproc", type=int)
+@alias("--world-size", "nproc", type=int)
 @click.option("--timeout", "timeout_s", type=float, default=1800.0, show_default=True,
               help="Seconds the launched ranks may take, and the limit on any one collective.")
 @click.option("--local_rank", "--local-rank", "local_rank", type=int, default=None, hidden=True,
@@ -69,6 +73,7 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
     if out is not None and out.exists() and not out.is_dir():
         raise BadInput(f"--out {out}: exists and is not a directory")
 
+    _require_torch(as_json)
     if parallel is not None:
         from rocmcheck.train.launch import run_parallel
 
@@ -82,3 +87,25 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
     sys.exit(run_and_report(cfg, as_json=as_json, bench=bench, bench_shape=bench_shape))
 
 
+
+
+TORCH_MISSING_FIX = "rocmcheck doctor --only torch  # names the pip line for this machine's ROCm/CUDA torch"
+
+
+def _require_torch(as_json: bool) -> None:
+    """smoke-train trains: without an importable torch it says so in one line (or one JSON document) and exits 2."""
+    try:
+        import torch  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken install raising anything on import
+        from rocmcheck.result import failed
+
+        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        result = failed(f"torch is not importable: {text}", TORCH_MISSING_FIX, [f"{type(exc).__name__}: {text}"],
+                        id="train.torch")
+        if as_json:
+            from rocmcheck.report.json_report import dumps, envelope
+
+            click.echo(dumps(envelope("smoke-train", [result], metrics=[], info={})))
+            sys.exit(2)
+        raise BadInput(f"smoke-train needs PyTorch, which does not import here ({text}); "
+                       f"which torch to install: {TORCH_MISSING_FIX}")

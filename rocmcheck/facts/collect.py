@@ -282,8 +282,11 @@ def run_python_probes(timeout: float, stack: bool = True) -> tuple[dict[str, dic
 
 
 def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
-                  probe_timeout_s: float = 45.0, python_probes: bool = True) -> Facts:
-    """Gather everything. Commands and child probes run in parallel; nothing outlives deadline_s."""
+                  probe_timeout_s: float = 45.0, python_probes: bool = True,
+                  on_commands_done: Callable[[Facts], None] | None = None) -> Facts:
+    """Gather everything. Commands and child probes run in parallel; nothing outlives deadline_s.
+    on_commands_done(facts) is called once the system facts and tool outputs are in, while the Python
+    probes (the torch import, the slow part) may still run: the doctor judges what it can meanwhile."""
     start = time.monotonic()
     # No single job may outlive the deadline: the pool's threads are joined at interpreter exit, so a
     # straggler would hold the doctor open after it printed (a hung rocminfo must end with the deadline).
@@ -344,13 +347,18 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         # Every job's own timeout is clamped to the deadline, so they all end by then; the grace covers the
         # kill and, for the Python probes, a re-run of a crashed probe on its own.
         remaining = max(0.0, deadline_s - (time.monotonic() - start)) + DEADLINE_GRACE_S
-        done, not_done = wait(futures, timeout=remaining)
+        early: set = set()
+        if on_commands_done is not None:
+            early, _ = wait([f for f, (kind, _) in futures.items() if kind == "cmd"], timeout=remaining)
+            for fut in early:
+                _record_command(facts, futures[fut][1], fut.result(), deadline_s)
+            on_commands_done(facts)
+            remaining = max(0.0, deadline_s - (time.monotonic() - start)) + DEADLINE_GRACE_S
+        done, not_done = wait([f for f in futures if f not in early], timeout=remaining)
         for fut in done:
             kind, key = futures[fut]
             if kind == "cmd":
-                facts.commands[key] = result = fut.result()  # run_command never raises
-                if result.timed_out and result.timeout_s is not None and result.timeout_s >= deadline_s:
-                    facts.deadline_hit.append(key)
+                _record_command(facts, key, fut.result(), deadline_s)  # run_command never raises
             elif kind == "cmds":
                 facts.commands.update(fut.result())
             else:
@@ -367,6 +375,12 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                 facts.probe_runs = {name: placeholder for name in (PYTHON_PROBES if python_probes else BINDING_PROBES)}
         pool.shutdown(wait=False, cancel_futures=True)
     return facts
+
+
+def _record_command(facts: Facts, key: str, result: CommandResult, deadline_s: float) -> None:
+    facts.commands[key] = result
+    if result.timed_out and result.timeout_s is not None and result.timeout_s >= deadline_s:
+        facts.deadline_hit.append(key)
 
 
 def detect_gpu_archs(timeout: float = 10.0) -> list[str]:

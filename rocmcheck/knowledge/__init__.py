@@ -105,3 +105,33 @@ def suggest_arch(text: str) -> str | None:
             return cand
     close = difflib.get_close_matches(cleaned, names, n=1, cutoff=0.75)
     return close[0] if close else None
+
+
+def _product_key(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower().replace("amd instinct", "").replace("nvidia", ""))
+
+
+def arch_of_product(name: str) -> str | None:
+    """"mi300x" / "MI300X" / "AMD Instinct MI300X" -> "gfx942"; "h100" -> "sm_90"; None when unknown."""
+    wanted = _product_key(name)
+    for arch in all_archs().values():
+        if any(_product_key(p.name) == wanted for p in arch.products):
+            return arch.name
+    return None
+
+
+def resolve_arch(text: str) -> str:
+    """An arch ("gfx942", "gfx942:sramecc+", "sm_90") or a product name ("mi300x", "H100") -> the arch.
+    ValueError with a "did you mean" for anything else."""
+    if arch_info(text) is not None:
+        return base_gfx(text)
+    by_product = arch_of_product(text)
+    if by_product:
+        return by_product
+    hint = suggest_arch(text)
+    if hint is None:
+        products = {_product_key(p.name): p.name for a in all_archs().values() for p in a.products}
+        close = difflib.get_close_matches(_product_key(text), list(products), n=1, cutoff=0.6)
+        hint = f"{products[close[0]]} ({arch_of_product(products[close[0]])})" if close else None
+    raise ValueError(f"unknown GPU arch or product {text!r}" + (f"; did you mean {hint}?" if hint else "")
+                     + " (an arch like gfx942 or sm_90, or a product like mi300x or h100)")

@@ -1,8 +1,13 @@
-"""What to tell a person when a probe errors or hangs. No torch here; reads a few /proc files."""
+"""What to tell a person when a probe errors or hangs. No torch here; reads a few /proc files. The fix texts
+themselves live in rocmcheck/fixes.py, shared with the doctor's checks."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+from rocmcheck import fixes
+from rocmcheck.fixes import smi_processes_command  # noqa: F401 - re-exported for the probe verdicts
 
 # Errors whose cause is known, matched on the probe's error text (lower-cased).
 _NO_BINARY = ("invalid device function", "no kernel image is available", "hiperrornobinaryforgpu",
@@ -10,16 +15,21 @@ _NO_BINARY = ("invalid device function", "no kernel image is available", "hiperr
 _OOM = ("out of memory", "outofmemoryerror")
 
 
+def installed_rocm_version() -> str | None:
+    """The system ROCm release from <root>/.info/version (the same roots the doctor reads), or None."""
+    from rocmcheck.facts.collect import rocm_root_candidates
+    from rocmcheck.facts.parsers.versions import parse_rocm_version_file
+
+    for root in rocm_root_candidates(dict(os.environ)):
+        text = read_text(os.path.join(root, ".info", "version"))
+        version = parse_rocm_version_file(text or "")
+        if version:
+            return version
+    return None
+
+
 def torch_wheel_fix(vendor: str, arch: str) -> str:
-    if vendor == "amd":
-        return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/rocm6.4  "
-                f"# any ROCm wheel whose torch.cuda.get_arch_list() contains {arch or 'your gfx target'}")
-    return (f"pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/cu128  "
-            f"# any CUDA wheel whose torch.cuda.get_arch_list() contains {arch or 'your sm_ arch'}")
-
-
-def smi_processes_command(vendor: str) -> str:
-    return "amd-smi process" if vendor == "amd" else "nvidia-smi --query-compute-apps=pid,used_memory --format=csv"
+    return fixes.torch_wheel_fix(vendor, arch, installed_rocm_version() if vendor == "amd" else None)
 
 
 def error_fix(error: str, vendor: str, arch: str, probe: str) -> tuple[str, str]:
@@ -29,7 +39,7 @@ def error_fix(error: str, vendor: str, arch: str, probe: str) -> tuple[str, str]
         return ("the installed torch has no GPU code for this GPU's architecture", torch_wheel_fix(vendor, arch))
     if any(k in text for k in _OOM):
         return ("the GPU ran out of memory: another process probably holds it", smi_processes_command(vendor))
-    return ("the probe raised an error", f"rocmcheck probe {probe}  # run it alone to see the full traceback")
+    return ("the probe raised an error", fixes.step(f"rocmcheck probe {probe}", "run it alone to see the full traceback"))
 
 
 def read_text(path: str) -> str | None:
@@ -41,29 +51,13 @@ def read_text(path: str) -> str | None:
 
 def collective_hang_hints(vendor: str, cmdline_path: str = "/proc/cmdline",
                           numa_path: str = "/proc/sys/kernel/numa_balancing") -> tuple[list[str], str]:
-    """(evidence, one fix) for a collective that hung. On ROCm the known causes are an IOMMU that is not in
-    pass-through (RCCL warns 'Missing "iommu=pt"', https://github.com/ROCm/rccl/issues/1129) and NUMA
-    auto-balancing (AMD MI300X system tuning guide)."""
-    evidence: list[str] = []
-    if vendor == "amd":
-        cmdline = read_text(cmdline_path)
-        numa = (read_text(numa_path) or "").strip()
-        if cmdline is not None and "iommu=pt" not in cmdline.split():
-            evidence.append(f"{cmdline_path} has no iommu=pt (RCCL collectives can hang without it)")
-        if numa == "1":
-            evidence.append(f"{numa_path} is 1: NUMA auto-balancing is on")
-        if cmdline is not None and "iommu=pt" not in cmdline.split():
-            fix = ('add iommu=pt to GRUB_CMDLINE_LINUX in /etc/default/grub, then sudo update-grub && sudo reboot  '
-                   '# workaround meanwhile: export NCCL_P2P_DISABLE=1 (slower)')
-        elif numa == "1":
-            fix = "sudo sysctl kernel.numa_balancing=0"
-        else:
-            fix = "NCCL_DEBUG=INFO rocmcheck probe collective  # RCCL's log names the transport that stalls; NCCL_P2P_DISABLE=1 is the slow workaround"
-        return evidence, fix
-    return evidence, "NCCL_DEBUG=INFO rocmcheck probe collective  # NCCL's log names the transport that stalls; NCCL_P2P_DISABLE=1 is the slow workaround"
+    """(evidence, one fix) for a collective that hung, from this machine's kernel command line and NUMA setting."""
+    if vendor != "amd":
+        return fixes.collective_hang_fix(vendor, None, None)
+    return fixes.collective_hang_fix(vendor, read_text(cmdline_path), read_text(numa_path))
 
 
 def hang_fix(probe: str, vendor: str) -> str:
     tool = "amd-smi monitor" if vendor == "amd" else "nvidia-smi"
-    return (f"sudo dmesg | tail -50; {tool}  # look for a GPU reset or a process holding the GPU, "
-            f"then rerun: rocmcheck probe {probe}")
+    return fixes.step(f"sudo dmesg | tail -50; {tool}",
+                      f"look for a GPU reset or a process holding the GPU, then rerun: rocmcheck probe {probe}")

@@ -1,45 +1,49 @@
-"""The console report: one table of verdicts grouped by area, the fixes, and a final line."""
+"""The doctor on a console: verdicts stream area by area as they are known (one table, printed in pieces with the
+same column widths), then the verdict line and the fixes to paste. Everything goes through report/render.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from rocmcheck.checks import AREA_TITLES
-from rocmcheck.report.json_report import overall, summarize
-from rocmcheck.result import CheckResult, Status
-
-STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
-         Status.CRASH: "bold magenta"}
-MARK = {Status.PASS: "pass", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip", Status.CRASH: "CRASH"}
+from rocmcheck.report import render as r
+from rocmcheck.result import CheckResult
 
 
 def render(results: list[CheckResult], machine: dict[str, Any], console: Console, verbose: bool = False) -> None:
-    title = machine.get("headline") or "rocmcheck doctor"
-    table = Table(title=title, show_lines=False, expand=False, title_justify="left")
-    table.add_column("", no_wrap=True)
-    table.add_column("check", no_wrap=True)
-    table.add_column("verdict", overflow="fold")
-    current_area = None
-    for r in results:
-        if r.area != current_area:
-            current_area = r.area
-            table.add_row("", Text(AREA_TITLES.get(r.area, r.area), style="bold cyan"), "")
-        body = Text(r.summary)
-        if r.fix and r.status not in (Status.PASS, Status.SKIP):
-            body.append("\n  fix: ", style="bold").append(r.fix)
-        if verbose or r.status in (Status.FAIL, Status.CRASH):
-            for line in r.evidence[:8]:
-                body.append(f"\n  · {line}", style="dim")
-        table.add_row(Text(MARK[r.status], style=STYLE[r.status]), r.id, body)
-    console.print(table)
-    counts = summarize(results)
-    verdict = overall(results)
-    style = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}[verdict]
-    line = Text("Verdict: ", style="bold").append(verdict.upper(), style=style)
-    line.append(f"  ({counts['pass']} pass, {counts['warn']} warn, {counts['fail']} fail, {counts['skip']} skip"
-                + (f", {counts['crash']} crashed" if counts["crash"] else "") + ")")
-    console.print(line)
+    """The whole report at once (a replayed bundle, or any caller with every result in hand)."""
+    r.print_report(results, console, title=machine.get("headline") or "rocmcheck doctor", area_titles=AREA_TITLES,
+                   verbose=verbose)
+
+
+class Stream:
+    """Prints each batch of verdicts as it arrives; `finish` prints the verdict line and the fixes."""
+
+    def __init__(self, console: Console, verbose: bool = False, id_width: int = r.ID_WIDTH) -> None:
+        self.console = console
+        self.verbose = verbose
+        self.id_width = id_width
+        self.header_done = False
+
+    def title(self, text: str) -> None:
+        self.console.print(Text(r.clean(text), style="bold"))
+
+    def results(self, new: list[CheckResult], revised: list[CheckResult]) -> None:
+        if new:
+            self.console.print(r.table(new, area_titles=AREA_TITLES, verbose=self.verbose,
+                                       show_header=not self.header_done, id_width=self.id_width))
+            self.header_done = True
+        if revised:
+            self.console.print(r.table(revised, area_titles={a: f"{t} (judged again with the Python stack)"
+                                                             for a, t in AREA_TITLES.items()},
+                                       verbose=self.verbose, show_header=False, id_width=self.id_width))
+        self.console.file.flush()
+
+    def finish(self, results: list[CheckResult], fixes: bool = True) -> None:
+        self.console.print(r.verdict_line(results))
+        if fixes:
+            self.console.file.flush()
+            r.print_fixes(results, self.console.file)

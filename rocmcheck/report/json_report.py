@@ -1,44 +1,47 @@
-"""The JSON report: a stable, versioned document (documented in docs/json-schema.md)."""
+"""The JSON envelope every command's --json prints: one shape, versioned, described by the JSON Schema shipped
+in the package (rocmcheck/report/rocmcheck.schema.json) and in docs/json-schema.md."""
 
 from __future__ import annotations
 
 import json
+from importlib import resources
 from typing import Any
 
 from rocmcheck import __version__
-from rocmcheck.result import CheckResult, Status, worst
+from rocmcheck.report.render import counts as summarize, verdict as overall  # noqa: F401 - the one definition
+from rocmcheck.result import CheckResult
 
-JSON_SCHEMA_VERSION = 1
-
-
-def summarize(results: list[CheckResult]) -> dict[str, int]:
-    counts = {s.value: 0 for s in Status}
-    for r in results:
-        counts[r.status.value] += 1
-    return counts
+# 2: every command prints this envelope (1 was the doctor's report alone; its fields are all still here).
+JSON_SCHEMA_VERSION = 2
+SCHEMA_FILE = "rocmcheck.schema.json"
 
 
-def overall(results: list[CheckResult]) -> str:
-    """"fail" when anything failed or crashed, "warn" when something warned, else "pass"."""
-    w = worst(results)
-    if w in (Status.FAIL, Status.CRASH):
-        return "fail"
-    return "warn" if w == Status.WARN else "pass"
-
-
-def build_report(results: list[CheckResult], machine: dict[str, Any], duration_s: float,
-                 source: str = "live") -> dict[str, Any]:
-    return {
+def envelope(command: str, results: list[CheckResult], **payload: Any) -> dict[str, Any]:
+    """schema_version, tool, tool_version, command, verdict, counts, results, then the command's own payload."""
+    doc: dict[str, Any] = {
         "schema_version": JSON_SCHEMA_VERSION,
         "tool": "rocmcheck",
         "tool_version": __version__,
-        "source": source,
-        "machine": machine,
-        "duration_s": round(duration_s, 3),
+        "command": command,
         "verdict": overall(results),
         "counts": summarize(results),
         "results": [r.to_dict() for r in results],
     }
+    clash = set(doc) & set(payload)
+    if clash:
+        raise ValueError(f"payload would overwrite envelope fields: {sorted(clash)}")
+    doc.update(payload)
+    return doc
+
+
+def build_report(results: list[CheckResult], machine: dict[str, Any], duration_s: float,
+                 source: str = "live") -> dict[str, Any]:
+    """The doctor's document."""
+    return envelope("doctor", results, source=source, machine=machine, duration_s=round(duration_s, 3))
+
+
+def schema() -> dict[str, Any]:
+    return json.loads(resources.files("rocmcheck.report").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
 
 
 def dumps(report: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ def error_result(exc: BaseException) -> CheckResult:
                       "rocmcheck doctor   (checks that this torch build has kernels for this GPU arch)",
                       [f"{name}: {text}"], id="train.run")
     return CheckResult("train.run", Status.CRASH, f"smoke-train crashed: {name}: {text}", [f"{name}: {text}"],
-                       "this is a rocmcheck bug: please report it with the output of --json")
+                       "rocmcheck smoke-train --json > smoke-train.json  # a rocmcheck bug: please report it with that file")
 
 
 def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_shape: str = "1.1b", run=None) -> int:
@@ -30,7 +30,7 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
     t0 = time.perf_counter()
     from rocmcheck.train.loop import RunReport, run_smoke_train
 
-    progress, done = _progress_bar(cfg.steps, enabled=not as_json and sys.stderr.isatty())
+    progress, done = _progress(cfg.steps, as_json)
     # --json owns stdout. Libraries print there (DeepSpeed's accelerator warning, kernel logs, from C
     # too), so while the run goes, file descriptor 1 points at stderr; the JSON goes to the real stdout.
     real_stdout = _stdout_to_stderr() if as_json else None
@@ -61,7 +61,10 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
                                          f"mkdir -p {cfg.out} and check it is writable", id="train.outputs"))
             out["results"] = [r.to_dict() for r in report.results]
     if as_json:
-        sys.stdout.write(json.dumps(out, default=str) + "\n")
+        from rocmcheck.report.json_report import envelope
+
+        payload = {k: v for k, v in out.items() if k not in ("schema", "results")}
+        sys.stdout.write(json.dumps(envelope("smoke-train", report.results, **payload), default=str) + "\n")
     else:
         _print_results(report.results, out.get("files"), report.info)
     return 1 if any(r.status.is_problem for r in report.results) else 0
@@ -78,9 +81,26 @@ def _log(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def _progress_bar(total: int, enabled: bool):
-    if not enabled:
-        return None, lambda: None
+# Off a terminal (CI, Slurm, `| tee`): one line every LOG_LINES-th of the run, plus the first and last step.
+LOG_LINES = 10
+
+
+def _progress(total: int, as_json: bool):
+    """A live bar on a terminal (stderr); elsewhere a plain line on stderr every few steps, so a log shows life."""
+    if sys.stderr.isatty() and not as_json:
+        return _progress_bar(total)
+    every = max(1, total // LOG_LINES)
+    start = time.perf_counter()
+
+    def log(step: int, steps: int, row: dict[str, Any]) -> None:
+        if step == 1 or step == steps or step % every == 0:
+            print(f"smoke-train [{time.perf_counter() - start:6.1f} s] step {step}/{steps}  loss {row['loss']:.3f}  "
+                  f"{row['tokens_per_s']:,.0f} tok/s", file=sys.stderr, flush=True)
+
+    return log, lambda: None
+
+
+def _progress_bar(total: int):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     bar = Progress(TextColumn("smoke-train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
@@ -95,26 +115,12 @@ def _progress_bar(total: int, enabled: bool):
 
 
 def _print_results(results: list[CheckResult], files: dict[str, str] | None, info: dict[str, Any]) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    from rocmcheck.report import render
 
-    console = Console()
-    style = {"pass": "green", "warn": "yellow", "fail": "red", "crash": "magenta", "skip": "dim"}
+    console = render.console()
     dev = info.get("device", {})
-    if dev:
-        console.print(f"device: {dev.get('name')} ({dev.get('kind')}); model: {info.get('model', {}).get('path', '?')}")
-    table = Table(show_header=True, header_style="bold")
-    for col in ("status", "check", "finding"):
-        table.add_column(col)
-    for r in results:
-        table.add_row(f"[{style[r.status.value]}]{r.status.value}[/]", r.id, r.summary)
-    console.print(table)
-    for r in results:
-        if r.status.is_problem or r.status == Status.WARN:
-            console.print(f"[{style[r.status.value]}]{r.id}[/]: {r.summary}")
-            for line in r.evidence[:6]:
-                console.print(f"    {line}", markup=False)
-            if r.fix:
-                console.print(f"    fix: {r.fix}", markup=False)
+    title = (f"device: {dev.get('name')} ({dev.get('kind')}); model: {info.get('model', {}).get('path', '?')}"
+             if dev else None)
+    render.print_report(results, console, title=title)
     for name, path in (files or {}).items():
-        console.print(f"{name}: {path}", markup=False)
+        console.print(render.clean(f"{name}: {path}"), markup=False, soft_wrap=True)

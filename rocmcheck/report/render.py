@@ -1,0 +1,135 @@
+"""The one way CheckResults reach a person, for every command: the status words and styles, the table of
+verdicts (whole or one area at a time, as the doctor streams), the verdict line, and the fixes again as plain,
+unwrapped lines to paste (one command per line, grouped per failing check; `#` lines are shell comments, so the
+whole block can be pasted or saved as a script).
+
+Text that comes from the machine (tool output, versions, paths) is printed with markup off; every string goes
+through `clean` first, the single place where output is sanitised.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Iterable, TextIO
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rocmcheck.result import CheckResult, Status, worst
+
+WORD = {Status.PASS: "pass", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip", Status.CRASH: "CRASH"}
+STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
+         Status.CRASH: "bold magenta"}
+VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
+ID_WIDTH = 24  # the check column when areas print one at a time: wide enough for every doctor id
+EVIDENCE_LINES = 8
+
+
+def clean(text: Any) -> str:
+    """Every piece of text printed goes through here: the one place a sanitiser applies."""
+    return str(text)
+
+
+def counts(results: Iterable[CheckResult]) -> dict[str, int]:
+    out = {s.value: 0 for s in Status}
+    for r in results:
+        out[r.status.value] += 1
+    return out
+
+
+def verdict(results: list[CheckResult]) -> str:
+    """"fail" when anything failed or crashed, "warn" when something warned, else "pass"."""
+    w = worst(results)
+    if w in (Status.FAIL, Status.CRASH):
+        return "fail"
+    return "warn" if w == Status.WARN else "pass"
+
+
+def console(stderr: bool = False) -> Console:
+    """The console every command prints through: no guessing of numbers/paths to colour."""
+    return Console(stderr=stderr, highlight=False)
+
+
+def needs_fix(r: CheckResult) -> bool:
+    return bool(r.fix) and r.status in (Status.WARN, Status.FAIL, Status.CRASH)
+
+
+def table(results: list[CheckResult], *, area_titles: dict[str, str] | None = None, verbose: bool = False,
+          title: str | None = None, show_header: bool = True, id_width: int | None = None) -> Table:
+    """One row per verdict, an area title row where the area changes. Fixes are not wrapped into cells:
+    a row that has one says so, and `fixes_block` prints it whole."""
+    t = Table(title=clean(title) if title else None, title_justify="left", show_header=show_header,
+              header_style="bold", box=None, pad_edge=False, expand=False)
+    t.add_column("", no_wrap=True, width=5)
+    t.add_column("check", no_wrap=True, min_width=id_width or 0)
+    t.add_column("verdict", overflow="fold")
+    current = None
+    for r in results:
+        if area_titles is not None and r.area != current:
+            current = r.area
+            t.add_row("", Text(clean(area_titles.get(r.area, r.area)), style="bold cyan"), "")
+        body = Text(clean(r.summary))
+        if needs_fix(r):
+            body.append("  (fix below)", style="dim")
+        if verbose or r.status.is_problem:
+            for line in r.evidence[:EVIDENCE_LINES]:
+                body.append("\n· " + clean(line), style="dim")
+        t.add_row(Text(WORD[r.status], style=STYLE[r.status]), Text(clean(r.id)), body)
+    return t
+
+
+def verdict_line(results: list[CheckResult]) -> Text:
+    c = counts(results)
+    v = verdict(results)
+    line = Text("Verdict: ", style="bold").append(v.upper(), style=VERDICT_STYLE[v])
+    line.append(f"  ({c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip"
+                + (f", {c['crash']} crashed" if c["crash"] else "") + ")")
+    return line
+
+
+def fix_lines(results: list[CheckResult]) -> list[str]:
+    """The fixes as shell lines: `# FAIL check.id: summary` then the fix, per failing check; a command shared by
+    several checks prints once, under all their headers. Failures before warnings."""
+    order = [Status.CRASH, Status.FAIL, Status.WARN]
+    groups: dict[str, list[CheckResult]] = {}
+    for r in sorted((r for r in results if needs_fix(r)), key=lambda r: order.index(r.status)):
+        fix = clean(r.fix)
+        key = fix.split("  # ", 1)[0] if not fix.startswith("#") else fix
+        groups.setdefault(key, []).append(r)
+    lines: list[str] = []
+    for rs in groups.values():
+        fix = clean(rs[0].fix)
+        if lines:
+            lines.append("")
+        for r in rs:
+            lines.append(" ".join(f"# {WORD[r.status]} {r.id}: {clean(r.summary)}".split()))
+        lines.append(fix)
+    return lines
+
+
+PASTE_HEADING = "Fixes (paste a line; lines starting with # are comments):"
+
+
+def print_fixes(results: list[CheckResult], out: TextIO | None = None, *, heading: str | bool = True) -> None:
+    """Plain text, never wrapped or styled: what a terminal shows is what pastes."""
+    out = out or sys.stdout
+    lines = fix_lines(results)
+    if not lines:
+        return
+    if heading:
+        out.write("\n" + (heading if isinstance(heading, str) else PASTE_HEADING) + "\n\n")
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
+def print_report(results: list[CheckResult], con: Console | None = None, *, title: str | None = None,
+                 area_titles: dict[str, str] | None = None, verbose: bool = False, fixes: bool = True) -> None:
+    """The whole report: table, verdict line, fixes."""
+    con = con or console()
+    if results:
+        con.print(table(results, area_titles=area_titles, verbose=verbose, title=title))
+    con.print(verdict_line(results))
+    if fixes:
+        con.file.flush()
+        print_fixes(results, con.file)

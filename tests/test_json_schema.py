@@ -1,0 +1,97 @@
+"""Every command's --json output, from the real CLI in a real subprocess, validates against the JSON Schema shipped
+in the package (rocmcheck/report/rocmcheck.schema.json), with the `jsonschema` library."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from rocmcheck.report.json_report import schema
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, env_extra: dict[str, str] | None = None, ok=(0, 1)) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+           **(env_extra or {})}
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", *args], capture_output=True, text=True, env=env,
+                          timeout=600, cwd=REPO)
+    assert proc.returncode in ok, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def validate(doc: dict) -> None:
+    jsonschema.validate(doc, schema(), cls=jsonschema.Draft202012Validator)
+
+
+def test_the_shipped_schema_is_a_valid_json_schema():
+    jsonschema.Draft202012Validator.check_schema(schema())
+
+
+@pytest.mark.parametrize("args", [
+    ("doctor", "--json", "--no-gpu-probes", "--no-train", "--only", "os,host,env,gpu"),
+    ("lint", "--json", "rocmcheck/recipes_data/zero3-offload.json"),
+    ("plan", "--json", "--model", "llama-3-8b", "--gpu", "mi300x", "--find-batch"),
+    ("plan", "--json", "--model", "llama-3-70b", "--gpu", "mi300x"),
+    ("build-env", "--json", "--arch", "mi300x"),
+    ("build-env", "--format", "json", "--arch", "sm_90"),
+    ("recipes", "list", "--json"),
+    ("recipes", "show", "zero3-offload", "--json"),
+])
+def test_command_json_validates(args):
+    doc = run(*args)
+    validate(doc)
+    assert doc["command"] == (" ".join(args[:2]) if args[0] == "recipes" else args[0])
+
+
+def test_doctor_replaying_a_bundle_validates(tmp_path):
+    bundle = tmp_path / "b.json"
+    live = run("doctor", "--json", "--no-gpu-probes", "--no-train", "--only", "os,host", "--out", str(bundle))
+    replay = run("doctor", "--json", "--bundle", str(bundle))
+    validate(live)
+    validate(replay)
+    replayed = {r["id"]: r["status"] for r in replay["results"]}
+    assert replay["source"] == "bundle" and all(replayed[r["id"]] == r["status"] for r in live["results"])
+
+
+def test_probe_json_validates():
+    doc = run("probe", "gemm_numerics", "--json", "--timeout", "120")
+    validate(doc)
+    assert doc["probe"] == "gemm_numerics" and doc["results"]
+
+
+def test_smoke_train_json_validates():
+    doc = run("smoke-train", "--json", "--steps", "10", "--no-profile", "--device", "cpu")
+    validate(doc)
+    assert doc["metrics"] and {r["id"] for r in doc["results"]} >= {"train.finite"}
+
+
+def test_smoke_train_without_torch_is_one_json_document_and_exit_2(tmp_path):
+    stub = tmp_path / "torch"
+    stub.mkdir()
+    (stub / "__init__.py").write_text('raise ImportError("No module named torch")\n')
+    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+    doc = run("smoke-train", "--json", env_extra=env, ok=(2,))
+    validate(doc)
+    assert doc["verdict"] == "fail" and doc["results"][0]["id"] == "train.torch"
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train"], capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert "needs PyTorch" in proc.stderr
+
+
+def test_a_document_missing_the_envelope_is_rejected():
+    with pytest.raises(jsonschema.ValidationError):
+        validate({"schema": 1, "results": []})
+    bad_result = {"id": "x.y", "area": "x", "status": "fail", "summary": "s", "evidence": [], "fix": None, "data": {}}
+    with pytest.raises(jsonschema.ValidationError):  # a failure without a fix
+        validate({"schema_version": 2, "tool": "rocmcheck", "tool_version": "0", "command": "probe", "probe": "gemm",
+                  "verdict": "fail", "counts": {"pass": 0, "warn": 0, "fail": 1, "skip": 0, "crash": 0},
+                  "results": [bad_result]})
