@@ -21,6 +21,7 @@ COMMANDS = {
     "recipes": "rocmcheck.commands.recipes:recipes",
     "build-env": "rocmcheck.commands.build_env:build_env",
     "plan": "rocmcheck.commands.plan:plan",
+    "compare": "rocmcheck.commands.compare:compare",
 }
 
 

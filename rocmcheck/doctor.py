@@ -131,11 +131,14 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
     return DoctorRun(facts, results, time.monotonic() - start, source, ctx)
 
 
-def save_bundle(run: DoctorRun, path: Path) -> None:
+def bundle_document(run: DoctorRun) -> dict[str, Any]:
     from rocmcheck import __version__
 
-    doc = {"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()}
-    path.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    return {"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()}
+
+
+def save_bundle(run: DoctorRun, path: Path) -> None:
+    path.write_text(json.dumps(bundle_document(run), indent=1, default=str), encoding="utf-8")
 
 
 class BundleError(ValueError):
