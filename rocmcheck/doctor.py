@@ -27,6 +27,9 @@ class DoctorOptions:
     probe_timeout_s: float = 45.0
     gpu_stage_timeout_s: float = 120.0
     train_timeout_s: float = 300.0
+    launch: Any = None  # compare.launch.Launch when run under a launcher (recorded in the bundle)
+    across_nodes: bool = False  # the cross-node collective on the launcher's rendezvous
+    across_timeout_s: float = 180.0
 
 
 @dataclass
@@ -120,7 +123,13 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
         results.extend(CheckResult.from_dict(d) for d in facts.recorded_results
                        if _stage_wanted(opts, d.get("area", "")))
     else:
+        if opts.launch is not None:
+            facts.launch = opts.launch.to_dict()
         staged: list[CheckResult] = []
+        if opts.across_nodes and _stage_wanted(opts, "cluster"):  # first: every node arrives at about the same time
+            from rocmcheck.probes.across import run_cross_node_stage
+
+            staged += _guarded("cluster.collective", lambda: run_cross_node_stage(opts.launch, opts.across_timeout_s))
         if _stage_wanted(opts, "probe"):
             staged += _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results))
         if _stage_wanted(opts, "train"):

@@ -82,8 +82,9 @@ def _when(ts: float) -> str:
 
 
 def host_of(facts: Facts, path: Path) -> str:
-    """The node's host name: recorded by the doctor (platform.node), else the bundle's file name."""
-    return str(facts.platform.get("node") or (facts.launch or {}).get("hostname") or path.stem)
+    """The node's name: as the launch named it (a stand-in node is host-rankN), the host name the doctor recorded,
+    else the bundle's file name."""
+    return str((facts.launch or {}).get("hostname") or facts.platform.get("node") or path.stem)
 
 
 def load_nodes(paths: list[Path]) -> list[NodeBundle]:

@@ -177,3 +177,34 @@ def _finish(launcher: str, env: Mapping[str, str], common: dict[str, Any], *, ra
     return Launch(launcher, common["hostname"], node_rank=node, nnodes=nnodes, rank=rank, world_size=world,
                   local_rank=local, local_world_size=local_world, master_addr=common["master_addr"], master_port=port,
                   agent_store=agent_store, job_id=common["job_id"], problems=tuple(problems))
+
+
+# ------------------------------------------------------------------------------------------------ stand-ins
+
+VISIBILITY_VARIABLES = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def visible_for_rank(env: Mapping[str, str], local_rank: int) -> dict[str, str]:
+    """The visibility variables that leave this rank its own GPU: the local_rank-th of what it sees now. The
+    variables already set are narrowed (each is read against what the one before it left visible); with none
+    set, CUDA_VISIBLE_DEVICES (which HIP reads too) is set."""
+    updates = {}
+    for name in VISIBILITY_VARIABLES:
+        value = (env.get(name) or "").strip()
+        if value:
+            ids = [v.strip() for v in value.split(",") if v.strip()]
+            updates[name] = ids[local_rank] if local_rank < len(ids) else ids[-1]
+            local_rank = 0  # the next variable counts within what this one left
+    if not updates:
+        updates["CUDA_VISIBLE_DEVICES"] = str(local_rank)
+    return updates
+
+
+def node_per_rank(launch: Launch) -> Launch:
+    """Every process of the launch stands in for a node of its own (its own GPU, bundle and node rank): the
+    cross-node path tried on one machine."""
+    from dataclasses import replace
+
+    return replace(launch, hostname=f"{launch.hostname}-rank{launch.rank}", node_rank=launch.rank,
+                   nnodes=launch.world_size, local_rank=0, local_world_size=1,
+                   problems=tuple(p for p in launch.problems if "node" not in p))
