@@ -90,7 +90,8 @@ def judge_values(key: str, label: str, values: dict[str, Any], over_time: bool =
     common, n_common = counts.most_common(1)[0]
     if n_common * 2 > len(shown):  # a strict majority: the others are the odd ones
         odd = [node for node, v in shown.items() if v != common]
-        odd_values = "; ".join(f"{node} has {shown[node]}" for node in odd)
+        odd_values = "; ".join(f"{node} has {shown[node]}" if values[node] not in (None, "") else f"{node} has none"
+                               for node in odd)
         summary = f"{label}: {odd_values} where the other {n_common} node{'s' if n_common > 1 else ''} have {common}"
         value = common
     else:
