@@ -22,7 +22,7 @@ from rocmcheck.probes.across import judge_cross_node, run_cross_node_stage
 
 # What srun -N2 --ntasks-per-node=8 gives task 11 (Slurm 22.05 seen here under srun -N1 -n2, scaled to two nodes).
 SLURM = {"SLURM_JOB_ID": "4211", "SLURM_STEP_ID": "0", "SLURM_PROCID": "11", "SLURM_LOCALID": "3", "SLURM_NODEID": "1",
-         "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_NTASKS": "16", "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
+         "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "16", "SLURM_NTASKS": "16", "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
          "SLURM_STEP_NODELIST": "gpu-[007-008]", "SLURM_JOB_NODELIST": "gpu-[007-008]"}
 # torchrun's agent (local_elastic_agent.py) for node 1 of 2 with 8 processes each, c10d rendezvous.
 TORCHRUN = {"RANK": "9", "LOCAL_RANK": "1", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "8",
@@ -42,7 +42,7 @@ def test_slurm_task_knows_its_node_and_the_first_host_is_the_rendezvous():
     assert (launch.local_rank, launch.local_world_size, launch.leads_node) == (3, 8, False)
     assert (launch.master_addr, launch.master_port, launch.job_id) == ("gpu-007", DEFAULT_MASTER_PORT, "4211")
     assert launch.can_rendezvous
-    # An sbatch script's own shell (no step id) is not a task of a step: no ranks are read from it.
+    # An sbatch script's own shell has SLURM_PROCID etc. but no step id (seen with Slurm 22.05): not a task.
     batch = {k: v for k, v in SLURM.items() if k != "SLURM_STEP_ID"}
     assert read_launch(batch, "gpu-007").launcher == "none"
 
@@ -137,6 +137,30 @@ def test_a_node_that_never_comes_is_named_within_the_deadline():
     r = run_cross_node_stage(only_first, timeout_s=16, cpu=True)[0]
     assert r.status.value == "fail" and r.data["missing_nodes"] == [1]
     assert "node(s) 1 of 2 never joined the rendezvous at 127.0.0.1:" in r.summary and "nc -zv" in r.fix
+
+
+def test_a_node_that_joins_then_goes_silent_ends_as_a_verdict():
+    """Node 1 answers the rendezvous, then never joins the process group (a node wedged after start-up): node 0
+    ends with a failed verdict within its deadline instead of waiting forever."""
+    from datetime import timedelta
+
+    import torch.distributed as dist
+
+    first, _second = _nodes(2)
+
+    def ghost() -> None:
+        store = dist.TCPStore("127.0.0.1", first.master_port, is_master=False, timeout=timedelta(seconds=30))
+        dist.PrefixStore("rocmcheck-across/t", store).set("node/1", json.dumps({"host": "n1", "procs": 1}))
+
+    with ThreadPoolExecutor(2) as pool:
+        ghost_done = pool.submit(ghost)
+        r = run_cross_node_stage(first, timeout_s=30, cpu=True)[0]
+        ghost_done.result()
+    assert r.status.value == "fail" and r.data["hosts"] == ["n0", "n1"], r.summary
+    # gloo gives up on the missing rank (an error) or the child's deadline ends it (a hang): a verdict either way.
+    assert (r.summary.startswith("cross-node collective failed across 2 nodes")
+            or "hung: no answer within 30 s (after all 2 nodes joined)" in r.summary), r.summary
+    assert "NCCL_DEBUG=INFO" in r.fix
 
 
 def test_no_rank_no_rendezvous():

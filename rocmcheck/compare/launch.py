@@ -10,8 +10,9 @@ own ranks are torchrun's. Sources (the variable names as the launchers set them)
 - Open MPI's mpirun: OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE (no node index: with the
   default by-slot mapping the node is rank // local size).
 - MPICH / Intel MPI (Hydra): PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS; PMIx: PMIX_RANK.
-- Slurm's srun: SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_NUM_NODES (SLURM_NNODES), SLURM_NTASKS,
-  SLURM_STEP_NODELIST (SLURM_JOB_NODELIST), SLURM_JOB_ID.
+- Slurm's srun: SLURM_PROCID, SLURM_LOCALID, SLURM_NODEID, SLURM_STEP_NUM_NODES (SLURM_NNODES),
+  SLURM_STEP_NUM_TASKS (SLURM_NTASKS), SLURM_STEP_NODELIST (SLURM_JOB_NODELIST), SLURM_JOB_ID. Only a task of a
+  step has SLURM_STEP_ID: the batch script's own shell has the SLURM_PROCID=0 family without it (Slurm 22.05).
 - pdsh sets nothing: each host runs the command once and the host name tells the nodes apart; without a
   rank there is no rendezvous (bundles only).
 A NODE_RANK / NNODES pair (Lightning, many sbatch scripts) fills a node index nothing else gave.
@@ -134,7 +135,7 @@ def read_launch(env: Mapping[str, str], hostname: str) -> Launch:
         if not common["master_addr"] and nodelist:
             common["master_addr"] = first_host(nodelist)
         return _finish("slurm", env, common,
-                       rank=_int(env, "SLURM_PROCID"), world=_int(env, "SLURM_NTASKS", "SLURM_NPROCS"),
+                       rank=_int(env, "SLURM_PROCID"), world=_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
                        local=_int(env, "SLURM_LOCALID"), local_world=None, node=_int(env, "SLURM_NODEID"),
                        nnodes=_int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES"))
     if "PMI_RANK" in env or "PMIX_RANK" in env:

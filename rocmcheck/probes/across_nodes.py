@@ -149,11 +149,12 @@ def main(argv: list[str] | None = None) -> int:
                 lines = str(exc).strip().splitlines()
                 event = {"outcome": "error", "data": {}, "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
                          "traceback": lines[-8:]}
-    # Node 0 holds the store: it leaves only when every node has finished with it (or the wait runs out).
+    # Node 0 holds the store: it leaves only when every node has finished with it (or a collective's time has
+    # passed: a node that is that late is stuck, and its own deadline will tell it).
     store.set(f"finished/{node}", "1")
     if node == 0 and not req.get("agent_store"):
         try:
-            store.wait([f"finished/{i}" for i in range(nnodes)], timedelta(seconds=wait_s))
+            store.wait([f"finished/{i}" for i in range(nnodes)], timedelta(seconds=float(req.get("timeout", 60.0))))
         except Exception:
             pass
     channel.emit("result", probe=PROBE, seconds=round(time.perf_counter() - t0, 3), **event)
