@@ -182,7 +182,7 @@ def test_per_node_doctor_one_bundle_per_node(tmp_path):
     doc = json.loads(bundle.read_text())
     assert bundle.name == f"{doc['facts']['platform']['node']}.json"
     assert doc["facts"]["launch"]["launcher"] == "torchrun" and doc["facts"]["launch"]["node_rank"] == 0
-    assert f"(node 0 of 1, torchrun): pass" in lead.stdout and str(bundle) in lead.stdout
+    assert "(node 0 of 1, torchrun): pass" in lead.stdout and str(bundle) in lead.stdout
     again = run_cli(*args, env={**base, "RANK": "0", "LOCAL_RANK": "0"})
     assert again.returncode == 2 and "use --force" in again.stderr and again.stderr.count("\n") == 1
     forced = run_cli(*args, "--force", env={**base, "RANK": "0", "LOCAL_RANK": "0"})

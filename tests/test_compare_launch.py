@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from rocmcheck.compare.launch import (
     DEFAULT_MASTER_PORT,
     Launch,
-    expand_hostlist,
     first_host,
     node_per_rank,
     read_launch,
@@ -81,8 +80,7 @@ def test_slurm_hostlists():
     assert first_host("gpu-[003-005,9],cpu1") == "gpu-003"
     assert first_host("node17") == "node17"
     assert first_host("") is None
-    assert expand_hostlist("n[08-10,3],x") == ["n08", "n09", "n10", "n3", "x"]
-    assert expand_hostlist("a[1-2]-ib") == ["a1-ib", "a2-ib"]
+    assert first_host("a[1-2]-ib,b3") == "a1-ib"
 
 
 def test_stand_in_nodes_get_their_own_gpu_and_node_rank():
@@ -126,7 +124,9 @@ def test_cross_node_collective_between_three_cpu_nodes():
     with ThreadPoolExecutor(3) as pool:
         results = list(pool.map(lambda l: run_cross_node_stage(l, timeout_s=90, cpu=True)[0], _nodes(3)))
     for i, r in enumerate(results):
-        assert r.id == "cluster.collective" and r.status.value == "pass", r.summary
+        # pass, or warn when the shared CI box slowed one pair: speed on 2 busy cores is not judged here.
+        assert r.id == "cluster.collective" and r.status.value in ("pass", "warn"), r.summary
+        assert r.summary.startswith("all-reduce and all-gather right across 3 nodes (3 ranks, gloo)")
         assert r.data["nodes"] == 3 and r.data["hosts"] == ["n0", "n1", "n2"] and r.data["all_reduce"]["ok"]
         assert set(r.data["pairs"]) == {"n0-n1", "n1-n2", "n2-n0"}
         assert r.data["node"]["index"] == i and r.data["node"]["best_pair_busbw_gbps"] > 0

@@ -82,26 +82,6 @@ def first_host(nodelist: str) -> str | None:
     return f"{prefix}{first}{suffix}" if first else None
 
 
-def expand_hostlist(nodelist: str) -> list[str]:
-    """Every host of a Slurm host list (one bracket group per name): "n[1-3,7],x" -> n1 n2 n3 n7 x.
-    Zero padding is kept ("n[08-10]" -> n08 n09 n10). Unreadable parts are returned as written."""
-    hosts: list[str] = []
-    for m in re.finditer(r"([^,\[]+)(?:\[([^\]]*)\])?([^,]*)|\[([^\]]*)\]", nodelist):
-        prefix, ranges, suffix = m.group(1) or "", m.group(2) if m.group(2) is not None else m.group(4), m.group(3) or ""
-        if ranges is None:
-            hosts.append(prefix.strip())
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.strip().partition("-")
-            if lo.isdigit() and (not hi or hi.isdigit()):
-                width = len(lo)
-                for n in range(int(lo), int(hi or lo) + 1):
-                    hosts.append(f"{prefix}{n:0{width}d}{suffix}")
-            else:
-                hosts.append(f"{prefix}{part}{suffix}")
-    return [h for h in hosts if h]
-
-
 def _master(env: Mapping[str, str]) -> tuple[str | None, int | None]:
     addr = (env.get("MASTER_ADDR") or "").strip() or None
     port = _int(env, "MASTER_PORT")
