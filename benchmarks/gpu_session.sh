@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on a lent NVIDIA machine runs the benchmark scripts in order; each writes into $OUT.
-#   bash benchmarks/gpu_session.sh doctor probes collective plan train deepspeed
+#   bash benchmarks/gpu_session.sh doctor probes collective plan train deepspeed compare
 # Wheels for packages the machine lacks (distro, deepspeed, pydantic, hjson) are carried in .whl/.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +44,17 @@ for step in "$@"; do
         train-ckpt) run bench-train-ckpt ${CKPT_S:-480} python3 benchmarks/bench_train.py --bench-ckpt on --skip-default ;;
         deepspeed) run bench-deepspeed 420 python3 benchmarks/bench_deepspeed.py ;;
         doctor-full) run doctor-full 240 python3 -m rocmcheck doctor --arch sm_90 --json --save-bundle "$OUT/h200-full-bundle.json" ;;
+        compare)
+            # Two ranks stand in for two nodes (torchrun, each its own GPU, process group and bundle), the
+            # cross-node collective between them, then compare on the two bundles and on the whole machine's.
+            B="$OUT/compare-bundles"
+            run compare-torchrun 420 python3 -m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 0 \
+                -m rocmcheck doctor --node-per-rank --across-nodes --no-train --bundle-dir "$B" --force -v
+            run compare-ranks 120 python3 -m rocmcheck compare -v "$B"
+            python3 -m rocmcheck compare --json "$B" > "$OUT/compare-ranks.json"
+            run compare-whole-doctor 300 python3 -m rocmcheck doctor --no-train --save-bundle "$OUT/compare-whole-machine.json"
+            run compare-machines 120 python3 -m rocmcheck compare "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-}
+            python3 -m rocmcheck compare --json "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-} > "$OUT/compare-machines.json" ;;
         ds-offload) run ds-offload 300 python3 -m rocmcheck smoke-train --deepspeed recipes/zero3-offload.json ;;
         *) echo "unknown step $step" ;;
     esac

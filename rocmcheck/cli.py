@@ -22,6 +22,7 @@ COMMANDS = {
     "build-env": "rocmcheck.commands.build_env:build_env",
     "plan": "rocmcheck.commands.plan:plan",
     "monitor": "rocmcheck.commands.monitor:monitor",
+    "compare": "rocmcheck.commands.compare:compare",
 }
 
 

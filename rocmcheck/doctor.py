@@ -28,6 +28,9 @@ class DoctorOptions:
     probe_timeout_s: float = 45.0
     gpu_stage_timeout_s: float = 120.0
     train_timeout_s: float = 300.0
+    launch: Any = None  # compare.launch.Launch when run under a launcher (recorded in the bundle)
+    across_nodes: bool = False  # the cross-node collective on the launcher's rendezvous
+    across_timeout_s: float = 180.0
 
 
 @dataclass
@@ -156,7 +159,13 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         results.extend(recorded)
         emit(recorded, [])
     else:
+        if opts.launch is not None:
+            facts.launch = opts.launch.to_dict()
         staged: list[CheckResult] = []
+        if opts.across_nodes and _stage_wanted(opts, "cluster"):  # first: every node arrives at about the same time
+            from rocmcheck.probes.across import run_cross_node_stage
+
+            staged += _guarded("cluster.collective", lambda: run_cross_node_stage(opts.launch, opts.across_timeout_s))
         if _stage_wanted(opts, "probe"):
             if opts.gpu_probes:
                 progress.begin("GPU probes (child process per probe)")
@@ -175,11 +184,14 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
     return DoctorRun(facts, results, time.monotonic() - start, source, ctx)
 
 
-def save_bundle(run: DoctorRun, path: Path) -> None:
+def bundle_document(run: DoctorRun) -> dict[str, Any]:
     from rocmcheck import __version__
 
-    doc = {"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()}
-    path.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    return {"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()}
+
+
+def save_bundle(run: DoctorRun, path: Path) -> None:
+    path.write_text(json.dumps(bundle_document(run), indent=1, default=str), encoding="utf-8")
 
 
 class BundleError(ValueError):

@@ -60,6 +60,15 @@ def test_doctor_replaying_a_bundle_validates(tmp_path):
     assert replay["source"] == "bundle" and all(replayed[r["id"]] == r["status"] for r in live["results"])
 
 
+def test_compare_json_validates(tmp_path):
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    run("doctor", "--json", "--no-gpu-probes", "--no-train", "--only", "os,host", "--out", str(first))
+    run("doctor", "--json", "--no-gpu-probes", "--no-train", "--only", "os,host", "--out", str(second))
+    doc = run("compare", "--json", str(first), str(second))
+    validate(doc)
+    assert doc["command"] == "compare" and doc["mode"] == "over_time"
+
+
 def test_probe_json_validates():
     doc = run("probe", "gemm_numerics", "--json", "--timeout", "120")
     validate(doc)

@@ -9,7 +9,7 @@ import click
 
 from rocmcheck.commands.options import Command, alias, json_option, resolve_archs
 
-STAGE_AREAS = {"probe", "train"}
+STAGE_AREAS = {"probe", "train", "cluster"}
 
 
 def _split(values: tuple[str, ...]) -> tuple[str, ...]:
@@ -47,9 +47,18 @@ def _validate_names(names: tuple[str, ...], flag: str) -> None:
               help="Re-run the checks on a saved bundle instead of this machine.")
 @click.option("--deadline", type=click.FloatRange(min=1), default=60.0, show_default=True,
               help="Seconds the fact collection may take in all; a tool still running then becomes a verdict.")
+@click.option("--bundle-dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Under a launcher, one doctor per node: write DIR/<host name>.json (a shared folder for compare).")
+@click.option("--force", is_flag=True, help="Let --bundle-dir replace a bundle of the same name.")
+@click.option("--across-nodes", is_flag=True,
+              help="Also run an all-reduce / all-gather over every GPU of every node on the launcher's rendezvous.")
+@click.option("--across-timeout", type=click.FloatRange(min=10), default=180.0, show_default=True,
+              help="Seconds the cross-node stage may take, waiting for the other nodes included.")
+@click.option("--node-per-rank", is_flag=True,
+              help="Every launcher rank stands in for a node (its own GPU and bundle): the cross-node path on one machine.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
 def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
-           verbose):
+           bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix.
     Verdicts print as each stage finishes; the fixes follow as lines to paste."""
     from rocmcheck.checks import select_checks
@@ -59,6 +68,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
             click.echo(f"{spec.id:<28} {spec.title}")
         click.echo(f"{'probe.*':<28} GPU probes (rocmcheck probe --list)")
         click.echo(f"{'train.*':<28} the bundled smoke-train (rocmcheck smoke-train --help)")
+        click.echo(f"{'cluster.collective':<28} the cross-node collective (--across-nodes)")
         return
     only, skip = _split(only), _split(skip)
     _validate_names(only, "--only")
@@ -69,6 +79,10 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     if save_bundle is not None and not save_bundle.resolve().parent.is_dir():  # fail now, not after the whole run
         raise click.UsageError(f"cannot write bundle {save_bundle}: {save_bundle.resolve().parent} is not a directory")
 
+    if bundle is not None and (bundle_dir is not None or across_nodes):
+        raise click.UsageError("--bundle replays a saved bundle: it cannot be combined with --bundle-dir or --across-nodes")
+    launch, node_bundle = _launch(bundle_dir, force, across_nodes, node_per_rank)
+
     from rocmcheck.doctor import BundleError, DoctorOptions, load_bundle, run_doctor, save_bundle as write_bundle
     from rocmcheck.report import render
     from rocmcheck.report.console import Stream
@@ -76,7 +90,8 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     from rocmcheck.report.progress import Progress
 
     opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
-                         train=not no_train, deadline_s=deadline)
+                         train=not no_train, deadline_s=deadline, launch=launch, across_nodes=across_nodes,
+                         across_timeout_s=across_timeout)
     facts = None
     if bundle is not None:
         try:
@@ -84,7 +99,9 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         except BundleError as exc:
             raise click.UsageError(str(exc)) from None
     # stdout carries the report; with --json or --fixes-only it carries nothing else, so progress goes to stderr.
-    quiet_stdout = as_json or fixes_only
+    # One doctor per node under a launcher prints one line per node (below) unless asked for more.
+    node_line = node_bundle is not None and not as_json and not verbose
+    quiet_stdout = as_json or fixes_only or node_line
     out = render.console()
     progress_console = render.console(stderr=True) if quiet_stdout else out
     stream = None if quiet_stdout else Stream(out, verbose=verbose)
@@ -104,8 +121,24 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
             write_bundle(run, save_bundle)
         except OSError as exc:
             raise click.UsageError(f"cannot write bundle {save_bundle}: {exc.strerror or exc}") from None
+    if node_bundle is not None:
+        from rocmcheck.compare.bundles import BundleExists, write_bundle_atomically
+        from rocmcheck.doctor import bundle_document
+
+        try:
+            write_bundle_atomically(bundle_document(run), node_bundle, force=force)
+        except BundleExists as exc:
+            raise click.UsageError(str(exc)) from None
+        except OSError as exc:
+            raise click.UsageError(f"cannot write bundle {node_bundle}: {exc.strerror or exc}") from None
     machine = run.machine_summary()
-    if as_json:
+    if node_line:
+        counts = {s: sum(1 for r in run.results if r.status.value == s) for s in ("fail", "warn", "pass")}
+        where = (f"node {launch.node_rank} of {launch.nnodes}" if launch.node_rank is not None else "node")
+        click.echo(render.clean(f"{launch.hostname} ({where}, {launch.launcher}): {render.verdict(run.results)}, "
+                                f"{counts['fail']} fail, {counts['warn']} warn, {counts['pass']} pass; "
+                                f"bundle {node_bundle}"))
+    elif as_json:
         click.echo(dumps(build_report(run.results, machine, run.duration_s, run.source)))
     elif fixes_only:
         render.print_fixes(run.results, heading=False)
@@ -115,3 +148,30 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         if save_bundle is not None:
             out.print(f"Bundle written to {render.clean(save_bundle)}", markup=False)
     sys.exit(1 if render.verdict(run.results) == "fail" else 0)
+
+
+def _launch(bundle_dir: Path | None, force: bool, across_nodes: bool, node_per_rank: bool):
+    """(the launch this process is part of, the bundle file it writes) or (None, None) outside the per-node
+    mode. Every process but one per node leaves here, quietly, exit 0."""
+    if bundle_dir is None and not across_nodes and not node_per_rank:
+        return None, None
+    import os
+    import platform
+
+    from rocmcheck.compare.launch import node_per_rank as stand_in, read_launch, visible_for_rank
+
+    launch = read_launch(os.environ, platform.node() or "localhost")
+    if node_per_rank:
+        os.environ.update(visible_for_rank(os.environ, launch.local_rank))  # the children inherit it
+        launch = stand_in(launch)
+    if not launch.leads_node:
+        sys.exit(0)  # the node's local rank 0 does the node's work
+    if bundle_dir is None:
+        return launch, None
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in launch.hostname) or "node"
+    target = bundle_dir / f"{safe}.json"
+    if target.exists() and not force:  # fail now, not after the whole run
+        raise click.UsageError(f"{target} exists (use --force to replace it)")
+    if bundle_dir.exists() and not bundle_dir.is_dir():
+        raise click.UsageError(f"--bundle-dir {bundle_dir} is not a directory")
+    return launch, target

@@ -53,7 +53,9 @@ def _finish(samples, watched, out_dir: Path | None, host: str, header: str, extr
         png = plot([s for s in samples if watched is None or s.gpu in watched], out_dir / f"memory-{host}.png",
                    capacity)
         verdict_path = out_dir / f"verdict-{host}.json"
-        verdict_path.write_text(json.dumps({"results": [r.to_dict() for r in results], **extra}, indent=2) + "\n")
+        from rocmcheck.report.json_report import envelope
+
+        verdict_path.write_text(json.dumps(envelope("monitor", results, **extra), indent=2, default=str) + "\n")
         files = [p for p in (out_dir / f"memory-{host}.csv", out_dir / f"memory-{host}.jsonl", png, verdict_path)
                  if p is not None and p.exists()]
     _print_results(results, files, header)

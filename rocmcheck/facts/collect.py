@@ -80,6 +80,7 @@ class Facts:
     deadline_hit: list[str] = field(default_factory=list)
     recorded_results: list[dict[str, Any]] = field(default_factory=list)  # GPU/train stages, for bundles
     node_health: dict[str, Any] = field(default_factory=dict)  # sysfs PCIe/RAS, governors, uptime (facts/health.py)
+    launch: dict[str, Any] = field(default_factory=dict)  # the launcher's node rank / world (compare/launch.py), or {}
 
     def command(self, key: str) -> CommandResult | None:
         return self.commands.get(key)
@@ -328,7 +329,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         futures[pool.submit(collect_kernel_log, command_timeout_s)] = ("cmds", "kernel-log-journalctl")
         # Cheap in-process facts while the children run.
         facts.platform = {
-            "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(),
+            "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(), "node": platform.node(),
             "python": platform.python_version(), "executable": sys.executable,
         }
         facts.os_info = os_info()

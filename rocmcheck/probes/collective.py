@@ -33,11 +33,11 @@ def _values(rank: int, n: int, device: torch.device) -> torch.Tensor:
     return torch.randint(-1000, 1000, (n,), generator=gen).to(torch.float32).to(device)
 
 
-def _timed(fn, device: torch.device, iters: int) -> float:
-    """Median seconds per call, every rank in step (barrier before each timed call)."""
+def _timed(fn, device: torch.device, iters: int, group: Any = None) -> float:
+    """Median seconds per call, every rank of the group in step (barrier before each timed call)."""
     times = []
     for _ in range(iters):
-        dist.barrier()
+        dist.barrier(group=group)
         if device.type == "cuda":
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -52,10 +52,42 @@ def _timed(fn, device: torch.device, iters: int) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def _all_gather(out: torch.Tensor, inp: torch.Tensor) -> None:
+def _all_gather(out: torch.Tensor, inp: torch.Tensor, group: Any = None) -> None:
     # torch 2.13 deprecates all_gather_into_tensor for all_gather_single; older torch has only the former.
     gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-    gather(out, inp)
+    gather(out, inp, group=group)
+
+
+def operands(rank: int, world: int, nbytes: int) -> dict[str, Any]:
+    """This rank's inputs and the exact expected outputs (CPU tensors) for an all-reduce and an all-gather of
+    about nbytes per rank over `world` ranks; rank is the rank within the group measured."""
+    n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
+    piece = n // world
+    cpu = torch.device("cpu")
+    return {"n": n, "piece": piece, "x": _values(rank, n, cpu), "expected": sum(_values(r, n, cpu) for r in range(world)),
+            "mine": _values(rank, piece, cpu), "gathered": torch.cat([_values(r, piece, cpu) for r in range(world)])}
+
+
+def measure(ops: dict[str, Any], world: int, device: torch.device, group: Any = None, iters: int = 5) -> dict[str, Any]:
+    """All-reduce then all-gather over the group (None: every rank), each result compared exactly with the
+    expected one, each timed (median of iters) and turned into algbw / busbw as nccl-tests does."""
+    n, piece = ops["n"], ops["piece"]
+    x = ops["x"].to(device)
+    dist.all_reduce(x, group=group)
+    ok = bool(torch.equal(x.cpu(), ops["expected"]))
+    seconds = _timed(lambda: dist.all_reduce(x, group=group), device, iters, group)
+    algbw, busbw = bus_bandwidth_gbps("all_reduce", n * 4, seconds, world)
+    out: dict[str, Any] = {"all_reduce": {"ok": ok, "bytes": n * 4, "ms": seconds * 1e3, "algbw_gbps": algbw,
+                                          "busbw_gbps": busbw}}
+    mine = ops["mine"].to(device)
+    gathered = torch.full((piece * world,), float("nan"), device=device)
+    _all_gather(gathered, mine, group)
+    ok = bool(torch.equal(gathered.cpu(), ops["gathered"]))
+    seconds = _timed(lambda: _all_gather(gathered, mine, group), device, iters, group)
+    algbw, busbw = bus_bandwidth_gbps("all_gather", piece * world * 4, seconds, world)
+    out["all_gather"] = {"ok": ok, "bytes": piece * world * 4, "ms": seconds * 1e3, "algbw_gbps": algbw,
+                         "busbw_gbps": busbw}
+    return out
 
 
 def wait_for_go(go_file: str, timeout_s: float) -> str:
@@ -86,33 +118,13 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
             torch.cuda.synchronize(device)
         # The operands and the expected results, on the CPU before "go": generating 256 MiB of random
         # integers per rank takes seconds of CPU and must not sit between "go" and the measurement.
-        n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
-        piece = n // world
-        cpu = torch.device("cpu")
-        x_host = _values(rank, n, cpu)
-        expected_host = sum(_values(r, n, cpu) for r in range(world))
-        mine_host = _values(rank, piece, cpu)
-        gathered_host = torch.cat([_values(r, piece, cpu) for r in range(world)])
+        ops = operands(rank, world, nbytes)
         phases["ready"] = round(time.time() - launched_at, 2)
         if go_file and wait_for_go(go_file, timeout_s) != "go":
             return  # the stage ended without needing us (no second GPU, or it gave up): leave quietly
         phases["go"] = round(time.time() - launched_at, 2)
         result: dict[str, Any] = {"world": world, "backend": backend}
-
-        x = x_host.to(device)
-        dist.all_reduce(x)
-        ok = bool(torch.equal(x.cpu(), expected_host))
-        seconds = _timed(lambda: dist.all_reduce(x), device, iters=5)
-        algbw, busbw = bus_bandwidth_gbps("all_reduce", n * 4, seconds, world)
-        result["all_reduce"] = {"ok": ok, "bytes": n * 4, "ms": seconds * 1e3, "algbw_gbps": algbw, "busbw_gbps": busbw}
-
-        mine = mine_host.to(device)
-        gathered = torch.full((piece * world,), float("nan"), device=device)
-        _all_gather(gathered, mine)
-        ok = bool(torch.equal(gathered.cpu(), gathered_host))
-        seconds = _timed(lambda: _all_gather(gathered, mine), device, iters=5)
-        algbw, busbw = bus_bandwidth_gbps("all_gather", piece * world * 4, seconds, world)
-        result["all_gather"] = {"ok": ok, "bytes": piece * world * 4, "ms": seconds * 1e3, "algbw_gbps": algbw, "busbw_gbps": busbw}
+        result.update(measure(ops, world, device))
         phases["measured"] = round(time.time() - launched_at, 2)
         result["phases"] = phases  # where the probe's seconds go (wall clock, from the launcher's start)
         if rank == 0:

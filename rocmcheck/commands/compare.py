@@ -1,0 +1,39 @@
+"""`rocmcheck compare BUNDLE... | DIR`: several nodes' doctor bundles side by side, the odd node named. Exit 0 when
+the nodes agree, 1 when one differs, 2 on bad input."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from rocmcheck.commands.options import json_option
+
+
+@click.command()
+@click.argument("bundles", nargs=-1, required=True, metavar="BUNDLE... | DIR")
+@json_option()
+@click.option("-v", "--verbose", is_flag=True, help="Show the rows where every node agrees too.")
+def compare(bundles, as_json, verbose):
+    """Compare doctor bundles (`doctor --save-bundle` / `--bundle-dir`) of several nodes, or of one machine over
+    time, and name the node that differs: versions, GPUs, failing checks, slow probes, kernel-log faults."""
+    from rocmcheck.compare.bundles import CompareInputError, bundle_paths, load_nodes
+    from rocmcheck.compare.report import compare_nodes, render, to_json
+
+    try:
+        paths = bundle_paths(list(bundles))
+        if len(paths) < 2:
+            raise CompareInputError(f"compare needs two bundles or more; got {len(paths)}")
+        nodes = load_nodes(paths)
+    except CompareInputError as exc:
+        raise click.UsageError(str(exc)) from None
+    comp = compare_nodes(nodes)
+    if as_json:
+        from rocmcheck.report.json_report import dumps
+
+        click.echo(dumps(to_json(comp)))
+    else:
+        from rich.console import Console
+
+        render(comp, Console(highlight=False), verbose=verbose)
+    sys.exit(1 if comp.findings else 0)

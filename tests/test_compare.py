@@ -1,0 +1,239 @@
+"""`rocmcheck compare` on real bundles: made here by `doctor --save-bundle` (this CPU box, and the same box with
+an MI300X's recorded rocminfo / rocm-smi on PATH), copied per node, some edited to plant one known difference.
+Each planted outlier must be named, and nothing else."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES_DIR, read_fixture
+from fakes import env_with_path, make_tool
+from rocmcheck.compare.bundles import BundleExists, write_bundle_atomically
+from rocmcheck.compare.judge import judge_metric, judge_statuses, judge_values, slow_nodes
+
+MI300X = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"
+KERNEL_LOG_DIR = Path(__file__).parent / "fixtures" / "kernel-log"
+# bf16 8192^3 GEMM on an H200 x2 in five runs and two sessions (benchmarks/RESULTS.md): the ordinary spread.
+H200_GEMM_TFLOPS = [688.0, 694.0, 681.2, 690.5, 685.0]
+
+
+def run_cli(*args: str, env=None, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rocmcheck", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def cpu_bundle(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("cpu") / "cpu.json"
+    proc = run_cli("doctor", "--no-gpu-probes", "--no-train", "--save-bundle", str(path))
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(path.read_text())
+
+
+@pytest.fixture(scope="session")
+def amd_bundle(tmp_path_factory) -> dict:
+    """This box with an MI300X's real rocminfo and rocm-smi outputs on PATH: an AMD node as far as the tools go."""
+    read_fixture(MI300X)
+    tmp = tmp_path_factory.mktemp("amd")
+    make_tool(tmp / "bin", "rocminfo", stdout_file=FIXTURES_DIR / MI300X)
+    make_tool(tmp / "bin", "rocm-smi", stdout_file=FIXTURES_DIR / "rocm-smi/mi300x-8gpu-rocm6.2.3-concise-ansi-literal.txt")
+    path = tmp / "amd.json"
+    proc = run_cli("doctor", "--no-gpu-probes", "--no-train", "--save-bundle", str(path), env=env_with_path(tmp / "bin"))
+    assert proc.returncode in (0, 1), proc.stderr
+    doc = json.loads(path.read_text())
+    # What a node with the driver loaded records (this box has no amdgpu module).
+    doc["facts"]["files"]["/sys/module/amdgpu/version"] = "6.8.5\n"
+    doc["facts"]["present"]["/sys/module/amdgpu"] = True
+    return doc
+
+
+def as_node(doc: dict, host: str, *, gemm: float | None = None, collected_at: float | None = None) -> dict:
+    node = copy.deepcopy(doc)
+    node["facts"]["platform"]["node"] = host
+    if collected_at is not None:
+        node["facts"]["collected_at"] = collected_at
+    if gemm is not None:  # the GEMM probe's recorded verdict, as judge_gemm_tflops writes it
+        node["facts"]["recorded_results"].append(
+            {"id": "probe.gemm_tflops", "area": "probe", "status": "pass", "evidence": [], "fix": None,
+             "summary": f"bf16 GEMM 8192x8192x8192: {gemm} TFLOP/s", "data": {"tflops": gemm, "shape": [8192] * 3}})
+    return node
+
+
+def write(folder: Path, docs: dict[str, dict]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, doc in docs.items():
+        (folder / f"{name}.json").write_text(json.dumps(doc))
+    return folder
+
+
+def compare_json(*paths: Path) -> tuple[dict, int]:
+    proc = run_cli("compare", "--json", *map(str, paths))
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout), proc.returncode
+
+
+def findings(doc: dict) -> dict[str, list[str]]:
+    return {f["id"]: f["data"]["nodes"] for f in doc["results"]}
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+def test_identical_nodes_name_nothing(cpu_bundle, tmp_path):
+    folder = write(tmp_path / "b", {f"node-{i}": as_node(cpu_bundle, f"node-{i}") for i in range(3)})
+    doc, rc = compare_json(folder)
+    assert rc == 0 and doc["comparison"] == "same" and doc["results"] == []
+    assert [n["label"] for n in doc["nodes"]] == ["node-0", "node-1", "node-2"]
+    # gpu.present fails on this CPU box: a problem of every node, reported as such, naming no node.
+    assert "gpu.present" in {s["id"] for s in doc["shared_problems"]}
+
+
+def test_planted_old_driver_and_slow_gemm_are_named_and_nothing_else(amd_bundle, tmp_path):
+    nodes = {f"gpu-{i:03d}": as_node(amd_bundle, f"gpu-{i:03d}", gemm=H200_GEMM_TFLOPS[i]) for i in range(4)}
+    nodes["gpu-001"]["facts"]["files"]["/sys/module/amdgpu/version"] = "6.7.0\n"  # an older driver
+    nodes["gpu-004"] = as_node(amd_bundle, "gpu-004", gemm=round(690.0 * 0.8, 1))  # a GEMM 20 % slower
+    doc, rc = compare_json(write(tmp_path / "b", nodes))
+    assert rc == 1 and doc["comparison"] == "differ"
+    assert findings(doc) == {"compare.driver": ["gpu-001"], "compare.gemm_tflops": ["gpu-004"]}
+    by_id = {f["id"]: f for f in doc["results"]}
+    assert "gpu-001 has amdgpu 6.7.0 where the other 4 nodes have amdgpu 6.8.5" in by_id["compare.driver"]["summary"]
+    assert by_id["compare.driver"]["status"] == "fail" and by_id["compare.driver"]["fix"]
+    assert "gpu-004 552.0 TFLOP/s (-20%)" in by_id["compare.gemm_tflops"]["summary"]
+    assert doc["odd_nodes"] == ["gpu-001", "gpu-004"]
+    # The table puts the two outlier rows first.
+    assert [r["key"] for r in doc["table"][:2]] == ["driver", "gemm_tflops"]
+    assert doc["table"][0]["cells"]["gpu-001"] == "amdgpu 6.7.0"
+    # The human table names them too.
+    proc = run_cli("compare", str(tmp_path / "b"))
+    assert proc.returncode == 1
+    assert "gpu-001 has amdgpu 6.7.0" in proc.stdout and "gpu-004" in proc.stdout
+
+
+def test_kernel_log_faults_on_one_node_are_named(amd_bundle, tmp_path):
+    nodes = {f"gpu-{i}": as_node(amd_bundle, f"gpu-{i}") for i in range(3)}
+    journal = (KERNEL_LOG_DIR / "amdgpu-reset-journal-short-iso-precise.txt").read_text()
+    nodes["gpu-2"]["facts"]["commands"]["kernel-log-journalctl"] = {
+        "argv": ["journalctl", "-k", "-b"], "returncode": 0, "stdout": journal, "stderr": "", "timed_out": False,
+        "not_found": False, "error": None, "duration_s": 0.1, "timeout_s": 20}
+    doc, rc = compare_json(write(tmp_path / "b", nodes))
+    assert rc == 1 and list(findings(doc)) == ["compare.kernel_log"]
+    assert findings(doc)["compare.kernel_log"] == ["gpu-2"]
+    assert "gpu-2:" in doc["results"][0]["summary"] and "reset" in doc["results"][0]["summary"].lower()
+
+
+def test_one_machine_over_time_says_what_changed(amd_bundle, tmp_path):
+    before = as_node(amd_bundle, "gpu-007", gemm=688.0, collected_at=1_764_000_000.0)
+    after = as_node(amd_bundle, "gpu-007", gemm=540.0, collected_at=1_764_600_000.0)
+    after["facts"]["files"]["/sys/module/amdgpu/version"] = "6.7.0\n"
+    # Given newest first: compare orders them by collection time.
+    doc, rc = compare_json(write(tmp_path / "b", {"b-after": after, "a-before": before}) / "b-after.json",
+                           tmp_path / "b" / "a-before.json")
+    assert rc == 1 and doc["mode"] == "over_time"
+    labels = [n["label"] for n in doc["nodes"]]
+    assert labels == ["gpu-007@2025-11-24 16:00", "gpu-007@2025-12-01 14:40"]
+    f = {x["id"]: x for x in doc["results"]}
+    assert set(f) == {"compare.driver", "compare.gemm_tflops"}
+    assert f["compare.driver"]["summary"].startswith("GPU driver changed since gpu-007@2025-11-24 16:00: amdgpu 6.8.5 -> amdgpu 6.7.0")
+    assert ("gpu-007@2025-12-01 14:40 540.0 TFLOP/s (-22%) against 688.0 TFLOP/s in gpu-007@2025-11-24 16:00"
+            in f["compare.gemm_tflops"]["summary"])
+
+
+def test_cpu_box_against_an_amd_node_names_the_real_differences(cpu_bundle, amd_bundle, tmp_path):
+    folder = write(tmp_path / "b", {"cpu": as_node(cpu_bundle, "cpu-box"), "amd": as_node(amd_bundle, "mi300x-box")})
+    doc, rc = compare_json(folder)
+    found = findings(doc)
+    assert rc == 1
+    assert {"compare.gpu_count", "compare.gpu_model", "compare.driver", "compare.gpu.present"} <= set(found)
+    row = {r["key"]: r["cells"] for r in doc["table"]}
+    assert row["gpu_count"] == {"mi300x-box": "8", "cpu-box": "0"}
+    # Versions that are the same on both (same Python environment) are not named.
+    assert not {"compare.torch", "compare.deepspeed", "compare.python"} & set(found)
+
+
+def test_bad_input_is_one_line_and_exit_2(cpu_bundle, tmp_path):
+    (tmp_path / "x.json").write_text("{\"not\": \"a bundle\"}")
+    one = write(tmp_path / "one", {"a": cpu_bundle})
+    for args in ([str(tmp_path / "x.json"), str(one / "a.json")], [str(one)], [str(tmp_path / "missing")]):
+        proc = run_cli("compare", *args)
+        assert proc.returncode == 2, (args, proc.stdout)
+        assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr
+
+
+def test_per_node_doctor_one_bundle_per_node(tmp_path):
+    """Under torchrun's variables: local rank 1 leaves at once, quietly; local rank 0 writes DIR/<host>.json with
+    what it read from the launcher, and never replaces it without --force."""
+    import os
+
+    base = {**os.environ, "RANK": "1", "LOCAL_RANK": "1", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
+            "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
+            "TORCHELASTIC_RUN_ID": "t1"}
+    folder = tmp_path / "shared"
+    args = ("doctor", "--no-gpu-probes", "--no-train", "--only", "os", "--bundle-dir", str(folder))
+    quiet = run_cli(*args, env=base)
+    assert (quiet.returncode, quiet.stdout, quiet.stderr, folder.exists()) == (0, "", "", False)
+    lead = run_cli(*args, env={**base, "RANK": "0", "LOCAL_RANK": "0"})
+    assert lead.returncode == 0, lead.stderr
+    (bundle,) = folder.iterdir()
+    doc = json.loads(bundle.read_text())
+    assert bundle.name == f"{doc['facts']['platform']['node']}.json"
+    assert doc["facts"]["launch"]["launcher"] == "torchrun" and doc["facts"]["launch"]["node_rank"] == 0
+    assert "(node 0 of 1, torchrun): pass" in lead.stdout and str(bundle) in lead.stdout
+    again = run_cli(*args, env={**base, "RANK": "0", "LOCAL_RANK": "0"})
+    assert again.returncode == 2 and "use --force" in again.stderr and again.stderr.count("\n") == 1
+    forced = run_cli(*args, "--force", env={**base, "RANK": "0", "LOCAL_RANK": "0"})
+    assert forced.returncode == 0 and json.loads(bundle.read_text())["facts"]["collected_at"] > doc["facts"]["collected_at"]
+
+
+# ------------------------------------------------------------------------------------------ pure judges
+
+def test_slow_nodes_uses_median_and_mad():
+    assert slow_nodes({"a": 100, "b": 98, "c": 75}, 0.10) == (["c"], 98)
+    # Spread evenly: nobody stands out, although c is 11 % under the median.
+    assert slow_nodes({"a": 100, "b": 90, "c": 80}, 0.10)[0] == []
+    # All but one identical (MAD 0): the relative limit alone decides.
+    assert slow_nodes({"a": 50, "b": 50, "c": 50, "d": 44}, 0.10)[0] == ["d"]
+    assert slow_nodes({"a": 50, "b": 50, "c": 50, "d": 46}, 0.10)[0] == []
+    assert slow_nodes({"a": 100, "b": 70}, 0.10) == (["b"], 100)
+    assert slow_nodes({"a": 100}, 0.10)[0] == []
+
+
+def test_metric_judge_names_only_the_slow_side():
+    fast = judge_metric("gemm_tflops", "bf16 GEMM", "TFLOP/s", {"a": 680.0, "b": 690.0, "c": 900.0}, "probe.gemm_tflops")
+    assert fast is None  # a faster node is not a problem
+    slow = judge_metric("allreduce_busbw", "all-reduce", "GB/s", {"a": 279.5, "b": 260.8, "c": 140.0}, "probe.collective")
+    assert slow is not None and slow.data["nodes"] == ["c"] and "rocmcheck probe collective" in slow.fix
+
+
+def test_values_judge_majority_and_split():
+    r = judge_values("rocm", "ROCm", {"a": "6.2.3", "b": "6.2.3", "c": "6.1.0"})
+    assert r is not None and r.data["nodes"] == ["c"] and r.status.value == "fail"
+    split = judge_values("torch", "torch", {"a": "2.5.1", "b": "2.6.0"})
+    assert split is not None and split.data["nodes"] == ["a", "b"] and "differs" in split.summary
+    assert judge_values("python", "Python", {"a": "3.11.7", "b": "3.11.7"}) is None
+    missing = judge_values("flash_attn", "flash-attn", {"a": "2.7.4", "b": "2.7.4", "c": None})
+    assert missing is not None and "c has none where" in missing.summary and missing.data["nodes"] == ["c"]
+
+
+def test_status_judge_ignores_absent_checks_and_names_the_worse_node():
+    assert judge_statuses("x.y", {"a": "pass", "b": None}, {}, {}) is None
+    r = judge_statuses("host.iommu", {"a": "pass", "b": "fail", "c": "pass"},
+                       {"b": "iommu=pt missing"}, {"b": "add iommu=pt"})
+    assert r is not None and r.data["nodes"] == ["b"] and r.fix == "add iommu=pt" and "iommu=pt missing" in r.summary
+    # Over time, getting better is not a finding.
+    assert judge_statuses("host.iommu", {"old": "fail", "new": "pass"}, {}, {}, over_time=True) is None
+
+
+def test_bundle_is_written_whole_and_never_overwritten_without_force(tmp_path):
+    target = tmp_path / "shared" / "node-1.json"
+    write_bundle_atomically({"a": 1}, target)
+    with pytest.raises(BundleExists):
+        write_bundle_atomically({"a": 2}, target)
+    assert json.loads(target.read_text()) == {"a": 1}
+    write_bundle_atomically({"a": 3}, target, force=True)
+    assert json.loads(target.read_text()) == {"a": 3}
+    assert [p.name for p in target.parent.iterdir()] == ["node-1.json"]  # no temporary file left behind
