@@ -7,11 +7,14 @@ the vendor binding (NVML / amdsmi, in the bindings child), `nvidia-smi -q`, then
 
 from __future__ import annotations
 
+import re
+import shlex
 from typing import Any
 
+from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
-from rocmcheck.facts.health import kernel_log_usable
+from rocmcheck.facts.health import GPU_VENDORS, kernel_log_usable
 from rocmcheck.facts.parsers.gpu_health import (
     NVML_REASON_IDLE,
     NVML_REASONS_SLOWDOWN,
@@ -24,6 +27,7 @@ from rocmcheck.facts.parsers.gpu_health import (
 from rocmcheck.facts.parsers.kernel_log import Finding, line_epoch, parse_kernel_log
 from rocmcheck.result import CheckResult, Status, failed, passed, skipped, warned
 
+PCI_ADDRESS = re.compile(r"(?:[0-9a-f]{4}:)?[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]")
 RECENT_S = 3600  # "in the last hour": a fault that recent is likely the job that just died
 MAX_EVIDENCE = 12
 POWER_CAP_WARN_FRACTION = 0.9  # an enforced power limit under 90 % of the default was lowered by someone
@@ -85,11 +89,26 @@ def check_kernel_log(ctx: CheckContext) -> CheckResult:
                       evidence, **data)
     worst = "fail" if any(f.severity == "fail" for f in judged) else "warn"
     top = [f for f in judged if f.severity == worst]
-    fixes = list(dict.fromkeys(f.fix for f in top))[:3]
+    # One line to paste: the first finding's next step; the other kinds' steps follow the evidence.
+    steps = list(dict.fromkeys((f.title, finding_fix(f)) for f in top))
+    evidence += [f"next step for {title}: {fix}" for title, fix in steps[1:3]]
     names = ", ".join(dict.fromkeys(f"{f.title}" + (f" ({f.device})" if f.device else "") for f in top))
     summary = f"{source} shows {names}"
     build = failed if worst == "fail" else warned
-    return build(summary[:300], " ".join(fixes), evidence, **data)
+    return build(summary[:300], steps[0][1], evidence, **data)
+
+
+def finding_fix(f: Finding) -> str:
+    """The finding's fix line with {device} filled in. The fix texts in kernel_log.json are one pasteable line
+    each; one that names {device} in its command is turned into a comment when the log line named no PCI device."""
+    if "{device}" not in f.fix:
+        return f.fix
+    pci = f.device if f.device and PCI_ADDRESS.fullmatch(f.device) else None
+    if pci:
+        return f.fix.replace("{device}", shlex.quote(pci))
+    command = "" if f.fix.startswith("#") else f.fix.split("  # ", 1)[0]
+    text = f.fix.replace("{device}", "ADDRESS")
+    return f"# {text}" if "{device}" in command else text
 
 
 # ------------------------------------------------------------------------------------------------ per-GPU state
@@ -134,10 +153,47 @@ def _num(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _vendor(ctx: CheckContext, rows: list[dict[str, Any]]) -> str:
+    """Whose tool a fix names: the vendor of the GPUs concerned, else this machine's."""
+    found = {r.get("vendor") for r in rows} & {"amd", "nvidia"}
+    return found.pop() if len(found) == 1 else ctx.vendor
+
+
+def _gpu_ids(rows: list[dict[str, Any]]) -> list[str]:
+    """The GPUs as amd-smi -g / nvidia-smi -i name them: the index, else the PCI address (both tools take either).
+    Empty when one of them has neither: the fix then names every GPU."""
+    ids = [str(r["index"]) if r.get("index") is not None else _norm_bdf(r.get("bus_id")) if r.get("bus_id") else ""
+           for r in rows]
+    return [] if "" in ids else list(dict.fromkeys(ids))
+
+
+def _select(vendor: str, ids: list[str]) -> str:
+    """` -g 0 1` for amd-smi, ` -i 0,1` for nvidia-smi; nothing (every GPU) when the GPUs are not known."""
+    if not ids:
+        return ""
+    return f" -g {' '.join(map(shlex.quote, ids))}" if vendor == "amd" else f" -i {shlex.quote(','.join(ids))}"
+
+
+def _memory_fix(vendor: str, ids: list[str], *, broken: bool) -> str:
+    """Read the counters now (harmless); the GPU reset that retires pages is named in the comment, for an idle
+    GPU only. amd-smi: metric --ecc, bad-pages, reset -G; nvidia-smi: -q -d ECC,ROW_REMAPPER, -r."""
+    sel = _select(vendor, ids)
+    if vendor == "amd":
+        look, reset = f"amd-smi metric --ecc{sel}; amd-smi bad-pages{sel}", f"sudo amd-smi reset -G{sel or ' -g all'}"
+    else:
+        look, reset = f"nvidia-smi -q -d ECC,ROW_REMAPPER{sel}", f"sudo nvidia-smi -r{sel}"
+    if broken:
+        return fixes.step(look, f"drain the node, then reboot it (or, once the GPU is idle: {reset}) to retire the bad "
+                                "memory; if uncorrectable errors come back, contact the vendor (RMA)")
+    return fixes.step(look, f"once the GPU is idle: {reset} (or reboot) so pending retirements take effect; "
+                            "then watch these counts")
+
+
 @check("health.gpu_errors", "GPU memory errors: ECC counts, retired pages, row remapping, RAS")
 def check_gpu_errors(ctx: CheckContext) -> CheckResult:
     rows = gpu_states(ctx)
     fails, warns, evidence = [], [], []
+    fail_rows, warn_rows, ecc_off_rows = [], [], []
     seen_counter = False
     for row in rows:
         name = _name(row)
@@ -158,6 +214,7 @@ def check_gpu_errors(ctx: CheckContext) -> CheckResult:
             continue
         seen_counter = True
         line = []
+        row_fails, row_warns = len(fails), len(warns)
         if (unc or 0) > 0 or (unc_amd or 0) > 0 or (ras_ue or 0) > 0:
             fails.append(f"{name}: {max(unc or 0, unc_amd or 0, ras_ue or 0)} uncorrectable ECC/RAS errors")
         if remap and len(remap) >= 4 and remap[3]:
@@ -172,8 +229,14 @@ def check_gpu_errors(ctx: CheckContext) -> CheckResult:
             warns.append(f"{name}: {row['ecc_uncorrected_aggregate']} uncorrectable ECC errors in the GPU's lifetime")
         if bad:
             warns.append(f"{name}: {bad} retired (bad) memory pages")
-        if row.get("ecc_mode_current") in (0, "Disabled"):
+        ecc_off = row.get("ecc_mode_current") in (0, "Disabled")
+        if ecc_off:
             warns.append(f"{name}: ECC is disabled")
+            ecc_off_rows.append(row)
+        if len(fails) > row_fails:
+            fail_rows.append(row)
+        elif len(warns) > row_warns + ecc_off:
+            warn_rows.append(row)
         for label, value in (("uncorrectable (this boot)", unc if unc is not None else unc_amd),
                              ("correctable", _num(row.get("ecc_corrected_volatile")) or _num(row.get("ecc_correctable"))),
                              ("RAS ue/ce", f"{ras_ue}/{ras_ce}" if ras_ue is not None else None),
@@ -184,14 +247,17 @@ def check_gpu_errors(ctx: CheckContext) -> CheckResult:
     if not seen_counter:
         return skipped("no GPU error counters readable (no NVML/amdsmi binding, nvidia-smi or amdgpu RAS sysfs)")
     if fails:
-        return failed("; ".join(fails)[:300],
-                      "Drain the node: reboot (or reset the GPU) to retire the bad memory; if uncorrectable errors come "
-                      "back, contact the vendor (RMA). Check: amd-smi metric --ecc / nvidia-smi -q -d ECC,ROW_REMAPPER.",
+        vendor = _vendor(ctx, fail_rows)
+        return failed("; ".join(fails)[:300], _memory_fix(vendor, _gpu_ids(fail_rows), broken=True),
                       fails + warns + evidence)
     if warns:
-        return warned("; ".join(warns)[:300],
-                      "Reset the GPU when idle (sudo amd-smi reset -G -g N / sudo nvidia-smi -r -i N) or reboot, so pending "
-                      "retirements take effect; watch the counts.", warns + evidence)
+        if warn_rows:
+            fix = _memory_fix(_vendor(ctx, warn_rows), _gpu_ids(warn_rows), broken=False)
+        else:  # only ECC turned off; NVIDIA GPUs switch it with nvidia-smi -e, effective at the next reboot
+            sel = _select("nvidia", _gpu_ids(ecc_off_rows))
+            fix = fixes.step(f"sudo nvidia-smi{sel} -e 1", "turns ECC on from the next reboot; without it memory "
+                                                            "errors go unnoticed")
+        return warned("; ".join(warns)[:300], fix, warns + evidence)
     return passed(f"no uncorrectable memory errors on {len(evidence)} GPU(s)", evidence)
 
 
@@ -224,37 +290,75 @@ def _idle(row: dict[str, Any]) -> bool:
     return row.get("gfx_activity") == 0
 
 
+# lspci -d takes the PCI vendor id: the one place that maps vendor ids to names is the sysfs collector.
+PCI_VENDOR_IDS = {name: code.removeprefix("0x") for code, name in GPU_VENDORS.items()}
+
+
+def _link_fix(ctx: CheckContext, rows: list[dict[str, Any]]) -> str:
+    """lspci's LnkCap (what the link can do) beside LnkSta (what it trained to), for the one slow GPU's address or
+    for every GPU of the vendor."""
+    buses = [_norm_bdf(r.get("bus_id")) for r in rows if r.get("bus_id")]
+    if len(rows) == 1 and buses:
+        select = f" -s {shlex.quote(buses[0])}"
+    else:
+        code = PCI_VENDOR_IDS.get(_vendor(ctx, rows))
+        select = f" -d {code}:" if code else ""
+    return fixes.step(f"sudo lspci -vv{select} | grep -e LnkCap -e LnkSta",
+                      "LnkSta below LnkCap: reseat the GPU or its riser/retimer and check the slot's link speed in "
+                      "the BIOS (Auto, or the GPU's generation); probe.host_bandwidth measures what the link gives")
+
+
 @check("health.pcie_link", "each GPU's PCIe link runs at its full generation and width")
 def check_pcie_link(ctx: CheckContext) -> CheckResult:
-    evidence, slow, idle_notes = [], [], []
+    evidence, slow, idle_notes, slow_rows = [], [], [], []
     for row in gpu_states(ctx):
         gen, gen_max, width, width_max = _link(row)
         if not (gen and gen_max and width and width_max):
             continue
         text = f"{_name(row)}: Gen{gen} x{width} (max Gen{gen_max} x{width_max})"
         evidence.append(text)
-        if width < width_max:
+        if width < width_max or (gen < gen_max and not _idle(row)):
             slow.append(text)
+            slow_rows.append(row)
         elif gen < gen_max:
             # GPUs lower the link speed when idle to save power (nvidia-smi documents it); judged only under load.
-            (idle_notes if _idle(row) else slow).append(text)
+            idle_notes.append(text)
     if not evidence:
         return skipped("no PCIe link state readable for the GPUs")
     if slow:
         return warned(f"{len(slow)} GPU link(s) below their maximum: host<->GPU copies (ZeRO offload, data loading) "
-                      "slow down in proportion", "Reseat the GPU or its riser/retimer, check the slot's BIOS setting "
-                      "(link speed Auto/Gen5) and `sudo lspci -vv -s BUS | grep -e LnkCap -e LnkSta`; compare with "
-                      "probe.host_bandwidth.", slow + [e for e in evidence if e not in slow],
-                      slow=slow)
+                      "slow down in proportion", _link_fix(ctx, slow_rows),
+                      slow + [e for e in evidence if e not in slow], slow=slow)
     note = [f"{t} while idle: GPUs lower the link speed when idle; re-check under load" for t in idle_notes]
     return passed(f"{len(evidence)} GPU link(s) at full width" + (", speed judged under load only" if note else
                                                                    " and speed"), note + evidence)
 
 
+def _throttle_fix(ctx: CheckContext, slowed: list[dict[str, Any]], capped: list[dict[str, Any]]) -> str:
+    """A lowered power cap goes back to its default (nvidia-smi -pl takes watts, NVML reports milliwatts;
+    `amd-smi reset --power-cap` restores the default itself); heat and power brakes are read, not changed."""
+    vendor = _vendor(ctx, capped or slowed)
+    sel = _select(vendor, _gpu_ids(capped or slowed))
+    if vendor == "amd":
+        look = f"amd-smi metric --power --temperature{sel}"
+        restore = f"sudo amd-smi reset{sel} --power-cap"
+    else:
+        look = f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER{sel}"
+        restore = " && ".join(
+            f"sudo nvidia-smi{_select('nvidia', _gpu_ids([r]))} -pl {r['power_default_limit_mw'] // 1000}"
+            for r in capped if _num(r.get("power_default_limit_mw")))
+    if capped and restore:
+        return fixes.step(restore, f"back to the default power cap; if clocks still drop, check cooling and power "
+                                   f"delivery ({look})")
+    return fixes.step(look, "the slowdown reasons and temperatures: check cooling (fans, airflow, inlet temperature) "
+                            "and power delivery (PSUs, cabling)")
+
+
 @check("health.throttle", "GPUs not slowed by heat, power brakes or a lowered power cap")
 def check_throttle(ctx: CheckContext) -> CheckResult:
-    evidence, slowed = [], []
+    evidence, slowed, slowed_rows, capped = [], [], [], []
     for row in gpu_states(ctx):
+        before = len(slowed)
         name = _name(row)
         parts = []
         reasons = row.get("clock_event_reasons")
@@ -277,18 +381,19 @@ def check_throttle(ctx: CheckContext) -> CheckResult:
             parts.append(f"power cap {limit / default:.0%} of default")
             if limit < POWER_CAP_WARN_FRACTION * default:
                 slowed.append(f"{name}: power cap lowered to {limit / default:.0%} of its default")
+                capped.append(row)
         clock, clock_max = (row.get("sm_clock_mhz"), row.get("sm_clock_max_mhz")) if "sm_clock_mhz" in row \
             else (row.get("gfx_clock_mhz"), row.get("gfx_clock_max_mhz"))
         if _num(clock) and _num(clock_max):
             parts.append(f"clock {clock}/{clock_max} MHz")
+        if len(slowed) > before:
+            slowed_rows.append(row)
         if parts:
             evidence.append(f"{name} [{row.get('source')}]: " + "; ".join(parts))
     if not evidence:
         return skipped("no throttle or power state readable for the GPUs")
     if slowed:
-        return warned("; ".join(slowed)[:300], "Check cooling and power delivery (nvidia-smi -q -d PERFORMANCE,POWER / "
-                      "amd-smi metric --power --temperature); restore the default power cap "
-                      "(sudo nvidia-smi -pl DEFAULT_W / sudo amd-smi set --power-cap DEFAULT_W).", slowed + evidence)
+        return warned("; ".join(slowed)[:300], _throttle_fix(ctx, slowed_rows, capped), slowed + evidence)
     return passed(f"{len(evidence)} GPU(s) not slowed by heat, power brakes or a lowered power cap", evidence)
 
 

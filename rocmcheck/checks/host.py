@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rocmcheck.checks import check
 from rocmcheck import fixes
 from rocmcheck.checks.context import CheckContext
@@ -88,29 +90,39 @@ def check_cpu_governor(ctx: CheckContext) -> CheckResult:
     others = sorted(g for g in governors if g != PERFORMANCE_GOVERNOR)
     if others:
         return warned(f"CPU governor {', '.join(others)}: data loading and kernel launches wait for the CPU to clock up",
-                      "sudo cpupower frequency-set -g performance  (AMD pre-training system validation; persist it with "
-                      "a systemd unit or tuned profile)", evidence)
+                      fixes.step("sudo cpupower frequency-set -g performance",
+                                 "AMD pre-training system validation; persist it with a systemd unit or tuned profile"),
+                      evidence)
     return passed("every CPU uses the performance governor", evidence)
 
 
 @check("host.perf_determinism", "MI300X performance level (determinism) as AMD's validation sets it")
 def check_perf_determinism(ctx: CheckContext) -> CheckResult:
     levels: dict[str, str] = {}
+    ids: dict[str, str] = {}  # how amd-smi -g names each GPU: its PCI address or its index
     for dev in ctx.facts.node_health.get("pci_gpus") or []:
         if dev.get("vendor") == "amd" and dev.get("perf_level"):
             levels[dev.get("bdf", "?")] = dev["perf_level"].strip()
+            if dev.get("bdf"):
+                ids[dev["bdf"]] = dev["bdf"]
     for g in (ctx.facts.probes.get("amdsmi") or {}).get("gpus") or []:
         level = (g.get("health") or {}).get("perf_level")
         if level:
             levels.setdefault(f"GPU {g.get('index')}", str(level).replace("AMDSMI_DEV_PERF_LEVEL_", "").lower())
+            if g.get("index") is not None:
+                ids.setdefault(f"GPU {g.get('index')}", str(g["index"]))
     if not levels:
         return skipped("no AMD GPU performance level readable")
     evidence = [f"{k}: {v}" for k, v in sorted(levels.items())]
     low = sorted(k for k, v in levels.items() if v in LOW_PERF_LEVELS)
     if low:
+        # A GPU read both from sysfs and amdsmi is named twice; amd-smi takes either name.
+        gpus = " ".join(dict.fromkeys(shlex.quote(ids[k]) for k in low if k in ids)) if all(k in ids for k in low) \
+            else "all"
         return warned(f"{len(low)} GPU(s) pinned to a low performance level: clocks stay down under load",
-                      "sudo amd-smi set -g N --perf-level AUTO  (or sudo rocm-smi --setperfdeterminism 1900 as in AMD's "
-                      "pre-training validation)", evidence)
+                      fixes.step(f"sudo amd-smi set -g {gpus} --perf-level AUTO",
+                                 "or, as AMD's pre-training validation does: sudo rocm-smi --setperfdeterminism 1900"),
+                      evidence)
     if all(v in ("perf_determinism", "determinism") for v in levels.values()):
         return passed("performance determinism set on every GPU", evidence)
     return passed("GPU clocks managed by the driver (AMD's pre-training validation additionally sets "

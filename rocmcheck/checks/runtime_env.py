@@ -6,15 +6,20 @@ Each judgement names its source; nothing here fires when the variable is unset (
 from __future__ import annotations
 
 import re
+import shlex
 
 from packaging.version import InvalidVersion, Version
 
+from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.facts.health import tunableop_filename
 from rocmcheck.result import CheckResult, passed, skipped, warned
 
 ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
+# torch 2.9 reads the device-generic PYTORCH_ALLOC_CONF (c10/core/AllocatorConfig.cpp); older builds read the
+# HIP variable on ROCm and the CUDA one on CUDA.
+GENERIC_ALLOC_VAR_MIN_TORCH = Version("2.9")
 # Options of the caching allocator (c10/cuda/CUDAAllocatorConfig.cpp); an unknown one raises
 # "Unrecognized CachingAllocator option" at the first allocation.
 ALLOC_OPTIONS = {
@@ -64,19 +69,49 @@ def check_alloc_conf(ctx: CheckContext) -> CheckResult:
                 problems.append(f"{var}: unknown option '{key.strip()}' (torch raises 'Unrecognized CachingAllocator "
                                 "option' at the first GPU allocation)")
     expandable = any(re.search(r"expandable_segments\s*:\s*true", v, re.I) for v in setvars.values())
-    if ctx.torch_is_rocm and expandable:
-        tv, hv = _version((ctx.torch or {}).get("version")), _version((ctx.torch or {}).get("hip"))
-        if (tv and tv < EXPANDABLE_ROCM_MIN_TORCH) or (hv and hv < EXPANDABLE_ROCM_MIN_HIP):
-            problems.append(f"expandable_segments:True does nothing with torch {tv} on ROCm {hv}: torch prints "
-                            "'expandable_segments not supported on this platform' (supported from torch 2.11 on ROCm 7.0)")
+    tv, hv = _version((ctx.torch or {}).get("version")), _version((ctx.torch or {}).get("hip"))
+    expandable_noop = ctx.torch_is_rocm and bool(
+        (tv and tv < EXPANDABLE_ROCM_MIN_TORCH) or (hv and hv < EXPANDABLE_ROCM_MIN_HIP))
+    if expandable and expandable_noop:
+        problems.append(f"expandable_segments:True does nothing with torch {tv} on ROCm {hv}: torch prints "
+                        "'expandable_segments not supported on this platform' (supported from torch 2.11 on ROCm 7.0)")
     if ctx.torch_is_rocm and "PYTORCH_HIP_ALLOC_CONF" in setvars and "PYTORCH_CUDA_ALLOC_CONF" in setvars \
             and setvars["PYTORCH_HIP_ALLOC_CONF"] != setvars["PYTORCH_CUDA_ALLOC_CONF"]:
         problems.append("PYTORCH_HIP_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF differ: only one of them is read")
     if problems:
-        return warned(problems[0], "Keep one variable (PYTORCH_ALLOC_CONF on torch >= 2.9, else PYTORCH_HIP_ALLOC_CONF on "
-                      "ROCm / PYTORCH_CUDA_ALLOC_CONF on CUDA) with options this torch knows; drop expandable_segments "
-                      "on ROCm torch < 2.11.", problems + evidence)
+        return warned(problems[0], _alloc_fix(ctx, setvars, tv, drop_expandable=expandable_noop), problems + evidence)
     return passed("allocator options recognised", evidence)
+
+
+def _alloc_fix(ctx: CheckContext, setvars: dict[str, str], torch_version: Version | None, *,
+               drop_expandable: bool) -> str:
+    """One variable with the options this torch knows: the one already set when there is one, else the one this
+    torch reads (PYTORCH_ALLOC_CONF from 2.9, else the HIP or CUDA one). Its value comes from that variable when
+    it is set, else from the first set one in ALLOC_VARS order; unknown keys, pieces that are not key:value and
+    (where it does nothing) expandable_segments are dropped."""
+    if len(setvars) == 1:
+        target = next(iter(setvars))
+    elif torch_version and torch_version >= GENERIC_ALLOC_VAR_MIN_TORCH:
+        target = "PYTORCH_ALLOC_CONF"
+    else:
+        target = "PYTORCH_CUDA_ALLOC_CONF" if ctx.torch_is_cuda else "PYTORCH_HIP_ALLOC_CONF"
+    source = target if target in setvars else next(v for v in ALLOC_VARS if v in setvars)
+    kept: dict[str, str] = {}
+    dropped: list[str] = []
+    for item in filter(None, (p.strip() for p in setvars[source].split(","))):
+        key, sep, val = (x.strip() for x in item.partition(":"))
+        if sep and val and key in ALLOC_OPTIONS and not (drop_expandable and key == "expandable_segments"):
+            kept.setdefault(key, f"{key}:{val}")
+        else:
+            dropped.append("expandable_segments (it needs torch >= 2.11 on ROCm >= 7.0)"
+                           if key == "expandable_segments" else key or item)
+    others = [v for v in ALLOC_VARS if v in setvars and v != target]
+    note = "one allocator variable with only options this torch knows" + \
+        (f"; drops {', '.join(dropped)}" if dropped else "")
+    if not kept:
+        return fixes.unset(*[v for v in ALLOC_VARS if v in setvars], note=note)
+    export = f"export {target}={shlex.quote(','.join(kept.values()))}"
+    return fixes.step(f"unset {' '.join(others)} && {export}" if others else export, note)
 
 
 def _validators(head: str) -> dict[str, str]:
@@ -99,28 +134,40 @@ def check_tunableop(ctx: CheckContext) -> CheckResult:
                 f"result files ({tunableop_filename(env)}): {', '.join(files) or 'none found'}"]
     torch_version = (ctx.torch or {}).get("version") or ""
     archs = _archs(ctx)
-    stale = []
+    stale, stale_paths = [], []
     for path, head in files.items():
         val = _validators(head)
         made_for = val.get("PT_VERSION")
+        reasons = []
         if made_for and torch_version and not torch_version.startswith(made_for.split("+")[0]):
-            stale.append(f"{path}: made with torch {made_for}, this is {torch_version}")
+            reasons.append(f"{path}: made with torch {made_for}, this is {torch_version}")
         arch = (val.get("GCN_ARCH_NAME") or "").split(":")[0]
         if arch and archs and arch not in archs:
-            stale.append(f"{path}: made on {arch}, these GPUs are {', '.join(sorted(archs))}")
+            reasons.append(f"{path}: made on {arch}, these GPUs are {', '.join(sorted(archs))}")
+        stale += reasons
+        if reasons:
+            stale_paths.append(path)
     if stale:
+        # Renamed, not deleted: TunableOp reads only its exact file name, and the old results stay for their stack.
+        moves = " && ".join(f"mv {shlex.quote(p)} {shlex.quote(p + '.stale')}" for p in stale_paths)
         return warned("TunableOp result file made for another stack: it is rejected and every GEMM is tuned again",
-                      "Delete or move the file and tune once offline on this machine (PyTorch docs: torch.cuda.tunable).",
-                      stale + evidence)
+                      fixes.step(moves, "then tune once on this machine and keep the new file (PyTorch docs: "
+                                        "torch.cuda.tunable)"), stale + evidence)
     if tuning:
+        tune_note = "PyTorch docs: torch.cuda.tunable; AMD MI300X workload guide"
+        fix = fixes.step("export PYTORCH_TUNABLEOP_TUNING=0", "the results files above hold the tuned GEMMs: train "
+                         f"with them, tune no more ({tune_note})") if files else \
+            fixes.step(None, "Tune once on a short run (PYTORCH_TUNABLEOP_TUNING=1) to write "
+                             f"{tunableop_filename(env)}, keep it, then train with PYTORCH_TUNABLEOP_TUNING=0 "
+                             f"({tune_note})")
         return warned("TunableOp tunes every new GEMM shape during the run: the first steps (and every new sequence "
-                      "length) are slow, and each rank tunes on its own",
-                      "Tune once on a short run, keep the results file, then train with PYTORCH_TUNABLEOP_TUNING=0 "
-                      "(PyTorch docs: torch.cuda.tunable; AMD MI300X workload guide).", evidence)
+                      "length) are slow, and each rank tunes on its own", fix, evidence)
     if not files:
         return warned("TunableOp is on with tuning off but there is no results file: it changes nothing",
-                      f"Tune once to create {tunableop_filename(env)} in the working directory, or unset "
-                      "PYTORCH_TUNABLEOP_ENABLED.", evidence)
+                      fixes.unset("PYTORCH_TUNABLEOP_ENABLED",
+                                  note=f"or tune once (PYTORCH_TUNABLEOP_TUNING=1 on a short run) to create "
+                                       f"{tunableop_filename(env)} in the working directory"),
+                      evidence)
     return passed("TunableOp reads tuned results without tuning during training", evidence)
 
 
@@ -138,11 +185,13 @@ def check_hipblaslt(ctx: CheckContext) -> CheckResult:
     off = value in ("0", "false", "off", "no")
     if off and archs and archs <= HIPBLASLT_PREFERRED_ARCHS:
         return warned(f"{var}={env[var]} forces rocBLAS on {', '.join(sorted(archs))}, where hipBLASLt is faster and "
-                      "torch's default", f"unset {var}  (AMD's MI300X workload guide recommends hipBLASLt)", evidence)
+                      "torch's default", fixes.unset(var, note="AMD's MI300X workload guide recommends hipBLASLt"),
+                      evidence)
     if not off and archs and not archs <= HIPBLASLT_PREFERRED_ARCHS:
         other = sorted(archs - HIPBLASLT_PREFERRED_ARCHS)
         return warned(f"{var}={env[var]} forces hipBLASLt on {', '.join(other)}, where torch defaults to rocBLAS "
-                      "(hipBLASLt kernels are missing or slower there)", f"unset {var}", evidence)
+                      "(hipBLASLt kernels are missing or slower there)",
+                      fixes.unset(var, note="torch picks rocBLAS for these GPUs"), evidence)
     return passed(f"{var}={env[var]} matches the GPU", evidence)
 
 
@@ -155,8 +204,9 @@ def check_nccl_channels(ctx: CheckContext) -> CheckResult:
     lo, hi = env.get("NCCL_MIN_NCHANNELS"), env.get("NCCL_MAX_NCHANNELS")
     evidence = [f"NCCL_MIN_NCHANNELS={lo}" if lo is not None else "NCCL_MIN_NCHANNELS unset",
                 f"NCCL_MAX_NCHANNELS={hi}" if hi is not None else "NCCL_MAX_NCHANNELS unset"]
-    fix = (f"export NCCL_MIN_NCHANNELS={RCCL_MI300X_MIN_CHANNELS} and unset NCCL_MAX_NCHANNELS (AMD's training "
-           "validation uses 40; its MI300X inference guide 112)")
+    raise_min = f"export NCCL_MIN_NCHANNELS={RCCL_MI300X_MIN_CHANNELS}"
+    fix = fixes.step(raise_min + (" && unset NCCL_MAX_NCHANNELS" if hi is not None else ""),
+                     "AMD's training validation uses 40 channels; its MI300X inference guide 112")
     for name, value in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
         if value is not None and not value.strip().isdigit():
             return warned(f"{name}={value} is not a number: RCCL ignores it", fix, evidence)
@@ -166,7 +216,7 @@ def check_nccl_channels(ctx: CheckContext) -> CheckResult:
     if lo is not None and hi is not None and int(lo) > int(hi):
         return warned(f"NCCL_MIN_NCHANNELS={lo} is above NCCL_MAX_NCHANNELS={hi}", fix, evidence)
     if lo is None:
-        return passed(f"RCCL chooses its channels; AMD's guides raise the minimum ({fix.split(' and ')[0]})", evidence)
+        return passed(f"RCCL chooses its channels; AMD's guides raise the minimum ({raise_min})", evidence)
     return passed(f"NCCL_MIN_NCHANNELS={lo}", evidence)
 
 
@@ -179,7 +229,7 @@ def check_hsa_xnack(ctx: CheckContext) -> CheckResult:
     # xnack+ or xnack-any code objects, and page-fault retry costs performance.
     return warned(f"HSA_XNACK={value} turns on XNACK: code built for xnack- no longer loads ('no kernel image' / "
                   "hipErrorNoBinaryForGpu) and memory-bound kernels slow down; fine-tuning needs no unified memory",
-                  "unset HSA_XNACK")
+                  fixes.unset("HSA_XNACK", note="back to the default: XNACK off"))
 
 
 @check("env.scratch_reclaim", "HSA_NO_SCRATCH_RECLAIM value understood")
@@ -192,5 +242,5 @@ def check_scratch_reclaim(ctx: CheckContext) -> CheckResult:
         return passed(f"HSA_NO_SCRATCH_RECLAIM={value}" + (": scratch stays assigned to its queue until the process "
                                                            "exits" if value.strip() == "1" else ""))
     # ROCR-Runtime environment variables: only 0 and 1 are defined.
-    return warned(f"HSA_NO_SCRATCH_RECLAIM={value} is neither 0 nor 1", "export HSA_NO_SCRATCH_RECLAIM=1  "
-                  "(ROCR-Runtime docs; AMD's training containers use 1)")
+    return warned(f"HSA_NO_SCRATCH_RECLAIM={value} is neither 0 nor 1",
+                  fixes.step("export HSA_NO_SCRATCH_RECLAIM=1", "ROCR-Runtime docs; AMD's training containers use 1"))
