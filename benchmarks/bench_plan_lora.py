@@ -61,7 +61,8 @@ def one(label: str, preset: str, seq: int, mb: int, settings: dict, kind: str) -
     shape = preset_shape(preset)
     est = estimate_memory(shape, micro_batch=mb, seq_len=seq, **settings)
     t0 = time.monotonic()
-    m = find_max_micro_batch(shape, seq, 0.999, start=mb, max_micro_batch=mb, steps=2, timeout_s=150, **settings)
+    m = find_max_micro_batch(shape, seq, 0.999, start=mb, max_micro_batch=mb, max_trials=1, steps=2, timeout_s=150,
+                             **settings)
     row = {"label": label, "kind": kind, "preset": preset, "seq_len": seq, "micro_batch": mb, "settings": settings,
            "predicted_allocated": int(est.allocated_peak_bytes), "predicted_phase": est.peak_phase,
            "predicted_lines": {ln.name: int(est.at_peak(ln)) for ln in est.lines}, "seconds": 0.0}
