@@ -32,6 +32,10 @@ def one_line_error(result) -> str:
     (["--model", "llama-2-7b", "--measure", "--zero", "2"], "single-GPU"),
     (["--model", "llama-2-7b", "--zero", "5"], "--zero"),
     (["--model", "llama-2-7b", "--seq-len", "0"], "--seq-len"),
+    (["--model", "llama-2-7b", "--lora-dropout", "0.1"], "need --lora-rank"),
+    (["--model", "llama-2-7b", "--qlora"], "lora_rank"),
+    (["--model", "llama-2-7b", "--lora-rank", "16", "--qlora", "--measure"], "QLoRA"),
+    (["--model", "llama-2-7b", "--lora-rank", "16", "--lora-target", "all"], "--lora-target"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, says):
     assert says in one_line_error(plan(*args))
@@ -96,3 +100,23 @@ def test_measure_on_a_machine_without_a_gpu_says_so():
     assert result.exit_code == 0, result.output
     batch = next(r for r in json.loads(result.stdout)["results"] if r["id"] == "plan.batch")
     assert batch["status"] == "skip" and "no GPU" in batch["summary"]
+
+
+def test_lora_flags_reach_the_estimate():
+    result = plan("--model", "llama-3-8b", "--lora-rank", "64", "--lora-target", "qv", "--lora-dropout", "0.05",
+                  "--adapter-dtype", "bf16", "--no-autocast", "--seq-len", "4096", "--gpu", "h200", "--find-batch",
+                  "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    s = doc["estimate"]["settings"]
+    assert (s["lora_rank"], s["lora_target"], s["lora_dropout"], s["adapter_dtype"], s["autocast"]) == (
+        64, "qv", 0.05, "bf16", False)
+    assert "LoRA adapter activations" in [ln["name"] for ln in doc["estimate"]["lines"]]
+    batch = next(r for r in doc["results"] if r["id"] == "plan.batch")
+    assert batch["status"] == "pass" and batch["data"]["best"] >= 1
+
+
+def test_lora_table_names_the_assumed_settings():
+    result = plan("--model", "llama-2-7b", "--lora-rank", "16", "--gpu", "mi300x")
+    assert result.exit_code == 0, result.output
+    assert "LoRA r=16 on all-linear (fp32 adapters, autocast)" in " ".join(result.stdout.split())

@@ -54,7 +54,7 @@ def test_child_on_cpu_with_a_byte_ceiling():
     pytest.importorskip("transformers")
     # At seq 32 this model holds ~2.2 MB of states and ~0.27 MB of activations per sample: against a 6.5 MB
     # ceiling, 16 runs out of memory, 12 is within 90% of it, 14 runs but above 90%.
-    m = find_max_micro_batch(TINY, 32, 0.9, cpu_ceiling_bytes=6_500_000, steps=1, timeout_s=240)
+    m = find_max_micro_batch(TINY, 32, 0.9, cpu_ceiling_bytes=6_500_000, steps=1, start=1, timeout_s=240)
     assert m.available and m.finished, m.reason
     outcomes = {t.micro_batch: t.outcome for t in m.trials}
     assert [t.micro_batch for t in m.trials][:5] == [1, 2, 4, 8, 16]
@@ -109,3 +109,19 @@ def test_settings_are_checked_before_a_process_starts():
         find_max_micro_batch(TINY, 32, attention="flash3", python=sys.executable)
     with pytest.raises(ValueError, match="target_fraction"):
         find_max_micro_batch(TINY, 32, target_fraction=1.5, python=sys.executable)
+
+
+def test_lora_child_starts_from_the_planner_on_cpu():
+    """peft adapters over a bf16 base in the child, the planner's answer as the first try, and the search
+    proving its answer (it fitted; the next size did not)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("peft")
+    m = find_max_micro_batch(TINY, 32, 0.9, cpu_ceiling_bytes=6_500_000, steps=1, lora_rank=8, timeout_s=240)
+    assert m.available and m.finished, (m.reason, m.stderr_tail)
+    assert m.guess is not None and m.trials[0].micro_batch == m.guess
+    outcomes = {t.micro_batch: t.outcome for t in m.trials}
+    assert outcomes[m.best] == "ok" and outcomes[m.best + 1] in ("over", "oom")
+    assert len(m.trials) <= 6
+    assert m.settings["lora_rank"] == 8
+    assert "tries, from the planner's" in measured_verdict(m).summary

@@ -21,7 +21,8 @@ def _settings(opts: dict[str, Any]) -> dict[str, Any]:
             "world_size": opts["gpus"], "offload_optimizer": opts["offload_optimizer"],
             "offload_params": opts["offload_params"], "gradient_checkpointing": opts["gradient_checkpointing"],
             "attention": PLAN_ATTENTION[opts["attn"]], "lora_rank": opts["lora_rank"], "grad_accumulation_steps": opts["grad_accum"],
-            "optimizer": opts["optimizer"]}
+            "optimizer": opts["optimizer"], "lora_target": opts["lora_target"], "lora_dropout": opts["lora_dropout"],
+            "adapter_dtype": opts["adapter_dtype"], "autocast": not opts["no_autocast"], "qlora": opts["qlora"]}
 
 
 def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, measured) -> None:
@@ -38,7 +39,9 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
     title = (f"{est.model.name}: {est.params:,} params, micro-batch {s['micro_batch']} x seq {s['seq_len']}, "
              f"{s['precision']}, ZeRO-{s['zero_stage']} x {s['world_size']} GPU(s)"
              + (", checkpointing" if s["gradient_checkpointing"] else "") + f", attn {s['attention']}"
-             + (f", LoRA r={s['lora_rank']}" if s["lora_rank"] else ""))
+             + (f", {'QLoRA' if s['qlora'] else 'LoRA'} r={s['lora_rank']} on {s['lora_target']} "
+                f"({s['adapter_dtype']} adapters, {'autocast' if s['autocast'] else 'no autocast'}"
+                + (f", dropout {s['lora_dropout']:g}" if s["lora_dropout"] else "") + ")" if s["lora_rank"] else ""))
     table = Table(title=title, title_justify="left")
     table.add_column("per GPU", no_wrap=True)
     table.add_column("at the peak", justify="right", no_wrap=True)
@@ -90,14 +93,26 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and Adam moments, no fp32 master copy (8 B/param).")
 @click.option("--attn", type=AttnChoice(), default="sdpa", show_default=True,
               help="Attention kernel, by Hugging Face's names (flash is accepted for flash_attention_2).")
-@click.option("--lora-rank", type=click.IntRange(min=1), default=None, help="LoRA on all Linear layers.")
+@click.option("--lora-rank", type=click.IntRange(min=1), default=None,
+              help="LoRA (peft) of this rank over a frozen bf16 base; also with --find-batch and --measure.")
+@click.option("--lora-target", type=click.Choice(["all-linear", "qv"]), default="all-linear", show_default=True,
+              help='LoRA: target_modules="all-linear", or q_proj and v_proj (peft\'s choice for LLaMA by default).')
+@click.option("--lora-dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0, show_default=True,
+              help="LoRA: lora_dropout (peft's default 0); above 0 each adapter keeps a dropout mask.")
+@click.option("--adapter-dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+              help="LoRA: adapter weights' dtype (peft casts them to fp32 unless autocast_adapter_dtype=False).")
+@click.option("--no-autocast", is_flag=True,
+              help="LoRA: the step runs without torch.autocast (HF Trainer with bf16=True uses it).")
+@click.option("--qlora", is_flag=True, help="LoRA over a 4-bit base (bitsandbytes NF4, double quantization); "
+              "modeled, not measured.")
 @click.option("--optimizer", type=click.Choice(["fused", "foreach"]), default="fused", show_default=True,
               help="AdamW implementation: foreach holds one more copy of the weights during the step.")
 @click.option("--find-batch", is_flag=True, help="The largest micro-batch that fits (estimate).")
 @click.option("--measure", is_flag=True, help="Find the largest micro-batch with real training steps on GPU 0.")
 @click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
               help="Share of GPU memory the batch may use (default 0.9 for --find-batch, 0.95 for --measure).")
-@click.option("--start-batch", type=click.IntRange(min=1), default=1, show_default=True, help="--measure starts here.")
+@click.option("--start-batch", type=click.IntRange(min=1), default=None,
+              help="--measure doubles from here instead of starting from the planner's answer.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=10.0), default=600.0, show_default=True,
               help="--measure's time limit in seconds.")
 @json_option()
@@ -130,8 +145,13 @@ def plan(**opts: Any) -> None:
         raise BadInput(str(exc)) from None
     if opts["find_batch"] and gpu is None:
         raise BadInput("--find-batch needs --gpu NAME or --gpu-memory GiB")
-    if opts["measure"] and (opts["zero"] or opts["lora_rank"] or opts["gpus"] > 1):
-        raise BadInput("--measure runs a plain single-GPU training loop: drop --zero, --gpus and --lora-rank")
+    if opts["measure"] and (opts["zero"] or opts["gpus"] > 1):
+        raise BadInput("--measure runs a plain single-GPU training loop: drop --zero and --gpus")
+    if opts["measure"] and opts["qlora"]:
+        raise BadInput("--measure does not run QLoRA (a 4-bit base needs bitsandbytes): drop --qlora")
+    if opts["lora_rank"] is None and (opts["qlora"] or opts["lora_target"] != "all-linear" or opts["lora_dropout"]
+                                      or opts["adapter_dtype"] != "fp32" or opts["no_autocast"]):
+        raise BadInput("--qlora, --lora-target, --lora-dropout, --adapter-dtype and --no-autocast need --lora-rank")
 
     results: list[CheckResult] = []
     if gpu:
@@ -155,6 +175,9 @@ def plan(**opts: Any) -> None:
                                             gradient_checkpointing=settings["gradient_checkpointing"],
                                             attention=settings["attention"],
                                             grad_accumulation_steps=settings["grad_accumulation_steps"],
+                                            lora_rank=settings["lora_rank"], lora_target=settings["lora_target"],
+                                            lora_dropout=settings["lora_dropout"],
+                                            adapter_dtype=settings["adapter_dtype"], autocast=settings["autocast"],
                                             start=opts["start_batch"], timeout_s=opts["timeout_s"])
         results.append(measured_verdict(measured))
     if opts["as_json"]:

@@ -19,6 +19,8 @@ from rocmcheck.plan.shapes import ModelShape
 PRECISIONS = ("amp-bf16", "pure-bf16")
 ATTENTIONS = ("flash", "sdpa", "eager")
 OPTIMIZERS = ("fused", "foreach")
+ADAPTER_DTYPES = ("fp32", "bf16")
+LORA_TARGET_CHOICES = tuple(F.LORA_TARGETS)
 PHASES = ("forward_end", "backward_start", "backward_end", "optimizer_step")
 GIB = 1 << 30
 # CUDA/HIP context, kernel images and library handles: outside PyTorch's allocator, so outside the
@@ -94,7 +96,8 @@ class MemoryEstimate:
 
 def _check_settings(micro_batch: int, seq_len: int, precision: str, zero_stage: int, world_size: int,
                     offload_optimizer: bool, offload_params: bool, attention: str, lora_rank: int | None,
-                    grad_accumulation_steps: int, optimizer: str) -> None:
+                    grad_accumulation_steps: int, optimizer: str, lora_target: str = "all-linear",
+                    lora_dropout: float = 0.0, adapter_dtype: str = "fp32", qlora: bool = False) -> None:
     def positive(name: str, value: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
@@ -111,6 +114,16 @@ def _check_settings(micro_batch: int, seq_len: int, precision: str, zero_stage: 
         raise ValueError(f"attention must be one of {', '.join(ATTENTIONS)}, got {attention!r}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {optimizer!r}")
+    if lora_target not in F.LORA_TARGETS:
+        raise ValueError(f"lora_target must be one of {', '.join(F.LORA_TARGETS)}, got {lora_target!r}")
+    if adapter_dtype not in ADAPTER_DTYPES:
+        raise ValueError(f"adapter_dtype must be one of {', '.join(ADAPTER_DTYPES)}, got {adapter_dtype!r}")
+    if isinstance(lora_dropout, bool) or not isinstance(lora_dropout, (int, float)) or not 0 <= lora_dropout < 1:
+        raise ValueError(f"lora_dropout must be in [0, 1), got {lora_dropout!r}")
+    if qlora and lora_rank is None:
+        raise ValueError("qlora needs a lora_rank (QLoRA trains LoRA adapters over a 4-bit base)")
+    if qlora and zero_stage == 3:
+        raise ValueError("qlora with ZeRO-3 is not modeled (bitsandbytes 4-bit weights are not partitioned)")
     if zero_stage not in (0, 1, 2, 3):
         raise ValueError(f"zero_stage must be 0, 1, 2 or 3, got {zero_stage!r}")
     if offload_params and zero_stage != 3:
@@ -141,24 +154,39 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
                     zero_stage: int = 0, world_size: int = 1, offload_optimizer: bool = False,
                     offload_params: bool = False, gradient_checkpointing: bool = False, attention: str = "sdpa",
                     lora_rank: int | None = None, grad_accumulation_steps: int = 1,
-                    optimizer: str = "fused") -> MemoryEstimate:
+                    optimizer: str = "fused", lora_target: str = "all-linear", lora_dropout: float = 0.0,
+                    adapter_dtype: str = "fp32", autocast: bool = True, qlora: bool = False) -> MemoryEstimate:
     """Per-GPU memory of a LLaMA fine-tuning step with AdamW. Raises ValueError on settings that cannot go together.
 
     precision: "amp-bf16" = fp32 weights under torch autocast (zero_stage 0) or DeepSpeed bf16 (zero_stage >= 1);
     "pure-bf16" = bf16 weights and moments, no master copy. attention "sdpa" assumes SDPA picks a flash or
     memory-efficient kernel (no s x s matrix); "eager" stores it. grad_accumulation_steps > 1 keeps the gradients
     through the forward. optimizer "fused" (DeepSpeed, HF Trainer's default with torch >= 2.8) or "foreach"
-    (torch.optim.AdamW's default), which holds one more copy of the weights during the step."""
+    (torch.optim.AdamW's default), which holds one more copy of the weights during the step.
+
+    LoRA (lora_rank set) is peft over a frozen bf16 base: adapters on lora_target ("all-linear" or "qv") in
+    adapter_dtype ("fp32": peft's default autocast_adapter_dtype=True; "bf16"), lora_dropout, and the step
+    under bf16 autocast (autocast=True: HF Trainer with bf16=True) or not. precision "pure-bf16" with LoRA means
+    bf16 adapters without autocast. qlora: the base's layer Linears in bitsandbytes 4-bit (NF4, double
+    quantization), modeled from the format, not measured. autocast only matters for LoRA."""
     _check_settings(micro_batch, seq_len, precision, zero_stage, world_size, offload_optimizer, offload_params,
-                    attention, lora_rank, grad_accumulation_steps, optimizer)
+                    attention, lora_rank, grad_accumulation_steps, optimizer, lora_target, lora_dropout,
+                    adapter_dtype, qlora)
     m = model
     params = m.param_count()
     deepspeed = zero_stage >= 1
     lora = lora_rank is not None
-    trainable = m.lora_params(lora_rank) if lora else params
+    if lora and precision == "pure-bf16":
+        adapter_dtype, autocast = "bf16", False
+    targets = F.LORA_TARGETS[lora_target]
+    trainable = m.lora_params(lora_rank, targets) if lora else params
     # fp32 residual stream: fp32 weights under autocast. A LoRA base or a DeepSpeed bf16 model computes in bf16.
     residual_fp32 = precision == "amp-bf16" and not deepspeed and not lora
     w_b, g_b, k_b, what = _state_bytes_per_param(precision, deepspeed)
+    if lora and not deepspeed:
+        w_b, g_b, k_b = (4, 4, 8) if adapter_dtype == "fp32" else (2, 2, 4)
+        what = (f"frozen {'4-bit' if qlora else 'bf16'} base; {adapter_dtype} adapters, their gradients and two "
+                f"AdamW moments in the adapters' dtype ({w_b + g_b + k_b} B per adapter param)")
     n, tokens, h, L, V = world_size, micro_batch * seq_len, m.hidden_size, m.num_hidden_layers, m.vocab_size
     ckpt = gradient_checkpointing
     lines: list[MemoryLine] = []
@@ -166,7 +194,12 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
     host = 0.0
 
     # Model states (ZeRO paper): weights, gradients, optimizer states, partitioned by stage over N GPUs.
-    frozen = 2.0 * params if lora else 0.0
+    if qlora:
+        quantized = m.quantizable_linear_params()
+        q_bytes = F.qlora_bytes_per_weight(double_quant=True)
+        frozen = q_bytes * quantized + 2.0 * (params - quantized)
+    else:
+        frozen = 2.0 * params if lora else 0.0
     weights = frozen + w_b * trainable
     grads = float(g_b * trainable)
     opt = float(k_b * trainable)
@@ -179,14 +212,21 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
     opt /= n if opt_div else 1
     grads /= n if grad_div else 1
     weights /= n if w_div else 1
-    weights_formula = (f"2 B x {params:,} frozen params + {w_b} B x {trainable:,} LoRA params" if lora
-                       else f"{w_b} B x {params:,} params")
+    if qlora:
+        weights_formula = (f"{q_bytes:.4f} B x {quantized:,} 4-bit layer weights (NF4 in blocks of {F.QLORA_BLOCK}, "
+                           f"double-quantized absmax) + 2 B x {params - quantized:,} bf16 embedding, head and norms "
+                           f"+ {w_b} B x {trainable:,} LoRA params")
+    elif lora:
+        weights_formula = f"2 B x {params:,} frozen params + {w_b} B x {trainable:,} LoRA params"
+    else:
+        weights_formula = f"{w_b} B x {params:,} params"
     if offload_params:
         host += weights
         lines.append(MemoryLine("weights", _all(0.0), f"({weights_formula}){w_div}: offloaded to host memory",
                                 F.ZERO_PAPER))
     else:
-        lines.append(MemoryLine("weights", _all(weights), f"{weights_formula}{w_div}", F.ZERO_PAPER))
+        lines.append(MemoryLine("weights", _all(weights), f"{weights_formula}{w_div}",
+                                F.ZERO_PAPER + (f"; {F.QLORA_PAPER}; {F.BNB_4BIT}" if qlora else "")))
 
     embed_share = 0.0 if lora else m.embedding_params() / params  # the embedding's gradient is the last to appear
     keep_grads = grad_accumulation_steps > 1
@@ -239,22 +279,33 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
             f"2 B x {m.linear_params():,} Linear params (cached by autocast, saved for backward)", F.TORCH_AMP))
 
     # Activations: what autograd saves per token, per layer (see formulas.llama_layer_bytes_per_token).
-    per_layer = F.llama_layer_bytes_per_token(h, m.q_dim, m.kv_dim, m.intermediate_size, m.num_attention_heads,
-                                              seq_len, residual_fp32, attention)
     if lora:
-        per_layer += 7 * 2 * lora_rank  # each adapter's A output, saved for B
-    stored = (4 if residual_fp32 else 2) * h if ckpt else per_layer
-    head_tok = F.llama_head_bytes_per_token(h, residual_fp32)
-    act = float(L * stored * tokens + head_tok * tokens)
-    if ckpt:
-        act_formula = (f"{L} layers x {stored} B/token (the {'fp32' if residual_fp32 else 'bf16'} layer input) x "
-                       f"{tokens:,} tokens + head; one layer of {per_layer:,} B/token is recomputed in backward")
+        lora_lines = _lora_activation_lines(m, tokens, seq_len, lora_rank, targets, adapter_dtype == "fp32",
+                                            autocast, lora_dropout > 0, attention, ckpt, qlora)
+        lines.extend(lora_lines)
+        if not autocast and adapter_dtype == "fp32":
+            notes.append("without autocast each fp32 adapter saves a 4 B copy of its input (under bf16 autocast, "
+                         "a 2 B one): HF Trainer with bf16=True runs under autocast")
+        if qlora:
+            notes.append("QLoRA is modeled from bitsandbytes' storage format (4-bit NF4, blocksize 64, double "
+                         "quantization) and not measured; peft's prepare_model_for_kbit_training casts the embedding, "
+                         f"head and norms to fp32, adding {fmt_bytes(2.0 * (params - m.quantizable_linear_params()))}")
     else:
-        act_formula = f"{L} layers x {per_layer:,} B/token x {tokens:,} tokens + head {head_tok:,} B/token"
-    source = f"{F.HF_LLAMA} (saved-tensor count, as {F.KORTHIKANTI})" + (
-        "" if attention == "eager" else f"; no s x s term: {F.FLASH_ATTENTION}")
-    lines.append(MemoryLine("activations", {"forward_end": act, "backward_start": act,
-                                            "backward_end": float(per_layer * tokens)}, act_formula, source))
+        per_layer = F.llama_layer_bytes_per_token(h, m.q_dim, m.kv_dim, m.intermediate_size,
+                                                  m.num_attention_heads, seq_len, residual_fp32, attention)
+        stored = (4 if residual_fp32 else 2) * h if ckpt else per_layer
+        head_tok = F.llama_head_bytes_per_token(h, residual_fp32)
+        act = float(L * stored * tokens + head_tok * tokens)
+        if ckpt:
+            act_formula = (f"{L} layers x {stored} B/token (the {'fp32' if residual_fp32 else 'bf16'} layer "
+                           f"input) x {tokens:,} tokens + head; one layer of {per_layer:,} B/token is recomputed "
+                           "in backward")
+        else:
+            act_formula = f"{L} layers x {per_layer:,} B/token x {tokens:,} tokens + head {head_tok:,} B/token"
+        source = f"{F.HF_LLAMA} (saved-tensor count, as {F.KORTHIKANTI})" + (
+            "" if attention == "eager" else f"; no s x s term: {F.FLASH_ATTENTION}")
+        lines.append(MemoryLine("activations", {"forward_end": act, "backward_start": act,
+                                                "backward_end": float(per_layer * tokens)}, act_formula, source))
     lines.append(MemoryLine(
         "logits and loss",
         {"forward_end": float(F.LOGITS_FORWARD_BYTES * tokens * V),
@@ -273,9 +324,67 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
     settings = {"micro_batch": micro_batch, "seq_len": seq_len, "precision": precision, "zero_stage": zero_stage,
                 "world_size": world_size, "offload_optimizer": offload_optimizer, "offload_params": offload_params,
                 "gradient_checkpointing": gradient_checkpointing, "attention": attention, "lora_rank": lora_rank,
-                "grad_accumulation_steps": grad_accumulation_steps, "optimizer": optimizer}
+                "grad_accumulation_steps": grad_accumulation_steps, "optimizer": optimizer,
+                "lora_target": lora_target, "lora_dropout": lora_dropout, "adapter_dtype": adapter_dtype,
+                "autocast": autocast, "qlora": qlora}
     return MemoryEstimate(model=m, settings=settings, params=params, trainable_params=trainable, lines=lines,
                           host_bytes=host, notes=notes + [f"model states: {what}"])
+
+
+def _lora_activation_lines(m: ModelShape, tokens: int, seq_len: int, rank: int, targets: tuple[str, ...],
+                           adapter_fp32: bool, autocast: bool, dropout: bool, attention: str, ckpt: bool,
+                           qlora: bool) -> list[MemoryLine]:
+    """The base model's activations and the adapters' own, as two lines (formulas.lora_layer_bytes_per_token).
+    With checkpointing, HF's gradient_checkpointing_enable also calls enable_input_require_grads, so every
+    layer, the first included, saves the same; without it the first layer's input does not require grad."""
+    h, L = m.hidden_size, m.num_hidden_layers
+    args = (h, m.q_dim, m.kv_dim, m.intermediate_size, m.num_attention_heads, seq_len)
+    # QLoRA under autocast: peft's 4-bit LoRA layer skips the cast (no fp32 copy), so its adapters read the
+    # bf16 input as bf16 adapters do; bitsandbytes' MatMul4Bit keeps each quantized Linear's input (ctx.tensors).
+    share = adapter_fp32 and not (qlora and autocast)
+    base = F.lora_layer_bytes_per_token(*args, rank, (), share, autocast, False, attention)
+    full = F.lora_layer_bytes_per_token(*args, rank, targets, share, autocast, dropout, attention)
+    first = F.lora_layer_bytes_per_token(*args, rank, targets, share, autocast, dropout, attention,
+                                         first_layer=not ckpt)
+    base_first = F.lora_layer_bytes_per_token(*args, rank, (), share, autocast, False, attention,
+                                              first_layer=not ckpt)
+    bnb = 0
+    if qlora:  # bf16 inputs of the 4-bit Linears (attn norm, MLP norm, down_proj's; o_proj's is SDPA's output)
+        inputs = {"attn": 2 * h, "mlp": 2 * h, "down": 2 * m.intermediate_size}
+        if not share and not dropout:  # an adapter on the same input already holds that storage
+            for name in targets:
+                inputs.pop(F.LORA_MODULES[name], None)
+        bnb = sum(inputs.values())
+    adapter_layer, adapter_first = full - base + bnb, first - base_first + bnb
+    head = F.lora_head_bytes_per_token(h)
+    if ckpt:
+        stored = 2 * h  # each layer's bf16 input, kept by the checkpoint
+        base_fwd = float((L * stored + head) * tokens)
+        adapters_fwd = 0.0
+        # first layer of backward: its recomputed activations on top of all the stored inputs
+        base_bwd, adapters_bwd = base_fwd + base * tokens, float(adapter_layer * tokens)
+        base_formula = (f"{L} layers x {stored} B/token (the bf16 layer input) x {tokens:,} tokens + head "
+                        f"{head} B/token; backward recomputes one layer: {base:,} B/token")
+        adapter_formula = f"one recomputed layer's adapters: {adapter_layer:,} B/token x {tokens:,} tokens"
+    else:
+        base_fwd = float(((L - 1) * base + base_first + head) * tokens)
+        adapters_fwd = float(((L - 1) * adapter_layer + adapter_first) * tokens)
+        base_bwd, adapters_bwd = float(base * tokens), float(adapter_layer * tokens)
+        base_formula = (f"{L} layers x {base:,} B/token (frozen bf16 layers: fp32 norm inputs, attention, "
+                        f"SwiGLU) x {tokens:,} tokens + head {head} B/token")
+        what = ("fp32 copy" if not autocast else "bf16 autocast copy") if share else "bf16 input"
+        adapter_formula = (f"{L} layers x {adapter_layer:,} B/token x {tokens:,} tokens: each adapter's input "
+                           f"({what}) and its rank-{rank} output" + (", dropout masks" if dropout else "")
+                           + (", the 4-bit Linears' bf16 inputs" if qlora else ""))
+    return [
+        MemoryLine("activations", {"forward_end": base_fwd, "backward_start": base_fwd, "backward_end": base_bwd},
+                   base_formula, f"{F.HF_LLAMA} (saved-tensor count)" + (
+                       "" if attention == "eager" else f"; no s x s term: {F.FLASH_ATTENTION}")),
+        MemoryLine("LoRA adapter activations", {"forward_end": adapters_fwd, "backward_start": adapters_fwd,
+                                                "backward_end": adapters_bwd}, adapter_formula,
+                   f"{F.PEFT_LORA} (Linear.forward, _cast_input_dtype)"
+                   + (f"; {F.TORCH_DROPOUT}" if dropout else "") + (f"; {F.BNB_4BIT}" if qlora else "")),
+    ]
 
 
 def largest_micro_batch(model: ModelShape, *, gpu_memory_bytes: float, target_fraction: float = 0.9,

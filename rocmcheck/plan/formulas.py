@@ -15,6 +15,11 @@ TORCH_OPTIM = "https://pytorch.org/docs/stable/optim.html"
 TORCH_DDP = "https://pytorch.org/docs/stable/generated/torch.nn.parallel.DistributedDataParallel.html"
 DS_ZERO_CONFIG = ("https://github.com/deepspeedai/DeepSpeed/blob/edaa7221267243c7be7fb49c5d5f5c4fb97b4641/"
                   "deepspeed/runtime/zero/config.py")
+PEFT_LORA = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/layer.py"
+PEFT_CONFIG = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/config.py"
+TORCH_DROPOUT = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Dropout.cpp"
+QLORA_PAPER = "https://arxiv.org/abs/2305.14314"
+BNB_4BIT = "https://huggingface.co/docs/bitsandbytes/main/reference/nn/linear4bit"
 H200_BASELINES = "../shared/knowledge/gpu-baselines-h200.json (measured peaks, LLaMA 1.1B and 7B shapes)"
 
 # DeepSpeed ZeRO defaults (elements), deepspeed/runtime/zero/config.py.
@@ -83,3 +88,91 @@ def llama_head_bytes_per_token(h: int, residual_fp32: bool) -> int:
 # result and the bf16 logits while the fp32 copy is gone: 14 B.
 LOGITS_FORWARD_BYTES = 10
 LOGITS_BACKWARD_BYTES = 14
+
+
+# --- LoRA (peft) over a frozen bf16 base ------------------------------------------------------------------
+
+# Each LlamaDecoderLayer Linear peft can wrap, and which input it reads: "attn" (the input RMSNorm's output),
+# "mlp" (the post-attention RMSNorm's output), "o" (the attention output, q wide) or "down" (I wide).
+LORA_MODULES = {"q_proj": "attn", "k_proj": "attn", "v_proj": "attn", "o_proj": "o",
+                "gate_proj": "mlp", "up_proj": "mlp", "down_proj": "down"}
+# --lora-target: peft's target_modules="all-linear" (every Linear but lm_head), and the q/v pair that peft
+# picks for LLaMA when target_modules is left out (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING).
+LORA_TARGETS = {"all-linear": tuple(LORA_MODULES), "qv": ("q_proj", "v_proj")}
+# A dropout mask saved for backward: the fused CUDA/HIP kernel (at::native_dropout) keeps a bool mask, 1 B per
+# element; the CPU path (at::_dropout_impl) keeps a noise tensor in the input's dtype (the CPU tests pass None).
+DROPOUT_MASK_BYTES_GPU = 1
+
+
+def lora_in_out(h: int, q: int, kv: int, inter: int) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of each Linear a LoRA adapter can wrap."""
+    return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
+            "gate_proj": (h, inter), "up_proj": (h, inter), "down_proj": (inter, h)}
+
+
+def lora_layer_bytes_per_token(h: int, q: int, kv: int, inter: int, heads: int, s: int, rank: int,
+                               targets: tuple[str, ...], adapter_fp32: bool, autocast: bool, dropout: bool,
+                               attention: str = "sdpa", first_layer: bool = False,
+                               mask_bytes: int | None = DROPOUT_MASK_BYTES_GPU) -> int:
+    """Bytes autograd keeps per token in one LlamaDecoderLayer whose bf16 base weights are frozen and whose
+    Linear modules in `targets` carry a peft LoRA adapter (a count of the saved tensors; tests check it against
+    real peft on a real LlamaForCausalLM on the CPU).
+
+    Frozen base Linears save nothing (no weight gradient, so no input). What is saved:
+    - two RMSNorms: the fp32 input (4h) and the fp32 rsqrt (4); their bf16 outputs only feed frozen weights;
+    - attention: as llama_layer_bytes_per_token (flash/SDPA: 4q + 4kv + 4 per head);
+    - SwiGLU MLP: gate, silu(gate) and up (3 x 2I); the product feeds the frozen down_proj;
+    - per adapter, the input lora_A saves for its weight gradient. peft casts x to the adapter's dtype
+      (_cast_input_dtype): fp32 adapters (peft's default, autocast_adapter_dtype=True) get their own fp32 copy
+      of x, 4 B per input feature, or, under bf16 autocast, autocast's bf16 cast of that copy, 2 B. bf16
+      adapters read the bf16 input itself, one storage shared by the adapters on the same input (q, k, v read
+      the same normalised x; o_proj's input is the attention output SDPA already saved);
+    - per adapter, lora_A's output (r wide) that lora_B saves: 4 B fp32, 2 B under autocast or bf16;
+    - with lora_dropout > 0, each adapter's own dropout mask (mask_bytes per input feature; None: the size of
+      the dropped tensor's dtype, as on the CPU), and lora_A then saves the dropout output (a new tensor per
+      adapter even for bf16 adapters).
+    first_layer: layer 0 without enable_input_require_grads, whose input does not require grad: its input
+    norm saves nothing and its q/k/v dropouts keep no mask."""
+    sizes = lora_in_out(h, q, kv, inter)
+    norms = 2 * (4 * h + 4) - ((4 * h + 4) if first_layer else 0)
+    if attention == "eager":
+        attn = 4 * 2 * q + 6 * heads * s
+    else:
+        attn = 2 * 2 * q + 2 * 2 * kv + 4 * heads
+    mlp = 3 * 2 * inter
+    compute_bytes = 2 if (autocast or not adapter_fp32) else 4
+    adapters = 0
+    shared: set[str] = set()
+    for name in targets:
+        fan_in = sizes[name][0]
+        group = LORA_MODULES[name]
+        if dropout and not (first_layer and group == "attn"):
+            adapters += (mask_bytes if mask_bytes is not None else (4 if adapter_fp32 else 2)) * fan_in
+        if adapter_fp32 or dropout:
+            adapters += compute_bytes * fan_in
+        elif group in ("attn", "mlp") and group not in shared:
+            shared.add(group)
+            adapters += 2 * fan_in
+        elif group == "down":
+            adapters += 2 * fan_in
+        adapters += compute_bytes * rank
+    return norms + attn + mlp + adapters
+
+
+def lora_head_bytes_per_token(h: int) -> int:
+    """The final RMSNorm over a frozen head: the fp32 input and rsqrt (its output feeds the frozen lm_head)."""
+    return 4 * h + 4
+
+
+# --- QLoRA: the frozen base's Linear weights in bitsandbytes 4-bit (NF4/FP4) ----------------------------
+# QLoRA paper, section 3 and "Double Quantization": 4-bit weights in blocks of 64, one absmax per block. Without
+# double quantization the absmax is fp32 (32/64 = 0.5 bit per weight); with it, the absmax is quantized to 8 bit
+# in blocks of 256 with one fp32 second-level constant (8/64 + 32/(64*256) = 0.127 bit per weight).
+QLORA_BLOCK = 64
+QLORA_BLOCK2 = 256
+
+
+def qlora_bytes_per_weight(double_quant: bool = True) -> float:
+    if double_quant:
+        return 0.5 + 1 / QLORA_BLOCK + 4 / (QLORA_BLOCK * QLORA_BLOCK2)
+    return 0.5 + 4 / QLORA_BLOCK

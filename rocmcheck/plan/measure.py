@@ -32,6 +32,7 @@ class MeasuredBatch:
     outside_bytes: int = 0
     trials: list[Trial] = field(default_factory=list)
     running: int | None = None  # the micro-batch a dead or hung child was trying
+    guess: int | None = None  # the planner's answer the search started from
     stderr_tail: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
 
@@ -43,7 +44,8 @@ class MeasuredBatch:
         return {"model": self.model.name, "seq_len": self.seq_len, "target_fraction": self.target_fraction,
                 "available": self.available, "reason": self.reason, "device": self.device, "best": self.best,
                 "stop": self.stop, "total_bytes": self.total_bytes, "budget_bytes": self.budget_bytes,
-                "outside_bytes": self.outside_bytes, "running": self.running, "settings": self.settings,
+                "outside_bytes": self.outside_bytes, "running": self.running, "guess": self.guess,
+                "settings": self.settings,
                 "trials": [t.to_dict() for t in self.trials]}
 
 
@@ -57,6 +59,8 @@ def read_events(stdout: str, result: MeasuredBatch) -> None:
             result.available = event.get("available") is True
             if not result.available:
                 result.reason = str(event.get("reason") or "no GPU")
+        elif kind == "guess" and isinstance(event.get("micro_batch"), int):
+            result.guess = event["micro_batch"]
         elif kind == "start" and isinstance(event.get("micro_batch"), int):
             started.append(event["micro_batch"])
         elif kind == "trial" and isinstance(event.get("micro_batch"), int):
@@ -73,18 +77,23 @@ def read_events(stdout: str, result: MeasuredBatch) -> None:
 
 def find_max_micro_batch(model_dir_or_shape: ModelShape | str, seq_len: int, target_fraction: float = 0.95, *,
                          precision: str = "amp-bf16", gradient_checkpointing: bool = False, attention: str = "sdpa",
-                         grad_accumulation_steps: int = 1, steps: int = 2, start: int = 1,
+                         grad_accumulation_steps: int = 1, lora_rank: int | None = None,
+                         lora_target: str = "all-linear", lora_dropout: float = 0.0, adapter_dtype: str = "fp32",
+                         autocast: bool = True, steps: int = 2, start: int | None = None,
                          max_micro_batch: int = 1024, max_trials: int = 25, timeout_s: float = 600.0,
                          cpu_ceiling_bytes: int | None = None, python: str | None = None) -> MeasuredBatch:
-    """Search the largest micro-batch that really trains within target_fraction of GPU 0's memory.
+    """Search the largest micro-batch that really trains within target_fraction of GPU 0's memory: the planner's
+    answer for that GPU first, then around it (plan/search.py), or, given a start, doubling from there.
+    lora_rank (and the LoRA settings) trains peft adapters over a bf16 base, as estimate_memory models it.
     cpu_ceiling_bytes runs the search on the CPU against that many bytes: a test mode, not a measurement."""
     model = (model_dir_or_shape if isinstance(model_dir_or_shape, ModelShape)
              else load_model_shape(model_dir_or_shape))
     settings = {"precision": precision, "gradient_checkpointing": gradient_checkpointing, "attention": attention,
-                "grad_accumulation_steps": grad_accumulation_steps, "steps": steps}
+                "grad_accumulation_steps": grad_accumulation_steps, "lora_rank": lora_rank, "lora_target": lora_target,
+                "lora_dropout": lora_dropout, "adapter_dtype": adapter_dtype, "autocast": autocast}
     # Same settings rules as the estimate (raises ValueError on bad ones), before any process starts.
-    estimate_memory(model, micro_batch=1, seq_len=seq_len, precision=precision, attention=attention,
-                    gradient_checkpointing=gradient_checkpointing, grad_accumulation_steps=grad_accumulation_steps)
+    estimate_memory(model, micro_batch=1, seq_len=seq_len, **settings)
+    settings["steps"] = steps
     if not 0 < target_fraction <= 1:
         raise ValueError(f"target_fraction must be in (0, 1], got {target_fraction!r}")
     plan = {"config": model.to_config(), "seq_len": seq_len, "target_fraction": target_fraction, "start": start,
@@ -136,7 +145,8 @@ def measured_verdict(m: MeasuredBatch) -> CheckResult:
         return failed(f"not even micro-batch 1 trains within {budget} ({m.stop})", fix, ev, **data, id=CHECK_ID)
     best = next(t for t in m.trials if t.micro_batch == m.best and t.outcome == "ok")
     summary = (f"largest micro-batch {m.best} at seq {m.seq_len}: peak {fmt_bytes(best.device_peak)} within "
-               f"{budget} ({m.stop})")
+               f"{budget} ({m.stop}; {len(m.trials)} tries"
+               + (f", from the planner's {m.guess})" if m.guess is not None else ")"))
     if "cap" in m.stop or "stopped after" in m.stop:
         return warned(summary, f"rocmcheck plan --model {name} --seq-len {m.seq_len} --measure "
                       f"--start-batch {m.best}  # search on from here", ev, **data, id=CHECK_ID)

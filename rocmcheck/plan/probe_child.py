@@ -5,6 +5,7 @@ micro-batch whose real forward + backward + AdamW steps peak within target_fract
 An out-of-memory is caught by type (torch.OutOfMemoryError: "CUDA out of memory" and ROCm's "HIP out of memory"
 alike), everything the try held is freed, and the search goes on. Its events (rocmcheck/child.py):
   {"event": "device", ...}  (as rocmcheck.probes.child reports it)
+  {"event": "guess", "micro_batch": b}   (the planner's answer, the first try, when no start was given)
   {"event": "start", "micro_batch": b}    {"event": "trial", ...Trial}    (per try)
   {"event": "result", "best", "stop", "total_bytes", "budget_bytes", "outside_bytes"}    {"event": "done"}
 
@@ -19,7 +20,7 @@ import sys
 import time
 from typing import Any
 
-from rocmcheck.plan.search import Trial, search_max_batch
+from rocmcheck.plan.search import Trial, search_from_estimate, search_max_batch
 from rocmcheck.child import Channel, open_channel, read_request, watchdog
 from rocmcheck.probes.child import describe_devices
 
@@ -57,29 +58,55 @@ def oom_type(torch):
 
 
 def build_model(torch, plan: dict[str, Any], device):
+    """LlamaForCausalLM from the shape; with lora_rank, loaded in bf16 and wrapped by peft as people run it."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(**plan["config"], attn_implementation=ATTN_IMPLEMENTATION[plan.get("attention", "sdpa")],
                          use_cache=False)
     torch.manual_seed(0)
-    with torch.device(device):  # initialise on the GPU directly: a 7B fp32 init on the CPU takes minutes
-        model = LlamaForCausalLM(config)
-    if plan.get("precision") == "pure-bf16":
+    lora = plan.get("lora_rank") is not None
+    default_dtype = torch.get_default_dtype()
+    if lora:  # the base as from_pretrained(dtype=torch.bfloat16) gives it, without an fp32 copy first
+        torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):  # initialise on the GPU directly: a 7B fp32 init on the CPU takes minutes
+            model = LlamaForCausalLM(config)
+    finally:
+        torch.set_default_dtype(default_dtype)
+    if plan.get("precision") == "pure-bf16" and not lora:
         model = model.to(torch.bfloat16)
+    if lora:
+        from peft import LoraConfig, get_peft_model
+
+        target = plan.get("lora_target", "all-linear")
+        lora_config = LoraConfig(r=int(plan["lora_rank"]), lora_alpha=2 * int(plan["lora_rank"]),
+                                 lora_dropout=float(plan.get("lora_dropout", 0.0)), task_type="CAUSAL_LM",
+                                 target_modules="all-linear" if target == "all-linear" else ["q_proj", "v_proj"])
+        model = get_peft_model(model, lora_config, autocast_adapter_dtype=plan.get("adapter_dtype", "fp32") == "fp32")
     if plan.get("gradient_checkpointing"):
         model.gradient_checkpointing_enable()
+        if lora:  # as HF Trainer and peft do: the frozen embedding's output must carry grad into the checkpoints
+            model.enable_input_require_grads()
     model.train()
     return model
+
+
+def uses_autocast(plan: dict[str, Any]) -> bool:
+    """Full fine-tune: autocast over fp32 weights unless pure bf16. LoRA: the autocast setting."""
+    if plan.get("lora_rank") is not None:
+        return bool(plan.get("autocast", True)) and plan.get("precision") != "pure-bf16"
+    return plan.get("precision", "amp-bf16") == "amp-bf16"
 
 
 def run_steps(torch, model, device, b: int, plan: dict[str, Any], tracker: CeilingTracker | None) -> None:
     """`steps` optimizer steps of `grad_accumulation_steps` micro-batches each: the second step runs with the
     optimizer states already allocated, as every later step of a real run does."""
-    amp = plan.get("precision", "amp-bf16") == "amp-bf16"
+    amp = uses_autocast(plan)
     accum = int(plan.get("grad_accumulation_steps", 1))
     vocab, seq = model.config.vocab_size, int(plan["seq_len"])
     fused = device.type == "cuda"
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-5, fused=fused, foreach=False if not fused else None)
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=1e-5, fused=fused, foreach=False if not fused else None)
     try:
         for _ in range(int(plan.get("steps", 2))):
             for _ in range(accum):
@@ -110,8 +137,9 @@ class _nullcontext:
 
 
 def state_bytes(model) -> int:
-    """Weights + gradients + two AdamW moments, all in the parameters' dtype (CPU test mode's fixed part)."""
-    return sum(4 * p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    """Trainable weights + gradients + two AdamW moments in their dtype, and the frozen weights (CPU test mode's
+    fixed part)."""
+    return sum((4 if p.requires_grad else 1) * p.numel() * p.element_size() for p in model.parameters())
 
 
 def free(torch, model, device) -> None:
@@ -163,6 +191,28 @@ def make_try(torch, model, device, plan: dict[str, Any], budget: float, outside:
     return try_batch
 
 
+ESTIMATE_KEYS = ("precision", "gradient_checkpointing", "attention", "grad_accumulation_steps", "lora_rank",
+                 "lora_target", "lora_dropout", "adapter_dtype", "autocast")
+
+
+def planner(plan: dict[str, Any], total: float, target: float, outside: int):
+    """(the planner's largest micro-batch on this device, b -> its predicted device peak). Torch-free."""
+    from rocmcheck.plan.estimate import CONTEXT_BYTES, estimate_memory, largest_micro_batch
+    from rocmcheck.plan.shapes import shape_from_config
+
+    shape = shape_from_config(plan["config"], name="plan")
+    settings = {k: plan[k] for k in ESTIMATE_KEYS if k in plan}
+    seq, cap = int(plan["seq_len"]), int(plan.get("max_micro_batch", 1024))
+    extra = outside - CONTEXT_BYTES  # what this device holds outside PyTorch, in place of the estimate's 1 GiB
+
+    def predict(b: int) -> float:
+        return estimate_memory(shape, micro_batch=b, seq_len=seq, **settings).total_bytes + extra
+
+    guess = largest_micro_batch(shape, gpu_memory_bytes=(target * total - extra) / target, target_fraction=target,
+                                max_micro_batch=cap, seq_len=seq, **settings)
+    return max(1, guess), predict
+
+
 def main(argv: list[str] | None = None) -> int:
     """Request: config, seq_len, precision, target_fraction, start, max_micro_batch, max_trials,
     cpu_ceiling_bytes, init_timeout_s, trial_timeout_s and the training settings."""
@@ -194,10 +244,17 @@ def main(argv: list[str] | None = None) -> int:
             free_b, total = torch.cuda.mem_get_info(device)
             outside = max(0, total - free_b - torch.cuda.memory_reserved(device))  # context, other processes
     budget = target * total
-    outcome = search_max_batch(make_try(torch, model, device, plan, budget, outside, tracker, channel),
-                               start=int(plan.get("start", 1)), max_micro_batch=int(plan.get("max_micro_batch", 1024)),
-                               max_trials=int(plan.get("max_trials", 25)),
-                               on_trial=lambda t: channel.emit("trial", **t.to_dict()))
+    try_batch = make_try(torch, model, device, plan, budget, outside, tracker, channel)
+    cap, max_trials = int(plan.get("max_micro_batch", 1024)), int(plan.get("max_trials", 25))
+    emit_trial = lambda t: channel.emit("trial", **t.to_dict())  # noqa: E731
+    if plan.get("start") is not None:  # a given start: double from there, then bisect
+        outcome = search_max_batch(try_batch, start=int(plan["start"]), max_micro_batch=cap, max_trials=max_trials,
+                                   on_trial=emit_trial)
+    else:  # the planner's answer first, then around it
+        guess, predict = planner(plan, total, target, outside)
+        channel.emit("guess", micro_batch=guess)
+        outcome = search_from_estimate(try_batch, guess, predict, budget, total=total, max_micro_batch=cap,
+                                       max_trials=max_trials, on_trial=emit_trial)
     channel.emit("result", best=outcome.best, stop=outcome.stop, total_bytes=int(total), budget_bytes=int(budget),
                  outside_bytes=int(outside))
     channel.emit("done")

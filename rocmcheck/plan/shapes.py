@@ -66,11 +66,18 @@ class ModelShape:
         """Parameters autocast casts to bf16 (every Linear, the head included; not the embedding or norms)."""
         return self.num_hidden_layers * self.layer_linear_params() + self.vocab_size * self.hidden_size
 
-    def lora_params(self, rank: int) -> int:
-        """LoRA adapters (A: in x r, B: r x out) on all seven Linear modules of every layer."""
-        h, q, kv, i = self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size
-        per_layer = (h + q) + 2 * (h + kv) + (q + h) + 2 * (h + i) + (i + h)
+    def lora_params(self, rank: int, targets: tuple[str, ...] | None = None) -> int:
+        """LoRA adapters (A: in x r, B: r x out) on the given Linear modules of every layer (default: all seven)."""
+        from rocmcheck.plan.formulas import LORA_MODULES, lora_in_out
+
+        sizes = lora_in_out(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
+        per_layer = sum(sum(sizes[name]) for name in (targets or tuple(LORA_MODULES)))
         return self.num_hidden_layers * rank * per_layer
+
+    def quantizable_linear_params(self) -> int:
+        """Weights bitsandbytes quantizes to 4 bit when a model is loaded in 4 bit: every decoder-layer Linear
+        (transformers keeps lm_head, the embedding and the norms in the compute dtype)."""
+        return self.num_hidden_layers * self.layer_linear_params()
 
     def to_config(self) -> dict[str, Any]:
         """A LlamaConfig-compatible dict (what the GPU batch finder's child builds its model from)."""
