@@ -6,7 +6,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
-from rocmcheck.checks.rocm import detected_rocm_version
+from rocmcheck.checks.rocm import amd_driver_evidence, detected_rocm_version
 from rocmcheck.knowledge import load
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -91,4 +91,4 @@ def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
         return passed("amdgpu loaded (rocminfo: ROCk module is loaded)")
     fix = ("On the host: sudo apt install amdgpu-dkms && sudo reboot (containers use the host's driver: "
            "install it on the host, not in the image).")
-    return failed("the amdgpu kernel driver is not loaded", fix, ctx.amd_signs)
+    return failed("the amdgpu kernel driver is not loaded", fix, amd_driver_evidence(ctx) + ctx.amd_signs)
