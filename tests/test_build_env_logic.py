@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fakes import make_tool
-from rocmcheck.buildenv import toolkit
+from rocmcheck.facts import rocm_location
 from rocmcheck.buildenv.archs import ArchError, select_archs
 from rocmcheck.buildenv.env import BuildEnv, EnvVar, HostResources, compute_build_env
 from rocmcheck.buildenv.jobs import GIB, available_memory, estimate_jobs, usable_cores
@@ -115,11 +115,11 @@ def test_hipconfig_rocmpath_from_a_real_fake_tool(tmp_path):
     # real `hipconfig -f` output in ../shared/fixtures/hipconfig shows).
     make_tool(bin_dir, "hipconfig", stdout="/opt/rocm-6.3.2")
     found = detect_rocm({"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}, root=tmp_path)
-    assert (found.path, found.found_by, found.version) == ("/opt/rocm-6.3.2", "hipconfig --rocmpath", "6.3.2")
+    assert (found.path, found.found_by, found.version) == ("/opt/rocm-6.3.2", "hipconfig", "6.3.2")
 
 
 def test_hung_hipconfig_is_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(toolkit, "HIPCONFIG_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(rocm_location, "HIPCONFIG_TIMEOUT_S", 0.5)
     bin_dir = tmp_path / "bin"
     make_tool(bin_dir, "hipconfig", hang=True)
     assert detect_rocm({"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}, root=tmp_path) is None
