@@ -17,6 +17,19 @@ TARGETS = ("pytorch", "flash-attn", "deepspeed")
 CUDA_NVCC_THREADS = 2
 
 
+# Seen with Debian's ROCm packages (HIP 6.4, clang 21, CMake 4.3): with ROCM_PATH=/usr in the environment clang
+# looks for the device libraries in /usr/amdgcn/bitcode (they are in clang's own resource directory there) and
+# hipcc fails with "cannot find ROCm device library"; CMake's HIP language fails to configure. Without it both
+# work, and torch.utils.cpp_extension reads ROCM_HOME first.
+DISTRO_ROCM_PATH_NOTE = (
+    "ROCm is in {root} (distribution packages): ROCM_PATH is left unset on purpose, and should stay unset "
+    "(unset ROCM_PATH): with ROCM_PATH={root} clang looks for its device libraries in {root}/amdgcn/bitcode, where "
+    "this layout has none (hipcc: 'cannot find ROCm device library'), and CMake's HIP language fails to configure. "
+    "ROCM_HOME, which torch reads first, is set. PyTorch's own CMake defaults to /opt/rocm without ROCM_PATH: "
+    "building PyTorch itself needs AMD's layout or the distribution's PyTorch package"
+)
+
+
 class BuildEnvError(ValueError):
     """A combination of options that cannot give a working build; one line a person can act on."""
 
@@ -111,8 +124,13 @@ def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
     v = out.variables
     if out.toolkit is not None:
         where = out.toolkit.describe()
-        v.append(EnvVar("ROCM_PATH", out.toolkit.path, f"ROCm: {where}"))
-        v.append(EnvVar("ROCM_HOME", out.toolkit.path, "read first by torch.utils.cpp_extension in older torch"))
+        if out.toolkit.layout == "distro":
+            out.notes.append(DISTRO_ROCM_PATH_NOTE.format(root=out.toolkit.path))
+        else:
+            v.append(EnvVar("ROCM_PATH", out.toolkit.path, f"ROCm: {where}"))
+        v.append(EnvVar("ROCM_HOME", out.toolkit.path,
+                        f"ROCm: {where}" if out.toolkit.layout == "distro" else
+                        "read first by torch.utils.cpp_extension in older torch"))
         v.append(EnvVar("HIP_PATH", out.toolkit.path, "the ROCm root (HIP is no longer a separate tree)"))
     else:
         out.notes.append("ROCm not found (ROCM_PATH, ROCM_HOME, hipconfig, /opt/rocm, /opt/rocm/core*, /opt/rocm-X.Y.Z, HIP in /usr): "
