@@ -100,7 +100,7 @@ def observe_root(path: str, root: str | Path = "/") -> dict[str, Any] | None:
     for pattern in _LIB_DIRS:
         libs += sorted(glob.glob(str(real / pattern / "libamdhip64.so*")))
     return {
-        "realpath": os.path.realpath(real),
+        "realpath": "/" + os.path.relpath(os.path.realpath(real), os.path.realpath(base)).removeprefix("."),
         "info_version": _read(real / ".info/version"),
         "therock_cores": {"/" + str(Path(c).relative_to(base)): _read(Path(c) / ".info/version")
                           for c in cores if Path(c).is_dir()},
