@@ -2,21 +2,23 @@
 # Build and run the rocmcheck image for real, on a CPU machine with no image registry.
 #
 # The real ROCm base (rocm/pytorch:...) cannot be pulled here, so the Dockerfile is built FROM a
-# stand-in made from Debian packages (debootstrap + a venv), passed through the BASE_IMAGE build
-# ARG: everything after FROM is tested for real. Recipe and the host quirks it avoids:
-# ../shared/knowledge/containers.md (rootful podman, runc, cgroupfs, explicit ulimits, --pull=never,
-# the host CA bundle mounted into the build for pip behind an intercepting proxy).
+# stand-in passed through the BASE_IMAGE build ARG: the cached root of .ci/rocm_root.sh (Debian sid with
+# its ROCm packages: rocminfo, rocm-smi, amd-smi, HIP, hipcc; /opt/venv on the system site-packages), so
+# everything after FROM is tested for real and the image's doctor meets real ROCm tools (no GPU, no
+# driver). Host quirks avoided: rootful podman, runc, cgroupfs, explicit ulimits, --pull=never, the host
+# CA bundle mounted into the build for pip behind an intercepting proxy.
 #
 # Checks: hadolint on the Dockerfile; the image builds and keeps the base's torch; `doctor --json
 # --no-train --no-gpu-probes` prints valid JSON and exits as its verdicts say (1 if any fail/crash,
 # else 0); doctor, run without device flags, names the missing --device flags; the default command
 # (plain `doctor`) ends without a traceback; build-env works in the image.
-# Needs root. Env: ROCMCHECK_CI_REBUILD_BASE=1 rebuilds the cached Debian base image.
+# Needs root. Env: ROCMCHECK_CI_REBUILD_BASE=1 re-imports the base image; ROCMCHECK_CI_REBUILD_ROOT=1
+# rebuilds the ROCm root itself.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
 cd "$(dirname "$0")/.."
-BASE_TAG=localhost/rocmcheck-ci-base:bookworm
+BASE_REPO=localhost/rocmcheck-ci-base
 IMAGE_TAG=localhost/rocmcheck:ci
 W=$(mktemp -d /tmp/rocmcheck-docker-ci.XXXXXX)
 START=$SECONDS
@@ -59,20 +61,18 @@ fi
 hadolint Dockerfile
 echo "hadolint: clean"
 
+step "ROCm root (.ci/rocm_root.sh, cached)"
+ROOT=$(bash .ci/rocm_root.sh) || fail "could not build the ROCm root"
+# One image per root build: the tag follows the root's recipe stamp (rewritten whenever the root is rebuilt).
+BASE_TAG=$BASE_REPO:rocm-sid-$(stat -c %Y "$ROOT/.rocmcheck-ci-recipe")
 if [ "${ROCMCHECK_CI_REBUILD_BASE:-0}" = 1 ] || ! podman image exists "$BASE_TAG"; then
-    step "base image from Debian packages (stand-in for the ROCm base: Python + pip, no torch, no ROCm)"
-    MIRROR=$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -1 || true)
-    if [ -z "$MIRROR" ]; then
-        MIRROR=$(awk '$1 == "deb" && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-    fi
-    [ -n "$MIRROR" ] || fail "no Debian mirror found in the apt sources"
-    debootstrap --variant=minbase --include=python3,python3-pip,python3-venv,ca-certificates \
-        bookworm "$W/rootfs" "$MIRROR" > "$W/debootstrap.log" 2>&1 || { tail -20 "$W/debootstrap.log"; fail "debootstrap"; }
-    chroot "$W/rootfs" python3 -m venv /opt/venv
-    tar -C "$W/rootfs" -c . | podman import \
+    step "base image $BASE_TAG from the ROCm root"
+    tar -C "$ROOT" -c . | podman import \
         --change 'ENV PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         - "$BASE_TAG" >/dev/null
-    rm -rf "$W/rootfs"
+    for old in $(podman images --format '{{.Repository}}:{{.Tag}}' "$BASE_REPO" | grep -v -x "$BASE_TAG"); do
+        podman rmi -f "$old" >/dev/null 2>&1 || true
+    done
 else
     step "base image $BASE_TAG (cached)"
 fi
@@ -93,6 +93,13 @@ DOCTOR_RC=$?
 set -e
 echo "doctor exit code: $DOCTOR_RC"
 python3 .ci/doctor_json_check.py "$W/doctor.json" "$DOCTOR_RC" || { head -c 2000 "$W/doctor.err"; fail "doctor --json"; }
+python3 - "$W/doctor.json" <<'PY' || fail "the image's doctor did not find the base's ROCm"
+import json, sys
+results = {r["id"]: r for r in json.load(open(sys.argv[1]))["results"]}
+install = results["rocm.install"]
+assert install["status"] == "pass" and "/usr, distro layout" in install["summary"], install
+print(f"rocm.install in the image: {install['summary']}")
+PY
 
 step "run: doctor without device flags names the missing ones"
 set +e
@@ -122,9 +129,12 @@ step "run: build-env inside the image"
 podman run --rm "$IMAGE_TAG" build-env --arch gfx942 --format json > "$W/build-env.json"
 python3 - "$W/build-env.json" <<'PY'
 import json, sys
-env = json.load(open(sys.argv[1]))["env"]
+doc = json.load(open(sys.argv[1]))
+env = doc["env"]
 assert env["PYTORCH_ROCM_ARCH"] == "gfx942" and env["GPU_ARCHS"] == "gfx942", env
-print("build-env: PYTORCH_ROCM_ARCH=gfx942 GPU_ARCHS=gfx942")
+# The base holds Debian's ROCm in /usr: build-env finds it there (ROCM_HOME, not ROCM_PATH: see docs/build-env.md).
+assert env.get("ROCM_HOME") == "/usr" and "ROCM_PATH" not in env and doc["toolkit"]["layout"] == "distro", doc["toolkit"]
+print(f"build-env: PYTORCH_ROCM_ARCH=gfx942 GPU_ARCHS=gfx942 ROCM_HOME=/usr ({doc['toolkit']['found_by']})")
 PY
 
 step "docker stage passed"

@@ -55,6 +55,9 @@ for step in "$@"; do
             run compare-whole-doctor 300 python3 -m rocmcheck doctor --no-train --save-bundle "$OUT/compare-whole-machine.json"
             run compare-machines 120 python3 -m rocmcheck compare "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-}
             python3 -m rocmcheck compare --json "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-} > "$OUT/compare-machines.json" ;;
+        plan-lora) run bench-plan-lora ${PLAN_LORA_S:-420} python3 benchmarks/bench_plan_lora.py --out "$OUT/bench_plan_lora.json" ${PLAN_LORA_ARGS:-} ;;
+        monitor) run bench-monitor ${MONITOR_S:-300} python3 benchmarks/bench_monitor.py ;;
+        stream) run doctor-stream 200 python3 benchmarks/bench_doctor_stream.py ;;
         ds-offload) run ds-offload 300 python3 -m rocmcheck smoke-train --deepspeed recipes/zero3-offload.json ;;
         *) echo "unknown step $step" ;;
     esac

@@ -112,12 +112,13 @@ def test_sh_output_names_build_commands_and_pitfalls_as_comments(tmp_path):
 # --- dotenv / json / dockerfile --------------------------------------------------------------------
 
 def parse_dotenv_strictly(text: str) -> dict[str, str]:
-    """NAME=value or NAME='value' per line; comments and blank lines only otherwise."""
+    """NAME=value or NAME='value' per line (a plain value may hold single inner spaces, which both
+    `docker run --env-file` and python-dotenv keep); comments and blank lines only otherwise."""
     out: dict[str, str] = {}
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
-        m = re.fullmatch(r"([A-Z_][A-Z0-9_]*)=(?:'([^']*)'|([A-Za-z0-9_./:;+=,@%-]*))", line)
+        m = re.fullmatch(r"([A-Z_][A-Z0-9_]*)=(?:'([^']*)'|((?:[A-Za-z0-9_./:;+=,@%-]+(?: [A-Za-z0-9_./:;+=,@%-]+)*)?))", line)
         assert m, f"not a dotenv line: {line!r}"
         out[m.group(1)] = m.group(2) if m.group(2) is not None else m.group(3)
     return out

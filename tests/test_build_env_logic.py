@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from fakes import make_tool
-from rocmcheck.buildenv import toolkit
+from rocmcheck.facts import rocm_location
 from rocmcheck.buildenv.archs import ArchError, select_archs
 from rocmcheck.buildenv.env import BuildEnv, EnvVar, HostResources, compute_build_env
 from rocmcheck.buildenv.jobs import GIB, available_memory, estimate_jobs, usable_cores
@@ -115,11 +115,11 @@ def test_hipconfig_rocmpath_from_a_real_fake_tool(tmp_path):
     # real `hipconfig -f` output in ../shared/fixtures/hipconfig shows).
     make_tool(bin_dir, "hipconfig", stdout="/opt/rocm-6.3.2")
     found = detect_rocm({"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}, root=tmp_path)
-    assert (found.path, found.found_by, found.version) == ("/opt/rocm-6.3.2", "hipconfig --rocmpath", "6.3.2")
+    assert (found.path, found.found_by, found.version) == ("/opt/rocm-6.3.2", "hipconfig", "6.3.2")
 
 
 def test_hung_hipconfig_is_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr(toolkit, "HIPCONFIG_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(rocm_location, "HIPCONFIG_TIMEOUT_S", 0.5)
     bin_dir = tmp_path / "bin"
     make_tool(bin_dir, "hipconfig", hang=True)
     assert detect_rocm({"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}, root=tmp_path) is None
@@ -180,3 +180,49 @@ def test_keep_torch_pins_and_detects_a_changed_torch(tmp_path):
     pins.write_text("\n".join(tampered) + "\n")
     changed = subprocess.run([sys.executable, script, "verify", str(pins)], capture_output=True, text=True, timeout=60)
     assert changed.returncode == 1 and "torch: 0.0.1 ->" in changed.stderr
+
+
+# --- target features, CMake arguments, the distribution layout --------------------------------------
+
+def test_target_features_are_kept_validated_and_ordered():
+    assert select_archs(["gfx90a:xnack+"]).archs == ("gfx90a:xnack+",)
+    assert select_archs(["gfx942:xnack-:sramecc+"]).archs == ("gfx942:sramecc+:xnack-",)  # clang's order
+    for bad in (["gfx942:foo+"], ["gfx942:xnack+:xnack-"], ["sm_90:xnack+"]):
+        with pytest.raises(ArchError):
+            select_archs(bad)
+
+
+def test_cmake_args_carry_the_same_archs_as_pytorch_rocm_arch():
+    build = compute_build_env(select_archs(["gfx942", "gfx90a:xnack+"]), ["flash-attn"], HostResources(4, 64 * GIB), None)
+    env = build.env()
+    assert env["PYTORCH_ROCM_ARCH"] == "gfx942;gfx90a:xnack+"
+    assert build.cmake_args == ["-DCMAKE_HIP_ARCHITECTURES=gfx942;gfx90a:xnack+", "-DGPU_TARGETS=gfx942;gfx90a:xnack+",
+                                "-DAMDGPU_TARGETS=gfx942;gfx90a:xnack+"]
+    assert env["CMAKE_ARGS"] == " ".join(build.cmake_args)
+    assert env["GPU_ARCHS"] == "gfx942;gfx90a"  # flash-attn's CK list compares plain names
+    nvidia = compute_build_env(select_archs(["sm_90", "sm_80"]), ["pytorch"], HostResources(4, 64 * GIB), None)
+    assert nvidia.cmake_args == ["-DCMAKE_CUDA_ARCHITECTURES=90;80"]
+    for fmt in ("sh", "dotenv", "json", "dockerfile"):
+        assert "CMAKE_HIP_ARCHITECTURES=gfx942;gfx90a:xnack+" in render(build, fmt)
+
+
+def test_torch_turns_pytorch_rocm_arch_into_one_offload_arch_each(monkeypatch):
+    # The CI build test (.ci/rocm_build_env_check.py) drives hipcc the way torch.utils.cpp_extension does;
+    # this holds it to torch's own function.
+    cpp_extension = pytest.importorskip("torch.utils.cpp_extension")
+    build = compute_build_env(select_archs(["gfx942", "gfx90a:xnack+"]), ["pytorch"], HostResources(4, 64 * GIB), None)
+    monkeypatch.setenv("PYTORCH_ROCM_ARCH", build.env()["PYTORCH_ROCM_ARCH"])
+    flags = cpp_extension._get_rocm_arch_flags()
+    assert [f for f in flags if f.startswith("--offload-arch")] == ["--offload-arch=gfx942", "--offload-arch=gfx90a:xnack+"]
+
+
+def test_distro_rocm_gets_rocm_home_but_no_rocm_path(tmp_path):
+    (tmp_path / "usr/include/hip").mkdir(parents=True)
+    (tmp_path / "usr/include/hip/hip_version.h").write_text(
+        "#define HIP_VERSION_MAJOR 6\n#define HIP_VERSION_MINOR 4\n#define HIP_VERSION_PATCH 43484\n")
+    found = detect_rocm(no_tools(tmp_path), root=tmp_path)
+    assert (found.path, found.layout, found.version) == ("/usr", "distro", "6.4")
+    build = compute_build_env(select_archs(["gfx942"]), ["pytorch"], HostResources(4, 64 * GIB), found)
+    env = build.env()
+    assert env["ROCM_HOME"] == "/usr" and env["HIP_PATH"] == "/usr" and "ROCM_PATH" not in env
+    assert any("ROCM_PATH is left unset" in n for n in build.notes)

@@ -95,7 +95,28 @@ def test_amdsmi_memory_and_names_feed_the_gpu_list(tmp_path):
 
 
 def test_amdsmi_absent_or_failing_is_recorded(tmp_path):
-    assert probe("amdsmi") == {"installed": False}
+    real = probe("amdsmi")  # absent, or AMD's PyPI package without ROCm's library (the test extra installs it)
+    assert real == {"installed": False} or real.get("library_missing") is True
     env = stand_in(tmp_path, "amdsmi", "def amdsmi_init():\n    raise RuntimeError('AMDSMI_STATUS_DRIVER_NOT_LOADED')\n")
     data = probe("amdsmi", env)
-    assert data["installed"] is True and "DRIVER_NOT_LOADED" in data["error"]
+    assert data["installed"] is True and "DRIVER_NOT_LOADED" in data["error"] and data["driver_not_loaded"] is True
+
+
+def test_real_amdsmi_without_its_library_is_a_recorded_fact():
+    # AMD's amdsmi package from PyPI holds only the Python wrapper: without ROCm's libamd_smi.so its import
+    # fails (KeyError 'libamd_smi.so' after printing "Unable to find libamd_smi.so ..." to stdout).
+    from importlib import metadata
+
+    try:
+        metadata.version("amdsmi")
+    except metadata.PackageNotFoundError:
+        pytest.skip("amdsmi (AMD's Python package, the test extra) is not installed")
+    data = probe("amdsmi")
+    if data.get("library_missing") is None and data.get("driver_not_loaded"):
+        pytest.skip("this machine has libamd_smi.so: the driver-not-loaded path is exercised in .ci/rocm.sh")
+    assert data["installed"] is True and data["library_missing"] is True
+    assert "libamd_smi.so" in data["error"] and "Traceback" not in data["error"]
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--json", "--no-gpu-probes", "--no-train",
+                           "--only", "gpu,rocm,driver"], capture_output=True, text=True, timeout=120)
+    report = json.loads(proc.stdout)
+    assert not [r for r in report["results"] if r["status"] == "crash"]

@@ -11,6 +11,9 @@ from rocmcheck.knowledge import arch_info, base_gfx, suggest_arch
 # target features as torch's gcnArchName prints them (gfx942:sramecc+:xnack-). Anything else --
 # spaces, ";", "$", quotes, newlines -- is refused before it can reach a shell or a Dockerfile.
 _ARCH_SHAPE = re.compile(r"[A-Za-z0-9_.\-]{1,24}(:[A-Za-z0-9_]{1,16}[+-])*")
+# The features an AMDGPU target ID may carry (LLVM AMDGPUUsage, "Target ID"): each at most once, with
+# + (on) or - (off); without it the code runs in either mode. clang wants them in this order.
+TARGET_FEATURES = ("sramecc", "xnack")
 
 
 class ArchError(ValueError):
@@ -31,7 +34,6 @@ def validate_arch(raw: str) -> tuple[str, str | None]:
         shown = raw if len(raw) <= 40 else raw[:40] + "..."
         raise ArchError(f"{shown!r} is not a GPU architecture name (expected e.g. gfx942, gfx90a, sm_90)")
     name = base_gfx(text)
-    note = f"{text}: target features dropped, building generic {name} code" if name != text else None
     info = arch_info(name)
     if info is None:
         hint = suggest_arch(text)
@@ -45,9 +47,29 @@ def validate_arch(raw: str) -> tuple[str, str | None]:
         if info.note and target in info.note:
             raise ArchError(f"{name} is no longer a build target: {info.note}")
         raise ArchError(f"{name} is no longer a build target; use {target}")
+    note = None
     if info.status == "deprecated":
         note = f"{name} is deprecated: {info.note}" if info.note else f"{name} is deprecated"
-    return name, note
+    return name + _features(text, name, info.vendor), note
+
+
+def _features(text: str, name: str, vendor: str) -> str:
+    """":sramecc+:xnack-" from "gfx942:xnack-:sramecc+" (validated, in clang's order); "" when none."""
+    given = text.split(":")[1:]
+    if not given:
+        return ""
+    if vendor != "amd":
+        raise ArchError(f"{text!r}: target features (':xnack+') exist only for AMD GPUs")
+    seen: dict[str, str] = {}
+    for feature in given:
+        key, sign = feature[:-1], feature[-1]
+        if key not in TARGET_FEATURES:
+            raise ArchError(f"unknown target feature {feature!r} in {text!r}: an AMD target ID takes "
+                            f"{' and '.join(f + '+/-' for f in TARGET_FEATURES)} (e.g. {name}:xnack+)")
+        if key in seen:
+            raise ArchError(f"{text!r} names {key} twice")
+        seen[key] = sign
+    return "".join(f":{key}{seen[key]}" for key in TARGET_FEATURES if key in seen)
 
 
 def select_archs(raw_archs: list[str]) -> ArchSelection:
@@ -62,6 +84,14 @@ def select_archs(raw_archs: list[str]) -> ArchSelection:
             names.append(name)
         if note and note not in notes:
             notes.append(note)
+    # clang refuses one processor twice with different features ("invalid offload arch combinations:
+    # 'gfx942' and 'gfx942:xnack+'"): such a processor is built once, as generic code that runs in any mode.
+    for base in dict.fromkeys(base_gfx(n) for n in names):
+        variants = [n for n in names if base_gfx(n) == base]
+        if len(variants) > 1:
+            names = [base if n == variants[0] else n for n in names if n == variants[0] or base_gfx(n) != base]
+            notes.append(f"{', '.join(variants)}: target features dropped, building generic {base} code "
+                         "(clang builds one processor once)")
     vendors = {arch_info(n).vendor for n in names}  # type: ignore[union-attr]
     if len(vendors) > 1:
         amd = [n for n in names if arch_info(n).vendor == "amd"]  # type: ignore[union-attr]

@@ -10,11 +10,24 @@ from rocmcheck.buildenv.archs import ArchSelection
 from rocmcheck.buildenv.jobs import JobsEstimate, estimate_jobs
 from rocmcheck.buildenv.knowledge import build_facts
 from rocmcheck.buildenv.toolkit import Toolkit
-from rocmcheck.knowledge import arch_info
+from rocmcheck.knowledge import arch_info, base_gfx
 
 TARGETS = ("pytorch", "flash-attn", "deepspeed")
 # flash-attn's nvcc runs this many threads per job; MAX_JOBS is sized for it (see jobs.py).
 CUDA_NVCC_THREADS = 2
+
+
+# Seen with Debian's ROCm packages (HIP 6.4, clang 21, CMake 4.3): with ROCM_PATH=/usr in the environment clang
+# looks for the device libraries in /usr/amdgcn/bitcode (they are in clang's own resource directory there) and
+# hipcc fails with "cannot find ROCm device library"; CMake's HIP language fails to configure. Without it both
+# work, and torch.utils.cpp_extension reads ROCM_HOME first.
+DISTRO_ROCM_PATH_NOTE = (
+    "ROCm is in {root} (distribution packages): ROCM_PATH is left unset on purpose, and should stay unset "
+    "(unset ROCM_PATH): with ROCM_PATH={root} clang looks for its device libraries in {root}/amdgcn/bitcode, where "
+    "this layout has none (hipcc: 'cannot find ROCm device library'), and CMake's HIP language fails to configure. "
+    "ROCM_HOME, which torch reads first, is set. PyTorch's own CMake defaults to /opt/rocm without ROCM_PATH: "
+    "building PyTorch itself needs AMD's layout or the distribution's PyTorch package"
+)
 
 
 class BuildEnvError(ValueError):
@@ -47,6 +60,7 @@ class BuildEnv:
     notes: list[str] = field(default_factory=list)  # about this configuration (warnings)
     commands: list[str] = field(default_factory=list)  # the build commands that go with it
     pitfalls: list[str] = field(default_factory=list)
+    cmake_args: list[str] = field(default_factory=list)  # the same archs, for a CMake configure line
 
     def env(self) -> dict[str, str]:
         return {v.name: v.value for v in self.variables}
@@ -70,6 +84,7 @@ class BuildEnv:
                 "gib_per_job": self.jobs.gib_per_job, "threads_per_job": self.jobs.threads_per_job,
                 "rule": build_facts()["max_jobs"]["rule"], "sources": build_facts()["max_jobs"]["sources"],
             },
+            "cmake_args": list(self.cmake_args),
             "notes": list(self.notes),
             "commands": list(self.commands),
             "pitfalls": list(self.pitfalls),
@@ -109,14 +124,21 @@ def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
     v = out.variables
     if out.toolkit is not None:
         where = out.toolkit.describe()
-        v.append(EnvVar("ROCM_PATH", out.toolkit.path, f"ROCm: {where}"))
-        v.append(EnvVar("ROCM_HOME", out.toolkit.path, "read first by torch.utils.cpp_extension in older torch"))
+        if out.toolkit.layout == "distro":
+            out.notes.append(DISTRO_ROCM_PATH_NOTE.format(root=out.toolkit.path))
+        else:
+            v.append(EnvVar("ROCM_PATH", out.toolkit.path, f"ROCm: {where}"))
+        v.append(EnvVar("ROCM_HOME", out.toolkit.path,
+                        f"ROCm: {where}" if out.toolkit.layout == "distro" else
+                        "read first by torch.utils.cpp_extension in older torch"))
         v.append(EnvVar("HIP_PATH", out.toolkit.path, "the ROCm root (HIP is no longer a separate tree)"))
     else:
-        out.notes.append("ROCm not found (ROCM_PATH, hipconfig, /opt/rocm, /opt/rocm/core*): set ROCM_PATH, ROCM_HOME and HIP_PATH to your ROCm root")
+        out.notes.append("ROCm not found (ROCM_PATH, ROCM_HOME, hipconfig, /opt/rocm, /opt/rocm/core*, /opt/rocm-X.Y.Z, HIP in /usr): "
+                         "set ROCM_PATH, ROCM_HOME and HIP_PATH to your ROCm root")
     v.append(EnvVar("USE_ROCM", "1", "build PyTorch for ROCm"))
     v.append(EnvVar("PYTORCH_ROCM_ARCH", ";".join(sel.archs), "offload targets for PyTorch and every torch cpp_extension build"))
     v.append(EnvVar("MAX_JOBS", str(out.jobs.max_jobs), out.jobs.explain()))
+    _cmake(out, rocm_cmake_args(sel.archs))
 
     if "flash-attn" in out.targets:
         v.append(EnvVar("BUILD_TARGET", "rocm", "flash-attn: build the ROCm extension even if detection is unsure"))
@@ -124,8 +146,9 @@ def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
             v.append(EnvVar("FLASH_ATTENTION_TRITON_AMD_ENABLE", "TRUE", "flash-attn: Triton (aiter) backend instead of CK; set it when running too"))
         else:
             allowed = facts["flash_attn"]["ck_gpu_archs"]
-            ck = [a for a in sel.archs if a in allowed]
-            left_out = [a for a in sel.archs if a not in allowed]
+            bases = list(dict.fromkeys(base_gfx(a) for a in sel.archs))  # flash-attn compares plain names
+            ck = [a for a in bases if a in allowed]
+            left_out = [a for a in bases if a not in allowed]
             if not ck:
                 message = (
                     f"flash-attn's CK backend does not build for {', '.join(sel.archs)} "
@@ -159,6 +182,7 @@ def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
         v.append(EnvVar("USE_CUDA", "1", "build PyTorch for CUDA"))
     v.append(EnvVar("TORCH_CUDA_ARCH_LIST", ";".join(capabilities), "compute capabilities for PyTorch and every torch cpp_extension build"))
     v.append(EnvVar("MAX_JOBS", str(out.jobs.max_jobs), out.jobs.explain()))
+    _cmake(out, cuda_cmake_args(capabilities))
 
     if "flash-attn" in out.targets:
         v.append(EnvVar("BUILD_TARGET", "cuda", "flash-attn: build the CUDA extension"))
@@ -186,6 +210,31 @@ def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
         out.pitfalls.append(
             "flash-attn's setup.py first tries to download a prebuilt wheel; FLASH_ATTENTION_FORCE_BUILD=TRUE makes it build with these settings"
         )
+
+
+def rocm_cmake_args(archs: list[str] | tuple[str, ...]) -> list[str]:
+    """The -D arguments that give a CMake HIP project these offload targets.
+
+    CMake reads no environment variable for HIP archs (it has CUDAARCHS for CUDA only), and a HIP project
+    configured without them builds the compiler's default, gfx906. CMAKE_HIP_ARCHITECTURES is CMake's own
+    (project(... LANGUAGES HIP)); GPU_TARGETS is what ROCm's CMake modules (find_package(hip), hip::device,
+    rocBLAS, Composable Kernel, ...) read, and AMDGPU_TARGETS its older name.
+    """
+    value = ";".join(archs)
+    return [f"-DCMAKE_HIP_ARCHITECTURES={value}", f"-DGPU_TARGETS={value}", f"-DAMDGPU_TARGETS={value}"]
+
+
+def cuda_cmake_args(capabilities: list[str]) -> list[str]:
+    """-DCMAKE_CUDA_ARCHITECTURES=90;80 from compute capabilities 9.0 and 8.0 (CMake's own CUDA list)."""
+    return ["-DCMAKE_CUDA_ARCHITECTURES=" + ";".join(c.replace(".", "") for c in capabilities if c)]
+
+
+def _cmake(out: BuildEnv, args: list[str]) -> None:
+    out.cmake_args = list(args)
+    out.variables.append(EnvVar(
+        "CMAKE_ARGS", " ".join(args),
+        "CMake projects: cmake -S . -B build $CMAKE_ARGS (unquoted: one argument per word); pip builds through "
+        "scikit-build-core read CMAKE_ARGS themselves. CMake reads no environment variable for HIP archs"))
 
 
 def _flash_cuda_arch(capability: str, allowed: list[str]) -> str | None:

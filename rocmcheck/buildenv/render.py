@@ -13,8 +13,9 @@ from rocmcheck.buildenv.env import BuildEnv
 
 FORMATS = ("sh", "dotenv", "json", "dockerfile")
 _NAME = re.compile(r"[A-Z_][A-Z0-9_]*")
-# Values that need no quoting in a dotenv file (and are plain in any format).
-_PLAIN = re.compile(r"[A-Za-z0-9_./:;+=,@%-]*")
+# Values that need no quoting in a dotenv file (and are plain in any format). Single inner spaces are fine:
+# `docker run --env-file` takes the rest of the line as it is, python-dotenv strips only the ends.
+_PLAIN = re.compile(r"(?:[A-Za-z0-9_./:;+=,@%-]+(?: [A-Za-z0-9_./:;+=,@%-]+)*)?")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

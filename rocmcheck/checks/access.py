@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
-from rocmcheck.fixes import DOCKER_ROCM_FLAGS, GROUPS_FIX, docker_run, step  # noqa: F401 - DOCKER_ROCM_FLAGS re-exported
+from rocmcheck.fixes import GROUPS_FIX, docker_run, step  # noqa: F401 - DOCKER_ROCM_FLAGS re-exported
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 DRIVER_FIX = step("sudo apt install amdgpu-dkms && sudo reboot", "install and load the amdgpu driver on the host")

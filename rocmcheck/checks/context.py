@@ -8,6 +8,7 @@ from typing import Any
 
 from rocmcheck.facts.collect import Facts
 from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiGpu, SmiReport
+from rocmcheck.facts.rocm_location import RocmLocation
 from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx, cuda_arch_from_capability
 
 CONTAINER_CGROUP_MARKERS = ("docker", "kubepods", "containerd", "libpod", "lxc", "podman")
@@ -102,6 +103,15 @@ class CheckContext:
             return None
         return parse_hipconfig(res.stdout)
 
+    @cached_property
+    def rocm(self) -> RocmLocation | None:
+        """The ROCm a build here would use: rocm_location's rule over the recorded layout and hipconfig."""
+        from rocmcheck.facts.rocm_location import locate_rocm
+
+        hip = self.hipconfig
+        return locate_rocm(self.facts.rocm_layout, self.facts.env,
+                           hip.rocm_path if hip else None, hip.hip_version if hip else None)
+
     # ---- Python stack (child-process probes) ---------------------------------------------------
     @property
     def torch(self) -> dict[str, Any] | None:
@@ -162,8 +172,8 @@ class CheckContext:
             signs.append("/dev/kfd exists")
         if "rocminfo" in f.commands:
             signs.append("rocminfo installed")
-        if any(v for v in f.rocm_layout.get("roots", {}).values()):
-            signs.append("a ROCm install is present")
+        if self.rocm is not None:
+            signs.append(f"a ROCm install is present ({self.rocm.root}, {self.rocm.layout} layout)")
         if self.torch_is_rocm:
             signs.append("torch is a ROCm build")
         return signs
@@ -243,5 +253,7 @@ class CheckContext:
 
 
 def _last_line(text: str) -> str:
-    lines = [l for l in (text or "").strip().splitlines() if l.strip()]
+    from rocmcheck.facts.parsers._text import clean_lines
+
+    lines = [l for l in clean_lines(text) if l.strip()]
     return lines[-1][:300] if lines else "(none)"

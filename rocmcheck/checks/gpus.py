@@ -5,6 +5,7 @@ from __future__ import annotations
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, GpuView
 from rocmcheck.fixes import GROUPS_FIX, docker_run, step, unset
+from rocmcheck.facts.parsers._text import clean_lines
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -49,15 +50,15 @@ def check_rocminfo(ctx: CheckContext) -> CheckResult:
     if report is not None and report.error:
         fix = ROCMINFO_ERROR_FIXES.get(report.error_kind or "", step("sudo dmesg | grep -i -e amdgpu -e kfd", "check the driver"))
         return failed(f"rocminfo failed: {report.error}", fix,
-                      [l for l in (res.stdout + res.stderr).strip().splitlines()[:5]])
+                      [l for l in clean_lines(res.stdout + res.stderr) if l.strip()][:5])
     if not res.ok:
         return failed(res.describe_failure(),
                       step("rocminfo; sudo dmesg | grep -i amdgpu"),
-                      (res.stderr or res.stdout).strip().splitlines()[-3:])
+                      [l for l in clean_lines(res.stderr or res.stdout) if l.strip()][-3:])
     if report is None or not report.agents:
         return failed("rocminfo printed nothing rocmcheck understands",
                       step("rocmcheck doctor --save-bundle rocmcheck-bundle.json", "and report it with that file"),
-                      res.stdout.strip().splitlines()[:3])
+                      [l for l in clean_lines(res.stdout) if l.strip()][:3])
     return passed(f"rocminfo lists {len(report.agents)} agents ({len(report.gpus)} GPU)",
                   [f"HSA runtime {report.runtime_version}"] if report.runtime_version else [])
 

@@ -1,11 +1,13 @@
-"""ROCm install (legacy /opt/rocm and TheRock layouts), HIP, and their versions."""
+"""ROCm install (legacy /opt/rocm, TheRock, and a distribution's /usr), HIP, and their versions."""
 
 from __future__ import annotations
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.facts.parsers.smi import smi_driver_error
+from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
+from rocmcheck.facts.rocm_location import rocm_installs as all_rocm_installs
 from rocmcheck.fixes import step, torch_install
-from rocmcheck.facts.parsers.versions import parse_rocm_version_file, parse_torch_rocm_suffix
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 INSTALL_FIX = step("sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-install --usecase=rocm",
@@ -13,18 +15,10 @@ INSTALL_FIX = step("sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-insta
 
 
 def rocm_installs(ctx: CheckContext) -> list[tuple[str, str]]:
-    """(where, version) for every ROCm found: legacy .info/version, TheRock core dirs, rocm-sdk wheels, hipconfig."""
-    found: list[tuple[str, str]] = []
-    for root, entry in (ctx.facts.rocm_layout.get("roots") or {}).items():
-        if not entry:
-            continue
-        v = parse_rocm_version_file(entry.get("info_version") or "")
-        if v:
-            found.append((f"{root}/.info/version", v))
-        for core, text in (entry.get("therock_cores") or {}).items():
-            v = parse_rocm_version_file(text or "")
-            if v:
-                found.append((f"{core}/.info/version (TheRock)", v))
+    """(where, version) for every ROCm found: the rocm_location rule's installs, then the rocm-sdk wheels."""
+    hip = ctx.hipconfig
+    found = [(loc.version_source or loc.root, loc.version)
+             for loc in all_rocm_installs(ctx.facts.rocm_layout, hip.hip_version if hip else None) if loc.version]
     for pkg in ("rocm-sdk-core", "rocm-sdk", "rocm"):
         v = ctx.facts.packages.get(pkg)
         if v:
@@ -34,6 +28,9 @@ def rocm_installs(ctx: CheckContext) -> list[tuple[str, str]]:
 
 
 def detected_rocm_version(ctx: CheckContext) -> str | None:
+    """The release of the ROCm a build here would use; else of any install; else hipconfig's HIP."""
+    if ctx.rocm is not None and ctx.rocm.version:
+        return ctx.rocm.version
     installs = rocm_installs(ctx)
     if installs:
         return installs[0][1]
@@ -41,6 +38,29 @@ def detected_rocm_version(ctx: CheckContext) -> str | None:
     if hip and hip.hip_version_short:
         return hip.hip_version_short
     return None
+
+
+def amd_driver_evidence(ctx: CheckContext) -> list[str]:
+    """What the ROCm tools said about a missing amdgpu driver, one line per tool, colour codes stripped.
+
+    rocminfo: "ROCk module is NOT loaded, possibly no GPU devices"; rocm-smi: "Driver not initialized
+    (amdgpu not found in modules)"; amd-smi: "Drivers not loaded (amdgpu, ... not found in modules)";
+    the amdsmi binding: its init error. Empty when no tool blamed the driver.
+    """
+    lines: list[str] = []
+    report = ctx.rocminfo
+    if report is not None and report.error_kind == "driver_not_loaded" and report.error:
+        lines.append(f"rocminfo: {report.error}")
+    for key, tool in (("rocm-smi", "rocm-smi"), ("rocm-smi-json", "rocm-smi"), ("amd-smi-version", "amd-smi"),
+                      ("amd-smi-static", "amd-smi")):
+        res = ctx.facts.command(key)
+        error = smi_driver_error(res.stdout + "\n" + res.stderr) if res is not None else None
+        if error and not any(l.startswith(f"{tool}: ") for l in lines):
+            lines.append(f"{tool}: {error}")
+    binding = ctx.facts.probes.get("amdsmi") or {}
+    if binding.get("driver_not_loaded") and binding.get("error"):
+        lines.append(f"amdsmi (Python): {binding['error']}")
+    return lines
 
 
 def _mm(version: str | None) -> str | None:
@@ -55,23 +75,37 @@ def check_rocm_install(ctx: CheckContext) -> CheckResult:
     if ctx.vendor != "amd":
         return skipped("no AMD GPU stack found")
     installs = rocm_installs(ctx)
+    location = ctx.rocm
     evidence = [f"{where}: {v}" for where, v in installs]
+    if location is not None:
+        evidence.insert(0, f"ROCm root: {location.describe()}")
     if ctx.hipconfig and ctx.hipconfig.hip_version:
         evidence.append(f"hipconfig: HIP {ctx.hipconfig.hip_version}")
-    if not installs:
+    # The userspace can be complete while the kernel driver is missing: that is driver.amdgpu's verdict.
+    driver = amd_driver_evidence(ctx)
+    evidence += [f"driver not loaded ({line}): see driver.amdgpu" for line in driver]
+    if location is None and not installs:
         if ctx.torch_is_rocm:
             return warned("no system ROCm found; only torch's bundled ROCm runtime is present",
                           step("sudo amdgpu-install --usecase=rocm", "fine for running wheels; to build flash-attn "
                                "or DeepSpeed ops install the ROCm SDK (or pip install 'rocm[libraries,devel]') and set "
                                "ROCM_PATH"),
                           evidence)
-        return failed("ROCm not found (no /opt/rocm/.info/version, no TheRock core, no rocm-sdk)",
-                      INSTALL_FIX, evidence + ctx.amd_signs)
+        return failed("ROCm not found (no ROCM_PATH, no /opt/rocm/.info/version, no TheRock core, no HIP in /usr, "
+                      "no rocm-sdk)", INSTALL_FIX, evidence + ctx.amd_signs)
     versions = sorted({v for _, v in installs})
     if len({_mm(v) for v in versions}) > 1:
         return warned(f"several ROCm versions installed: {', '.join(versions)}",
                       step(None, "point ROCM_PATH at the one torch was built for; remove or ignore the others"), evidence)
-    return passed(f"ROCm {installs[0][1]} ({installs[0][0]})", evidence)
+    if location is None:  # only a rocm-sdk wheel
+        return passed(f"ROCm {installs[0][1]} ({installs[0][0]})", evidence)
+    where = f"{location.root}, {location.layout} layout"
+    if location.version:
+        return passed(f"ROCm {location.version} ({where})", evidence)
+    return warned(f"ROCm found in {location.root} ({location.layout} layout) but its version is unknown",
+                  step(f"hipconfig --version; cat {location.root}/.info/version",
+                       "either should name the release; reinstall ROCm (amdgpu-install --usecase=rocm) if neither does"),
+                  evidence)
 
 
 @check("rocm.hip", "HIP (hipconfig) matches torch's HIP")

@@ -6,8 +6,8 @@ from packaging.version import InvalidVersion, Version
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.rocm import amd_driver_evidence, detected_rocm_version
 from rocmcheck.fixes import step
-from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.knowledge import load
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -91,4 +91,4 @@ def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
     if report is not None and report.kfd_module_loaded:
         return passed("amdgpu loaded (rocminfo: ROCk module is loaded)")
     fix = step("sudo apt install amdgpu-dkms && sudo reboot", "on the host: containers use the host's driver")
-    return failed("the amdgpu kernel driver is not loaded", fix, ctx.amd_signs)
+    return failed("the amdgpu kernel driver is not loaded", fix, amd_driver_evidence(ctx) + ctx.amd_signs)

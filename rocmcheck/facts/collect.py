@@ -25,6 +25,7 @@ from rocmcheck.child import run_child
 from rocmcheck.facts.health import collect_kernel_log, node_health
 from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
+from rocmcheck.facts.rocm_location import add_root, candidate_roots, observe_layout
 from rocmcheck.facts.runner import CommandResult, run_command
 
 BUNDLE_SCHEMA = 1
@@ -176,32 +177,11 @@ def _limits() -> dict[str, Any]:
             "shm_bytes": shm, "mem_total_bytes": mem_total, "cpu_count": os.cpu_count()}
 
 
-def rocm_root_candidates(env: dict[str, str]) -> list[str]:
-    roots = [env.get("ROCM_PATH"), env.get("ROCM_HOME"), "/opt/rocm"]
-    return [r for r in dict.fromkeys(roots) if r]
-
-
-def _rocm_layout(env: dict[str, str]) -> dict[str, Any]:
-    """Legacy (/opt/rocm[-X.Y]/.info/version) and TheRock (/opt/rocm/core*, rocm-sdk wheels) layouts."""
-    layout: dict[str, Any] = {"roots": {}, "versioned_dirs": sorted(glob.glob("/opt/rocm-*"))}
-    for root in rocm_root_candidates(env):
-        if not os.path.isdir(root):
-            layout["roots"][root] = None
-            continue
-        entry: dict[str, Any] = {"realpath": os.path.realpath(root)}
-        entry["info_version"] = _read(os.path.join(root, ".info", "version"))
-        cores = sorted(glob.glob(os.path.join(root, "core*")))
-        entry["therock_cores"] = {c: _read(os.path.join(c, ".info", "version")) for c in cores}
-        entry["has_rocminfo"] = os.path.exists(os.path.join(root, "bin", "rocminfo"))
-        layout["roots"][root] = entry
-    return layout
-
-
 def _find_tool(name: str, env: dict[str, str]) -> str | None:
     found = shutil.which(name)
     if found:
         return found
-    for root in rocm_root_candidates(env):
+    for root in candidate_roots(env):
         cand = os.path.join(root, "bin", name)
         if os.access(cand, os.X_OK):
             return cand
@@ -341,7 +321,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         facts.devices.setdefault("/dev/dri", _device_access("/dev/dri"))
         facts.user = _user()
         facts.limits = _limits()
-        facts.rocm_layout = _rocm_layout(raw_env)
+        facts.rocm_layout = observe_layout(raw_env)
         facts.packages, facts.torch_requires = _package_versions()
         facts.node_health = node_health(raw_env)
 
@@ -375,6 +355,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
             else:
                 facts.probe_runs = {name: placeholder for name in (PYTHON_PROBES if python_probes else BINDING_PROBES)}
         pool.shutdown(wait=False, cancel_futures=True)
+    _observe_hipconfig_root(facts)
     return facts
 
 
@@ -382,6 +363,15 @@ def _record_command(facts: Facts, key: str, result: CommandResult, deadline_s: f
     facts.commands[key] = result
     if result.timed_out and result.timeout_s is not None and result.timeout_s >= deadline_s:
         facts.deadline_hit.append(key)
+
+
+def _observe_hipconfig_root(facts: Facts) -> None:
+    """hipconfig names the ROCm root it belongs to (ROCM_PATH=/usr for distribution packages): observe it too."""
+    from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
+
+    res = facts.commands.get("hipconfig")
+    if res is not None and res.ok:
+        add_root(facts.rocm_layout, parse_hipconfig(res.stdout).rocm_path)
 
 
 def detect_gpu_archs(timeout: float = 10.0) -> list[str]:

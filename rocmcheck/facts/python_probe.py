@@ -17,6 +17,8 @@ import traceback
 from typing import Any, Callable
 
 from rocmcheck.child import open_channel, parse_events, read_request
+# amdsmi's amdsmi_status_t value for "Driver not loaded" (amdsmi_wrapper.py: AMDSMI_STATUS_DRIVER_NOT_LOADED = 34).
+AMDSMI_STATUS_DRIVER_NOT_LOADED = 34
 
 
 def probe_torch() -> dict[str, Any]:
@@ -272,15 +274,37 @@ def _amdsmi_health(amdsmi: Any, handle: Any) -> dict[str, Any]:
 
 
 def probe_amdsmi() -> dict[str, Any]:
-    """AMD GPUs through the amdsmi Python binding (ships with ROCm 6+), preferred over the amd-smi CLI."""
+    """AMD GPUs through the amdsmi Python binding (ships with ROCm 6+), preferred over the amd-smi CLI.
+
+    The real module fails in two ways on a machine that cannot serve it, both recorded as facts:
+    - no libamd_smi.so (the PyPI package without ROCm's library): the import itself fails, after the
+      module prints "Unable to find libamd_smi.so library ..." to stdout -> library_missing;
+    - the library is there but amdgpu is not loaded: amdsmi_init() raises AmdSmiLibraryException with
+      error code 34, AMDSMI_STATUS_DRIVER_NOT_LOADED -> driver_not_loaded.
+    """
+    import contextlib
+    import io
+
+    printed = io.StringIO()
     try:
-        import amdsmi
-    except ModuleNotFoundError:
-        return {"installed": False}
+        with contextlib.redirect_stdout(printed):  # the module prints its library search to stdout
+            import amdsmi
+    except ModuleNotFoundError as exc:
+        if exc.name == "amdsmi":
+            return {"installed": False}
+        return {"installed": True, "import_error": f"{type(exc).__name__}: {exc}"}
+    except Exception as exc:  # KeyError('libamd_smi.so') from its wrapper when no library loaded
+        said = " ".join(l.strip() for l in printed.getvalue().splitlines() if l.strip())
+        return {"installed": True, "library_missing": True,
+                "error": f"amdsmi could not load libamd_smi.so ({type(exc).__name__}: {exc})"
+                         + (f": {said}" if said else "")}
     try:
         amdsmi.amdsmi_init()
     except Exception as exc:  # AmdSmiLibraryException when the driver is not loaded
-        return {"installed": True, "error": f"{type(exc).__name__}: {exc}"}
+        code = getattr(exc, "err_code", None)
+        info = " ".join(str(getattr(exc, "err_info", "") or exc).split())
+        return {"installed": True, "error": f"{type(exc).__name__}: {info}" + (f" (code {code})" if code else ""),
+                "driver_not_loaded": code == AMDSMI_STATUS_DRIVER_NOT_LOADED or "DRIVER_NOT_LOADED" in info}
     try:
         gpus = []
         for i, handle in enumerate(amdsmi.amdsmi_get_processor_handles()):

@@ -34,7 +34,8 @@ def parse_hipconfig(text: str) -> HipConfig:
             if getattr(config, attr) is None:
                 setattr(config, attr, none_if_na(m.group(2)))
             continue
-        if config.clang_version is None and re.match(r"^(AMD )?clang version ", stripped):
+        # "AMD clang version 18.0.0git ..." (AMD's LLVM), "Debian clang version 21.1.8 (14)" (a distribution's)
+        if config.clang_version is None and re.match(r"^(?:[A-Za-z]+ )?clang version ", stripped):
             config.clang_version = stripped
             continue
         if config.hip_version is None and _BARE_VERSION.match(stripped):

@@ -16,8 +16,11 @@ from typing import Any, Iterable
 from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_text
 from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
 
-# rocm-smi's own failure text when the amdgpu driver is absent (https://github.com/ROCm/ROCm/issues/1498).
-_SMI_ERRORS = re.compile(r"(ERROR:root:Driver not initialized.*|ROCk module is NOT loaded.*)", re.IGNORECASE)
+# The tools' own failure text when the amdgpu driver is absent: rocm-smi "ERROR:root:Driver not initialized
+# (amdgpu not found in modules)" (https://github.com/ROCm/ROCm/issues/1498), amd-smi "ERROR:root:Drivers not
+# loaded (amdgpu, amd_hsmp, ionic, bnxt_en drivers not found in modules)" (amd-smi 10.1, Debian; both on stderr).
+_SMI_ERRORS = re.compile(r"((?:ERROR:root:)?Drivers? not (?:initialized|loaded).*|ROCk module is NOT loaded.*)",
+                         re.IGNORECASE)
 _ROW = re.compile(r"^\s*(\d+)\s+\S")
 _PARTITION = re.compile(r"\b(NPS\d|N/A)\s*,\s*([SDTQC]PX|N/A)(?:\s*,\s*(\d+|N/A))?", re.IGNORECASE)
 _DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
@@ -29,6 +32,15 @@ _UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4,
 
 
 # ---- rocm-smi ------------------------------------------------------------------------------------
+
+def smi_driver_error(text: str) -> str | None:
+    """rocm-smi's or amd-smi's "driver not loaded" line (stdout or stderr), without the logger prefix; else None."""
+    for line in clean_lines(text):
+        m = _SMI_ERRORS.search(line.strip())
+        if m:
+            return m.group(1).removeprefix("ERROR:root:").strip()
+    return None
+
 
 def parse_rocm_smi(text: str) -> SmiReport:
     """The default concise table of plain `rocm-smi` (ROCm 5.7 through 6.x layouts)."""
