@@ -142,7 +142,7 @@ def monitor(interval: float, pid: int | None, out_dir: Path | None, backend: str
     header = (f"rocmcheck monitor: {what}: {ending} after {outcome.duration_s:.0f} s; "
               f"{len(outcome.samples)} readings via {outcome.reader or 'nothing'}"
               + (f"; watched {outcome.watched_by}" if outcome.watched else ""))
-    extra = {"command": list(command), "pid": pid, "exit_code": outcome.exit_code, "reader": outcome.reader,
+    extra = {"watched_command": list(command), "pid": pid, "exit_code": outcome.exit_code, "reader": outcome.reader,
              "watched": outcome.watched, "watched_by": outcome.watched_by, "timed_out": outcome.timed_out,
              "duration_s": outcome.duration_s, "read_errors": outcome.read_errors,
              "reader_problems": outcome.reader_problems}

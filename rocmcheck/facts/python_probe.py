@@ -273,14 +273,14 @@ def _amdsmi_health(amdsmi: Any, handle: Any) -> dict[str, Any]:
     }
 
 
-def probe_amdsmi() -> dict[str, Any]:
-    """AMD GPUs through the amdsmi Python binding (ships with ROCm 6+), preferred over the amd-smi CLI.
+def import_amdsmi() -> tuple[Any, dict[str, Any] | None]:
+    """(the amdsmi module, None), or (None, why it is not usable). Never raises, never prints.
 
-    The real module fails in two ways on a machine that cannot serve it, both recorded as facts:
+    The real module fails in two ways on a machine that cannot serve it:
     - no libamd_smi.so (the PyPI package without ROCm's library): the import itself fails, after the
       module prints "Unable to find libamd_smi.so library ..." to stdout -> library_missing;
     - the library is there but amdgpu is not loaded: amdsmi_init() raises AmdSmiLibraryException with
-      error code 34, AMDSMI_STATUS_DRIVER_NOT_LOADED -> driver_not_loaded.
+      error code 34, AMDSMI_STATUS_DRIVER_NOT_LOADED (probe_amdsmi records it as driver_not_loaded).
     """
     import contextlib
     import io
@@ -291,13 +291,21 @@ def probe_amdsmi() -> dict[str, Any]:
             import amdsmi
     except ModuleNotFoundError as exc:
         if exc.name == "amdsmi":
-            return {"installed": False}
-        return {"installed": True, "import_error": f"{type(exc).__name__}: {exc}"}
+            return None, {"installed": False}
+        return None, {"installed": True, "import_error": f"{type(exc).__name__}: {exc}"}
     except Exception as exc:  # KeyError('libamd_smi.so') from its wrapper when no library loaded
-        said = " ".join(l.strip() for l in printed.getvalue().splitlines() if l.strip())
-        return {"installed": True, "library_missing": True,
-                "error": f"amdsmi could not load libamd_smi.so ({type(exc).__name__}: {exc})"
-                         + (f": {said}" if said else "")}
+        said = " ".join(line.strip() for line in printed.getvalue().splitlines() if line.strip())
+        return None, {"installed": True, "library_missing": True,
+                      "error": f"amdsmi could not load libamd_smi.so ({type(exc).__name__}: {exc})"
+                               + (f": {said}" if said else "")}
+    return amdsmi, None
+
+
+def probe_amdsmi() -> dict[str, Any]:
+    """AMD GPUs through the amdsmi Python binding (ships with ROCm 6+), preferred over the amd-smi CLI."""
+    amdsmi, problem = import_amdsmi()
+    if problem is not None:
+        return problem
     try:
         amdsmi.amdsmi_init()
     except Exception as exc:  # AmdSmiLibraryException when the driver is not loaded

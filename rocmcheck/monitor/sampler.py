@@ -100,10 +100,12 @@ class AmdsmiReader:
     vendor = "amd"
 
     def __init__(self) -> None:
-        try:
-            import amdsmi
-        except ImportError as exc:
-            raise ReaderError("amdsmi Python binding not installed") from exc
+        from rocmcheck.facts.python_probe import import_amdsmi
+
+        amdsmi, problem = import_amdsmi()
+        if problem is not None:
+            raise ReaderError(problem.get("error") or problem.get("import_error")
+                              or "amdsmi Python binding not installed")
         try:
             amdsmi.amdsmi_init()
             self.handles = list(amdsmi.amdsmi_get_processor_handles())
