@@ -7,6 +7,10 @@ from pathlib import Path
 
 import click
 
+from rocmcheck.commands.options import FiniteFloat
+
+MAX_DEADLINE_S = 3600.0  # an hour for the fact collection: every tool has a 20 s limit of its own
+
 STAGE_AREAS = {"probe", "train"}
 
 
@@ -53,7 +57,7 @@ def _validate_names(names: tuple[str, ...], flag: str) -> None:
               help="Write every raw input the checks used to FILE (secrets redacted).")
 @click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
               help="Re-run the checks on a saved bundle instead of this machine.")
-@click.option("--deadline", type=click.FloatRange(min=1), default=60.0, show_default=True,
+@click.option("--deadline", type=FiniteFloat(1, MAX_DEADLINE_S), default=60.0, show_default=True,
               help="Seconds the fact collection may take in all; a tool still running then becomes a verdict.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
 def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline, verbose):

@@ -6,16 +6,18 @@ import json
 
 import click
 
+from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, BoundedInt
+
 LINT_SCHEMA = "rocmcheck.lint/1"
 
 
 @click.command("lint")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
-@click.option("--world-size", type=click.IntRange(min=1), default=None,
+@click.option("--world-size", type=BoundedInt(1, MAX_GPUS), default=None,
               help="Data-parallel GPUs (all nodes) the run will use; checks train_batch_size against it.")
-@click.option("--micro-batch", type=click.IntRange(min=1), default=None,
+@click.option("--micro-batch", type=BoundedInt(1, MAX_BATCH), default=None,
               help="Per-GPU batch for a bare DeepSpeed config with \"auto\" batch values.")
-@click.option("--grad-accum", type=click.IntRange(min=1), default=None,
+@click.option("--grad-accum", type=BoundedInt(1, MAX_BATCH), default=None,
               help="Gradient accumulation steps for a bare DeepSpeed config with \"auto\" values.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document instead of text.")
 def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None, grad_accum: int | None,

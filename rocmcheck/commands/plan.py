@@ -8,6 +8,9 @@ from typing import Any
 
 import click
 
+from rocmcheck.commands.options import (MAX_BATCH, MAX_GPU_MEMORY_GIB, MAX_GPUS, MAX_SECONDS, MAX_SEQ_LEN, BoundedInt,
+                                        FiniteFloat)
+
 from rocmcheck.commands.errors import BadInput
 from rocmcheck.result import CheckResult, Status, skipped
 
@@ -77,28 +80,28 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
 @click.command("plan")
 @click.option("--model", "model_spec", required=True, metavar="PRESET|config.json|DIR",
               help="llama-2-7b, llama-3-8b, llama-3-70b, tinyllama-1.1b, a config.json or a model folder.")
-@click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True)
-@click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True, help="Per GPU.")
-@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--seq-len", type=BoundedInt(1, MAX_SEQ_LEN), default=2048, show_default=True)
+@click.option("--micro-batch", type=BoundedInt(1, MAX_BATCH), default=1, show_default=True, help="Per GPU.")
+@click.option("--grad-accum", type=BoundedInt(1, MAX_BATCH), default=1, show_default=True,
               help="Gradient accumulation steps (>1 keeps the gradients through the forward).")
-@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
+@click.option("--gpus", type=BoundedInt(1, MAX_GPUS), default=1, show_default=True, help="Data-parallel GPUs.")
 @click.option("--gpu", "gpu_name", metavar="NAME", help="mi300x, mi325x, h200, h100, ...: its memory from the table.")
-@click.option("--gpu-memory", type=click.FloatRange(min=0.0, min_open=True), metavar="GiB", help="Memory per GPU.")
-@click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="DeepSpeed ZeRO stage.")
+@click.option("--gpu-memory", type=FiniteFloat(0.0, MAX_GPU_MEMORY_GIB, low_open=True, unit="GiB"), metavar="GiB", help="Memory per GPU.")
+@click.option("--zero", type=BoundedInt(0, 3), default=0, show_default=True, help="DeepSpeed ZeRO stage.")
 @click.option("--offload-optimizer", is_flag=True, help="ZeRO: optimizer states in host memory.")
 @click.option("--offload-params", is_flag=True, help="ZeRO-3: parameters in host memory.")
 @click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer in backward.")
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and Adam moments, no fp32 master copy (8 B/param).")
 @click.option("--attn", type=click.Choice(["flash", "sdpa", "eager"]), default="sdpa", show_default=True)
-@click.option("--lora-rank", type=click.IntRange(min=1), default=None, help="LoRA on all Linear layers.")
+@click.option("--lora-rank", type=BoundedInt(1, MAX_BATCH), default=None, help="LoRA on all Linear layers.")
 @click.option("--optimizer", type=click.Choice(["fused", "foreach"]), default="fused", show_default=True,
               help="AdamW implementation: foreach holds one more copy of the weights during the step.")
 @click.option("--find-batch", is_flag=True, help="The largest micro-batch that fits (estimate).")
 @click.option("--measure", is_flag=True, help="Find the largest micro-batch with real training steps on GPU 0.")
-@click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+@click.option("--target", type=FiniteFloat(0.0, 1.0, low_open=True), default=None,
               help="Share of GPU memory the batch may use (default 0.9 for --find-batch, 0.95 for --measure).")
-@click.option("--start-batch", type=click.IntRange(min=1), default=1, show_default=True, help="--measure starts here.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=10.0), default=600.0, show_default=True,
+@click.option("--start-batch", type=BoundedInt(1, MAX_BATCH), default=1, show_default=True, help="--measure starts here.")
+@click.option("--timeout", "timeout_s", type=FiniteFloat(10.0, MAX_SECONDS), default=600.0, show_default=True,
               help="--measure's time limit in seconds.")
 @click.option("--json", "as_json", is_flag=True, help="Print the estimate and verdicts as JSON.")
 def plan(**opts: Any) -> None:

@@ -6,6 +6,8 @@ import json
 
 import click
 
+from rocmcheck.commands.options import MAX_SECONDS, FiniteFloat
+
 from rocmcheck.probes.catalog import DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, PROBES
 from rocmcheck.result import CheckResult, Status
 
@@ -25,7 +27,7 @@ def _echo_result(r: CheckResult) -> None:
 @click.argument("name", required=False)
 @click.option("--list", "list_only", is_flag=True, help="List the probes and what each proves.")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdicts as JSON.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1.0), default=None,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(1.0, MAX_SECONDS), default=None,
               help="Overall time limit in seconds (default 60; 180 for all; deepspeed_ops may JIT-build: 960).")
 def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | None) -> None:
     """Run one GPU probe (or all) in a child process and print its verdict. Exit 1 when one fails."""
