@@ -1,12 +1,13 @@
-"""Reading config files: JSON (duplicate keys rejected, as DeepSpeed does) and YAML."""
+"""Reading config files: JSON (duplicate keys rejected, as DeepSpeed does) and YAML, through the one capped reader
+and the one limited loader (rocmcheck/safe)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-import yaml
+from rocmcheck.safe.files import UnreadableFile
+from rocmcheck.safe.structured import LimitedSafeLoader, load_file
 
 
 class LintInputError(Exception):
@@ -28,27 +29,11 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
 
 def load_mapping(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LintInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise LintInputError(f"{path}: is a directory, not a config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LintInputError(f"{path}: cannot be read: {exc}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark else ""
-            raise LintInputError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    else:
-        try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates)
-        except _DuplicateKey as exc:
-            raise LintInputError(f"{path}: key \"{exc}\" appears twice (DeepSpeed rejects duplicate keys)") from None
-        except json.JSONDecodeError as exc:
-            raise LintInputError(f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}): {exc.msg}") from None
+        data = load_file(path, what="config file", object_pairs_hook=_no_duplicates, loader=LimitedSafeLoader)
+    except _DuplicateKey as exc:
+        raise LintInputError(f"{path}: key \"{exc}\" appears twice (DeepSpeed rejects duplicate keys)") from None
+    except UnreadableFile as exc:
+        raise LintInputError(str(exc)) from None
     if not isinstance(data, dict):
         raise LintInputError(f"{path}: expected a mapping of keys at the top, found {type(data).__name__}")
     return data
