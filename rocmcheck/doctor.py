@@ -11,6 +11,7 @@ from typing import Any
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.facts.collect import Facts, collect_facts
+from rocmcheck.facts.redact import redact_tree
 from rocmcheck.result import CheckResult, Status, skipped
 
 
@@ -107,6 +108,9 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
                         or (opts.train and _stage_wanted(opts, "train")))
         facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
                               probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python)
+        # Tool outputs hold secrets too (hipconfig --full prints HIP_*/HSA_* variables): the checks see, and the
+        # bundle keeps, only the redacted facts, so a bundle replays to the same verdicts.
+        facts = Facts.from_dict(redact_tree(facts.to_dict()))
     ctx = CheckContext(facts, expected_archs=opts.expected_archs)
     results = run_checks(specs, ctx)
     if facts.deadline_hit:
@@ -126,14 +130,19 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None) -> DoctorRun:
             staged += _guarded("train.stage", lambda: run_train_stage(ctx, opts))
         facts.recorded_results = [r.to_dict() for r in staged]
         results += staged
+    # Verdicts quote tool output and error messages: no secret may reach the report.
+    results = [CheckResult.from_dict(redact_tree(r.to_dict())) for r in results]
     return DoctorRun(facts, results, time.monotonic() - start, source, ctx)
 
 
-def save_bundle(run: DoctorRun, path: Path) -> None:
+def save_bundle(run: DoctorRun, path: Path, *, force: bool = False) -> Path:
+    """Write the bundle atomically (an old file stays whole if the write fails), every string redacted."""
     from rocmcheck import __version__
+    from rocmcheck.facts.redact import redact_tree
+    from rocmcheck.safe.files import write_atomic
 
-    doc = {"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()}
-    path.write_text(json.dumps(doc, indent=1, default=str), encoding="utf-8")
+    doc = redact_tree({"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()})
+    return write_atomic(path, json.dumps(doc, indent=1, default=str), force=force)
 
 
 class BundleError(ValueError):
@@ -141,14 +150,22 @@ class BundleError(ValueError):
 
 
 def load_bundle(path: Path) -> Facts:
+    """A saved bundle, read through the capped reader and the limited loader, its facts type-checked: a damaged
+    or hostile file is a BundleError with one line, never a crash in a check."""
+    from rocmcheck.facts.bundle_types import type_problem
+    from rocmcheck.safe.files import MAX_BUNDLE_BYTES, UnreadableFile
+    from rocmcheck.safe.structured import load_file
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BundleError(f"cannot read bundle {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise BundleError(f"{path} is not JSON: {exc}") from None
+        # Non-finite floats are allowed: a NaN loss is a real, recorded result.
+        doc = load_file(path, limit=MAX_BUNDLE_BYTES, what="bundle", fmt="json", allow_nonfinite=True)
+    except UnreadableFile as exc:
+        raise BundleError(f"cannot read bundle {exc}") from None
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
         raise BundleError(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --save-bundle FILE`)")
+    problem = type_problem(doc["facts"]) if isinstance(doc["facts"], dict) else "facts should be an object"
+    if problem:
+        raise BundleError(f"{path}: damaged bundle: {problem}")
     try:
         facts = Facts.from_dict(doc["facts"])
         for recorded in facts.recorded_results:

@@ -31,18 +31,38 @@ def _validate_archs(archs: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _split_names(values: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    """--only/--skip values, comma-separated or repeated; an empty name is a mistake, not "everything"."""
+    names = _split(values)
+    if any(not v.strip() or any(not part.strip() for part in v.split(",")) for v in values):
+        raise click.BadParameter("an empty name (give check ids or areas, see --list-checks)", param_hint=flag)
+    return names
+
+
 def _validate_names(names: tuple[str, ...], flag: str) -> None:
     from rocmcheck.checks import known_names
+    from rocmcheck.probes.catalog import PROBE_NAMES
 
-    known = known_names()
+    known = known_names() | STAGE_AREAS | {f"probe.{p}" for p in PROBE_NAMES}
     for n in names:
-        if n in known or n.split(".", 1)[0] in STAGE_AREAS:
+        if n in known:
             continue
         import difflib
 
+        if n.startswith("train."):  # the smoke-train stage is one run; its verdicts come together
+            raise click.BadParameter(f"no check {n!r}: the smoke-train stage runs as a whole; use train",
+                                     param_hint=flag)
         close = difflib.get_close_matches(n, sorted(known), n=1)
         raise click.BadParameter(f"no check or area {n!r}" + (f"; did you mean {close[0]}?" if close else "")
                                  + " (see --list-checks)", param_hint=flag)
+
+
+def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
+    from rocmcheck.checks import select_checks
+    from rocmcheck.doctor import DoctorOptions, _stage_wanted
+
+    opts = DoctorOptions(only=only, skip=skip)
+    return not select_checks(only, skip) and not any(_stage_wanted(opts, area) for area in STAGE_AREAS)
 
 
 @click.command()
@@ -53,14 +73,16 @@ def _validate_names(names: tuple[str, ...], flag: str) -> None:
 @click.option("--skip", multiple=True, metavar="CHECK", help="Skip these checks or areas.")
 @click.option("--no-gpu-probes", is_flag=True, help="Skip the GPU probe stage.")
 @click.option("--no-train", is_flag=True, help="Skip the bundled smoke-train stage.")
-@click.option("--save-bundle", type=click.Path(dir_okay=False, writable=True, path_type=Path),
+@click.option("--save-bundle", type=click.Path(path_type=Path),
               help="Write every raw input the checks used to FILE (secrets redacted).")
-@click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--force", is_flag=True, help="Replace an existing --save-bundle FILE.")
+@click.option("--bundle", type=click.Path(path_type=Path),
               help="Re-run the checks on a saved bundle instead of this machine.")
 @click.option("--deadline", type=FiniteFloat(1, MAX_DEADLINE_S), default=60.0, show_default=True,
               help="Seconds the fact collection may take in all; a tool still running then becomes a verdict.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
-def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline, verbose):
+def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, force, bundle, deadline,
+           verbose):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix."""
     from rocmcheck.checks import select_checks
 
@@ -70,14 +92,22 @@ def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, sav
         click.echo(f"{'probe.*':<28} GPU probes (rocmcheck probe --list)")
         click.echo(f"{'train.*':<28} the bundled smoke-train (rocmcheck smoke-train --help)")
         return
-    only, skip = _split(only), _split(skip)
+    only, skip = _split_names(only, "--only"), _split_names(skip, "--skip")
     _validate_names(only, "--only")
     _validate_names(skip, "--skip")
+    if _nothing_selected(only, skip):
+        raise click.UsageError(f"nothing to run: --only {','.join(only) or '(all)'} --skip {','.join(skip)} "
+                               "leaves no check selected")
     expected = _validate_archs(_split(archs))
     if bundle is not None and save_bundle is not None:
         raise click.UsageError("--bundle and --save-bundle cannot be combined")
-    if save_bundle is not None and not save_bundle.resolve().parent.is_dir():  # fail now, not after the whole run
-        raise click.UsageError(f"cannot write bundle {save_bundle}: {save_bundle.resolve().parent} is not a directory")
+    if save_bundle is not None:  # fail now, not after the whole run
+        from rocmcheck.safe.files import WriteRefused, check_target
+
+        try:
+            check_target(save_bundle, force=force)
+        except WriteRefused as exc:
+            raise click.UsageError(str(exc)) from None
 
     from rocmcheck.doctor import BundleError, DoctorOptions, load_bundle, run_doctor, save_bundle as write_bundle
 
@@ -90,23 +120,30 @@ def doctor(archs, as_json, list_checks, only, skip, no_gpu_probes, no_train, sav
         except BundleError as exc:
             raise click.UsageError(str(exc)) from None
     run = run_doctor(opts, facts)
+    write_error = None
     if save_bundle is not None:
+        from rocmcheck.safe.files import describe_write_error
+
         try:
-            write_bundle(run, save_bundle)
-        except OSError as exc:
-            raise click.UsageError(f"cannot write bundle {save_bundle}: {exc.strerror or exc}") from None
-    machine = run.machine_summary()
+            write_bundle(run, save_bundle, force=force)
+        except OSError as exc:  # the report still prints; the old file (if any) is untouched
+            write_error = describe_write_error(save_bundle, exc) + " (an existing file is unchanged)"
+    from rocmcheck.facts.redact import redact_tree
+
+    machine = redact_tree(run.machine_summary())
     from rocmcheck.report.json_report import build_report, dumps, overall
 
     if as_json:
         click.echo(dumps(build_report(run.results, machine, run.duration_s, run.source)))
     else:
-        from rich.console import Console
-
         from rocmcheck.report.console import render
+        from rocmcheck.safe.text import safe_console
 
-        console = Console(highlight=False)
+        console = safe_console()
         render(run.results, machine, console, verbose=verbose)
-        if save_bundle is not None:
+        if save_bundle is not None and write_error is None:
             console.print(f"Bundle written to {save_bundle}")
+    if write_error:
+        click.echo(f"Error: {write_error}", err=True)
+        sys.exit(2)
     sys.exit(1 if overall(run.results) == "fail" else 0)
