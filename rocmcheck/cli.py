@@ -49,6 +49,9 @@ def cli() -> None:
 def main() -> None:
     """Errors a person causes end as ONE line on stderr and exit 2: click's standalone mode would print a usage
     block first, so its exceptions are caught here for every command alike."""
+    from rocmcheck.safe.text import install_console_streams
+
+    install_console_streams()  # no escape sequence from data reaches the terminal; no UnicodeEncodeError
     try:
         code = cli.main(prog_name="rocmcheck", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `rocmcheck`: the help, not an error line
