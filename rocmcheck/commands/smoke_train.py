@@ -41,7 +41,8 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
               help="torch.compile the model (SDPA keeps its causal kernels: docs/smoke-train.md).")
 @click.option("--no-profile", is_flag=True, help="Skip the one profiled step (kernel report).")
 @click.option("--out", type=click.Path(path_type=Path), default=None,
-              help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here.")
+              help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here (a new or empty folder).")
+@click.option("--force", is_flag=True, help="Use a non-empty --out folder: replace those four outputs there.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: results, metrics, info.")
 @click.option("--bench", is_flag=True, help="Benchmark the 1.1B LLaMA shape (random init): this loop vs HF Trainer.")
 @click.option("--bench-shape", type=click.Choice(["1.1b", "tiny"]), default="1.1b", hidden=True,
@@ -55,7 +56,7 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
 @click.option("--local_rank", "--local-rank", "local_rank", type=BoundedInt(0, MAX_NPROC), default=None, hidden=True,
               help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
 def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, attn, device,
-                seed, compile_, no_profile, out, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
+                seed, compile_, no_profile, out, force, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
                 local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
     cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
@@ -72,8 +73,12 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
             parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
     except InvalidTrainInput as exc:
         raise BadInput(str(exc)) from None
-    if out is not None and out.exists() and not out.is_dir():
-        raise BadInput(f"--out {out}: exists and is not a directory")
+    if out is not None and world_size_from_env() <= 1:  # a launched rank: the launching command checked it
+        from rocmcheck.train.outputs import out_dir_problem
+
+        problem = out_dir_problem(out, force)
+        if problem:
+            raise BadInput(problem)
 
     if parallel is not None:
         from rocmcheck.train.launch import run_parallel
