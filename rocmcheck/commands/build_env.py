@@ -20,11 +20,13 @@ from rocmcheck.commands.errors import BadInput
 @click.option("--target", type=click.Choice([*TARGETS, "all"]), default="all", show_default=True, help="What you are building.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="sh", show_default=True,
               help="sh (source/eval), dotenv, json, or dockerfile (ENV lines).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write to FILE instead of standard output.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Write to FILE instead of standard output (a new file; --force replaces one).")
+@click.option("--force", is_flag=True, help="Replace an existing -o FILE.")
 @click.option("--triton-backend", is_flag=True,
               help="flash-attn on ROCm: build the Triton (aiter) backend instead of CK (FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE).")
-def build_env(archs: tuple[str, ...], target: str, fmt: str, output: Path | None, triton_backend: bool) -> None:
+def build_env(archs: tuple[str, ...], target: str, fmt: str, output: Path | None, force: bool,
+              triton_backend: bool) -> None:
     """Environment variables for building PyTorch, flash-attn and DeepSpeed from source.
 
     \b
@@ -33,6 +35,13 @@ def build_env(archs: tuple[str, ...], target: str, fmt: str, output: Path | None
       rocmcheck build-env --arch gfx942 --arch gfx90a --target flash-attn
       rocmcheck build-env --arch sm_90 --format dockerfile -o build.env.Dockerfile
     """
+    from rocmcheck.safe.files import WriteRefused, check_target, describe_write_error, write_atomic
+
+    if output is not None:
+        try:
+            check_target(output, force=force)  # before the GPU detection, not after
+        except WriteRefused as exc:
+            raise BadInput(str(exc)) from None
     try:
         result = build_env_for_host(list(archs), target=target, triton_backend=triton_backend)
     except (ArchError, BuildEnvError) as exc:
@@ -42,6 +51,6 @@ def build_env(archs: tuple[str, ...], target: str, fmt: str, output: Path | None
         click.echo(text, nl=False)
         return
     try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"cannot write {output}: {exc.strerror or exc}") from None
+        write_atomic(output, text, force=force)
+    except OSError as exc:  # the old file, if any, is unchanged
+        raise BadInput(describe_write_error(output, exc)) from None
