@@ -28,13 +28,13 @@ def _settings(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, measured) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from rocmcheck.plan.estimate import estimate_memory, fmt_bytes
+    from rocmcheck.safe.text import safe_console
 
-    console = Console()
+    console = safe_console()
     s = est.settings
     title = (f"{est.model.name}: {est.params:,} params, micro-batch {s['micro_batch']} x seq {s['seq_len']}, "
              f"{s['precision']}, ZeRO-{s['zero_stage']} x {s['world_size']} GPU(s)"

@@ -83,8 +83,10 @@ def _progress_bar(total: int, enabled: bool):
         return None, lambda: None
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from rocmcheck.safe.text import safe_console
+
     bar = Progress(TextColumn("smoke-train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-                   TimeRemainingColumn(), transient=True)
+                   TimeRemainingColumn(), transient=True, console=safe_console())
     bar.start()
     task_id = bar.add_task("train", total=total, status="")
 
@@ -95,10 +97,12 @@ def _progress_bar(total: int, enabled: bool):
 
 
 def _print_results(results: list[CheckResult], files: dict[str, str] | None, info: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    console = Console()
+    from rocmcheck.safe.text import safe_console
+
+    console = safe_console()  # data is text: a `[/x]` in a device name or path is printed, not parsed as markup
     style = {"pass": "green", "warn": "yellow", "fail": "red", "crash": "magenta", "skip": "dim"}
     dev = info.get("device", {})
     if dev:
@@ -107,11 +111,11 @@ def _print_results(results: list[CheckResult], files: dict[str, str] | None, inf
     for col in ("status", "check", "finding"):
         table.add_column(col)
     for r in results:
-        table.add_row(f"[{style[r.status.value]}]{r.status.value}[/]", r.id, r.summary)
+        table.add_row(Text(r.status.value, style=style[r.status.value]), r.id, r.summary)
     console.print(table)
     for r in results:
         if r.status.is_problem or r.status == Status.WARN:
-            console.print(f"[{style[r.status.value]}]{r.id}[/]: {r.summary}")
+            console.print(Text(r.id, style=style[r.status.value]).append(f": {r.summary}"))
             for line in r.evidence[:6]:
                 console.print(f"    {line}", markup=False)
             if r.fix:
