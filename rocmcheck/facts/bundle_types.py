@@ -1,13 +1,20 @@
 """The types a bundle's facts must have, checked when `doctor --bundle FILE` loads one: a hand-edited or damaged
 bundle is refused with one line naming the field, instead of crashing a check later.
 
-A spec is a type (or tuple of types), a dict spec ({"key": spec, ...}; the key "*" is the spec of every other
-key; keys not named are free), or a one-item list ([spec] for every item). Only what the checks read is
+A spec is a type (or tuple of types), a Rule (a predicate with a name), a dict spec ({"key": spec, ...}; a key
+written "+key" must be present; the key "*" is the spec of every other key; keys not named are free), or a
+one-item list ([spec] for every item). Only what the checks read is
 typed; anything else a newer rocmcheck adds passes."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, NamedTuple
+
+
+class Rule(NamedTuple):
+    ok: Callable[[Any], bool]
+    name: str
+
 
 NUM = (int, float)
 OPT_STR = (str, type(None))
@@ -21,7 +28,8 @@ COMMAND = {"argv": [str], "returncode": OPT_INT, "stdout": str, "stderr": str, "
 
 _TORCH = {"version": OPT_STR, "hip": OPT_STR, "cuda": OPT_STR, "git_version": OPT_STR, "arch_flags": [str],
           "cuda_available": bool, "device_count": int, "arch_list": [str], "cuda_error": OPT_STR,
-          "devices": [{"index": int, "name": OPT_STR, "gcn_arch": OPT_STR, "capability": [int], "total_memory": OPT_INT,
+          "devices": [{"index": int, "name": OPT_STR, "gcn_arch": OPT_STR, "capability": Rule(lambda v: isinstance(v, list) and len(v) == 2 and all(
+                          type(x) is int for x in v), "a [major, minor] pair"), "total_memory": OPT_INT,
                        "multi_processor_count": OPT_INT}]}
 _INSTALLED = {"installed": bool, "version": OPT_STR, "error": OPT_STR, "import_error": OPT_STR}
 _FLASH_ATTN = {**_INSTALLED, "extension": bool, "extension_error": OPT_STR, "triton_amd_enable": OPT_STR,
@@ -31,14 +39,14 @@ _DEEPSPEED = {**_INSTALLED, "torch_info": {"*": SCALAR}, "installed_ops": {"*": 
               "ops": {"*": {"known": bool, "compatible": bool, "installed": bool, "error": OPT_STR}},
               "jit": {"*": bool}}
 _NVML = {**_INSTALLED, "driver_version": OPT_STR, "cuda_version": OPT_STR,
-         "gpus": [{"index": int, "name": OPT_STR, "memory_total": OPT_INT, "memory_used": OPT_INT,
+         "gpus": [{"+index": int, "name": OPT_STR, "memory_total": OPT_INT, "memory_used": OPT_INT,
                    "compute_cap": OPT_STR, "uuid": OPT_STR}]}
-_AMDSMI = {**_INSTALLED, "gpus": [{"index": int, "name": OPT_STR, "gfx": OPT_STR, "memory_total": OPT_INT}]}
+_AMDSMI = {**_INSTALLED, "gpus": [{"+index": int, "name": OPT_STR, "gfx": OPT_STR, "memory_total": OPT_INT}]}
 
 FACTS = {
     "schema": int, "collected_at": NUM,
-    "platform": {"*": SCALAR},
-    "os_info": {"*": (str, type(None), dict)},
+    "platform": {"*": OPT_STR},
+    "os_info": {"version_parts": {"*": OPT_STR}, "*": OPT_STR},
     "env": {"*": str},
     "files": {"*": OPT_STR},
     "present": {"*": bool},
@@ -61,6 +69,8 @@ _ROOT = {"realpath": OPT_STR, "info_version": OPT_STR, "therock_cores": {"*": OP
 
 
 def _name(spec: Any) -> str:
+    if isinstance(spec, Rule):
+        return spec.name
     if isinstance(spec, dict):
         return "an object"
     if isinstance(spec, list):
@@ -88,14 +98,20 @@ def type_problem(value: Any, spec: Any = None, where: str = "facts") -> str | No
         if isinstance(node_spec, dict):
             if not isinstance(node, dict):
                 return f"{path} should be {_name(node_spec)}, not {_describe(node)}"
+            for key in node_spec:
+                if key.startswith("+") and key[1:] not in node:
+                    return f"{path} lacks {key[1:]!r}"
             for key, child in node.items():
-                child_spec = node_spec.get(key, node_spec.get("*"))
+                child_spec = node_spec.get(key, node_spec.get("+" + key, node_spec.get("*")))
                 if child_spec is not None:
                     stack.append((child, child_spec, f"{path}.{key}"))
         elif isinstance(node_spec, list):
             if not isinstance(node, list):
                 return f"{path} should be a list, not {_describe(node)}"
             stack.extend((child, node_spec[0], f"{path}[{i}]") for i, child in enumerate(node))
+        elif isinstance(node_spec, Rule):
+            if not node_spec.ok(node):
+                return f"{path} should be {node_spec.name}, not {_describe(node)}"
         elif not _ok(node, node_spec):
             return f"{path} should be {_name(node_spec)}, not {_describe(node)}"
     roots = value.get("rocm_layout", {}).get("roots", {}) if spec is None and isinstance(value, dict) else {}

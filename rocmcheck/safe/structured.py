@@ -193,7 +193,8 @@ def parse_yaml(text: str, *, loader: type[LimitedSafeLoader] = LimitedSafeLoader
 def describe_yaml_error(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f" (line {mark.line + 1})" if mark else ""
-    return f"not valid YAML{where}: {getattr(exc, 'problem', None) or exc}"
+    problem = getattr(exc, "problem", None) or (str(exc).strip().splitlines() or ["?"])[0]
+    return f"not valid YAML{where}: {' '.join(str(problem).split())}"
 
 
 def load_file(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, what: str = "config file",
