@@ -74,6 +74,9 @@ def main() -> None:
     block first, so its exceptions are caught here for every command alike. Ctrl-C exits 130 and SIGTERM 143,
     with every child process ended."""
     signal.signal(signal.SIGTERM, _on_sigterm)
+    from rocmcheck.safe.text import install_console_streams
+
+    install_console_streams()  # no escape sequence from data reaches the terminal; no UnicodeEncodeError
     try:
         code = cli.main(prog_name="rocmcheck", standalone_mode=False)
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `rocmcheck`: the help, not an error line

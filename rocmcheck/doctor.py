@@ -12,6 +12,7 @@ from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.health import annotate_link_with_bandwidth
 from rocmcheck.facts.collect import Facts, collect_facts
+from rocmcheck.facts.redact import redact_tree
 from rocmcheck.fixes import step
 from rocmcheck.result import CheckResult, Status, skipped
 
@@ -119,7 +120,11 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
     again on the whole facts comes back in `revised` when it changed (the returned run holds the final ones).
     progress.begin(stage) names what runs now."""
     start = time.monotonic()
-    emit = on_results or (lambda new, revised: None)
+    shown_to = on_results or (lambda new, revised: None)
+
+    def emit(new: list[CheckResult], revised: list[CheckResult]) -> None:
+        shown_to([_redacted(r) for r in new], [_redacted(r) for r in revised])
+
     progress = progress or _Quiet()
     source = "live" if facts is None else "bundle"
     specs = select_checks(opts.only, opts.skip)
@@ -131,7 +136,8 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
 
         def judge_early(partial: Facts) -> None:
             early_specs = [s for s in specs if s.area not in PYTHON_STACK_AREAS]
-            early.extend(run_checks(early_specs, CheckContext(partial, expected_archs=opts.expected_archs)))
+            early.extend(run_checks(early_specs, CheckContext(_redacted_facts(partial),
+                                                              expected_archs=opts.expected_archs)))
             emit(list(early), [])
             if needs_python:
                 progress.begin("importing torch, flash-attn, DeepSpeed (child process)")
@@ -140,6 +146,9 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
                               probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python,
                               on_commands_done=judge_early)
+        # Tool outputs hold secrets too (hipconfig --full prints HIP_*/HSA_* variables): the checks see, and the
+        # bundle keeps, only the redacted facts, so a bundle replays to the same verdicts.
+        facts = _redacted_facts(facts)
     ctx = CheckContext(facts, expected_archs=opts.expected_archs)
     results = run_checks(specs, ctx)
     shown = {(r.id, r.status, r.summary) for r in early}
@@ -181,17 +190,29 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         facts.recorded_results = [r.to_dict() for r in staged]
         results += staged
     annotate_link_with_bandwidth(results)
-    return DoctorRun(facts, results, time.monotonic() - start, source, ctx)
+    return DoctorRun(facts, [_redacted(r) for r in results], time.monotonic() - start, source, ctx)
+
+
+def _redacted_facts(facts: Facts) -> Facts:
+    return Facts.from_dict(redact_tree(facts.to_dict()))
+
+
+def _redacted(result: CheckResult) -> CheckResult:
+    """Verdicts quote tool output and error messages: no secret may reach the report."""
+    return CheckResult.from_dict(redact_tree(result.to_dict()))
 
 
 def bundle_document(run: DoctorRun) -> dict[str, Any]:
     from rocmcheck import __version__
 
-    return {"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()}
+    return redact_tree({"rocmcheck_bundle": 1, "tool_version": __version__, "facts": run.facts.to_dict()})
 
 
-def save_bundle(run: DoctorRun, path: Path) -> None:
-    path.write_text(json.dumps(bundle_document(run), indent=1, default=str), encoding="utf-8")
+def save_bundle(run: DoctorRun, path: Path, *, force: bool = False) -> Path:
+    """Write the bundle atomically (an old file stays whole if the write fails), every string redacted."""
+    from rocmcheck.safe.files import write_atomic
+
+    return write_atomic(path, json.dumps(bundle_document(run), indent=1, default=str), force=force)
 
 
 class BundleError(ValueError):
@@ -199,14 +220,22 @@ class BundleError(ValueError):
 
 
 def load_bundle(path: Path) -> Facts:
+    """A saved bundle, read through the capped reader and the limited loader, its facts type-checked: a damaged
+    or hostile file is a BundleError with one line, never a crash in a check."""
+    from rocmcheck.facts.bundle_types import type_problem
+    from rocmcheck.safe.files import MAX_BUNDLE_BYTES, UnreadableFile
+    from rocmcheck.safe.structured import load_file
+
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BundleError(f"cannot read bundle {path}: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise BundleError(f"{path} is not JSON: {exc}") from None
+        # Non-finite floats are allowed: a NaN loss is a real, recorded result.
+        doc = load_file(path, limit=MAX_BUNDLE_BYTES, what="bundle", fmt="json", allow_nonfinite=True)
+    except UnreadableFile as exc:
+        raise BundleError(f"cannot read bundle {exc}") from None
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
         raise BundleError(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
+    problem = type_problem(doc["facts"]) if isinstance(doc["facts"], dict) else "facts should be an object"
+    if problem:
+        raise BundleError(f"{path}: damaged bundle: {problem}")
     try:
         facts = Facts.from_dict(doc["facts"])
         for recorded in facts.recorded_results:

@@ -13,6 +13,8 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from rocmcheck.safe.files import write_atomic
+
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
 # `deepspeed: name.json` in a LLaMA-Factory YAML: the DeepSpeed config that `write` copies along.
 _DEEPSPEED_LINE = re.compile(r"^(deepspeed:\s*)(\S+)(.*)$", re.MULTILINE)
@@ -81,12 +83,28 @@ def write_recipe(recipe: Recipe, directory: Path, *, force: bool = False) -> lis
         dep = catalog[dependency.rsplit(".", 1)[0]]
         dep_path = (directory / dep.filename).resolve()
         plan.append((dep_path, dep.text))
-        text = _DEEPSPEED_LINE.sub(lambda m: f"{m.group(1)}{dep_path}{m.group(3)}", text, count=1)
+        quoted = yaml_scalar(str(dep_path))
+        text = _DEEPSPEED_LINE.sub(lambda m: f"{m.group(1)}{quoted}{m.group(3)}", text, count=1)
     plan.append(((directory / recipe.filename).resolve(), text))
-    existing = [p for p, _ in plan if p.exists()]
+    existing = [p for p, _ in plan if p.exists() or p.is_symlink()]
     if existing and not force:
         raise RecipeExists(", ".join(str(p) for p in existing))
     directory.mkdir(parents=True, exist_ok=True)
-    for path, content in plan:
-        path.write_text(content, encoding="utf-8")
+    written: list[Path] = []
+    try:
+        for path, content in plan:
+            write_atomic(path, content, force=force)
+            written.append(path)
+    except OSError:
+        for path in written:  # all or nothing: a half-written pair would block the rerun
+            if path not in existing:
+                path.unlink(missing_ok=True)
+        raise
     return [p for p, _ in plan]
+
+
+def yaml_scalar(value: str) -> str:
+    """value as one YAML scalar, quoted as YAML needs (a path with `#`, `: ` or a newline stays one string)."""
+    import yaml
+
+    return yaml.safe_dump(value, default_style='"', width=float("inf"), allow_unicode=True).strip()

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
-from rocmcheck.compare.bundles import BundleExists, write_bundle_atomically
+from rocmcheck.safe.files import WriteRefused, write_atomic
 from rocmcheck.compare.judge import judge_metric, judge_statuses, judge_values, slow_nodes
 
 MI300X = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"
@@ -230,10 +230,11 @@ def test_status_judge_ignores_absent_checks_and_names_the_worse_node():
 
 def test_bundle_is_written_whole_and_never_overwritten_without_force(tmp_path):
     target = tmp_path / "shared" / "node-1.json"
-    write_bundle_atomically({"a": 1}, target)
-    with pytest.raises(BundleExists):
-        write_bundle_atomically({"a": 2}, target)
+    target.parent.mkdir()
+    write_atomic(target, json.dumps({"a": 1}))
+    with pytest.raises(WriteRefused):
+        write_atomic(target, json.dumps({"a": 2}))
     assert json.loads(target.read_text()) == {"a": 1}
-    write_bundle_atomically({"a": 3}, target, force=True)
+    write_atomic(target, json.dumps({"a": 3}), force=True)
     assert json.loads(target.read_text()) == {"a": 3}
     assert [p.name for p in target.parent.iterdir()] == ["node-1.json"]  # no temporary file left behind

@@ -49,7 +49,7 @@ def test_our_errors_are_exactly_one_line():
 
 def test_bad_config_files(tmp_path):
     (tmp_path / "broken.json").write_text("{not json")
-    assert "not readable JSON" in one_line_error(plan("--model", str(tmp_path / "broken.json")))
+    assert "not valid JSON" in one_line_error(plan("--model", str(tmp_path / "broken.json")))
     (tmp_path / "bert.json").write_text(json.dumps({"model_type": "bert", "hidden_size": 768}))
     assert "missing" in one_line_error(plan("--model", str(tmp_path / "bert.json")))
     assert "no config.json" in one_line_error(plan("--model", str(tmp_path)))

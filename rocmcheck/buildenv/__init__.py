@@ -61,6 +61,10 @@ def build_env_for_host(
 
 def _detect_gpu_archs() -> list[str]:
     # The lead's detector (rocminfo, else nvidia-smi), imported late: only --arch auto needs it.
-    from rocmcheck.facts.collect import detect_gpu_archs
+    from rocmcheck.facts.collect import detect_gpu_archs_why
 
-    return list(detect_gpu_archs(timeout=10.0))
+    archs, failures = detect_gpu_archs_why(timeout=10.0)
+    if not archs and failures:  # not "no GPU found": the tools that would have said did not answer
+        raise ArchError(f"--arch auto: cannot tell which GPUs are here: {'; '.join(failures)}; name the arch, "
+                        "e.g. --arch gfx942 or --arch sm_90")
+    return list(archs)

@@ -25,11 +25,12 @@ from rocmcheck.knowledge import arch_of_product
               help="sh (source/eval), dotenv, json, or dockerfile (ENV lines).")
 @json_option("The same as --format json: one JSON document (docs/json-schema.md).")
 @click.option("-o", "--out", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write to FILE instead of standard output.")
+              help="Write to FILE instead of standard output (a new file; --force replaces one).")
+@click.option("--force", is_flag=True, help="Replace an existing -o FILE.")
 @alias("--output", "output", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--triton-backend", is_flag=True,
               help="flash-attn on ROCm: build the Triton (aiter) backend instead of CK (FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE).")
-def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, output: Path | None,
+def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, output: Path | None, force: bool,
               triton_backend: bool) -> None:
     """Environment variables for building PyTorch, flash-attn and DeepSpeed from source.
 
@@ -42,6 +43,13 @@ def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, outp
     # Product names (mi300x) become their arch; everything else goes to build-env's own arch validation.
     archs = tuple(arch_of_product(a) or a for a in archs)
     fmt = "json" if as_json else fmt
+    from rocmcheck.safe.files import WriteRefused, check_target, describe_write_error, write_atomic
+
+    if output is not None:
+        try:
+            check_target(output, force=force)  # before the GPU detection, not after
+        except WriteRefused as exc:
+            raise BadInput(str(exc)) from None
     try:
         result = build_env_for_host(list(archs), target=target, triton_backend=triton_backend)
     except (ArchError, BuildEnvError) as exc:
@@ -51,6 +59,6 @@ def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, outp
         click.echo(text, nl=False)
         return
     try:
-        output.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise BadInput(f"cannot write {output}: {exc.strerror or exc}") from None
+        write_atomic(output, text, force=force)
+    except OSError as exc:  # the old file, if any, is unchanged
+        raise BadInput(describe_write_error(output, exc)) from None

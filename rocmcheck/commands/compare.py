@@ -33,7 +33,7 @@ def compare(bundles, as_json, verbose):
 
         click.echo(dumps(to_json(comp)))
     else:
-        from rich.console import Console
+        from rocmcheck.report import render as report
 
-        render(comp, Console(highlight=False), verbose=verbose)
+        render(comp, report.console(), verbose=verbose)
     sys.exit(1 if comp.findings else 0)

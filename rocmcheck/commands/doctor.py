@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-from rocmcheck.commands.options import Command, alias, json_option, resolve_archs
+from rocmcheck.commands.options import Command, FiniteFloat, alias, json_option, resolve_archs
+
+MAX_DEADLINE_S = 3600.0  # an hour for the fact collection: every tool has a 20 s limit of its own
 
 STAGE_AREAS = {"probe", "train", "cluster"}
 
@@ -16,18 +18,38 @@ def _split(values: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(v.strip() for value in values for v in value.split(",") if v.strip())
 
 
+def _split_names(values: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    """--only/--skip values, comma-separated or repeated; an empty name is a mistake, not "everything"."""
+    names = _split(values)
+    if any(not v.strip() or any(not part.strip() for part in v.split(",")) for v in values):
+        raise click.BadParameter("an empty name (give check ids or areas, see --list-checks)", param_hint=flag)
+    return names
+
+
 def _validate_names(names: tuple[str, ...], flag: str) -> None:
     from rocmcheck.checks import known_names
+    from rocmcheck.probes.catalog import PROBE_NAMES
 
-    known = known_names()
+    known = known_names() | STAGE_AREAS | {f"probe.{p}" for p in PROBE_NAMES}
     for n in names:
-        if n in known or n.split(".", 1)[0] in STAGE_AREAS:
+        if n in known:
             continue
         import difflib
 
+        if n.startswith("train."):  # the smoke-train stage is one run; its verdicts come together
+            raise click.BadParameter(f"no check {n!r}: the smoke-train stage runs as a whole; use train",
+                                     param_hint=flag)
         close = difflib.get_close_matches(n, sorted(known), n=1)
         raise click.BadParameter(f"no check or area {n!r}" + (f"; did you mean {close[0]}?" if close else "")
                                  + " (see --list-checks)", param_hint=flag)
+
+
+def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
+    from rocmcheck.checks import select_checks
+    from rocmcheck.doctor import DoctorOptions, _stage_wanted
+
+    opts = DoctorOptions(only=only, skip=skip)
+    return not select_checks(only, skip) and not any(_stage_wanted(opts, area) for area in STAGE_AREAS)
 
 
 @click.command(cls=Command)
@@ -40,19 +62,20 @@ def _validate_names(names: tuple[str, ...], flag: str) -> None:
 @click.option("--skip", multiple=True, metavar="CHECK", help="Skip these checks or areas.")
 @click.option("--no-gpu-probes", is_flag=True, help="Skip the GPU probe stage.")
 @click.option("--no-train", is_flag=True, help="Skip the bundled smoke-train stage.")
-@click.option("-o", "--out", "save_bundle", type=click.Path(dir_okay=False, writable=True, path_type=Path),
-              help="Write every raw input the checks used to FILE, a bundle (secrets redacted).")
-@alias("--save-bundle", "save_bundle", type=click.Path(dir_okay=False, writable=True, path_type=Path))
+@click.option("-o", "--out", "save_bundle", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write every raw input the checks used to FILE, a bundle (secrets redacted; a new file, --force "
+                   "replaces one).")
+@alias("--save-bundle", "save_bundle", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
               help="Re-run the checks on a saved bundle instead of this machine.")
-@click.option("--deadline", type=click.FloatRange(min=1), default=60.0, show_default=True,
+@click.option("--deadline", type=FiniteFloat(1, MAX_DEADLINE_S), default=60.0, show_default=True,
               help="Seconds the fact collection may take in all; a tool still running then becomes a verdict.")
 @click.option("--bundle-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Under a launcher, one doctor per node: write DIR/<host name>.json (a shared folder for compare).")
-@click.option("--force", is_flag=True, help="Let --bundle-dir replace a bundle of the same name.")
+@click.option("--force", is_flag=True, help="Replace an existing bundle file (--out FILE, or DIR/<host>.json).")
 @click.option("--across-nodes", is_flag=True,
               help="Also run an all-reduce / all-gather over every GPU of every node on the launcher's rendezvous.")
-@click.option("--across-timeout", type=click.FloatRange(min=10), default=180.0, show_default=True,
+@click.option("--across-timeout", type=FiniteFloat(10, MAX_DEADLINE_S), default=180.0, show_default=True,
               help="Seconds the cross-node stage may take, waiting for the other nodes included.")
 @click.option("--node-per-rank", is_flag=True,
               help="Every launcher rank stands in for a node (its own GPU and bundle): the cross-node path on one machine.")
@@ -70,14 +93,22 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         click.echo(f"{'train.*':<28} the bundled smoke-train (rocmcheck smoke-train --help)")
         click.echo(f"{'cluster.collective':<28} the cross-node collective (--across-nodes)")
         return
-    only, skip = _split(only), _split(skip)
+    only, skip = _split_names(only, "--only"), _split_names(skip, "--skip")
     _validate_names(only, "--only")
     _validate_names(skip, "--skip")
+    if _nothing_selected(only, skip):
+        raise click.UsageError(f"nothing to run: --only {','.join(only) or '(all)'} --skip {','.join(skip)} "
+                               "leaves no check selected")
     expected = resolve_archs(archs)
     if bundle is not None and save_bundle is not None:
         raise click.UsageError("--bundle and --out cannot be combined")
-    if save_bundle is not None and not save_bundle.resolve().parent.is_dir():  # fail now, not after the whole run
-        raise click.UsageError(f"cannot write bundle {save_bundle}: {save_bundle.resolve().parent} is not a directory")
+    if save_bundle is not None:  # fail now, not after the whole run
+        from rocmcheck.safe.files import WriteRefused, check_target
+
+        try:
+            check_target(save_bundle, force=force)
+        except WriteRefused as exc:
+            raise click.UsageError(str(exc)) from None
 
     if bundle is not None and (bundle_dir is not None or across_nodes):
         raise click.UsageError("--bundle replays a saved bundle: it cannot be combined with --bundle-dir or --across-nodes")
@@ -116,21 +147,23 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
                 progress.printed()
 
         run = run_doctor(opts, facts, on_results=on_results, progress=progress)
+    write_error = None
     if save_bundle is not None:
-        try:
-            write_bundle(run, save_bundle)
-        except OSError as exc:
-            raise click.UsageError(f"cannot write bundle {save_bundle}: {exc.strerror or exc}") from None
-    if node_bundle is not None:
-        from rocmcheck.compare.bundles import BundleExists, write_bundle_atomically
-        from rocmcheck.doctor import bundle_document
+        from rocmcheck.safe.files import describe_write_error
 
         try:
-            write_bundle_atomically(bundle_document(run), node_bundle, force=force)
-        except BundleExists as exc:
+            write_bundle(run, save_bundle, force=force)
+        except OSError as exc:  # the report still prints; the old file (if any) is untouched
+            write_error = describe_write_error(save_bundle, exc) + " (an existing file is unchanged)"
+    if node_bundle is not None:
+        from rocmcheck.safe.files import WriteRefused
+
+        try:
+            write_bundle(run, node_bundle, force=force)
+        except WriteRefused as exc:
             raise click.UsageError(str(exc)) from None
         except OSError as exc:
-            raise click.UsageError(f"cannot write bundle {node_bundle}: {exc.strerror or exc}") from None
+            write_error = describe_write_error(node_bundle, exc)
     machine = run.machine_summary()
     if node_line:
         counts = {s: sum(1 for r in run.results if r.status.value == s) for s in ("fail", "warn", "pass")}
@@ -145,8 +178,11 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     else:
         out.print(render.clean(machine.get("headline") or ""), markup=False)
         stream.finish(run.results)
-        if save_bundle is not None:
+        if save_bundle is not None and write_error is None:
             out.print(f"Bundle written to {render.clean(save_bundle)}", markup=False)
+    if write_error:
+        click.echo(f"Error: {write_error}", err=True)
+        sys.exit(2)
     sys.exit(1 if render.verdict(run.results) == "fail" else 0)
 
 
@@ -174,4 +210,8 @@ def _launch(bundle_dir: Path | None, force: bool, across_nodes: bool, node_per_r
         raise click.UsageError(f"{target} exists (use --force to replace it)")
     if bundle_dir.exists() and not bundle_dir.is_dir():
         raise click.UsageError(f"--bundle-dir {bundle_dir} is not a directory")
+    try:
+        bundle_dir.mkdir(parents=True, exist_ok=True)  # the shared folder: every node may be first
+    except OSError as exc:
+        raise click.UsageError(f"cannot create --bundle-dir {bundle_dir}: {exc.strerror or exc}") from None
     return launch, target

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import click
 
-from rocmcheck.commands.options import Command, alias, json_option
+from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, BoundedInt, Command, alias, json_option
 
 
 @click.command("lint", cls=Command)
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=True, path_type=str))
-@click.option("--gpus", "world_size", type=click.IntRange(min=1), default=None,
+@click.option("--gpus", "world_size", type=BoundedInt(1, MAX_GPUS), default=None,
               help="Data-parallel GPUs (all nodes) the run will use; checks train_batch_size against it.")
-@alias("--world-size", "world_size", type=click.IntRange(min=1))
-@click.option("--micro-batch", type=click.IntRange(min=1), default=None,
+@alias("--world-size", "world_size", type=BoundedInt(1, MAX_GPUS))
+@click.option("--micro-batch", type=BoundedInt(1, MAX_BATCH), default=None,
               help="Per-GPU batch for a bare DeepSpeed config with \"auto\" batch values.")
-@click.option("--grad-accum", type=click.IntRange(min=1), default=None,
+@click.option("--grad-accum", type=BoundedInt(1, MAX_BATCH), default=None,
               help="Gradient accumulation steps for a bare DeepSpeed config with \"auto\" values.")
 @click.option("--hidden-size", type=click.IntRange(min=1), default=None,
               help="The model's hidden size, for \"auto\" values derived from it (default: the model's config.json "

@@ -13,27 +13,15 @@ from pathlib import Path
 import click
 
 from rocmcheck.commands.errors import BadInput
-from rocmcheck.result import CheckResult, Status
-
-STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
-         Status.CRASH: "bold magenta"}
-
+from rocmcheck.report import render
+from rocmcheck.result import CheckResult
 
 def _print_results(results: list[CheckResult], files: list[Path], header: str) -> None:
-    from rich.console import Console
-    from rich.text import Text
-
-    console = Console(stderr=True, highlight=False, soft_wrap=True)
-    console.print(Text(header, style="bold"))
-    for r in results:
-        line = Text(f"[{r.status.value}] ", style=STYLE[r.status]).append(f"{r.id}: ", style="bold").append(r.summary)
-        if r.fix:
-            line.append("\n  fix: ", style="bold").append(r.fix)
-        for ev in r.evidence:
-            line.append(f"\n  · {ev}", style="dim")
-        console.print(line)
+    """The verdicts through the one renderer, on stderr: the command's own stdout stays exactly its own."""
+    console = render.console(stderr=True)
+    render.print_report(results, console, title=header, verbose=True)
     if files:
-        console.print(Text("files: " + ", ".join(str(f) for f in files), style="dim"))
+        console.print(render.clean("files: " + ", ".join(str(f) for f in files)), markup=False, soft_wrap=True)
 
 
 def _finish(samples, watched, out_dir: Path | None, host: str, header: str, extra: dict) -> list[CheckResult]:

@@ -8,7 +8,8 @@ from typing import Any
 import click
 
 from rocmcheck.commands.errors import BadInput
-from rocmcheck.commands.options import AttnChoice, Command, alias, json_option
+from rocmcheck.commands.options import (MAX_BATCH, MAX_GPU_MEMORY_GIB, MAX_GPUS, MAX_SECONDS, MAX_SEQ_LEN, AttnChoice,
+                                        BoundedInt, Command, FiniteFloat, alias, json_option)
 from rocmcheck.result import CheckResult, skipped
 
 # The planner's own names for the attention kinds (rocmcheck/plan/estimate.py ATTENTIONS).
@@ -26,12 +27,10 @@ def _settings(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, measured) -> None:
-    from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
     from rocmcheck.plan.estimate import estimate_memory, fmt_bytes
-
     from rocmcheck.report import render
 
     console = render.console()
@@ -77,23 +76,24 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
 @click.command("plan", cls=Command)
 @click.option("--model", "model_spec", required=True, metavar="PRESET|config.json|DIR",
               help="llama-2-7b, llama-3-8b, llama-3-70b, tinyllama-1.1b, a config.json or a model folder.")
-@click.option("--seq-len", type=click.IntRange(min=1), default=2048, show_default=True)
-@click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True, help="Per GPU.")
-@click.option("--grad-accum", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--seq-len", type=BoundedInt(1, MAX_SEQ_LEN), default=2048, show_default=True)
+@click.option("--micro-batch", type=BoundedInt(1, MAX_BATCH), default=1, show_default=True, help="Per GPU.")
+@click.option("--grad-accum", type=BoundedInt(1, MAX_BATCH), default=1, show_default=True,
               help="Gradient accumulation steps (>1 keeps the gradients through the forward).")
-@click.option("--gpus", type=click.IntRange(min=1), default=1, show_default=True, help="Data-parallel GPUs.")
+@click.option("--gpus", type=BoundedInt(1, MAX_GPUS), default=1, show_default=True, help="Data-parallel GPUs.")
 @click.option("--gpu", "gpu_name", metavar="NAME", help="mi300x, mi325x, h200, h100, ...: its memory from the table.")
-@alias("--world-size", "gpus", type=click.IntRange(min=1))
-@alias("--nproc", "gpus", type=click.IntRange(min=1))
-@click.option("--gpu-memory", type=click.FloatRange(min=0.0, min_open=True), metavar="GiB", help="Memory per GPU.")
-@click.option("--zero", type=click.IntRange(0, 3), default=0, show_default=True, help="DeepSpeed ZeRO stage.")
+@alias("--world-size", "gpus", type=BoundedInt(1, MAX_GPUS))
+@alias("--nproc", "gpus", type=BoundedInt(1, MAX_GPUS))
+@click.option("--gpu-memory", type=FiniteFloat(0.0, MAX_GPU_MEMORY_GIB, low_open=True, unit="GiB"), metavar="GiB",
+              help="Memory per GPU.")
+@click.option("--zero", type=BoundedInt(0, 3), default=0, show_default=True, help="DeepSpeed ZeRO stage.")
 @click.option("--offload-optimizer", is_flag=True, help="ZeRO: optimizer states in host memory.")
 @click.option("--offload-params", is_flag=True, help="ZeRO-3: parameters in host memory.")
 @click.option("--gradient-checkpointing", is_flag=True, help="Recompute each layer in backward.")
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and Adam moments, no fp32 master copy (8 B/param).")
 @click.option("--attn", type=AttnChoice(), default="sdpa", show_default=True,
               help="Attention kernel, by Hugging Face's names (flash is accepted for flash_attention_2).")
-@click.option("--lora-rank", type=click.IntRange(min=1), default=None,
+@click.option("--lora-rank", type=BoundedInt(1, MAX_BATCH), default=None,
               help="LoRA (peft) of this rank over a frozen bf16 base; also with --find-batch and --measure.")
 @click.option("--lora-target", type=click.Choice(["all-linear", "qv"]), default="all-linear", show_default=True,
               help='LoRA: target_modules="all-linear", or q_proj and v_proj (peft\'s choice for LLaMA by default).')
@@ -109,11 +109,11 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
               help="AdamW implementation: foreach holds one more copy of the weights during the step.")
 @click.option("--find-batch", is_flag=True, help="The largest micro-batch that fits (estimate).")
 @click.option("--measure", is_flag=True, help="Find the largest micro-batch with real training steps on GPU 0.")
-@click.option("--target", type=click.FloatRange(0.0, 1.0, min_open=True), default=None,
+@click.option("--target", type=FiniteFloat(0.0, 1.0, low_open=True), default=None,
               help="Share of GPU memory the batch may use (default 0.9 for --find-batch, 0.95 for --measure).")
-@click.option("--start-batch", type=click.IntRange(min=1), default=None,
+@click.option("--start-batch", type=BoundedInt(1, MAX_BATCH), default=None,
               help="--measure doubles from here instead of starting from the planner's answer.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=10.0), default=600.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(10.0, MAX_SECONDS), default=600.0, show_default=True,
               help="--measure's time limit in seconds.")
 @json_option()
 def plan(**opts: Any) -> None:

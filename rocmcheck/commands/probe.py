@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rocmcheck.commands.options import Command, json_option
+from rocmcheck.commands.options import MAX_SECONDS, Command, FiniteFloat, json_option
 from rocmcheck.probes.catalog import DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, PROBES
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -15,7 +15,7 @@ ALL_TIMEOUT_S = 180.0
 @click.argument("name", required=False)
 @click.option("--list", "list_only", is_flag=True, help="List the probes and what each proves.")
 @json_option()
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=1.0), default=None,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(1.0, MAX_SECONDS), default=None,
               help="Overall time limit in seconds (default 60; 180 for all; deepspeed_ops may JIT-build: 960).")
 def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | None) -> None:
     """Run one GPU probe (or all) in a child process and print its verdict. Exit 1 when one fails."""

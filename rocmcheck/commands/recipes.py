@@ -72,7 +72,7 @@ def write(name: str, directory: Path, force: bool) -> None:
         written = write_recipe(recipe, directory, force=force)
     except RecipeExists as exc:
         raise BadInput(f"not overwriting {exc} (use --force)") from None
-    except OSError as exc:
+    except OSError as exc:  # nothing half-written is left behind
         raise BadInput(f"cannot write into {directory}: {exc.strerror or exc}") from None
     for path in written:
         click.echo(f"wrote {path}")

@@ -9,51 +9,58 @@ from pathlib import Path
 
 import click
 
+
 from rocmcheck.commands.errors import BadInput
-from rocmcheck.commands.options import AttnChoice, Command, alias, json_option
+from rocmcheck.commands.options import (MAX_BATCH, MAX_SECONDS, MAX_SEQ_LEN, AttnChoice, BoundedInt, Command,
+                                        FiniteFloat, alias, json_option)
 from rocmcheck.train.launch import prepare_parallel, world_size_from_env
 from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, validate_model_dir, validate_numbers,
                                     BadInput as InvalidTrainInput)
 
 DEFAULTS = TrainConfig()
+# Upper bounds only; the lower ones are validate_numbers' and prepare_parallel's, with their own messages.
+MAX_STEPS = 10_000_000  # a smoke test is minutes; ten million steps is weeks on any GPU
+MAX_LR = 10.0  # AdamW learning rates are below 1e-2; anything above 10 is a typo
+MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a few CPU processes
 
 
 @click.command("smoke-train", cls=Command)
 @click.option("--model", "model", type=click.Path(path_type=Path), default=None,
               help="Local Hugging Face LLaMA-family folder (default: the bundled tiny LLaMA). Never downloads.")
-@click.option("--steps", type=int, default=DEFAULTS.steps, show_default=True)
-@click.option("--micro-batch", type=int, default=DEFAULTS.micro_batch, show_default=True)
-@click.option("--grad-accum", type=int, default=DEFAULTS.grad_accum, show_default=True, help="Gradient accumulation steps.")
-@click.option("--seq-len", type=int, default=DEFAULTS.seq_len, show_default=True)
-@click.option("--lr", type=float, default=DEFAULTS.lr, show_default=True, help="Peak learning rate (warmup, then cosine decay).")
+@click.option("--steps", type=BoundedInt(high=MAX_STEPS), default=DEFAULTS.steps, show_default=True)
+@click.option("--micro-batch", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.micro_batch, show_default=True)
+@click.option("--grad-accum", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.grad_accum, show_default=True, help="Gradient accumulation steps.")
+@click.option("--seq-len", type=BoundedInt(high=MAX_SEQ_LEN), default=DEFAULTS.seq_len, show_default=True)
+@click.option("--lr", type=FiniteFloat(high=MAX_LR), default=DEFAULTS.lr, show_default=True, help="Peak learning rate (warmup, then cosine decay).")
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
 @click.option("--gradient-checkpointing", is_flag=True)
 @click.option("--attn", type=AttnChoice(), default=DEFAULTS.attn, show_default=True,
               help=f"Attention kernel: {', '.join(ATTN_CHOICES)} (flash is accepted for flash_attention_2).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="cuda also means ROCm GPUs (PyTorch uses the same name).")
-@click.option("--seed", type=int, default=DEFAULTS.seed, show_default=True)
+@click.option("--seed", type=BoundedInt(0, 2**32 - 1), default=DEFAULTS.seed, show_default=True)
 @click.option("--compile", "compile_", is_flag=True,
               help="torch.compile the model (SDPA keeps its causal kernels: docs/smoke-train.md).")
 @click.option("--no-profile", is_flag=True, help="Skip the one profiled step (kernel report).")
 @click.option("-o", "--out", type=click.Path(path_type=Path), default=None,
-              help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here.")
+              help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here (a new or empty folder).")
+@click.option("--force", is_flag=True, help="Use a non-empty --out folder: replace those four outputs there.")
 @json_option("Print one JSON document (the envelope of docs/json-schema.md, with metrics and info).")
 @click.option("--bench", is_flag=True, help="Benchmark the 1.1B LLaMA shape (random init): this loop vs HF Trainer.")
 @click.option("--bench-shape", type=click.Choice(["1.1b", "tiny"]), default="1.1b", hidden=True,
               help="tiny: a CPU-sized shape, to test the benchmark code path.")
 @click.option("--deepspeed", "deepspeed_config", type=click.Path(path_type=Path), default=None,
               help="Train through the DeepSpeed engine with this config (linted first; \"auto\" filled as the HF Trainer does).")
-@click.option("--gpus", "nproc", type=int, default=1, show_default=True,
+@click.option("--gpus", "nproc", type=BoundedInt(1, MAX_NPROC), default=1, show_default=True,
               help="Ranks on this machine, launched with torchrun (one GPU each; gloo on CPU). See docs/distributed.md.")
-@alias("--nproc", "nproc", type=int)
-@alias("--world-size", "nproc", type=int)
-@click.option("--timeout", "timeout_s", type=float, default=1800.0, show_default=True,
+@alias("--nproc", "nproc", type=BoundedInt(1, MAX_NPROC))
+@alias("--world-size", "nproc", type=BoundedInt(1, MAX_NPROC))
+@click.option("--timeout", "timeout_s", type=FiniteFloat(high=MAX_SECONDS), default=1800.0, show_default=True,
               help="Seconds the launched ranks may take, and the limit on any one collective.")
-@click.option("--local_rank", "--local-rank", "local_rank", type=int, default=None, hidden=True,
+@click.option("--local_rank", "--local-rank", "local_rank", type=BoundedInt(0, MAX_NPROC), default=None, hidden=True,
               help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
 def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, attn, device,
-                seed, compile_, no_profile, out, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
+                seed, compile_, no_profile, out, force, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
                 local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
     cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
@@ -70,8 +77,12 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
             parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
     except InvalidTrainInput as exc:
         raise BadInput(str(exc)) from None
-    if out is not None and out.exists() and not out.is_dir():
-        raise BadInput(f"--out {out}: exists and is not a directory")
+    if out is not None and world_size_from_env() <= 1:  # a launched rank: the launching command checked it
+        from rocmcheck.train.outputs import out_dir_problem
+
+        problem = out_dir_problem(out, force)
+        if problem:
+            raise BadInput(problem)
 
     _require_torch(as_json)
     if parallel is not None:

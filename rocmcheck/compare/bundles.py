@@ -4,9 +4,6 @@ shared folder lives here too. No torch."""
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -204,29 +201,3 @@ def kernel_log_findings(results: list[CheckResult]) -> list[dict[str, Any]]:
 
 # ------------------------------------------------------------------------------------------------ writing
 
-class BundleExists(FileExistsError):
-    pass
-
-
-def write_bundle_atomically(document: dict[str, Any], path: Path, force: bool = False) -> None:
-    """Write the whole file or nothing (a temporary file in the same folder, then a link or rename), so
-    readers of a shared folder never see half a bundle. Without force an existing file is kept: BundleExists."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(document, fh, indent=1, default=str)
-        if force:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # fails if the name exists: no clobbering, even between two nodes racing
-            except FileExistsError:
-                raise BundleExists(f"{path} exists (use --force to replace it)") from None
-            except OSError:  # a filesystem without hard links: check, then rename
-                if path.exists():
-                    raise BundleExists(f"{path} exists (use --force to replace it)") from None
-                os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)

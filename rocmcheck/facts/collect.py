@@ -379,19 +379,30 @@ def detect_gpu_archs(timeout: float = 10.0) -> list[str]:
 
     Used by build-env --arch auto. Reads rocminfo (AMD) then nvidia-smi (NVIDIA) only.
     """
+    return detect_gpu_archs_why(timeout)[0]
+
+
+def detect_gpu_archs_why(timeout: float = 10.0) -> tuple[list[str], list[str]]:
+    """detect_gpu_archs, and one line per tool that gave no usable answer (hung, crashed, failed), so "no GPU
+    found" is said only when the tools ran and saw none."""
     from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
     from rocmcheck.knowledge import cuda_arch_from_capability
 
+    failures: list[str] = []
     rocminfo = _find_tool("rocminfo", dict(os.environ))
     if rocminfo:
         res = run_command([rocminfo], timeout=timeout)
         report = parse_rocminfo(res.stdout)
         archs = [a.name for a in report.gpus if a.name.startswith("gfx")]
         if archs:
-            return list(dict.fromkeys(archs))
+            return list(dict.fromkeys(archs)), failures
+        if not res.ok:
+            failures.append(res.describe_failure())
     nvidia_smi = shutil.which("nvidia-smi")
     if nvidia_smi:
         res = run_command([nvidia_smi, "--query-gpu=compute_cap", "--format=csv,noheader,nounits"], timeout=timeout)
+        if not res.ok:
+            failures.append(res.describe_failure())
         if res.ok:
             caps = [line.strip() for line in res.stdout.splitlines() if line.strip()]
             out = []
@@ -399,5 +410,5 @@ def detect_gpu_archs(timeout: float = 10.0) -> list[str]:
                 major, _, minor = cap.partition(".")
                 if major.isdigit() and minor.isdigit():
                     out.append(cuda_arch_from_capability(major, minor))
-            return list(dict.fromkeys(out))
-    return []
+            return list(dict.fromkeys(out)), failures
+    return [], failures

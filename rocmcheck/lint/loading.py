@@ -1,12 +1,15 @@
-"""Reading config files: JSON (duplicate keys rejected, as DeepSpeed does) and YAML."""
+"""Reading config files: JSON (duplicate keys rejected, as DeepSpeed does) and YAML, through the one capped reader
+and the one limited loader (rocmcheck/safe)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from rocmcheck.safe.files import UnreadableFile
+from rocmcheck.safe.structured import LimitedSafeLoader, load_file
 
 
 class LintInputError(Exception):
@@ -26,7 +29,7 @@ def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     return seen
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(LimitedSafeLoader):
     """yaml.safe_load, except that a key given twice in one mapping is an error (PyYAML keeps the
     last one silently; a training file with two `learning_rate:` lines runs with the second)."""
 
@@ -48,29 +51,13 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 
 def load_mapping(path: Path) -> dict:
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise LintInputError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise LintInputError(f"{path}: is a directory, not a config file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise LintInputError(f"{path}: cannot be read: {exc}") from None
-    if path.suffix.lower() in (".yaml", ".yml"):
-        try:
-            data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
-        except _DuplicateKey as exc:
+        data = load_file(path, what="config file", object_pairs_hook=_no_duplicates, loader=_UniqueKeyLoader)
+    except _DuplicateKey as exc:
+        if path.suffix.lower() in (".yaml", ".yml"):
             raise LintInputError(f"{path}: key \"{exc}: the run would silently use the last one") from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f" (line {mark.line + 1})" if mark else ""
-            raise LintInputError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    else:
-        try:
-            data = json.loads(text, object_pairs_hook=_no_duplicates)
-        except _DuplicateKey as exc:
-            raise LintInputError(f"{path}: key \"{exc}\" appears twice (DeepSpeed rejects duplicate keys)") from None
-        except json.JSONDecodeError as exc:
-            raise LintInputError(f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}): {exc.msg}") from None
+        raise LintInputError(f"{path}: key \"{exc}\" appears twice (DeepSpeed rejects duplicate keys)") from None
+    except UnreadableFile as exc:
+        raise LintInputError(str(exc)) from None
     if not isinstance(data, dict):
         raise LintInputError(f"{path}: expected a mapping of keys at the top, found {type(data).__name__}")
     return data

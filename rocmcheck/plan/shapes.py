@@ -10,6 +10,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+# Each shape number of a real LLaMA-family config is below 2**20 (vocabularies reach 256k, intermediate sizes 53k,
+# layers 126); 2**24 is far above and keeps the memory arithmetic exact in floats.
+MAX_DIMENSION = 1 << 24
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
 
 
@@ -103,7 +106,9 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> Mode
         if raw is None:
             continue
         if isinstance(raw, bool) or not isinstance(raw, int) or raw <= 0:
-            raise ValueError(f"{name}: {key} must be a positive integer, got {raw!r}")
+            raise ValueError(f"{name}: {key} must be a positive integer, got {str(raw)[:40]}")
+        if raw > MAX_DIMENSION:
+            raise ValueError(f"{name}: {key} {raw} is larger than any real model's ({MAX_DIMENSION:,} at most)")
         values[key] = raw
     values.setdefault("num_key_value_heads", values["num_attention_heads"])
     if values["num_attention_heads"] % values["num_key_value_heads"]:
@@ -141,11 +146,10 @@ def load_model_shape(spec: str) -> ModelShape:
         path = path / "config.json"
         if not path.is_file():
             raise ValueError(f"{spec}: folder has no config.json")
-    if path.is_file():
-        try:
-            config = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            raise ValueError(f"{path}: not readable JSON ({type(exc).__name__}: {str(exc)[:120]})") from None
+    if path.exists():  # a FIFO or a device too: the reader refuses it by name
+        from rocmcheck.safe.structured import load_file
+
+        config = load_file(path, what="config.json", fmt="json")  # UnreadableFile is a ValueError with one line
         return shape_from_config(config, name=str(path))
     names = list(presets())
     close = difflib.get_close_matches(spec.strip().lower(), names, n=1, cutoff=0.5)

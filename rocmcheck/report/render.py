@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rocmcheck.result import CheckResult, Status, worst
+from rocmcheck.safe.text import clean as sanitise, safe_console
 
 WORD = {Status.PASS: "pass", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip", Status.CRASH: "CRASH"}
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
@@ -27,8 +28,9 @@ EVIDENCE_LINES = 8
 
 
 def clean(text: Any) -> str:
-    """Every piece of text printed goes through here: the one place a sanitiser applies."""
-    return str(text)
+    """Every piece of text printed goes through here: escape sequences and control characters from data (a tool's
+    output, a bundle, a config key) never reach the terminal (rocmcheck/safe/text.py)."""
+    return sanitise(str(text))
 
 
 def counts(results: Iterable[CheckResult]) -> dict[str, int]:
@@ -47,8 +49,9 @@ def verdict(results: list[CheckResult]) -> str:
 
 
 def console(stderr: bool = False) -> Console:
-    """The console every command prints through: no guessing of numbers/paths to colour."""
-    return Console(stderr=stderr, highlight=False)
+    """The console every command prints through: data is text (no markup, emoji codes or highlighting), every
+    rendered segment is cleaned, and rich's own styling reaches the real stream (safe_console)."""
+    return safe_console(stderr=stderr)
 
 
 def needs_fix(r: CheckResult) -> bool:

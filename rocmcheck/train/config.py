@@ -3,7 +3,6 @@ before paying for the torch import)."""
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -77,9 +76,11 @@ def validate_model_dir(path: Path) -> dict[str, Any]:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise BadInput(f"--model {path}: no config.json there (is this a Hugging Face model folder?)")
+    from rocmcheck.safe.structured import load_file
+
     try:
-        cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        cfg = load_file(cfg_file, what="config.json", fmt="json")
+    except ValueError as exc:  # UnreadableFile, one line
         raise BadInput(f"--model {path}: config.json is unreadable: {exc}") from None
     if not isinstance(cfg, dict):
         raise BadInput(f"--model {path}: config.json is not a JSON object")

@@ -11,7 +11,6 @@ known). tests/test_train_ds_config.py checks the result against the real class.
 from __future__ import annotations
 
 import copy
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -88,12 +87,12 @@ def prepare_deepspeed_config(path: Path, cfg: TrainConfig, world_size: int, hidd
     from rocmcheck.lint.hf_auto import resolve_auto
 
     path = Path(path)
+    from rocmcheck.safe.structured import load_file
+
     try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BadInput(f"--deepspeed {path}: cannot read: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise BadInput(f"--deepspeed {path}: not valid JSON: {exc}") from None
+        raw = load_file(path, what="DeepSpeed config", fmt="json")
+    except ValueError as exc:  # UnreadableFile: missing, a FIFO or device, too large, too deep, not JSON
+        raise BadInput(f"--deepspeed {exc}") from None
     if not isinstance(raw, dict):
         raise BadInput(f"--deepspeed {path}: not a JSON object (a DeepSpeed config is one)")
     settings = training_settings(cfg, world_size)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import os
 import random
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ from rocmcheck.train.compiled import compile_model  # noqa: E402
 from rocmcheck.train.config import TrainConfig  # noqa: E402
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize  # noqa: E402
 from rocmcheck.train.memory import MemorySampler, detect_leak  # noqa: E402
+from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint  # noqa: E402
 
 
 @dataclass
@@ -284,12 +284,13 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None,
     info["accuracy"] = accuracy_after
     results.append(verdicts.check_accuracy(accuracy_before, accuracy_after, cfg.min_accuracy, len(eval_set)))
 
-    with tempfile.TemporaryDirectory(prefix="rocmcheck-reload-") as tmp:
-        save_dir = Path(cfg.out) / "checkpoint" if cfg.out else Path(tmp)
-        try:
+    try:
+        with checkpoint_folder(cfg.out) as save_dir:  # a new folder: save_pretrained deletes shards it did not write
             results.append(verdicts.check_reload(*reload_diff(model, cfg, save_dir, ids[: min(4, len(ids))])))
-        except OSError as exc:
-            results.append(verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}"))
+            if cfg.out:
+                publish_checkpoint(save_dir, Path(cfg.out))
+    except OSError as exc:
+        results.append(verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}"))
 
     curve, why_not = reference.find_reference(Path(cfg.model), dev.kind, cfg.reference_key())
     results.append(verdicts.check_reference_curve(losses, curve, why_not, dev.kind))

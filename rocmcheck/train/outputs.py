@@ -1,12 +1,75 @@
-"""Files a run leaves in --out: metrics.jsonl (one row per step), report.json, and loss_memory.png."""
+"""Files a run leaves in --out: metrics.jsonl (one row per step), report.json, loss_memory.png and checkpoint/.
+
+Nothing a person owns is lost: an existing folder with files in it is used only with --force (and then only these
+names are replaced), every file is written atomically, and the checkpoint is saved into a fresh folder and renamed
+into place, so transformers' save_pretrained (which deletes weight shards it did not write) never runs in a
+folder that holds someone's files."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+from rocmcheck.safe.files import write_atomic
 
 MiB = 1024 * 1024
+OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint")
+
+
+def out_dir_problem(out: Path, force: bool) -> str | None:
+    """Why --out cannot be used (one line), or None. An existing folder must be empty unless force."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        return f"--out {out}: exists and is not a directory"
+    if out.is_dir():
+        try:
+            entries = sorted(p.name for p in out.iterdir())
+        except OSError as exc:
+            return f"--out {out}: cannot be read: {exc.strerror or exc}"
+        if entries and not force:
+            shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
+            return (f"--out {out}: the folder is not empty ({shown}); give a new or empty folder, or add --force to "
+                    f"replace {', '.join(OUTPUT_NAMES)} there (other files are left alone)")
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {out}: {existing} is not writable"
+    return None
+
+
+@contextmanager
+def checkpoint_folder(out: Path | None) -> Iterator[Path]:
+    """A new, empty folder to save the checkpoint into (inside --out, so the final rename stays on one file
+    system; a temporary folder without --out). Removed on the way out; publish_checkpoint moves it first."""
+    parent = None
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        parent = str(out)
+    with tempfile.TemporaryDirectory(prefix=".rocmcheck-checkpoint-", dir=parent) as tmp:
+        yield Path(tmp) / "checkpoint"
+
+
+def publish_checkpoint(saved: Path, out: Path) -> Path:
+    """Move a freshly saved checkpoint folder to out/checkpoint. An old out/checkpoint (there only with --force) is
+    renamed aside first and removed once the new one is in place."""
+    dest = Path(out) / "checkpoint"
+    old = None
+    if dest.exists() or dest.is_symlink():
+        old = dest.with_name(f".checkpoint-old-{os.getpid()}")
+        os.replace(dest, old)
+    os.replace(saved, dest)
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    return dest
 
 
 def write_outputs(report_dict: dict[str, Any], out_dir: Path) -> dict[str, str]:
@@ -14,11 +77,9 @@ def write_outputs(report_dict: dict[str, Any], out_dir: Path) -> dict[str, str]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = out_dir / "metrics.jsonl"
-    with metrics_path.open("w", encoding="utf-8") as f:
-        for row in report_dict.get("metrics", []):
-            f.write(json.dumps(row) + "\n")
+    write_atomic(metrics_path, "".join(json.dumps(row) + "\n" for row in report_dict.get("metrics", [])), force=True)
     report_path = out_dir / "report.json"
-    report_path.write_text(json.dumps(report_dict, indent=1, default=str) + "\n", encoding="utf-8")
+    write_atomic(report_path, json.dumps(report_dict, indent=1, default=str) + "\n", force=True)
     files = {"metrics": str(metrics_path), "report": str(report_path)}
     files["plot"] = plot_loss_memory(report_dict.get("metrics", []), out_dir / "loss_memory.png",
                                      report_dict.get("info", {}).get("memory_kind", ""))

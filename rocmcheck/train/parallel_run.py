@@ -13,7 +13,6 @@ import gc
 import math
 import os
 import random
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -291,11 +290,14 @@ class _Run:
         from transformers import AutoModelForCausalLM
 
         from rocmcheck.train import verdicts
+        from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
 
-        with tempfile.TemporaryDirectory(prefix="rocmcheck-reload-") as tmp:
-            save_dir = Path(self.cfg.out) / "checkpoint" if self.cfg.out else Path(tmp)
-            try:
+        try:
+            with checkpoint_folder(self.cfg.out) as save_dir:  # new: save_pretrained deletes shards it did not write
                 eval_model.save_pretrained(save_dir, safe_serialization=True)
+                if self.cfg.out:
+                    publish_checkpoint(save_dir, Path(self.cfg.out))
+                    save_dir = Path(self.cfg.out) / "checkpoint"
                 again = AutoModelForCausalLM.from_pretrained(save_dir, local_files_only=True,
                                                              dtype=next(eval_model.parameters()).dtype,
                                                              attn_implementation=self.cfg.attn).to(batch.device).eval()
@@ -315,8 +317,8 @@ class _Run:
                     return verdicts.check_reload(diff, max(noise, ulps), weights_equal,
                                                  bound_label=f"4 {dtype} ulps of the largest logit")
                 return verdicts.check_reload(diff, noise, weights_equal)
-            except OSError as exc:
-                return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
+        except OSError as exc:
+            return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
 
     def _gather_rank_rows(self, phase: Phase, strategy) -> list[dict[str, Any]] | None:
         """Every rank's per-step global loss, local loss and grad norm (and weight sum), on every rank."""

@@ -103,8 +103,10 @@ def _progress(total: int, as_json: bool):
 def _progress_bar(total: int):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from rocmcheck.report import render
+
     bar = Progress(TextColumn("smoke-train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[status]}"),
-                   TimeRemainingColumn(), transient=True)
+                   TimeRemainingColumn(), transient=True, console=render.console(stderr=True))
     bar.start()
     task_id = bar.add_task("train", total=total, status="")
 

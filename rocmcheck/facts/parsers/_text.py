@@ -23,7 +23,11 @@ def to_text(text: Any) -> str:
 
 
 def strip_ansi(line: str) -> str:
-    return _CONTROL.sub("", _ANSI.sub("", line))
+    """The line without escape sequences (rocmcheck's one sanitiser, which also drops OSC/DCS strings whole) and
+    without the caret-text form of colour codes."""
+    from rocmcheck.safe.text import clean
+
+    return _CONTROL.sub("", _ANSI.sub("", clean(line)))
 
 
 def clean_lines(text: Any) -> list[str]:

@@ -1,0 +1,132 @@
+"""The terminal sanitiser: no byte a tool, a bundle, a config or a package prints reaches the terminal as a
+control sequence. OSC 52 writes the clipboard, OSC 0 the window title, CSI moves the cursor or recolours text so
+a FAIL reads as a PASS; a lone carriage return overwrites a line.
+
+Two points apply it to everything rocmcheck prints: `install_console_streams()` (called once by the CLI) wraps
+sys.stdout and sys.stderr so every write is cleaned (and a console that cannot encode a character prints `?`
+instead of raising UnicodeEncodeError); `safe_console()` is the rich Console for reports: markup and emoji codes
+off (a `[/x]` in a GPU name is text), each rendered segment cleaned, and rich's own styling written to the real
+stream so its colours survive."""
+
+from __future__ import annotations
+
+import io
+import re
+import sys
+from typing import Any, Iterable
+
+# ECMA-48 sequences: OSC/DCS/SOS/PM/APC strings up to BEL or ST (or the end of the text when unterminated),
+# CSI with its parameters, two-byte escapes, and their 8-bit C1 forms.
+_SEQUENCES = re.compile(
+    r"\x1b[\]PX^_][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # OSC (0 title, 8 links, 52 clipboard), DCS, SOS, PM, APC
+    r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"  # the same, 8-bit introducers
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"  # CSI: colours, cursor moves, screen clears
+    r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
+    r"|\x1b[ -/]*[0-~]?"  # other escapes (ESC c resets the terminal)
+)
+# What is left: C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that make
+# text display in another order than it reads ("Trojan Source").
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def clean(text: str) -> str:
+    """text without escape sequences and control characters (tab and newline kept)."""
+    if not _CONTROLS.search(text):
+        return text
+    return _CONTROLS.sub("", _SEQUENCES.sub("", text))
+
+
+def clean_tree(value: Any) -> Any:
+    """clean() applied to every string (keys too) of a JSON-like value."""
+    if isinstance(value, str):
+        return clean(value)
+    if isinstance(value, dict):
+        return {clean_tree(k): clean_tree(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [clean_tree(v) for v in value]
+    return value
+
+
+class SanitizingStream(io.TextIOBase):
+    """A text stream that cleans what is written to it and passes it on. It has no `buffer`, so libraries that
+    look for the binary stream under sys.stdout (click does, when the encoding is ASCII) write through it too."""
+
+    def __init__(self, raw: Any) -> None:
+        super().__init__()
+        self.raw_stream = raw
+
+    def write(self, text: str) -> int:  # type: ignore[override]
+        self.raw_stream.write(clean(text))
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:  # type: ignore[override]
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self.raw_stream.flush()
+
+    def isatty(self) -> bool:
+        return self.raw_stream.isatty()
+
+    def fileno(self) -> int:
+        return self.raw_stream.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.raw_stream, "encoding", None) or "utf-8"
+
+    @property
+    def errors(self) -> str:  # type: ignore[override]
+        return getattr(self.raw_stream, "errors", None) or "replace"
+
+    def close(self) -> None:  # the real stream belongs to the interpreter
+        self.flush()
+
+
+def _tolerant(stream: Any) -> Any:
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="replace")  # PYTHONIOENCODING=ascii: "?" for what the console cannot show
+        except (ValueError, OSError):
+            pass
+    return stream
+
+
+def install_console_streams() -> None:
+    """Wrap sys.stdout and sys.stderr (once): every later write is cleaned and never fails to encode."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or isinstance(stream, SanitizingStream):
+            continue
+        setattr(sys, name, SanitizingStream(_tolerant(stream)))
+
+
+def raw_stream(stream: Any) -> Any:
+    """The stream under a SanitizingStream (for writers that clean their own data: safe_console)."""
+    return stream.raw_stream if isinstance(stream, SanitizingStream) else stream
+
+
+def safe_console(*, stderr: bool = False, **kwargs: Any):
+    """A rich Console for reports: data is text (no markup, emoji codes or highlighting), each segment is cleaned,
+    and the output goes to the real stream so the report's own colours survive the stream wrapper."""
+    from rich.console import Console
+    from rich.segment import Segment
+
+    class _SafeConsole(Console):
+        def render(self, renderable: Any, options: Any = None):  # type: ignore[override]
+            for segment in super().render(renderable, options):
+                if segment.control is None and _CONTROLS.search(segment.text):
+                    segment = Segment(clean(segment.text), segment.style, segment.control)
+                yield segment
+
+    stream = sys.stderr if stderr else sys.stdout
+    kwargs.setdefault("file", raw_stream(stream))
+    kwargs.setdefault("markup", False)
+    kwargs.setdefault("emoji", False)
+    kwargs.setdefault("highlight", False)
+    return _SafeConsole(**kwargs)

@@ -1,0 +1,121 @@
+"""Nothing a person owns is lost: writes are atomic, an existing file is replaced only with --force, a failed
+write (a file-size limit standing in for a full disk) leaves the old file whole and still prints the report."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from hostile import cli, fsize_limit, one_line
+from rocmcheck.safe.files import WriteRefused, check_target, write_atomic
+
+QUICK_DOCTOR = ("doctor", "--no-gpu-probes", "--no-train", "--only", "host")
+
+
+def test_write_atomic_refuses_to_clobber_and_keeps_the_mode_when_forced(tmp_path):
+    path = tmp_path / "env.sh"
+    write_atomic(path, "one\n")
+    path.chmod(0o640)
+    with pytest.raises(WriteRefused, match="add --force"):
+        write_atomic(path, "two\n")
+    assert path.read_text() == "one\n"
+    write_atomic(path, "two\n", force=True)
+    assert path.read_text() == "two\n" and stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["env.sh"]  # no temporary file left
+
+
+def test_write_atomic_follows_a_symlink_to_the_file(tmp_path):
+    real = tmp_path / "real.env"
+    real.write_text("old")
+    link = tmp_path / "link.env"
+    link.symlink_to(real)
+    write_atomic(link, "new", force=True)
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+@pytest.mark.parametrize("target, words", [("/dev/null", "character device"), ("dir", "directory"),
+                                           ("missing/x", "is not a directory")])
+def test_check_target_refuses_devices_folders_and_missing_parents(tmp_path, target, words):
+    path = {"dir": tmp_path, "missing/x": tmp_path / "missing" / "x"}.get(target, target)
+    with pytest.raises(WriteRefused, match=words):
+        check_target(path, force=True)
+
+
+def test_save_bundle_refuses_an_existing_file_before_the_run(tmp_path):
+    bundle = tmp_path / "b.json"
+    bundle.write_text("precious")
+    line = one_line(cli(*QUICK_DOCTOR, "--save-bundle", str(bundle)))
+    assert "not overwriting" in line and "--force" in line and bundle.read_text() == "precious"
+
+
+def test_save_bundle_that_fails_to_write_keeps_the_old_file_and_prints_the_report(tmp_path):
+    bundle = tmp_path / "b.json"
+    bundle.write_text("precious")
+    proc = cli(*QUICK_DOCTOR, "--save-bundle", str(bundle), "--force", preexec_fn=fsize_limit(2000))
+    assert proc.returncode == 2 and "Verdict:" in proc.stdout, proc.stdout[-500:]
+    assert "cannot write" in proc.stderr and "Traceback" not in proc.stderr
+    assert bundle.read_text() == "precious" and sorted(os.listdir(tmp_path)) == ["b.json"]
+    proc = cli(*QUICK_DOCTOR, "--save-bundle", str(bundle), "--force")
+    assert proc.returncode in (0, 1) and json.loads(bundle.read_text())["rocmcheck_bundle"] == 1
+
+
+def test_save_bundle_into_an_unwritable_place_fails_before_the_run(tmp_path):
+    line = one_line(cli(*QUICK_DOCTOR, "--save-bundle", "/proc/b.json"))
+    assert "cannot write" in line or "not writable" in line
+
+
+def test_build_env_output_is_atomic_and_never_clobbers(tmp_path):
+    out = tmp_path / "env.sh"
+    out.write_text("mine")
+    assert "not overwriting" in one_line(cli("build-env", "--arch", "gfx942", "-o", str(out)))
+    proc = cli("build-env", "--arch", "gfx942", "-o", str(out), "--force", preexec_fn=fsize_limit(100))
+    assert "cannot write" in one_line(proc) and out.read_text() == "mine" and os.listdir(tmp_path) == ["env.sh"]
+    assert cli("build-env", "--arch", "gfx942", "-o", str(out), "--force").returncode == 0
+    assert "PYTORCH_ROCM_ARCH" in out.read_text()
+
+
+def test_recipes_write_under_a_size_limit_leaves_nothing_that_blocks_the_rerun(tmp_path):
+    target = tmp_path / "cfg"
+    proc = cli("recipes", "write", "llama2-7b-full-sft", str(target), preexec_fn=fsize_limit(200))
+    assert "cannot write" in one_line(proc)
+    assert [p for p in target.iterdir() if not p.name.startswith(".")] == []
+    proc = cli("recipes", "write", "llama2-7b-full-sft", str(target))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_recipes_write_quotes_the_directory_in_yaml(tmp_path):
+    import yaml
+
+    target = tmp_path / "a #b: c"
+    assert cli("recipes", "write", "llama2-7b-full-sft", str(target)).returncode == 0
+    doc = yaml.safe_load((target / "llama2-7b-full-sft.yaml").read_text())
+    assert doc["deepspeed"] == str((target / "zero2.json").resolve())
+
+
+def test_smoke_train_refuses_a_non_empty_out_folder(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep")
+    line = one_line(cli("smoke-train", "--device", "cpu", "--out", str(out)))
+    assert "not empty" in line and "--force" in line and (out / "notes.txt").read_text() == "keep"
+    (tmp_path / "file").write_text("x")
+    assert "not a directory" in one_line(cli("smoke-train", "--device", "cpu", "--out", str(tmp_path / "file")))
+
+
+def test_a_checkpoint_is_published_without_touching_other_files(tmp_path):
+    from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
+
+    out = tmp_path / "out"
+    (out / "checkpoint").mkdir(parents=True)
+    (out / "checkpoint" / "model-00001-of-00002.safetensors").write_text("old shard")
+    (out / "notes.txt").write_text("keep")
+    with checkpoint_folder(out) as save_dir:
+        assert not save_dir.exists()  # save_pretrained gets a folder of its own: nothing of ours to delete
+        save_dir.mkdir()
+        (save_dir / "model.safetensors").write_text("new")
+        publish_checkpoint(save_dir, out)
+    assert sorted(os.listdir(out)) == ["checkpoint", "notes.txt"]
+    assert os.listdir(out / "checkpoint") == ["model.safetensors"]  # no stale shard or index beside the new one
