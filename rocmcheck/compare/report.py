@@ -133,11 +133,16 @@ def _columns(comp: Comparison) -> tuple[list[str], int]:
 
 
 def render(comp: Comparison, console: Any, verbose: bool = False) -> None:
+    """Data (host names, versions, summaries) is built as rich Text, never parsed as markup; the fixes follow
+    as plain lines to paste (rocmcheck/report/render.py)."""
     from rich.table import Table
+    from rich.text import Text
+
+    from rocmcheck.report.render import clean, print_fixes
 
     n = len(comp.nodes)
     mode = "one machine over time, oldest first" if comp.over_time else f"{n} nodes"
-    console.print(f"rocmcheck compare — {mode}")
+    console.print(Text(f"rocmcheck compare — {mode}"))
     columns, hidden = _columns(comp)
     table = Table(show_lines=False, header_style="bold")
     table.add_column("", no_wrap=True)
@@ -145,14 +150,13 @@ def render(comp: Comparison, console: Any, verbose: bool = False) -> None:
         table.add_column(col + (f" (+{hidden} like it)" if hidden and col == columns[-1] else ""), overflow="fold")
     shown = [r for r in comp.rows if r.finding is not None or r.differs or verbose]
     for row in shown:
-        mark = {Status.FAIL: "[red]FAIL[/]", Status.CRASH: "[red]FAIL[/]", Status.WARN: "[yellow]WARN[/]"}.get(
-            row.finding.status if row.finding else None, "    ")
+        word, style = {Status.FAIL: ("FAIL", "red"), Status.CRASH: ("FAIL", "red"), Status.WARN: ("WARN", "yellow")}.get(
+            row.finding.status if row.finding else None, ("    ", ""))
         cells = []
         odd = set(row.finding.data.get("nodes", [])) if row.finding else set()
         for col in columns:
-            text = row.cells.get(col, "-")
-            cells.append(f"[bold red]{text}[/]" if col in odd else text)
-        table.add_row(f"{mark} {row.label}", *cells)
+            cells.append(Text(clean(row.cells.get(col, "-")), style="bold red" if col in odd else ""))
+        table.add_row(Text(word, style=style).append(" " + clean(row.label), style=""), *cells)
     if shown:
         console.print(table)
     same = len(comp.rows) - len([r for r in comp.rows if r.finding is not None or r.differs])
@@ -160,12 +164,13 @@ def render(comp: Comparison, console: Any, verbose: bool = False) -> None:
         console.print(f"{same} rows agree on every node (-v shows them).")
     for f in comp.findings:
         colour = "red" if f.status in (Status.FAIL, Status.CRASH) else "yellow"
-        console.print(f"[{colour}]{f.status.value.upper()}[/] {f.summary}", highlight=False)
-        console.print(f"      fix: {f.fix}", highlight=False, soft_wrap=True)
+        console.print(Text(f.status.value.upper(), style=colour).append(" " + clean(f.summary)))
     for s in comp.shared:
-        console.print(f"{s['status']:>5} on every node: {s['id']}: {s['summary']}", highlight=False)
+        console.print(Text(clean(f"{s['status']:>5} on every node: {s['id']}: {s['summary']}")))
     if comp.findings:
-        console.print(f"Verdict: the nodes differ; look at {', '.join(comp.odd_nodes) or 'the rows above'}.")
+        console.print(Text(clean(f"Verdict: the nodes differ; look at {', '.join(comp.odd_nodes) or 'the rows above'}.")))
+        console.file.flush()
+        print_fixes(comp.findings, console.file)
     else:
         console.print("Verdict: no node differs from the others." if not comp.over_time
                       else "Verdict: nothing changed for the worse between these bundles.")
