@@ -1,7 +1,7 @@
 """Read the NVML path of the node-health checks on a real NVIDIA GPU and print it, step by step.
 
 Run on the GPU machine:  python benchmarks/node_health_nvml.py
-1. the bindings child (`python -m rocmcheck.facts.python_probe nvml`): ECC, retired pages, row remapping,
+1. the bindings child (`python -m rocmcheck.facts.python_probe --request '{"probes": ["nvml"]}'`): ECC, retired pages, row remapping,
    clock event (throttle) reasons, PCIe gen/width current vs max, power limit, clocks, per GPU;
 2. `nvidia-smi -q -d ECC,PERFORMANCE` parsed the way the doctor parses it when NVML is missing;
 3. the sysfs PCIe link files of each GPU;
@@ -21,13 +21,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rocmcheck.facts.health import node_health  # noqa: E402
 from rocmcheck.facts.parsers.gpu_health import describe_reasons, parse_nvidia_smi_q  # noqa: E402
+from rocmcheck.child import run_child  # noqa: E402
 from rocmcheck.facts.python_probe import parse_probe_output  # noqa: E402
 from rocmcheck.facts.runner import run_command  # noqa: E402
 
 
 def main() -> int:
     print("== 1. NVML through the bindings child", flush=True)
-    res = run_command([sys.executable, "-m", "rocmcheck.facts.python_probe", "nvml"], timeout=60)
+    res = run_child("rocmcheck.facts.python_probe", {"probes": ["nvml"]}, 60).command
     nvml = parse_probe_output(res.stdout).get("nvml") or {}
     print(f"   child: {res.describe_failure()} in {res.duration_s:.2f} s; driver {nvml.get('driver_version')}")
     healthy = 0
