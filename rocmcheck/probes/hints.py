@@ -3,7 +3,6 @@ themselves live in rocmcheck/fixes.py, shared with the doctor's checks."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from rocmcheck import fixes
@@ -16,16 +15,11 @@ _OOM = ("out of memory", "outofmemoryerror")
 
 
 def installed_rocm_version() -> str | None:
-    """The system ROCm release from <root>/.info/version (the same roots the doctor reads), or None."""
-    from rocmcheck.facts.collect import rocm_root_candidates
-    from rocmcheck.facts.parsers.versions import parse_rocm_version_file
+    """The system ROCm release, found by the one location rule (rocmcheck/facts/rocm_location.py), or None."""
+    from rocmcheck.facts.rocm_location import find_rocm
 
-    for root in rocm_root_candidates(dict(os.environ)):
-        text = read_text(os.path.join(root, ".info", "version"))
-        version = parse_rocm_version_file(text or "")
-        if version:
-            return version
-    return None
+    location = find_rocm()
+    return location.version if location is not None else None
 
 
 def torch_wheel_fix(vendor: str, arch: str) -> str:
