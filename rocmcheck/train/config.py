@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,10 @@ ATTN_CHOICES = ("sdpa", "flash_attention_2", "eager")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 # model_type values whose checkpoints are LLaMA-shaped decoders that AutoModelForCausalLM loads.
 LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3")
+# AdamW as LLaMA was trained (Touvron et al. 2023: beta2 0.95, eps 1e-8); the plain run, the DeepSpeed run,
+# the bench's HF Trainer and the "auto" values filled into a DeepSpeed config all use these.
+ADAM_BETAS = (0.9, 0.95)
+ADAM_EPS = 1e-8
 
 
 @dataclass
@@ -40,7 +44,6 @@ class TrainConfig:
     # Verdict thresholds; defaults are for the bundled model (see verdicts.py for why).
     min_loss_drop: float = 0.75  # final loss must be <= (1 - this) * first loss
     min_accuracy: float = 0.5
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_bundled_model(self) -> bool:

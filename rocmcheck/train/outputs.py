@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-MiB = 1024 * 1024
+from rocmcheck.train.memory import MiB
 
 
 def write_outputs(report_dict: dict[str, Any], out_dir: Path) -> dict[str, str]:

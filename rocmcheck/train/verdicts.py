@@ -12,9 +12,8 @@ from typing import Any
 
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.train import reference
-from rocmcheck.train.memory import MiB, LeakDecision
+from rocmcheck.train.memory import GiB, MiB, LeakDecision
 
-GiB = 1024 * MiB
 CKPT_FIX = "rocmcheck smoke-train --gradient-checkpointing --micro-batch 1 --grad-accum 8"
 
 
@@ -135,7 +134,7 @@ def check_memory_headroom(peak_bytes: int, total_bytes: int | None, kind: str) -
 
 
 def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_token: float, peak_tflops: float | None,
-                     peak_source: str | None, min_mfu: float | None, on_gpu: bool) -> CheckResult:
+                     peak_source: str | None, on_gpu: bool) -> CheckResult:
     steady = step_times[3:] if len(step_times) > 6 else step_times
     if not steady:
         return skipped("no steps timed", id="train.throughput")
@@ -155,21 +154,17 @@ def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_to
     if p90 > stall_ratio * median:
         return warned(summary + f"; unsteady steps (p90 {p90 / median:.1f}x median)",
                       "look for other processes on this device (rocm-smi / nvidia-smi) and rerun", evidence, **data, id="train.throughput")
-    if mfu is not None and min_mfu is not None and mfu < min_mfu:
-        return warned(summary + f"; below {min_mfu:.0%} MFU expected for this shape",
-                      "rocmcheck smoke-train --bench --attn sdpa  (then compare with --compile); check train.kernels for "
-                      "attention on the math path", evidence, **data, id="train.throughput")
     return passed(summary, evidence, **data, id="train.throughput")
 
 
-def oom_result(step: int, exc: BaseException, peak_bytes: int, total_bytes: int | None, kind: str, settings: str) -> CheckResult:
-    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-    evidence = [f"{type(exc).__name__} at step {step}: {first_line}",
+def oom_result(step: int, error_type: str, first_line: str, peak_bytes: int, total_bytes: int | None, kind: str,
+               settings: str) -> CheckResult:
+    evidence = [f"{error_type} at step {step}: {first_line}",
                 f"peak memory {peak_bytes / GiB:.2f} GiB" + (f" of {total_bytes / GiB:.0f} GiB" if total_bytes else "") + f" ({kind})",
                 f"settings: {settings}"]
     return failed(f"out of memory at step {step} (peak {peak_bytes / GiB:.2f} GiB)", CKPT_FIX, evidence,
                   step=step, peak_bytes=peak_bytes, total_bytes=total_bytes, error=first_line, id="train.oom")
 
 
-def stopped_results(reason: str, ids: list[str]) -> list[CheckResult]:
-    return [CheckResult(i, "skip", f"not judged: {reason}") for i in ids]
+def stopped_results(reason: str, ids: tuple[str, ...] | list[str]) -> list[CheckResult]:
+    return [skipped(f"not judged: {reason}", id=i) for i in ids]
