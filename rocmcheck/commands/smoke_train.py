@@ -11,8 +11,8 @@ import click
 
 from rocmcheck.commands.errors import BadInput
 from rocmcheck.train.launch import prepare_parallel, world_size_from_env
-from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, validate_model_dir, validate_numbers,
-                                    BadInput as InvalidTrainInput)
+from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, default_lr, validate_model_dir,
+                                    validate_numbers, BadInput as InvalidTrainInput)
 
 DEFAULTS = TrainConfig()
 
@@ -24,9 +24,13 @@ DEFAULTS = TrainConfig()
 @click.option("--micro-batch", type=int, default=DEFAULTS.micro_batch, show_default=True)
 @click.option("--grad-accum", type=int, default=DEFAULTS.grad_accum, show_default=True, help="Gradient accumulation steps.")
 @click.option("--seq-len", type=int, default=DEFAULTS.seq_len, show_default=True)
-@click.option("--lr", type=float, default=DEFAULTS.lr, show_default=True, help="Peak learning rate (warmup, then cosine decay).")
+@click.option("--lr", type=float, default=None,
+              help="Peak learning rate (warmup, then cosine decay). Default: 1e-3 for the bundled model; for --model "
+                   "0.5/hidden_size (GPT-3's lr for that width; x10 with --lora-rank), at most 1e-3.")
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
 @click.option("--gradient-checkpointing", is_flag=True)
+@click.option("--lora-rank", type=int, default=None,
+              help="Train LoRA adapters of this rank (peft) on every Linear layer, the base model frozen in bf16.")
 @click.option("--attn", type=click.Choice(ATTN_CHOICES), default=DEFAULTS.attn, show_default=True)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
               help="cuda also means ROCm GPUs (PyTorch uses the same name).")
@@ -48,21 +52,27 @@ DEFAULTS = TrainConfig()
               help="Seconds the launched ranks may take, and the limit on any one collective.")
 @click.option("--local_rank", "--local-rank", "local_rank", type=int, default=None, hidden=True,
               help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
-def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, attn, device,
-                seed, compile_, no_profile, out, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
+def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, lora_rank, attn,
+                device, seed, compile_, no_profile, out, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
                 local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
     cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
-                      seq_len=seq_len, lr=lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
-                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, out=out)
+                      seq_len=seq_len, lr=DEFAULTS.lr if lr is None else lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
+                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, out=out,
+                      lora_rank=lora_rank)
     try:
-        validate_numbers(cfg)
         model_config = None if bench else validate_model_dir(cfg.model)
+        if lr is None and model_config is not None:
+            text_config = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else {}
+            cfg.lr = default_lr(cfg.is_bundled_model, lora_rank, model_config.get("hidden_size") or text_config.get("hidden_size"))
+        validate_numbers(cfg)
         parallel = None
         if deepspeed_config is not None or nproc != 1 or world_size_from_env() > 1:
             if bench or pure_bf16 or compile_:
                 raise BadInput("--deepspeed/--nproc cannot be combined with --bench, --pure-bf16 or --compile "
                                "(the DeepSpeed config's bf16 section sets the precision)")
+            if deepspeed_config is not None and lora_rank:
+                raise BadInput("--lora-rank runs without DeepSpeed here (plain or --nproc N); drop --deepspeed")
             parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
     except InvalidTrainInput as exc:
         raise BadInput(str(exc)) from None

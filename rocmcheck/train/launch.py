@@ -142,6 +142,8 @@ def torchrun_argv(cfg: TrainConfig, run: ParallelRun) -> list[str]:
     argv += [flag for flag, on in flags.items() if on]
     if cfg.out:
         argv += ["--out", str(cfg.out)]
+    if cfg.lora_rank:
+        argv += ["--lora-rank", str(cfg.lora_rank)]
     if run.plan is not None:
         argv += ["--deepspeed", run.plan.path]
     return argv

@@ -39,7 +39,10 @@ def load_model(path: Path, cfg: TrainConfig, device: torch.device | None, dtype:
 
     if dtype is None:
         dtype = torch.bfloat16 if cfg.pure_bf16 else torch.float32
-    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype, attn_implementation=cfg.attn)
+    # Straight onto the GPU (a 7B in fp32 is 27 GB: no detour through host memory)
+    where = {"device_map": str(device)} if device is not None and device.type == "cuda" else {}
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype, attn_implementation=cfg.attn,
+                                                 **where)
     return model.to(device) if device is not None else model
 
 
@@ -73,9 +76,28 @@ def param_count(model) -> int:
 
 
 def flops_per_token(model, seq_len: int) -> float:
-    """nanoGPT's estimate: 6N for the matmuls forward+backward plus 12*L*H*T for attention."""
+    """nanoGPT's estimate: 6N for the matmuls forward+backward plus 12*L*H*T for attention. A frozen weight
+    (a LoRA base) costs 4 (forward, and the gradient of its input), not 6: no gradient of its own."""
     c = model.config
-    return 6 * param_count(model) + 12 * c.num_hidden_layers * c.hidden_size * seq_len
+    trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+    frozen = param_count(model) - trainable
+    return 6 * trainable + 4 * frozen + 12 * c.num_hidden_layers * c.hidden_size * seq_len
+
+
+def recompute_flops_per_token(model, seq_len: int) -> float:
+    """What gradient checkpointing adds: one more forward, 2N + 4*L*H*T."""
+    c = model.config
+    return 2 * param_count(model) + 4 * c.num_hidden_layers * c.hidden_size * seq_len
+
+
+def add_lora(model, rank: int):
+    """LoRA adapters of `rank` on every Linear of the decoder (peft's "all-linear": not the output head),
+    alpha = 2 x rank, no dropout; the adapters in fp32 (peft's default), the rest frozen."""
+    import peft
+
+    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
+                             task_type="CAUSAL_LM")
+    return peft.get_peft_model(model, config)
 
 
 @torch.no_grad()

@@ -34,9 +34,14 @@ class PlainStrategy:
         self.info: dict[str, Any] = {}
 
     def build(self, micro_batch: MicroBatch) -> torch.nn.Module:
+        lora = self.cfg.lora_rank
         if self.model is None:
-            self.model = modeling.load_model(Path(self.cfg.model), self.cfg, self.device)
+            # LoRA: the frozen base in bf16, as the planner counts it (2 bytes a weight)
+            self.model = modeling.load_model(Path(self.cfg.model), self.cfg, self.device,
+                                             dtype=torch.bfloat16 if lora else None)
         model = modeling.prepare_for_training(self.model, self.cfg.gradient_checkpointing)
+        if lora:
+            model = self.model = modeling.add_lora(model, lora)
         self._micro_batch = micro_batch
         self.forward = compile_model(model, self.cfg.attn) if self.cfg.compile else model
         if self.world.distributed:
@@ -44,8 +49,10 @@ class PlainStrategy:
 
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.forward = DistributedDataParallel(model, device_ids=ids)
-        self.optimizer, fused = modeling.make_optimizer(model.parameters(), self.cfg, self.device)
-        self.info = {"name": "DDP" if self.world.distributed else "plain", "optimizer": "AdamW", "fused": fused}
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer, fused = modeling.make_optimizer(trainable, self.cfg, self.device)
+        self.info = {"name": "DDP" if self.world.distributed else "plain", "optimizer": "AdamW", "fused": fused,
+                     "trainable_params": sum(p.numel() for p in trainable)}
         return model
 
     def set_lr(self, lr: float) -> float:

@@ -9,9 +9,12 @@ from typing import Any
 
 from rocmcheck.result import CheckResult, failed
 
-# The verdicts judged on a finished run; a run that stopped early reports each as "not judged".
+# The verdicts judged on a finished run; a run that stopped early reports each as "not judged". The bundled
+# model is judged on the task; any other model on whether it overfits its one fixed batch.
 JUDGED_AFTER_RUN = ("train.loss_decrease", "train.task_accuracy", "train.reload", "train.reference_curve",
                     "train.memory_leak", "train.memory", "train.throughput", "train.kernels")
+JUDGED_AFTER_OWN_MODEL_RUN = ("train.learns", "train.reload", "train.memory_leak", "train.memory", "train.throughput",
+                              "train.kernels")
 
 
 @dataclass
@@ -35,6 +38,12 @@ class SetupFailed(Exception):
     def __init__(self, check_id: str, summary: str, fix: str, evidence: list[str] | None = None, **data: Any) -> None:
         super().__init__(summary)
         self.result = failed(summary, fix, evidence, id=check_id, **data)
+
+    @classmethod
+    def of(cls, result: CheckResult) -> "SetupFailed":
+        exc = cls(result.id, result.summary, result.fix or "")
+        exc.result = result
+        return exc
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:

@@ -14,6 +14,8 @@ Those runs keep only their loss and step times; the verdicts are on the DeepSpee
 from __future__ import annotations
 
 import gc
+import importlib.util
+import json
 import math
 import os
 import random
@@ -27,15 +29,17 @@ from typing import Any, Callable
 import torch
 
 from rocmcheck.result import CheckResult, skipped
-from rocmcheck.train import comparisons, data as data_mod, distributed, kernels, modeling, reference, task, verdicts
+from rocmcheck.train import comparisons, data as data_mod, distributed, fit, kernels, modeling, numerics, reference, task
+from rocmcheck.train import verdicts
 from rocmcheck.train.config import TrainConfig
-from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, pick_device, synchronize
+from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
 from rocmcheck.train.distributed import World, bind_device, world_from_env
 from rocmcheck.train.ds_config import DeepSpeedPlan
 from rocmcheck.train.memory import MemorySampler, detect_leak
-from rocmcheck.train.report import JUDGED_AFTER_RUN, RunReport, SetupFailed, first_line
+from rocmcheck.train.report import JUDGED_AFTER_OWN_MODEL_RUN, JUDGED_AFTER_RUN, RunReport, SetupFailed, first_line
 
 DEFAULT_PG_TIMEOUT_S = 600.0
+NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tolerance was measured on 4-16)
 Progress = Callable[[int, int, dict[str, Any]], None]
 
 
@@ -149,6 +153,10 @@ class _Run:
                  progress: Progress | None, pg_timeout_s: float) -> None:
         self.cfg, self.plan, self.world, self.hooks, self.progress = cfg, plan, world, hooks, progress
         self.pg_timeout_s = pg_timeout_s
+        self.numerics: dict[str, Any] | None = None
+        self.numerics_result = verdicts.check_numerics(None, False)
+        self.accuracy_before: float | None = None
+        self.estimate = None
         self.t_start = time.perf_counter()
         self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__}
         if world.distributed or plan is not None:
@@ -175,11 +183,33 @@ class _Run:
                                   f"rocmcheck smoke-train --nproc {torch.cuda.device_count()}")
         return dev
 
-    # -- data: packed task rows, W times as many as one rank needs --------------------------------
+    # -- fit first: the planner's estimate, before any weight is loaded -----------------------------
+    def _fit(self) -> None:
+        cfg = self.cfg
+        try:
+            model_config = json.loads((Path(cfg.model) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            model_config = {}
+        settings = fit.run_settings(cfg, self.plan, self.world.world_size, fused_adamw_ok(self.device, cfg.pure_bf16))
+        self.estimate, why_not = fit.estimate_run(model_config, settings)
+        label = self.dev.name if self.device.type == "cuda" else "this machine (CPU run)"
+        self.fit_result, stop = fit.check_fit(self.estimate, why_not, self._total_memory(), label, str(cfg.model),
+                                              self.device.type == "cuda")
+        if stop:
+            raise SetupFailed.of(self.fit_result)
+        if cfg.lora_rank and importlib.util.find_spec("peft") is None:
+            raise SetupFailed("train.lora", "--lora-rank needs peft, which is not installed",
+                              "pip install peft   (or: pip install rocmcheck[train])")
+
+    # -- data: packed task rows, W times as many as one rank needs ---------------------------------
     def _data(self) -> None:
+        """The bundled model trains on fresh task rows every step; any other model on its first batch,
+        repeated (the classic "can it overfit one batch" check, which any model passes)."""
         cfg, world = self.cfg, self.world
+        self.fixed_batch = not cfg.judged_on_task
         self.tokenizer = _loading(cfg, lambda: modeling.load_tokenizer(Path(cfg.model)))
-        rows_needed = cfg.steps * cfg.grad_accum * cfg.micro_batch * world.world_size
+        steps_of_data = 1 if self.fixed_batch else cfg.steps
+        rows_needed = steps_of_data * cfg.grad_accum * cfg.micro_batch * world.world_size
         # Upper bound on examples per row (all shortest), so packing never runs short of rows.
         per_row = data_mod.examples_per_row(self.tokenizer, task.make_example(task.FINETUNE_OP, "9" * task.MIN_DIGITS),
                                             cfg.seq_len)
@@ -189,10 +219,12 @@ class _Run:
         except ValueError as exc:
             raise SetupFailed("train.data", str(exc), f"rocmcheck smoke-train --seq-len {cfg.seq_len * 2}") from None
         self.ids, self.labels = ids[:rows_needed].to(self.device), labels[:rows_needed].to(self.device)
-        self.eval_set = task.eval_examples(cfg.eval_prompts)
+        self.eval_set = task.eval_examples(cfg.eval_prompts) if cfg.judged_on_task else []
 
     def micro_batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
         mb, w = self.cfg.micro_batch, self.world
+        if self.fixed_batch:
+            step = 0
         start = ((step * self.cfg.grad_accum + micro) * w.world_size + w.rank) * mb
         return self.ids[start:start + mb], self.labels[start:start + mb]
 
@@ -200,6 +232,7 @@ class _Run:
     def run(self) -> RunReport:
         self.dev = self._device()
         self.device = self.dev.device
+        self._fit()
         if self.plan is not None or self.world.distributed:
             self.info["backend"] = distributed.join(self.world, self.device.type, self.plan is not None, self.pg_timeout_s)
         self._data()
@@ -225,13 +258,17 @@ class _Run:
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         model = _loading(cfg, lambda: strategy.build(self.micro_batch))
+        if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
+            x, y = self.micro_batch(0, 0)
+            self.numerics = numerics.measure(strategy.model, x[:NUMERICS_ROWS], y[:NUMERICS_ROWS], cfg.pure_bf16)
+            self.numerics_result = verdicts.check_numerics(self.numerics, self.device.type == "cuda")
         if main:
             self.info["model"] = {"path": str(cfg.model), "params": modeling.param_count(model),
                                   "model_type": model.config.model_type, "attn_implementation": cfg.attn}
             self.info["optimizer"] = {"name": strategy.info.get("optimizer"), "fused": strategy.info.get("fused")}
             if self.hooks.on_model:
                 self.hooks.on_model(model)
-        if accuracy_before and self.world.is_main:
+        if accuracy_before and self.world.is_main and cfg.judged_on_task:
             self.accuracy_before = modeling.accuracy(model, self.tokenizer, self.eval_set, self.device)
         phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None)
         phase.info["strategy"] = strategy.info
@@ -255,25 +292,35 @@ class _Run:
         noise = (live - strategy.live_logits(batch)).abs().max().item()  # this device's run-to-run noise
         if not world.is_main:
             return []
-        results = [verdicts.check_loss_decrease(phase.losses, cfg.min_loss_drop)]
-        after = modeling.accuracy(eval_model, self.tokenizer, self.eval_set, device)
-        self.info["accuracy"] = after
-        results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.min_accuracy, len(self.eval_set)))
+        status = self.numerics_result.status.value
+        numerics_ok = None if status == "skip" else status == "pass"
+        if cfg.judged_on_task:
+            results = [verdicts.check_loss_decrease(phase.losses, cfg.min_loss_drop, numerics_ok)]
+            after = modeling.accuracy(eval_model, self.tokenizer, self.eval_set, device)
+            self.info["accuracy"] = after
+            results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.min_accuracy, len(self.eval_set),
+                                                   numerics_ok))
+        else:
+            results = [verdicts.check_learns(phase.losses, numerics_ok)]
         results.append(self._reload(eval_model, live, noise, batch))
-        key = cfg.reference_key()
-        if world.distributed:
-            key["ranks"] = world.world_size  # a curve with a W-times larger global batch is another curve
-        curve, why_not = reference.find_reference(Path(cfg.model), self.dev.kind, key)
-        results.append(verdicts.check_reference_curve(phase.losses, curve, why_not, self.dev.kind))
+        if cfg.judged_on_task:
+            key = cfg.reference_key()
+            if world.distributed:
+                key["ranks"] = world.world_size  # a curve with a W-times larger global batch is another curve
+            curve, why_not = reference.find_reference(Path(cfg.model), self.dev.kind, key)
+            results.append(verdicts.check_reference_curve(phase.losses, curve, why_not, self.dev.kind))
         baselines = [m["mem_allocated"] for m in phase.metrics]
         decision = detect_leak(baselines, phase.sampler.tolerance_bytes(baselines[min(2, len(baselines) - 1)]))
         results.append(verdicts.check_memory_leak(decision, phase.sampler.kind, baselines))
+        planned = {"allocated_peak_bytes": int(self.estimate.allocated_peak_bytes)} if self.estimate else None
         results.append(verdicts.check_memory_headroom(max(m["mem_peak"] for m in phase.metrics), self._total_memory(),
-                                                      phase.sampler.kind))
+                                                      phase.sampler.kind, planned, fit.GAP_RATIO, fit.GAP_FLOOR_BYTES))
         peak = self.dev.peak_bf16_tflops * world.world_size if self.dev.peak_bf16_tflops else None
+        recompute = modeling.recompute_flops_per_token(eval_model, cfg.seq_len) if cfg.gradient_checkpointing else 0.0
         results.append(verdicts.check_throughput(phase.step_times, cfg.tokens_per_step * world.world_size,
                                                  modeling.flops_per_token(eval_model, cfg.seq_len), peak,
-                                                 self.dev.peak_source, device.type == "cuda"))
+                                                 self.dev.peak_source, device.type == "cuda",
+                                                 modeling.param_count(eval_model), recompute))
         results.append(self._kernels(strategy))
         return results
 
@@ -302,6 +349,8 @@ class _Run:
         """Save the trained weights as the Trainer would (ZeRO-3: the gathered 16-bit state), load them back
         with from_pretrained: the weights must come back bit for bit, and the logits must match the trained
         model's own (live) logits within the device's run-to-run noise."""
+        if self.cfg.lora_rank:
+            return self._reload_adapter(eval_model, live, noise, batch)
         with tempfile.TemporaryDirectory(prefix="rocmcheck-reload-") as tmp:
             save_dir = Path(self.cfg.out) / "checkpoint" if self.cfg.out else Path(tmp)
             try:
@@ -320,6 +369,33 @@ class _Run:
             # 0.28). A wrong checkpoint differs by far more; the weights themselves are still compared bit for bit.
             ulps = 4 * torch.finfo(dtype).eps * live.abs().max().item()
             return verdicts.check_reload(diff, max(noise, ulps), weights_equal, bound_label=f"4 {dtype} ulps of the largest logit")
+        return verdicts.check_reload(diff, noise, weights_equal)
+
+    @torch.no_grad()
+    def _reload_adapter(self, model, live: torch.Tensor, noise: float, batch: torch.Tensor) -> CheckResult:
+        """LoRA: save the adapter as peft does, load it back through peft next to the trained one: the same
+        weights bit for bit, and the same logits when it is the active adapter."""
+        from peft import get_peft_model_state_dict
+
+        with tempfile.TemporaryDirectory(prefix="rocmcheck-reload-") as tmp:
+            save_dir = Path(self.cfg.out) / "adapter" if self.cfg.out else Path(tmp)
+            try:
+                model.save_pretrained(save_dir, safe_serialization=True)
+                model.load_adapter(save_dir, adapter_name="reloaded")
+            except OSError as exc:
+                return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
+        trained = get_peft_model_state_dict(model, adapter_name="default")
+        reloaded = get_peft_model_state_dict(model, adapter_name="reloaded")
+        weights_equal = trained.keys() == reloaded.keys() and all(torch.equal(t, reloaded[k]) for k, t in trained.items())
+        was = model.training
+        model.eval()
+        model.set_adapter("reloaded")
+        try:
+            diff = (model(input_ids=batch).logits.float() - live).abs().max().item()
+        finally:
+            model.set_adapter("default")
+            model.delete_adapter("reloaded")
+            model.train(was)
         return verdicts.check_reload(diff, noise, weights_equal)
 
     def _gather_rank_rows(self, phase: Phase, strategy) -> list[dict[str, Any]] | None:
@@ -355,7 +431,7 @@ class _Run:
             return RunReport([], main.metrics, info)
         norms = [m["grad_norm"] for m in main.metrics]
         nonfinite_at = len(main.metrics) - 1 if main.stopped and "non-finite" in main.stopped else None
-        results = [verdicts.check_finite(main.losses, norms, nonfinite_at)]
+        results = [self.fit_result, self.numerics_result, verdicts.check_finite(main.losses, norms, nonfinite_at)]
         if main.oom is not None:
             o = main.oom
             settings = (f"micro-batch {cfg.micro_batch}, seq-len {cfg.seq_len}, grad-accum {cfg.grad_accum}, "
@@ -368,7 +444,8 @@ class _Run:
         if main.finished:
             results += main.info.get("results", [])
         else:
-            results += verdicts.stopped_results(main.stopped, JUDGED_AFTER_RUN)
+            results += verdicts.stopped_results(main.stopped, JUDGED_AFTER_RUN if cfg.judged_on_task
+                                                else JUDGED_AFTER_OWN_MODEL_RUN)
         if baseline is not None:
             why_not = None
             if self.plan.has_scheduler:
