@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "rocmcheck" / "train"
-TORCH_FREE = ("config", "report", "task", "ds_config", "reference", "verdicts", "comparisons", "memory", "kernels",
+TORCH_FREE = ("config", "report", "task", "ds_config", "reference", "verdicts", "comparisons", "memory", "kernels", "fit",
               "outputs", "launch", "runner", "doctor_stage")
 
 
