@@ -43,7 +43,7 @@ def run_variant(name: str, profile: bool, shape_name: str, ckpt: bool) -> dict:
     from rocmcheck.train import bench
     from rocmcheck.train.config import TrainConfig
     from rocmcheck.train.device import pick_device, synchronize
-    from rocmcheck.train.loop import lr_at
+    from rocmcheck.train.run import lr_at
 
     model_kwargs, compile_opt, inductor = VARIANTS[name]
     dev = pick_device("auto").device

@@ -4,7 +4,7 @@
 
 1. time-to-verdict of the default `rocmcheck smoke-train` from process start (cold, then warm);
 2. `smoke-train --bench` on the 1.1B LLaMA shape: plain loop vs HF Trainer vs --compile, checkpointing
-   off and on alike (issue targets: loop >= 1.0x Trainer tok/s, --compile >= 1.3x, same loss curve);
+   off and on alike (targets: loop >= 1.0x Trainer tok/s, --compile >= 1.3x, same loss curve);
 3. records this GPU's reference loss curve of the default run into $OUT/reference_curves.json
    (the bundled file plus a "cuda"/"rocm" entry) for the lead to copy next to the bundled model.
 
@@ -84,10 +84,7 @@ def main() -> None:
         bundled = REPO / "rocmcheck" / "train" / "assets" / "tiny-llama" / "reference_curves.json"
         if bundled.is_file():
             shutil.copy(bundled, ref_out)
-        code = ("from pathlib import Path; from rocmcheck.train.reference import record_reference; "
-                "from rocmcheck.train.config import BUNDLED_MODEL; "
-                f"print(record_reference(BUNDLED_MODEL, None, Path({str(ref_out)!r})))")
-        wall, rc, stdout, stderr = child(["-c", code], 300)
+        wall, rc, stdout, stderr = child([str(REPO / "scripts" / "record_reference.py"), "--out", str(ref_out)], 300)
         rows.append(("reference curve recorded", f"{ref_out} (rc {rc}, {wall:.0f} s)" if rc == 0 else f"failed: {stderr[-300:]}"))
     elif not gpu:
         rows.append(("GPU reference curve", "skipped: no GPU here"))

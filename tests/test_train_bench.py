@@ -8,7 +8,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rocmcheck.train.bench import bench_verdicts, run_bench  # noqa: E402
+from rocmcheck.train.bench import run_bench  # noqa: E402
+from rocmcheck.train.comparisons import bench_verdicts  # noqa: E402
 from rocmcheck.train.config import TrainConfig  # noqa: E402
 
 

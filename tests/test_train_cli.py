@@ -1,11 +1,9 @@
-"""smoke-train from the outside: bad input exits 2 with one line, --model on a second checkpoint, and the
-doctor stage turning a hung or crashing child into a verdict."""
+"""smoke-train from the outside: bad input exits 2 with one line (--model on another checkpoint:
+test_train_own_model.py), and the doctor stage turning a hung or crashing child into a verdict."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +12,6 @@ import pytest
 
 from fakes import make_tool
 from rocmcheck.train import doctor_stage
-from rocmcheck.train.config import BUNDLED_MODEL
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,33 +39,6 @@ def test_bad_model_dir_exits_2_with_one_line(tmp_path, make_bad, expected):
 def test_bad_numbers_exit_2():
     proc = cli("--steps", "3")
     assert proc.returncode == 2 and "--steps must be at least 10" in proc.stderr
-
-
-def test_model_path_on_a_second_tiny_checkpoint(tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    # Another LLaMA, built here: other shape, random init, the bundled tokenizer files.
-    tok = transformers.AutoTokenizer.from_pretrained(BUNDLED_MODEL)
-    torch.manual_seed(7)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=len(tok), hidden_size=48, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=4, max_position_embeddings=128, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
-    ckpt = tmp_path / "other-llama"
-    model.save_pretrained(ckpt)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(BUNDLED_MODEL / name, ckpt / name)
-
-    proc = cli("--model", str(ckpt), "--steps", "12", "--no-profile", "--device", "cpu", "--json",
-               env=dict(os.environ, HF_HUB_OFFLINE="1", HF_ENDPOINT="http://127.0.0.1:9"))
-    report = json.loads(proc.stdout)
-    by_id = {r["id"]: r for r in report["results"]}
-    assert report["info"]["model"]["path"] == str(ckpt)
-    assert report["info"]["model"]["params"] == sum(p.numel() for p in model.parameters())
-    assert by_id["train.finite"]["status"] == "pass" and by_id["train.reload"]["status"] == "pass"
-    assert by_id["train.reference_curve"]["status"] == "skip"  # no curve ships with a person's own model
-    # 12 steps from random init cannot learn the task: the accuracy verdict fails and so does the exit code.
-    assert by_id["train.task_accuracy"]["status"] == "fail" and proc.returncode == 1
 
 
 def test_doctor_stage_hung_child_becomes_a_fail(tmp_path, monkeypatch):

@@ -51,7 +51,7 @@ def test_shipped_recipes_are_accepted_and_every_auto_is_filled(recipe):
 
 def test_the_seed_typo_is_refused_with_one_line_per_error(tmp_path):
     config = json.loads((RECIPES / "zero3-offload.json").read_text())
-    config["zero_optimization"]["stage3_parition_grads"] = True  # the seed's misspelt key
+    config["zero_optimization"]["stage3_parition_grads"] = True  # a misspelt key seen in a real config
     config["zero_optimisation"] = {"stage": 2}  # a misspelt section DeepSpeed silently ignores
     with pytest.raises(BadInput) as err:
         prepare_deepspeed_config(write(tmp_path, config), TrainConfig(), 1, HIDDEN)

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from rocmcheck.train.config import TrainConfig  # noqa: E402
-from rocmcheck.train.loop import RunHooks, run_smoke_train  # noqa: E402
+from rocmcheck.train.run import RunHooks, run_smoke_train  # noqa: E402
 from rocmcheck.train.memory import MiB  # noqa: E402
 from rocmcheck.train.outputs import write_outputs  # noqa: E402
 
@@ -30,7 +30,7 @@ def by_id(report):
 @pytest.fixture(scope="module")
 def clean_and_leaking():
     clean = run_smoke_train(short())
-    # The staircase from the field report: a "validation loss" computed every step without
+    # The staircase of a classic leak: a "validation loss" computed every step without
     # torch.no_grad() and kept in a list for logging. Never backwarded, each kept loss holds its whole
     # autograd graph with every saved activation. (Keeping the *trained* loss leaks far less: backward
     # already freed its saved tensors.)

@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 
 from rocmcheck.train import reference  # noqa: E402
 from rocmcheck.train.config import BUNDLED_MODEL, TrainConfig  # noqa: E402
-from rocmcheck.train.loop import run_smoke_train  # noqa: E402
+from rocmcheck.train.run import run_smoke_train  # noqa: E402
 
 
 def cpu_reference() -> list[float]:

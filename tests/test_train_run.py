@@ -41,7 +41,7 @@ def cpu_run(tmp_path_factory):
 def test_exit_zero_and_every_verdict_passes(cpu_run):
     proc, _, _, by_id = cpu_run
     assert proc.returncode == 0, proc.stderr[-2000:]
-    expected = {"train.finite", "train.loss_decrease", "train.task_accuracy", "train.reload", "train.reference_curve",
+    expected = {"train.fit", "train.numerics", "train.finite", "train.loss_decrease", "train.task_accuracy", "train.reload", "train.reference_curve",
                 "train.memory_leak", "train.memory", "train.throughput", "train.kernels"}
     assert set(by_id) == expected
     # Throughput warns on stalls, which a shared CI box can cause; its status is timing, so not asserted.

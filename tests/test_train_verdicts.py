@@ -1,5 +1,5 @@
 """Decision functions of the smoke-train on real inputs: profiler rows from real steps, real GPU error
-texts (from ../shared/knowledge's failure catalogue), and baselines shaped like the field report's staircase."""
+texts, and baselines shaped like a leaking run's staircase."""
 
 from __future__ import annotations
 
@@ -50,14 +50,12 @@ def test_reload_must_be_exact():
 
 
 def test_mfu_from_the_datasheet_peak_and_stall_warning():
-    # The issue's H200 numbers: 1.1B shape, 45.6k tok/s is 35.5% of 989 TFLOP/s.
+    # H200 numbers of the 1.1B shape: 45.6k tok/s is 35.5% of 989 TFLOP/s.
     flops = 6 * 1_100_048_384 + 12 * 22 * 2048 * 2048
     tokens = 4 * 2048
-    r = verdicts.check_throughput([tokens / 45586.0] * 20, tokens, flops, 989.0, "sm_90 H200", 0.15, True)
+    r = verdicts.check_throughput([tokens / 45586.0] * 20, tokens, flops, 989.0, "sm_90 H200", True)
     assert r.status.value == "pass" and r.data["mfu"] == pytest.approx(0.355, abs=0.001)
-    slow = verdicts.check_throughput([tokens / 10000.0] * 20, tokens, flops, 989.0, "sm_90 H200", 0.15, True)
-    assert slow.status.value == "warn"
-    stalls = verdicts.check_throughput([0.1] * 15 + [1.0] * 5, tokens, flops, None, None, None, True)
+    stalls = verdicts.check_throughput([0.1] * 15 + [1.0] * 5, tokens, flops, None, None, True)
     assert stalls.status.value == "warn" and "unsteady" in stalls.summary
 
 

@@ -14,13 +14,14 @@ from rocmcheck.commands.errors import BadInput
 from rocmcheck.commands.options import (MAX_BATCH, MAX_SECONDS, MAX_SEQ_LEN, AttnChoice, BoundedInt, Command,
                                         FiniteFloat, alias, json_option)
 from rocmcheck.train.launch import prepare_parallel, world_size_from_env
-from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, validate_model_dir, validate_numbers,
-                                    BadInput as InvalidTrainInput)
+from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, default_lr, validate_model_dir,
+                                    validate_numbers, BadInput as InvalidTrainInput)
 
 DEFAULTS = TrainConfig()
 # Upper bounds only; the lower ones are validate_numbers' and prepare_parallel's, with their own messages.
 MAX_STEPS = 10_000_000  # a smoke test is minutes; ten million steps is weeks on any GPU
 MAX_LR = 10.0  # AdamW learning rates are below 1e-2; anything above 10 is a typo
+MAX_LORA_RANK = 1 << 16  # LoRA ranks are 4-256; a rank above the widest hidden size is a typo
 MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a few CPU processes
 
 
@@ -31,9 +32,13 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
 @click.option("--micro-batch", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.micro_batch, show_default=True)
 @click.option("--grad-accum", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.grad_accum, show_default=True, help="Gradient accumulation steps.")
 @click.option("--seq-len", type=BoundedInt(high=MAX_SEQ_LEN), default=DEFAULTS.seq_len, show_default=True)
-@click.option("--lr", type=FiniteFloat(high=MAX_LR), default=DEFAULTS.lr, show_default=True, help="Peak learning rate (warmup, then cosine decay).")
+@click.option("--lr", type=FiniteFloat(high=MAX_LR), default=None,
+              help="Peak learning rate (warmup, then cosine decay). Default: 1e-3 for the bundled model; for --model "
+                   "0.5/hidden_size (GPT-3's lr for that width; x10 with --lora-rank), at most 1e-3.")
 @click.option("--pure-bf16", is_flag=True, help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
 @click.option("--gradient-checkpointing", is_flag=True)
+@click.option("--lora-rank", type=BoundedInt(1, MAX_LORA_RANK), default=None,
+              help="Train LoRA adapters of this rank (peft) on every Linear layer, the base model frozen in bf16.")
 @click.option("--attn", type=AttnChoice(), default=DEFAULTS.attn, show_default=True,
               help=f"Attention kernel: {', '.join(ATTN_CHOICES)} (flash is accepted for flash_attention_2).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,
@@ -59,21 +64,28 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
               help="Seconds the launched ranks may take, and the limit on any one collective.")
 @click.option("--local_rank", "--local-rank", "local_rank", type=BoundedInt(0, MAX_NPROC), default=None, hidden=True,
               help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
-def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, attn, device,
-                seed, compile_, no_profile, out, force, as_json, bench, bench_shape, deepspeed_config, nproc, timeout_s,
+def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, lora_rank, attn,
+                device, seed, compile_, no_profile, out, force, as_json, bench, bench_shape, deepspeed_config, nproc,
+                timeout_s,
                 local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
     cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
-                      seq_len=seq_len, lr=lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
-                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, out=out)
+                      seq_len=seq_len, lr=DEFAULTS.lr if lr is None else lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
+                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, out=out,
+                      lora_rank=lora_rank)
     try:
-        validate_numbers(cfg)
         model_config = None if bench else validate_model_dir(cfg.model)
+        if lr is None and model_config is not None:
+            text_config = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else {}
+            cfg.lr = default_lr(cfg.is_bundled_model, lora_rank, model_config.get("hidden_size") or text_config.get("hidden_size"))
+        validate_numbers(cfg)
         parallel = None
         if deepspeed_config is not None or nproc != 1 or world_size_from_env() > 1:
             if bench or pure_bf16 or compile_:
                 raise BadInput("--deepspeed/--nproc cannot be combined with --bench, --pure-bf16 or --compile "
                                "(the DeepSpeed config's bf16 section sets the precision)")
+            if deepspeed_config is not None and lora_rank:
+                raise BadInput("--lora-rank runs without DeepSpeed here (plain or --nproc N); drop --deepspeed")
             parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
     except InvalidTrainInput as exc:
         raise BadInput(str(exc)) from None

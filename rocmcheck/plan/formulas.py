@@ -43,19 +43,6 @@ def zero_model_state_bytes(params: int, stage: int, world_size: int, k: int = 12
     raise ValueError(f"ZeRO stage must be 0-3, got {stage}")
 
 
-def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, recompute: str = "none", flash: bool = False) -> float:
-    """Korthikanti et al. 2022, activations of one GPT layer with 16-bit activations, no tensor parallelism:
-    34sbh + 5as^2b; selective recomputation (or FlashAttention, which never stores the s x s scores) 34sbh;
-    full recomputation keeps only the layer input, 2sbh."""
-    if recompute == "full":
-        return 2 * s * b * h
-    if recompute == "selective" or flash:
-        return 34 * s * b * h
-    if recompute != "none":
-        raise ValueError(f"recompute must be none, selective or full, got {recompute!r}")
-    return 34 * s * b * h + 5 * a * s * s * b
-
-
 def llama_layer_bytes_per_token(h: int, q: int, kv: int, inter: int, heads: int, s: int,
                                 residual_fp32: bool, attention: str) -> int:
     """Bytes autograd keeps for backward per token in one transformers LlamaDecoderLayer (a count of the saved

@@ -1,6 +1,7 @@
-"""`smoke-train --bench`: the 1.1B LLaMA shape (random init, no download), this loop vs HF Trainer in
-the same process with identical settings (AdamW fused, same lr schedule, clipping, bf16, checkpointing),
-then the loop under torch.compile. Tokens/s and MFU side by side; the loss curves must agree."""
+"""`smoke-train --bench`: the 1.1B LLaMA shape (random init, no download), the smoke-train's own loop
+(run.train_steps with the plain strategy) vs HF Trainer in the same process with identical settings (AdamW
+fused, same lr schedule, clipping, bf16, checkpointing), then the loop under torch.compile. Tokens/s and MFU
+side by side; the loss curves must agree (comparisons.bench_verdicts)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,18 @@ from typing import Any, Callable
 
 import torch
 
-from rocmcheck.result import CheckResult, failed, passed, skipped, warned
-from rocmcheck.train.compiled import compile_model
-from rocmcheck.train.config import TrainConfig
+from rocmcheck.result import skipped
+from rocmcheck.train import modeling
+from rocmcheck.train.comparisons import bench_verdicts
+from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
 from rocmcheck.train.device import pick_device, synchronize
-from rocmcheck.train.loop import RunReport, flops_per_token, lr_at, make_optimizer, make_train_step
+from rocmcheck.train.distributed import World
+from rocmcheck.train.plain_strategy import PlainStrategy
+from rocmcheck.train.report import RunReport
+from rocmcheck.train.run import train_steps
 
 SHAPES = {
-    # The TinyLlama-1.1B shape named in the issue; measured baseline on an H200 in gpu-baselines-h200.json.
+    # The TinyLlama-1.1B shape; its H200 numbers are in benchmarks/RESULTS.md.
     "1.1b": dict(hidden_size=2048, num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
                  intermediate_size=5632, vocab_size=32000, seq_len=2048, micro_batch=4, steps=30),
     # CPU-sized, only to exercise this code path in tests.
@@ -28,9 +33,6 @@ SHAPES = {
                  intermediate_size=128, vocab_size=256, seq_len=64, micro_batch=2, steps=12),
 }
 WARMUP_STEPS_EXCLUDED = 5  # first steps pay for allocator growth, cuBLAS heuristics, compilation
-TARGET_VS_TRAINER = 1.0
-TARGET_COMPILE = 1.3
-LOSS_TOL = 0.05  # same init, same data: only kernel/reduction-order noise may separate the curves
 
 
 def _model(shape: dict[str, Any], cfg: TrainConfig, device: torch.device):
@@ -44,10 +46,7 @@ def _model(shape: dict[str, Any], cfg: TrainConfig, device: torch.device):
         model = LlamaForCausalLM(conf)
     if cfg.pure_bf16:
         model = model.to(torch.bfloat16)
-    if cfg.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.config.use_cache = False
-    return model.train()
+    return model
 
 
 def _data(shape: dict[str, Any], cfg: TrainConfig, device: torch.device) -> torch.Tensor:
@@ -73,7 +72,7 @@ def _peak(device: torch.device) -> float | None:
 
 
 def bench_loop(shape, cfg: TrainConfig, device, compile_: bool) -> dict[str, Any]:
-    model = _model(shape, cfg, device)
+    """The smoke-train's loop on the random-init shape: the same strategy and steps as a real run."""
     data = _data(shape, cfg, device)
     mb = shape["micro_batch"]
 
@@ -81,22 +80,13 @@ def bench_loop(shape, cfg: TrainConfig, device, compile_: bool) -> dict[str, Any
         x = data[(step * cfg.grad_accum + micro) * mb:][:mb]
         return x, x
 
-    optimizer, fused = make_optimizer(model, cfg, device)
-    step_fn = make_train_step(compile_model(model, cfg.attn) if compile_ else model, model, cfg, device, batch)
-    times, losses = [], []
-    for step in range(shape["steps"]):
-        for group in optimizer.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        t0 = time.perf_counter()
-        loss, _ = step_fn(step)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-        synchronize(device)
-        times.append(time.perf_counter() - t0)
-    out = {"step_times": times, "losses": losses, "fused_adamw": fused, "peak_gib": _peak(device),
-           "flops_per_token": flops_per_token(model, shape["seq_len"])}
-    del model, optimizer, step_fn
+    strategy = PlainStrategy(replace(cfg, compile=compile_), device, World(0, 1, 0), model=_model(shape, cfg, device))
+    model = strategy.build(batch)
+    phase = train_steps(strategy, strategy.cfg, device)
+    out = {"step_times": phase.step_times, "losses": phase.losses, "fused_adamw": strategy.info["fused"],
+           "peak_gib": _peak(device), "flops_per_token": modeling.flops_per_token(model, shape["seq_len"])}
+    strategy.close()
+    del model, strategy
     _free(device)
     return out
 
@@ -104,7 +94,7 @@ def bench_loop(shape, cfg: TrainConfig, device, compile_: bool) -> dict[str, Any
 def bench_trainer(shape, cfg: TrainConfig, device) -> dict[str, Any]:
     from transformers import PrinterCallback, Trainer, TrainerCallback, TrainingArguments
 
-    model = _model(shape, cfg, device)
+    model = modeling.prepare_for_training(_model(shape, cfg, device), cfg.gradient_checkpointing)
     data = _data(shape, cfg, device).cpu()
 
     class Rows(torch.utils.data.Dataset):
@@ -132,7 +122,8 @@ def bench_trainer(shape, cfg: TrainConfig, device) -> dict[str, Any]:
         args = TrainingArguments(
             output_dir=tmp, max_steps=shape["steps"], per_device_train_batch_size=shape["micro_batch"],
             gradient_accumulation_steps=cfg.grad_accum, learning_rate=cfg.lr, lr_scheduler_type="cosine",
-            warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay, adam_beta1=0.9, adam_beta2=0.95,
+            warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay, adam_beta1=ADAM_BETAS[0],
+            adam_beta2=ADAM_BETAS[1], adam_epsilon=ADAM_EPS,
             max_grad_norm=cfg.grad_clip, bf16=not cfg.pure_bf16, logging_steps=1, save_strategy="no", report_to=[],
             dataloader_num_workers=0, disable_tqdm=True, seed=cfg.seed, use_cpu=device.type == "cpu",
             optim="adamw_torch_fused" if device.type == "cuda" else "adamw_torch",
@@ -147,7 +138,7 @@ def bench_trainer(shape, cfg: TrainConfig, device) -> dict[str, Any]:
         trainer.train()
         losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     out = {"step_times": timer.times, "losses": losses, "peak_gib": _peak(device),
-           "flops_per_token": flops_per_token(model, shape["seq_len"])}
+           "flops_per_token": modeling.flops_per_token(model, shape["seq_len"])}
     del model, trainer
     _free(device)
     return out
@@ -169,6 +160,7 @@ ALL_MODES = ("loop", "hf_trainer", "loop_compile")
 def run_bench(cfg: TrainConfig, shape: str = "1.1b", log: Callable[[str], None] | None = None,
               modes: tuple[str, ...] = ALL_MODES) -> RunReport:
     log = log or (lambda line: None)
+    modeling.offline_and_quiet()
     dev = pick_device(cfg.device)
     info: dict[str, Any] = {"config": cfg.to_dict(), "device": dev.to_dict(), "shape": shape}
     if shape == "1.1b" and dev.device.type != "cuda":
@@ -196,49 +188,3 @@ def run_bench(cfg: TrainConfig, shape: str = "1.1b", log: Callable[[str], None] 
         log(f"bench: {name}: {rows[-1]['tokens_per_s']:,.0f} tok/s")
     info["bench"] = rows
     return RunReport(bench_verdicts(rows, runs), info=info)
-
-
-def loss_parity(check_id: str, name: str, baseline: str, losses: list[float], reference: list[float],
-                table: list[str]) -> CheckResult:
-    """Same init, same data, same order: the curves may differ only by kernel and reduction-order noise."""
-    diffs = [abs(a - b) for a, b in zip(losses, reference)]
-    worst = max(diffs) if diffs else float("nan")
-    if diffs and worst <= LOSS_TOL * max(1.0, abs(reference[0])):
-        return passed(f"{name} and {baseline} loss curves agree (max |diff| {worst:.3f})", table, max_diff=worst, id=check_id)
-    return failed(f"{name} and {baseline} loss curves differ (max |diff| {worst:.3f})",
-                  "the two runs did not train the same way: compare their settings in the JSON", table, max_diff=worst, id=check_id)
-
-
-def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> list[CheckResult]:
-    by = {r["mode"]: r for r in rows}
-    table = [f"{r['mode']:<13} " + (f"{r['tokens_per_s']:>10,.0f} tok/s  step {r['step_s'] * 1e3:7.1f} ms  "
-             + (f"MFU {r['mfu']:.1%}" if r.get("mfu") is not None else "MFU n/a")
-             + (f"  peak {r['peak_gib']:.1f} GiB" if r.get("peak_gib") else "") if "error" not in r else r["error"])
-             for r in rows]
-    results = []
-    errors = [r for r in rows if "error" in r]
-    for r in errors:
-        results.append(failed(f"{r['mode']} failed: {r['error']}",
-                              "rerun without --compile / check train.kernels", table, id=f"train.bench_{r['mode']}"))
-    if "loop" in by and "hf_trainer" in by and "error" not in by["loop"] and "error" not in by["hf_trainer"]:
-        ratio = by["loop"]["tokens_per_s"] / by["hf_trainer"]["tokens_per_s"]
-        summary = f"loop {ratio:.2f}x HF Trainer tokens/s (target >= {TARGET_VS_TRAINER:.1f}x)"
-        if ratio >= TARGET_VS_TRAINER:
-            results.append(passed(summary, table, ratio=ratio, id="train.bench_vs_trainer"))
-        else:
-            results.append(warned(summary,
-                                  "rerun once the GPU is idle; if it persists, compare train.kernels of both runs", table, ratio=ratio, id="train.bench_vs_trainer"))
-        results.append(loss_parity("train.bench_loss_parity", "loop", "HF Trainer", runs["loop"]["losses"],
-                                   runs["hf_trainer"]["losses"], table))
-    if "loop_compile" in by and "loop" in by and "error" not in by["loop_compile"] and "error" not in by["loop"]:
-        ratio = by["loop_compile"]["tokens_per_s"] / by["loop"]["tokens_per_s"]
-        trainer = by.get("hf_trainer", {}).get("tokens_per_s")
-        vs_trainer = by["loop_compile"]["tokens_per_s"] / trainer if trainer else None
-        summary = f"--compile {vs_trainer:.2f}x HF Trainer, {ratio:.2f}x the eager loop (target >= {TARGET_COMPILE:.1f}x Trainer)" if vs_trainer else f"--compile {ratio:.2f}x the eager loop"
-        ok = vs_trainer is not None and vs_trainer >= TARGET_COMPILE
-        results.append(passed(summary, table, ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile") if ok else
-                       warned(summary, "check torch/triton versions: rocmcheck doctor", table,
-                              ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile"))
-        results.append(loss_parity("train.bench_compile_loss_parity", "--compile", "the eager loop",
-                                   runs["loop_compile"]["losses"], runs["loop"]["losses"], table))
-    return results or [skipped("no benchmark mode ran", id="train.bench")]

@@ -3,8 +3,8 @@ verdicts need (mean loss over ranks, everything gathered on rank 0).
 
 torchrun (and the DeepSpeed launcher, and srun + torchrun) describe a rank with the env vars RANK,
 WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT. DeepSpeed wants them even for one process:
-without them deepspeed.init_distributed goes looking for MPI (`No module named 'mpi4py'`,
-../shared/knowledge/cpu-anchors.md 3d), so a single-process run gets a one-rank group on 127.0.0.1.
+without them deepspeed.init_distributed goes looking for MPI (`No module named 'mpi4py'`), so a
+single-process run gets a one-rank group on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import socket
 from dataclasses import dataclass
 
 import torch
-
-LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
 @dataclass(frozen=True)
@@ -40,11 +38,6 @@ def world_from_env(env: dict[str, str] | None = None) -> World:
         return World(int(env.get("RANK", 0)), int(env.get("WORLD_SIZE", 1)), int(env.get("LOCAL_RANK", 0)))
     except ValueError:
         return World(0, 1, 0)
-
-
-def launched_by_launcher(env: dict[str, str] | None = None) -> bool:
-    """True when torchrun / the DeepSpeed launcher started this process as one of several ranks."""
-    return world_from_env(env).world_size > 1
 
 
 def free_port() -> int:
@@ -113,7 +106,3 @@ def gather_rows(rows: torch.Tensor) -> list[torch.Tensor]:
     torch.distributed.all_gather(parts, rows.contiguous())
     return parts
 
-
-def barrier() -> None:
-    if active() and torch.distributed.get_world_size() > 1:
-        torch.distributed.barrier()

@@ -15,12 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocmcheck.train.config import BadInput, TrainConfig
+from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, BadInput, TrainConfig
 
 OFFLOAD_KEYS = ("offload_optimizer", "offload_param")
-# The plain loop's AdamW (loop.make_optimizer); the DeepSpeed run must optimise the same way.
-ADAM_BETAS = (0.9, 0.95)
-ADAM_EPS = 1e-8
 
 
 @dataclass

@@ -21,9 +21,11 @@ from typing import Any, Callable
 
 import torch
 
-from rocmcheck.train.config import TrainConfig
+from rocmcheck.train import modeling
+from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
 from rocmcheck.train.distributed import World
-from rocmcheck.train.ds_config import ADAM_BETAS, ADAM_EPS, DeepSpeedPlan
+from rocmcheck.train.ds_config import DeepSpeedPlan
+from rocmcheck.train.report import SetupFailed, first_line
 
 MicroBatch = Callable[[int, int], tuple[torch.Tensor, torch.Tensor]]
 
@@ -41,7 +43,6 @@ class DeepSpeedStrategy:
 
     def build(self, micro_batch: MicroBatch) -> torch.nn.Module:
         import deepspeed
-        from transformers import AutoModelForCausalLM
 
         self._micro_batch = micro_batch
         config = copy.deepcopy(self.plan.config)
@@ -49,19 +50,21 @@ class DeepSpeedStrategy:
             from transformers.integrations import HfDeepSpeedConfig
 
             self._hf_ds_config = HfDeepSpeedConfig(config)
-        model = AutoModelForCausalLM.from_pretrained(Path(self.cfg.model), local_files_only=True, dtype=torch.float32,
-                                                     attn_implementation=self.cfg.attn)
-        if self.cfg.gradient_checkpointing:
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        model.config.use_cache = False
-        model.train()
+        model = modeling.load_model(Path(self.cfg.model), self.cfg, None, dtype=torch.float32)
+        modeling.prepare_for_training(model, self.cfg.gradient_checkpointing)
         optimizer = None
         if not self.plan.has_optimizer:
             config["zero_allow_untested_optimizer"] = True  # what the Trainer adds with its own AdamW
             optimizer = self._client_optimizer(model)
-        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
-                                                    model_parameters=None if optimizer else model.parameters(),
-                                                    config=config)
+        try:
+            self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
+                                                        model_parameters=None if optimizer else model.parameters(),
+                                                        config=config)
+        except (ValueError, AssertionError) as exc:  # DeepSpeed checks the rest of the config here
+            w = self.world
+            raise SetupFailed("train.deepspeed", f"deepspeed.initialize refused {self.plan.path}: {first_line(exc)}",
+                              f"rocmcheck lint {self.plan.path} --world-size {w.world_size} --micro-batch "
+                              f"{self.cfg.micro_batch} --grad-accum {self.cfg.grad_accum}") from None
         self.info = {"name": self.plan.label, "optimizer": type(self.engine.basic_optimizer).__name__,
                      "zero_optimizer": type(self.engine.optimizer).__name__, "deepspeed": deepspeed.__version__,
                      "accelerator": _accelerator_name()}

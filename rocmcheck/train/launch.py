@@ -25,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from rocmcheck.facts.runner import run_command
-from rocmcheck.result import CheckResult, failed
+from rocmcheck.result import failed
 from rocmcheck.train.config import BadInput, TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan, model_hidden_size, prepare_deepspeed_config
+from rocmcheck.train.report import RunReport
 
 REPORT_FILE_ENV = "ROCMCHECK_RANK0_REPORT"  # set by the launching process: rank 0 writes its JSON there
 DEFAULT_TIMEOUT_S = 1800.0
@@ -76,7 +77,7 @@ def run_parallel(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
     from rocmcheck.train.runner import run_and_report
 
     if run.plan is not None and importlib.util.find_spec("deepspeed") is None:
-        return run_and_report(cfg, as_json, run=lambda c, progress=None: _report_of([failed(
+        return run_and_report(cfg, as_json, run=lambda c, progress=None: RunReport([failed(
             "--deepspeed needs DeepSpeed, which is not installed", INSTALL_DEEPSPEED, id="train.deepspeed")]))
     if run.plan is not None and int(os.environ.get("RANK", "0") or 0) == 0:
         for line in run.plan.warnings:  # lint warnings do not stop the run, but a person should see them
@@ -88,11 +89,12 @@ def run_parallel(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
 
 def run_as_rank(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
     """This process trains as one rank (or alone). Rank 0 reports; the others stay quiet."""
-    from rocmcheck.train.parallel_run import run_parallel_smoke_train
     from rocmcheck.train.runner import error_result, run_and_report
 
     def train(c: TrainConfig, progress=None):
-        return run_parallel_smoke_train(c, run.plan, progress, pg_timeout_s=run.timeout_s)
+        from rocmcheck.train.run import run_smoke_train
+
+        return run_smoke_train(c, progress=progress, plan=run.plan, pg_timeout_s=run.timeout_s)
 
     rank = int(os.environ.get("RANK", "0") or 0)
     report_file = os.environ.get(REPORT_FILE_ENV)
@@ -108,7 +110,7 @@ def run_as_rank(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
         import traceback
 
         traceback.print_exc()
-        report = _report_of([error_result(exc)])
+        report = RunReport([error_result(exc)])
     if rank == 0:
         Path(report_file).write_text(json.dumps(report.to_dict(), default=str), encoding="utf-8")
         return 0  # the launching process judges the report; a non-zero exit would only make torchrun shout
@@ -140,6 +142,8 @@ def torchrun_argv(cfg: TrainConfig, run: ParallelRun) -> list[str]:
     argv += [flag for flag, on in flags.items() if on]
     if cfg.out:
         argv += ["--out", str(cfg.out)]
+    if cfg.lora_rank:
+        argv += ["--lora-rank", str(cfg.lora_rank)]
     if run.plan is not None:
         argv += ["--deepspeed", run.plan.path]
     return argv
@@ -162,9 +166,7 @@ def launch_ranks(cfg: TrainConfig, run: ParallelRun):
         text = report_path.read_text(encoding="utf-8") if report_path.is_file() else None
     launch = {"argv": argv, "returncode": res.returncode, "duration_s": res.duration_s, "timed_out": res.timed_out}
     if text is not None and not res.timed_out:
-        data = json.loads(text)
-        report = _report_of([CheckResult.from_dict(r) for r in data.get("results", [])], data.get("metrics", []),
-                            data.get("info", {}))
+        report = RunReport.from_dict(json.loads(text))
         report.info["launch"] = launch
         return report
     tail = [line for line in (res.stderr.strip().splitlines() + res.stdout.strip().splitlines()) if line.strip()][-12:]
@@ -177,10 +179,4 @@ def launch_ranks(cfg: TrainConfig, run: ParallelRun):
                         f"{res.describe_failure()}",
                         "read the evidence (the ranks' last lines); rerun with --nproc 1 to see the same run in one process",
                         tail, **launch, id="train.launch")
-    return _report_of([result], info={"config": cfg.to_dict(), "launch": launch})
-
-
-def _report_of(results: list[CheckResult], metrics: list[dict[str, Any]] | None = None, info: dict[str, Any] | None = None):
-    from rocmcheck.train.loop import RunReport
-
-    return RunReport(results, metrics or [], info or {})
+    return RunReport([result], info={"config": cfg.to_dict(), "launch": launch})

@@ -4,7 +4,7 @@ On a GPU the numbers are the caching allocator's own counters (torch.cuda.memory
 memory_reserved / max_memory_allocated; ROCm builds answer the same calls). The baseline that matters
 is `allocated` right after optimizer.step() + zero_grad(): weights, optimizer state and nothing else.
 A healthy run reaches it after the first step (AdamW creates its state there) and stays flat; the
-staircase from the field report (tensors that keep their graph alive) shows as a baseline that rises
+staircase of a leak (tensors that keep their graph alive) shows as a baseline that rises
 every step.
 
 On CPU torch keeps no allocator statistics. What we chose, and why: the process's resident memory
@@ -24,7 +24,8 @@ import resource
 import statistics
 from dataclasses import dataclass
 
-MiB = 1024 * 1024
+MiB = 1 << 20
+GiB = 1 << 30
 
 
 @dataclass

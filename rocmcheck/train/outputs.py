@@ -17,8 +17,9 @@ from typing import Any, Iterator
 
 from rocmcheck.safe.files import write_atomic
 
-MiB = 1024 * 1024
-OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint")
+from rocmcheck.train.memory import MiB
+
+OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint", "adapter")
 
 
 def out_dir_problem(out: Path, force: bool) -> str | None:
@@ -44,24 +45,25 @@ def out_dir_problem(out: Path, force: bool) -> str | None:
 
 
 @contextmanager
-def checkpoint_folder(out: Path | None) -> Iterator[Path]:
-    """A new, empty folder to save the checkpoint into (inside --out, so the final rename stays on one file
-    system; a temporary folder without --out). Removed on the way out; publish_checkpoint moves it first."""
+def checkpoint_folder(out: Path | None, name: str = "checkpoint") -> Iterator[Path]:
+    """A new, empty folder to save the checkpoint (or LoRA adapter) into (inside --out, so the final rename stays
+    on one file system; a temporary folder without --out). Removed on the way out; publish_checkpoint moves it
+    first."""
     parent = None
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         parent = str(out)
     with tempfile.TemporaryDirectory(prefix=".rocmcheck-checkpoint-", dir=parent) as tmp:
-        yield Path(tmp) / "checkpoint"
+        yield Path(tmp) / name
 
 
 def publish_checkpoint(saved: Path, out: Path) -> Path:
-    """Move a freshly saved checkpoint folder to out/checkpoint. An old out/checkpoint (there only with --force) is
-    renamed aside first and removed once the new one is in place."""
-    dest = Path(out) / "checkpoint"
+    """Move a freshly saved folder to out/<its name>. An old one there (only with --force) is renamed aside first
+    and removed once the new one is in place."""
+    dest = Path(out) / saved.name
     old = None
     if dest.exists() or dest.is_symlink():
-        old = dest.with_name(f".checkpoint-old-{os.getpid()}")
+        old = dest.with_name(f".{saved.name}-old-{os.getpid()}")
         os.replace(dest, old)
     os.replace(saved, dest)
     if old is not None:

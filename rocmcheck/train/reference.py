@@ -1,4 +1,5 @@
-"""Reference loss curves shipped next to the bundled model, one per device kind (cpu, cuda, rocm).
+"""Reference loss curves shipped next to the bundled model, one per device kind (cpu, cuda, rocm), and
+the comparison of a run's curve with one. Pure: scripts/record_reference.py records the curves.
 
 A curve applies only to a run with the same settings (TrainConfig.reference_key). The comparison is
 over windows of steps, so per-step bf16 noise averages out while a numerics problem (a broken kernel,
@@ -20,7 +21,6 @@ that learns wrongly.
 from __future__ import annotations
 
 import json
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -68,26 +68,3 @@ def find_reference(model_dir: Path, kind: str, key: dict[str, Any]) -> tuple[dic
         diff = sorted(k for k in set(key) | set(curve.get("key", {})) if key.get(k) != curve.get("key", {}).get(k))
         return None, f"reference curve is for the default settings; this run differs in {', '.join(diff)}"
     return curve, ""
-
-
-def record_reference(model_dir: Path, kind: str | None = None, out_file: Path | None = None) -> Path:
-    """Run the default smoke-train here and store its loss curve under this device kind."""
-    from rocmcheck.train.config import TrainConfig
-    from rocmcheck.train.loop import run_smoke_train
-
-    cfg = TrainConfig(model=Path(model_dir), profile=False)
-    report = run_smoke_train(cfg)
-    kind = kind or report.info["device"]["kind"]
-    import torch
-
-    out_file = Path(out_file) if out_file else Path(model_dir) / FILE_NAME
-    data = json.loads(out_file.read_text(encoding="utf-8")) if out_file.is_file() else {"schema": 1, "curves": {}}
-    data["curves"][kind] = {
-        "key": cfg.reference_key(),
-        "loss": [round(m["loss"], 5) for m in report.metrics],
-        "accuracy": report.info.get("accuracy"),
-        "recorded_on": {"device": report.info["device"]["name"], "torch": torch.__version__,
-                        "threads": torch.get_num_threads(), "machine": platform.machine()},
-    }
-    out_file.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    return out_file

@@ -10,6 +10,7 @@ from typing import Any
 
 from rocmcheck.result import CheckResult, Status, failed
 from rocmcheck.train.config import TrainConfig
+from rocmcheck.train.report import RunReport
 
 
 def error_result(exc: BaseException) -> CheckResult:
@@ -28,8 +29,6 @@ def error_result(exc: BaseException) -> CheckResult:
 def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_shape: str = "1.1b", run=None) -> int:
     """run: another way to produce the RunReport, run(cfg, progress=...) (DeepSpeed, several ranks: launch.py)."""
     t0 = time.perf_counter()
-    from rocmcheck.train.loop import RunReport, run_smoke_train
-
     progress, done = _progress(cfg.steps, as_json)
     # --json owns stdout. Libraries print there (DeepSpeed's accelerator warning, kernel logs, from C
     # too), so while the run goes, file descriptor 1 points at stderr; the JSON goes to the real stdout.
@@ -39,8 +38,12 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
             from rocmcheck.train.bench import run_bench
 
             report = run_bench(cfg, shape=bench_shape, log=None if as_json else _log)
+        elif run is not None:
+            report = run(cfg, progress=progress)
         else:
-            report = (run or run_smoke_train)(cfg, progress=progress)
+            from rocmcheck.train.run import run_smoke_train
+
+            report = run_smoke_train(cfg, progress=progress)
     except Exception as exc:  # noqa: BLE001 - a crash becomes a verdict, never a traceback
         report = RunReport([error_result(exc)], info={"config": cfg.to_dict()})
     finally:

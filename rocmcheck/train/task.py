@@ -1,6 +1,6 @@
 """The fine-tune task: deterministic instruction/response pairs the bundled model cannot do yet.
 
-The bundled model is pretrained (make_model.py) on "copy" and "reverse" over digit strings, so it knows
+The bundled model is pretrained (scripts/make_bundled_model.py) on "copy" and "reverse" over digit strings, so it knows
 the format and how to move digits around. The fine-tune asks for something new: "inc" adds one to each
 digit (9 wraps to 0). Copying gives 0% exact match (every digit changes), so a rise in accuracy is the
 run learning, not the pretraining showing through. Pure Python: no torch, so tests and the doctor can

@@ -1,12 +1,12 @@
 """Builds the bundled tiny LLaMA: a BPE tokenizer and a LlamaForCausalLM pretrained on generated data.
 
-    python -m rocmcheck.train.make_model [--out rocmcheck/train/assets/tiny-llama]
+    python scripts/make_bundled_model.py [--out rocmcheck/train/assets/tiny-llama]
 
 Everything is generated here (no download): the tokenizer is trained on text built from the task
 vocabulary plus printable ASCII, and the model is pretrained on "copy" and "reverse" digit tasks so
 the fine-tune ("inc", see task.py) starts from a model that knows the format but not the skill.
 Deterministic for a given torch build and thread count (it pins both seeds and threads).
-Afterwards it records the CPU reference loss curve of the default smoke-train (reference.py).
+Afterwards it records the CPU reference loss curve of the default smoke-train (record_reference.py).
 """
 
 from __future__ import annotations
@@ -15,14 +15,18 @@ import argparse
 import json
 import random
 import string
+import sys
 from pathlib import Path
 
 import torch
 
-from rocmcheck.train import task
-from rocmcheck.train.data import pack_rows
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFAULT_DIR = Path(__file__).parent / "assets" / "tiny-llama"
+from rocmcheck.train import task  # noqa: E402
+from rocmcheck.train.config import BUNDLED_MODEL  # noqa: E402
+from rocmcheck.train.data import pack_rows  # noqa: E402
+
+DEFAULT_DIR = BUNDLED_MODEL
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 PRETRAIN_STEPS = 400
 PRETRAIN_BATCH = 32
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / "pretrain_loss.json").write_text(json.dumps({"seed": SEED, "loss": [round(x, 5) for x in losses]}) + "\n")
     print(f"saved {sum(p.numel() for p in model.parameters()):,} params to {args.out}")
     if not args.no_reference:
-        from rocmcheck.train.reference import record_reference
+        from record_reference import record_reference
 
         print("reference curve:", record_reference(args.out, "cpu"))
 

@@ -9,18 +9,15 @@ import pytest
 
 from rocmcheck.result import Status
 from rocmcheck.train.config import BUNDLED_MODEL
-from rocmcheck.train.parallel_verdicts import (OFFLOAD_ABSURD_RATIO, check_deepspeed_parity, check_offload_cost,
-                                               check_rank_agreement, parity_tolerance)
+from rocmcheck.train.comparisons import (OFFLOAD_ABSURD_RATIO, PARITY_STEP_TOL, check_deepspeed_parity, check_offload_cost,
+                                         check_rank_agreement, parity_tolerance)
 
 PLAIN = json.loads((BUNDLED_MODEL / "reference_curves.json").read_text())["curves"]["cpu"]["loss"]
 
 
-def test_parity_tolerance_is_the_smoke_trains_same_data_tolerance():
-    torch = pytest.importorskip("torch")  # bench.py imports torch
-    from rocmcheck.train import bench
-
-    assert torch and parity_tolerance(PLAIN) == pytest.approx(bench.LOSS_TOL * PLAIN[0])
-    assert parity_tolerance([0.5, 0.4]) == pytest.approx(bench.LOSS_TOL)  # never below LOSS_TOL x 1
+def test_parity_tolerance_scales_with_the_first_loss():
+    assert parity_tolerance(PLAIN) == pytest.approx(PARITY_STEP_TOL * PLAIN[0])
+    assert parity_tolerance([0.5, 0.4]) == pytest.approx(PARITY_STEP_TOL)  # never below the tolerance x 1
 
 
 def test_parity_passes_bf16_noise_and_fails_a_curve_that_stalls():

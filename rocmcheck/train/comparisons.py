@@ -1,10 +1,11 @@
-"""Verdicts only a DeepSpeed or multi-rank smoke-train has: pure functions over measured numbers.
+"""Verdicts that compare two training runs, or the ranks of one: pure functions over measured numbers.
 
 train.deepspeed_parity: the engine's loss curve against the plain run's (same seed, same data, same
   lr schedule), step by step (see PARITY_STEP_TOL for the tolerance and why).
 train.offload_cost: median step time with ZeRO offload vs the same config without it.
 train.rank_agreement: every rank saw the same global loss (and gradient norm) at every step, the
   ranks trained on different data, and the data-parallel copies of the weights are identical.
+train.bench_*: `smoke-train --bench`, the loop against HF Trainer and against itself under torch.compile.
 """
 
 from __future__ import annotations
@@ -16,17 +17,17 @@ from typing import Any
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.train import reference
 
-# Parity tolerance: the one the smoke-train already uses for two runs on the same data from the same
-# weights (bench.LOSS_TOL, loop vs HF Trainer): every step's |loss difference| <= 0.05 x max(1, first
-# loss), i.e. 0.37 nats for the bundled model. DeepSpeed's bf16 differs from the plain run by more than
+# Parity tolerance for two runs on the same data from the same weights (the loop vs HF Trainer, eager vs
+# compiled, plain vs DeepSpeed): every step's |loss difference| <= 0.05 x max(1, first loss), i.e. 0.37
+# nats for the bundled model. DeepSpeed's bf16 differs from the plain run by more than
 # reduction order (bf16 weights in the forward pass, not fp32 weights under autocast), so it was
 # measured rather than assumed: the default 120-step run on a 2-core CPU, ZeRO-3 and ZeRO-3 + CPU offload
 # vs plain, differ by at most 0.085 at one step and 0.046 over any 10-step window (docs/distributed.md);
 # ZeRO-2 likewise. No looser tolerance is needed. A run that trains differently fails it: a config with
 # another optimizer (Adagrad, tests/test_train_deepspeed.py) is 0.6 nats off within 10 steps.
 PARITY_STEP_TOL = 0.05
-# Step-time cost of offload that is not believable for a working setup (the seed reports 15-20% on
-# MI300X): more than 3x the time of the same config without offload.
+# Step-time cost of offload that is not believable for a working setup (ZeRO-3 offload typically costs
+# 15-20% on MI300X): more than 3x the time of the same config without offload.
 OFFLOAD_ABSURD_RATIO = 3.0
 STEADY_FROM = 3  # the first steps pay for allocator growth, JIT kernels, optimizer-state creation
 
@@ -138,3 +139,55 @@ def _close(values: list[float], rel: float = 1e-6) -> bool:
         return len(finite) == 0  # all NaN (e.g. no norm reported) counts as agreeing; a mix does not
     lo, hi = min(finite), max(finite)
     return hi - lo <= rel * max(abs(hi), 1e-12)
+
+
+# --- smoke-train --bench ----------------------------------------------------------------------------------
+TARGET_VS_TRAINER = 1.0
+TARGET_COMPILE = 1.3
+
+
+def loss_parity(check_id: str, name: str, baseline: str, losses: list[float], reference_losses: list[float],
+                table: list[str]) -> CheckResult:
+    """Same init, same data, same order: the curves may differ only by kernel and reduction-order noise."""
+    diffs = [abs(a - b) for a, b in zip(losses, reference_losses)]
+    worst = max(diffs) if diffs else float("nan")
+    if diffs and worst <= parity_tolerance(reference_losses):
+        return passed(f"{name} and {baseline} loss curves agree (max |diff| {worst:.3f})", table, max_diff=worst, id=check_id)
+    return failed(f"{name} and {baseline} loss curves differ (max |diff| {worst:.3f})",
+                  "the two runs did not train the same way: compare their settings in the JSON", table, max_diff=worst, id=check_id)
+
+
+def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> list[CheckResult]:
+    by = {r["mode"]: r for r in rows}
+    table = [f"{r['mode']:<13} " + (f"{r['tokens_per_s']:>10,.0f} tok/s  step {r['step_s'] * 1e3:7.1f} ms  "
+             + (f"MFU {r['mfu']:.1%}" if r.get("mfu") is not None else "MFU n/a")
+             + (f"  peak {r['peak_gib']:.1f} GiB" if r.get("peak_gib") else "") if "error" not in r else r["error"])
+             for r in rows]
+    results = []
+    for r in (r for r in rows if "error" in r):
+        results.append(failed(f"{r['mode']} failed: {r['error']}",
+                              "rerun without --compile / check train.kernels", table, id=f"train.bench_{r['mode']}"))
+    ok = {name for name, r in by.items() if "error" not in r}
+    if {"loop", "hf_trainer"} <= ok:
+        ratio = by["loop"]["tokens_per_s"] / by["hf_trainer"]["tokens_per_s"]
+        summary = f"loop {ratio:.2f}x HF Trainer tokens/s (target >= {TARGET_VS_TRAINER:.1f}x)"
+        if ratio >= TARGET_VS_TRAINER:
+            results.append(passed(summary, table, ratio=ratio, id="train.bench_vs_trainer"))
+        else:
+            results.append(warned(summary, "rerun once the GPU is idle; if it persists, compare train.kernels of both runs",
+                                  table, ratio=ratio, id="train.bench_vs_trainer"))
+        results.append(loss_parity("train.bench_loss_parity", "loop", "HF Trainer", runs["loop"]["losses"],
+                                   runs["hf_trainer"]["losses"], table))
+    if {"loop_compile", "loop"} <= ok:
+        ratio = by["loop_compile"]["tokens_per_s"] / by["loop"]["tokens_per_s"]
+        trainer = by.get("hf_trainer", {}).get("tokens_per_s")
+        vs_trainer = by["loop_compile"]["tokens_per_s"] / trainer if trainer else None
+        summary = (f"--compile {vs_trainer:.2f}x HF Trainer, {ratio:.2f}x the eager loop (target >= {TARGET_COMPILE:.1f}x Trainer)"
+                   if vs_trainer else f"--compile {ratio:.2f}x the eager loop")
+        good = vs_trainer is not None and vs_trainer >= TARGET_COMPILE
+        results.append(passed(summary, table, ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile") if good else
+                       warned(summary, "check torch/triton versions: rocmcheck doctor", table,
+                              ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile"))
+        results.append(loss_parity("train.bench_compile_loss_parity", "--compile", "the eager loop",
+                                   runs["loop_compile"]["losses"], runs["loop"]["losses"], table))
+    return results or [skipped("no benchmark mode ran", id="train.bench")]

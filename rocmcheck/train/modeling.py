@@ -1,0 +1,119 @@
+"""The model side of a smoke-train: load a local checkpoint, prepare it for training, its optimizer, what a
+step costs in FLOPs, and the held-out accuracy. One place for each, used by the run, both strategies and
+the bench. Imports torch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from rocmcheck.train import data as data_mod
+from rocmcheck.train import task
+from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
+from rocmcheck.train.device import fused_adamw_ok
+
+
+def offline_and_quiet() -> None:
+    """Never reach the network (the model is local, and a hub lookup on a machine without egress hangs), and
+    keep transformers' progress bars and info logs out of the report. Before transformers is imported."""
+    for name, value in (("HF_HUB_OFFLINE", "1"), ("TRANSFORMERS_OFFLINE", "1"), ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
+                        ("TRANSFORMERS_VERBOSITY", "error"), ("TOKENIZERS_PARALLELISM", "false")):
+        os.environ.setdefault(name, value)
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def load_tokenizer(path: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+
+
+def load_model(path: Path, cfg: TrainConfig, device: torch.device | None, dtype: torch.dtype | None = None):
+    """The checkpoint as AutoModelForCausalLM, in `dtype` (default: bf16 with --pure-bf16, else fp32)."""
+    from transformers import AutoModelForCausalLM
+
+    if dtype is None:
+        dtype = torch.bfloat16 if cfg.pure_bf16 else torch.float32
+    # Straight onto the GPU (a 7B in fp32 is 27 GB: no detour through host memory)
+    where = {"device_map": str(device)} if device is not None and device.type == "cuda" else {}
+    model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype, attn_implementation=cfg.attn,
+                                                 **where)
+    return model.to(device) if device is not None else model
+
+
+def prepare_for_training(model, gradient_checkpointing: bool):
+    """As the HF Trainer prepares a model: non-reentrant checkpointing when asked, no KV cache, train mode."""
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    return model.train()
+
+
+def make_optimizer(params, cfg: TrainConfig, device: torch.device) -> tuple[torch.optim.Optimizer, bool]:
+    """torch AdamW with the run's settings, fused where this device and dtype support it."""
+    fused = fused_adamw_ok(device, cfg.pure_bf16)
+    optimizer = torch.optim.AdamW(params, lr=cfg.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=cfg.weight_decay,
+                                  fused=fused if fused else None)
+    return optimizer, fused
+
+
+def is_oom(exc: BaseException) -> bool:
+    """torch.OutOfMemoryError covers CUDA and ROCm ("HIP out of memory"); older builds raised RuntimeError."""
+    if isinstance(exc, torch.OutOfMemoryError):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "DefaultCPUAllocator: not enough memory" in text)
+
+
+def param_count(model) -> int:
+    """Every parameter, also under ZeRO-3, where each rank holds a shard (ds_numel is the full size)."""
+    return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
+
+
+def flops_per_token(model, seq_len: int) -> float:
+    """nanoGPT's estimate: 6N for the matmuls forward+backward plus 12*L*H*T for attention. A frozen weight
+    (a LoRA base) costs 4 (forward, and the gradient of its input), not 6: no gradient of its own."""
+    c = model.config
+    trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
+    frozen = param_count(model) - trainable
+    return 6 * trainable + 4 * frozen + 12 * c.num_hidden_layers * c.hidden_size * seq_len
+
+
+def recompute_flops_per_token(model, seq_len: int) -> float:
+    """What gradient checkpointing adds: one more forward, 2N + 4*L*H*T."""
+    c = model.config
+    return 2 * param_count(model) + 4 * c.num_hidden_layers * c.hidden_size * seq_len
+
+
+def add_lora(model, rank: int):
+    """LoRA adapters of `rank` on every Linear of the decoder (peft's "all-linear": not the output head),
+    alpha = 2 x rank, no dropout; the adapters in fp32 (peft's default), the rest frozen."""
+    import peft
+
+    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
+                             task_type="CAUSAL_LM")
+    return peft.get_peft_model(model, config)
+
+
+@torch.no_grad()
+def accuracy(model, tokenizer, examples: list[task.Example], device: torch.device, batch: int = 64) -> float:
+    """Exact match of greedy generation on held-out prompts."""
+    was_training = model.training
+    model.eval()
+    _, eos, pad = data_mod.special_ids(tokenizer)
+    max_new = max(len(tokenizer.encode(e.response, add_special_tokens=False)) for e in examples) + 1
+    correct = 0
+    for i in range(0, len(examples), batch):
+        chunk = examples[i:i + batch]
+        ids, mask = data_mod.left_padded_prompts(tokenizer, chunk)
+        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), max_new_tokens=max_new,
+                             do_sample=False, pad_token_id=pad, eos_token_id=eos, use_cache=True)
+        texts = tokenizer.batch_decode(out[:, ids.shape[1]:], skip_special_tokens=True)
+        correct += sum(task.exact_match(t, e) for t, e in zip(texts, chunk))
+    model.train(was_training)
+    return correct / len(examples)

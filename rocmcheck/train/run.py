@@ -1,0 +1,490 @@
+"""The smoke-train run, read top to bottom like nanoGPT's train.py: device, data, model, the loop
+(train_steps, the one function that runs training steps), then the verdicts.
+
+One path for a world of one and of N ranks (one process per rank, started by torchrun, the DeepSpeed
+launcher or `smoke-train --nproc`), plain, DDP or DeepSpeed: a strategy (plain_strategy.py, ds_engine.py)
+owns the model, the optimizer and one optimizer step; the loop, the data and the judging are the same for
+all. The global batch is micro-batch x accumulation x ranks, rank r reading every W-th micro-batch.
+
+With --deepspeed the run first trains the plain way (DDP when there are several ranks) for the parity
+curve, and, for a config that offloads, the same config without offload for the step-time baseline.
+Those runs keep only their loss and step times; the verdicts are on the DeepSpeed run.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import json
+import math
+import os
+import random
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from rocmcheck.result import CheckResult, skipped
+from rocmcheck.train import comparisons, data as data_mod, distributed, fit, kernels, modeling, numerics, reference, task
+from rocmcheck.train import verdicts
+from rocmcheck.train.config import TrainConfig
+from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
+from rocmcheck.train.distributed import World, bind_device, world_from_env
+from rocmcheck.train.ds_config import DeepSpeedPlan
+from rocmcheck.train.memory import MemorySampler, detect_leak
+from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
+from rocmcheck.train.report import JUDGED_AFTER_OWN_MODEL_RUN, JUDGED_AFTER_RUN, RunReport, SetupFailed, first_line
+
+DEFAULT_PG_TIMEOUT_S = 600.0
+NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tolerance was measured on 4-16)
+Progress = Callable[[int, int, dict[str, Any]], None]
+
+
+@dataclass
+class RunHooks:
+    """Ways for tests (and curious people) to reach into a real run."""
+
+    on_model: Callable[[torch.nn.Module], None] | None = None  # e.g. register a forward hook
+    on_step_end: Callable[[int, torch.Tensor], None] | None = None  # gets each micro-batch's loss tensor
+
+
+@dataclass
+class Phase:
+    """One training run inside the process: its per-step rows, and what the verdicts need from it."""
+
+    name: str
+    steps: int  # the steps asked for
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    local_losses: list[float] = field(default_factory=list)
+    stopped: str | None = None
+    oom: dict[str, Any] | None = None
+    sampler: MemorySampler | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def losses(self) -> list[float]:
+        return [m["loss"] for m in self.metrics]
+
+    @property
+    def step_times(self) -> list[float]:
+        return [m["step_s"] for m in self.metrics]
+
+    @property
+    def finished(self) -> bool:
+        """Every step ran (a non-finite loss at the last step still counts as finished)."""
+        return len(self.metrics) == self.steps
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warmup, then cosine decay to lr * min_lr_ratio (nanoGPT's get_lr)."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = (step - cfg.warmup_steps) / max(1, cfg.steps - cfg.warmup_steps)
+    min_lr = cfg.lr * cfg.min_lr_ratio
+    return min_lr + 0.5 * (1 + math.cos(math.pi * min(1.0, progress))) * (cfg.lr - min_lr)
+
+
+def train_steps(strategy, cfg: TrainConfig, device: torch.device, world_size: int = 1,
+                progress: Progress | None = None) -> Phase:
+    """The training loop: cfg.steps optimizer steps of `strategy`, each timed, with its loss (the mean over
+    ranks), gradient norm and memory. Stops at an out-of-memory error or a non-finite loss."""
+    phase = Phase(strategy.name, cfg.steps)
+    sampler = phase.sampler = MemorySampler(device)
+    tokens = cfg.tokens_per_step * world_size
+    t_loop = time.perf_counter()
+    for step in range(cfg.steps):
+        lr = strategy.set_lr(lr_at(step, cfg))
+        sampler.start_step()
+        t0 = time.perf_counter()
+        try:
+            loss, grad_norm = strategy.train_step(step)
+            global_loss = distributed.mean_over_ranks(loss.float())
+            local_v, loss_v, norm_v = torch.stack([loss.float(), global_loss, grad_norm.float()]).tolist()  # one sync
+        except Exception as exc:  # noqa: BLE001 - only OOM becomes a verdict here; everything else propagates
+            if not modeling.is_oom(exc):
+                raise
+            strategy.zero_grad()
+            phase.stopped = f"out of memory at step {step}"
+            phase.oom = {"step": step, "error_type": type(exc).__name__, "error": first_line(exc, 300),
+                         "peak": sampler.sample().peak}
+            break
+        synchronize(device)
+        dt = time.perf_counter() - t0
+        mem = sampler.sample()
+        row = {"step": step, "loss": loss_v, "grad_norm": norm_v, "lr": lr, "step_s": dt, "tokens": tokens,
+               "tokens_per_s": tokens / dt, "mem_allocated": mem.allocated, "mem_reserved": mem.reserved,
+               "mem_peak": mem.peak}
+        phase.metrics.append(row)
+        phase.local_losses.append(local_v)
+        if progress:
+            progress(step + 1, cfg.steps, row)
+        if not (math.isfinite(loss_v) and math.isfinite(norm_v)):
+            phase.stopped = f"non-finite loss/gradient at step {step}"
+            break
+    phase.info["loop_s"] = time.perf_counter() - t_loop
+    phase.info["memory_kind"] = sampler.kind
+    return phase
+
+
+def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: Progress | None = None, *,
+                    plan: DeepSpeedPlan | None = None, pg_timeout_s: float = DEFAULT_PG_TIMEOUT_S) -> RunReport:
+    """Every rank calls this; the RunReport that matters is rank 0's (other ranks return theirs, empty)."""
+    # DeepSpeed calls the deprecated torch.distributed names once per step; a warning per step buries the report.
+    warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed\.", category=FutureWarning)
+    modeling.offline_and_quiet()
+    world = world_from_env()
+    if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported anywhere
+    bind_device(world, cfg.device)
+    run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s)
+    try:
+        return run.run()
+    except SetupFailed as exc:
+        return RunReport([exc.result], info=run.info)
+    finally:
+        distributed.leave()
+
+
+class _Run:
+    def __init__(self, cfg: TrainConfig, plan: DeepSpeedPlan | None, world: World, hooks: RunHooks,
+                 progress: Progress | None, pg_timeout_s: float) -> None:
+        self.cfg, self.plan, self.world, self.hooks, self.progress = cfg, plan, world, hooks, progress
+        self.pg_timeout_s = pg_timeout_s
+        self.numerics: dict[str, Any] | None = None
+        self.numerics_result = verdicts.check_numerics(None, False)
+        self.accuracy_before: float | None = None
+        self.estimate = None
+        self.t_start = time.perf_counter()
+        self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__}
+        if world.distributed or plan is not None:
+            self.info["world"] = {"ranks": world.world_size, "rank": world.rank}
+        if plan is not None:
+            self.info["deepspeed"] = plan.to_dict()
+
+    # -- device ------------------------------------------------------------------------------------
+    def _device(self) -> DeviceInfo:
+        try:
+            dev = pick_device(self.cfg.device)
+        except DeviceUnavailable as exc:
+            raise SetupFailed("train.device", str(exc), "rocmcheck doctor   (then rerun with --device cpu)") from None
+        self.info["device"] = dev.to_dict()
+        if dev.device.type == "cuda" and not dev.bf16_supported:
+            raise SetupFailed("train.device", f"{dev.name} has no bf16 support",
+                              "use a GPU with bf16 (MI200/MI300, A100, H100) or --device cpu")
+        if dev.device.type == "cuda" and self.world.distributed:
+            # torchrun says LOCAL_WORLD_SIZE, the DeepSpeed launcher LOCAL_SIZE; without either, trust the launcher.
+            local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or 0)
+            if torch.cuda.device_count() < local:
+                raise SetupFailed("train.device", f"{local} ranks on this node but only {torch.cuda.device_count()} "
+                                  "GPU(s) visible: two ranks would share a GPU",
+                                  f"rocmcheck smoke-train --nproc {torch.cuda.device_count()}")
+        return dev
+
+    # -- fit first: the planner's estimate, before any weight is loaded -----------------------------
+    def _fit(self) -> None:
+        cfg = self.cfg
+        try:
+            model_config = json.loads((Path(cfg.model) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            model_config = {}
+        settings = fit.run_settings(cfg, self.plan, self.world.world_size, fused_adamw_ok(self.device, cfg.pure_bf16))
+        self.estimate, why_not = fit.estimate_run(model_config, settings)
+        label = self.dev.name if self.device.type == "cuda" else "this machine (CPU run)"
+        self.fit_result, stop = fit.check_fit(self.estimate, why_not, self._total_memory(), label, str(cfg.model),
+                                              self.device.type == "cuda")
+        if stop:
+            raise SetupFailed.of(self.fit_result)
+        if cfg.lora_rank and importlib.util.find_spec("peft") is None:
+            raise SetupFailed("train.lora", "--lora-rank needs peft, which is not installed",
+                              "pip install peft   (or: pip install rocmcheck[train])")
+
+    # -- data: packed task rows, W times as many as one rank needs ---------------------------------
+    def _data(self) -> None:
+        """The bundled model trains on fresh task rows every step; any other model on its first batch,
+        repeated (the classic "can it overfit one batch" check, which any model passes)."""
+        cfg, world = self.cfg, self.world
+        self.fixed_batch = not cfg.judged_on_task
+        self.tokenizer = _loading(cfg, lambda: modeling.load_tokenizer(Path(cfg.model)))
+        steps_of_data = 1 if self.fixed_batch else cfg.steps
+        rows_needed = steps_of_data * cfg.grad_accum * cfg.micro_batch * world.world_size
+        # Upper bound on examples per row (all shortest), so packing never runs short of rows.
+        per_row = data_mod.examples_per_row(self.tokenizer, task.make_example(task.FINETUNE_OP, "9" * task.MIN_DIGITS),
+                                            cfg.seq_len)
+        try:
+            ids, labels = data_mod.pack_rows(self.tokenizer, task.train_examples(rows_needed * per_row + per_row, cfg.seed),
+                                             cfg.seq_len)
+        except ValueError as exc:
+            raise SetupFailed("train.data", str(exc), f"rocmcheck smoke-train --seq-len {cfg.seq_len * 2}") from None
+        self.ids, self.labels = ids[:rows_needed].to(self.device), labels[:rows_needed].to(self.device)
+        self.eval_set = task.eval_examples(cfg.eval_prompts) if cfg.judged_on_task else []
+
+    def micro_batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
+        mb, w = self.cfg.micro_batch, self.world
+        if self.fixed_batch:
+            step = 0
+        start = ((step * self.cfg.grad_accum + micro) * w.world_size + w.rank) * mb
+        return self.ids[start:start + mb], self.labels[start:start + mb]
+
+    # -- the run -----------------------------------------------------------------------------------
+    def run(self) -> RunReport:
+        self.dev = self._device()
+        self.device = self.dev.device
+        self._fit()
+        if self.plan is not None or self.world.distributed:
+            self.info["backend"] = distributed.join(self.world, self.device.type, self.plan is not None, self.pg_timeout_s)
+        self._data()
+        from rocmcheck.train.plain_strategy import PlainStrategy
+
+        plain = PlainStrategy(self.cfg, self.device, self.world, on_loss=self.hooks.on_step_end)
+        if self.plan is None:
+            main = self._phase(plain, main=True, accuracy_before=True)
+            return self._report(main)
+        from rocmcheck.train.ds_engine import DeepSpeedStrategy
+
+        baseline = self._phase(plain, main=False, accuracy_before=True)
+        no_offload = None
+        if self.plan.offloads:
+            no_offload = self._phase(DeepSpeedStrategy(self.cfg, self.device, self.world, self.plan.without_offload()),
+                                     main=False)
+        main = self._phase(DeepSpeedStrategy(self.cfg, self.device, self.world, self.plan), main=True)
+        return self._report(main, baseline, no_offload)
+
+    def _phase(self, strategy, main: bool, accuracy_before: bool = False) -> Phase:
+        """Build the strategy's model, train it, and (the main run) judge it while the model is alive."""
+        cfg = self.cfg
+        random.seed(cfg.seed)
+        torch.manual_seed(cfg.seed)
+        model = _loading(cfg, lambda: strategy.build(self.micro_batch))
+        if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
+            x, y = self.micro_batch(0, 0)
+            self.numerics = numerics.measure(strategy.model, x[:NUMERICS_ROWS], y[:NUMERICS_ROWS], cfg.pure_bf16)
+            self.numerics_result = verdicts.check_numerics(self.numerics, self.device.type == "cuda")
+        if main:
+            self.info["model"] = {"path": str(cfg.model), "params": modeling.param_count(model),
+                                  "model_type": model.config.model_type, "attn_implementation": cfg.attn}
+            self.info["optimizer"] = {"name": strategy.info.get("optimizer"), "fused": strategy.info.get("fused")}
+            if self.hooks.on_model:
+                self.hooks.on_model(model)
+        if accuracy_before and self.world.is_main and cfg.judged_on_task:
+            self.accuracy_before = modeling.accuracy(model, self.tokenizer, self.eval_set, self.device)
+        phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None)
+        phase.info["strategy"] = strategy.info
+        if main:
+            phase.info["rank_rows"] = self._gather_rank_rows(phase, strategy)
+            if phase.finished:
+                phase.info["results"] = self._judge(strategy, phase)
+        strategy.close()  # drops the model, optimizer and engine it holds
+        del model
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        return phase
+
+    # -- verdicts on the main run (collectives first, on every rank; then rank 0 alone) -------------
+    def _judge(self, strategy, phase: Phase) -> list[CheckResult]:
+        cfg, world, device = self.cfg, self.world, self.device
+        batch = self.ids[: min(4, len(self.ids))]
+        eval_model = strategy.eval_model()  # ZeRO-3 gathers its shards: a collective
+        live = strategy.live_logits(batch)
+        noise = (live - strategy.live_logits(batch)).abs().max().item()  # this device's run-to-run noise
+        if not world.is_main:
+            return []
+        status = self.numerics_result.status.value
+        numerics_ok = None if status == "skip" else status == "pass"
+        if cfg.judged_on_task:
+            results = [verdicts.check_loss_decrease(phase.losses, cfg.min_loss_drop, numerics_ok)]
+            after = modeling.accuracy(eval_model, self.tokenizer, self.eval_set, device)
+            self.info["accuracy"] = after
+            results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.min_accuracy, len(self.eval_set),
+                                                   numerics_ok))
+        else:
+            results = [verdicts.check_learns(phase.losses, numerics_ok)]
+        results.append(self._reload(eval_model, live, noise, batch))
+        if cfg.judged_on_task:
+            key = cfg.reference_key()
+            if world.distributed:
+                key["ranks"] = world.world_size  # a curve with a W-times larger global batch is another curve
+            curve, why_not = reference.find_reference(Path(cfg.model), self.dev.kind, key)
+            results.append(verdicts.check_reference_curve(phase.losses, curve, why_not, self.dev.kind))
+        baselines = [m["mem_allocated"] for m in phase.metrics]
+        decision = detect_leak(baselines, phase.sampler.tolerance_bytes(baselines[min(2, len(baselines) - 1)]))
+        results.append(verdicts.check_memory_leak(decision, phase.sampler.kind, baselines))
+        planned = {"allocated_peak_bytes": int(self.estimate.allocated_peak_bytes)} if self.estimate else None
+        results.append(verdicts.check_memory_headroom(max(m["mem_peak"] for m in phase.metrics), self._total_memory(),
+                                                      phase.sampler.kind, planned, fit.GAP_RATIO, fit.GAP_FLOOR_BYTES))
+        peak = self.dev.peak_bf16_tflops * world.world_size if self.dev.peak_bf16_tflops else None
+        recompute = modeling.recompute_flops_per_token(eval_model, cfg.seq_len) if cfg.gradient_checkpointing else 0.0
+        results.append(verdicts.check_throughput(phase.step_times, cfg.tokens_per_step * world.world_size,
+                                                 modeling.flops_per_token(eval_model, cfg.seq_len), peak,
+                                                 self.dev.peak_source, device.type == "cuda",
+                                                 modeling.param_count(eval_model), recompute))
+        results.append(self._kernels(strategy))
+        return results
+
+    def _kernels(self, strategy) -> CheckResult:
+        if self.world.distributed or self.plan is not None:
+            return skipped("the kernel report comes from the single-process plain run (rocmcheck smoke-train without "
+                           "--deepspeed/--nproc): profiling a sharded step would profile the collectives of one rank",
+                           id="train.kernels")
+        if not self.cfg.profile:
+            return skipped("profiling turned off", id="train.kernels")
+
+        def profiled_step() -> None:  # forward + backward only: the optimizer state and the curve stay untouched
+            strategy.forward_backward(0)
+            strategy.zero_grad()
+
+        on_gpu = self.device.type == "cuda"
+        return kernels.check_kernels(kernels.profile_step(profiled_step, on_gpu), on_gpu, self.cfg.attn)
+
+    def _total_memory(self) -> int | None:
+        if self.device.type == "cuda":
+            return torch.cuda.get_device_properties(self.device).total_memory
+        return _host_memory_bytes()
+
+    @torch.no_grad()
+    def _reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor) -> CheckResult:
+        """Save the trained weights as the Trainer would (ZeRO-3: the gathered 16-bit state), load them back
+        with from_pretrained: the weights must come back bit for bit, and the logits must match the trained
+        model's own (live) logits within the device's run-to-run noise."""
+        if self.cfg.lora_rank:
+            return self._reload_adapter(eval_model, live, noise, batch)
+        try:
+            # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
+            with checkpoint_folder(self.cfg.out) as save_dir:
+                eval_model.save_pretrained(save_dir, safe_serialization=True)
+                dtype = next(eval_model.parameters()).dtype
+                again = modeling.load_model(save_dir, self.cfg, batch.device, dtype=dtype).eval()
+                if self.cfg.out:
+                    publish_checkpoint(save_dir, Path(self.cfg.out))
+        except OSError as exc:
+            return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
+        reloaded = again.state_dict()
+        weights_equal = all(torch.equal(t, reloaded[k]) for k, t in eval_model.state_dict().items() if k in reloaded)
+        diff = (again(input_ids=batch).logits.float() - live).abs().max().item()
+        if dtype in (torch.bfloat16, torch.float16):
+            # The engine's module (ZeRO hooks, gathered parameters) and a plain HF model with the same 16-bit
+            # weights may pick different GEMM/attention kernels: their 16-bit logits then differ by a few units
+            # in the last place (bf16: 2^-7 of the magnitude; seen on an H200 with ZeRO-3 + offload: max |diff|
+            # 0.28). A wrong checkpoint differs by far more; the weights themselves are still compared bit for bit.
+            ulps = 4 * torch.finfo(dtype).eps * live.abs().max().item()
+            return verdicts.check_reload(diff, max(noise, ulps), weights_equal, bound_label=f"4 {dtype} ulps of the largest logit")
+        return verdicts.check_reload(diff, noise, weights_equal)
+
+    @torch.no_grad()
+    def _reload_adapter(self, model, live: torch.Tensor, noise: float, batch: torch.Tensor) -> CheckResult:
+        """LoRA: save the adapter as peft does, load it back through peft next to the trained one: the same
+        weights bit for bit, and the same logits when it is the active adapter."""
+        from peft import get_peft_model_state_dict
+
+        try:
+            with checkpoint_folder(self.cfg.out, "adapter") as save_dir:
+                model.save_pretrained(save_dir, safe_serialization=True)
+                model.load_adapter(save_dir, adapter_name="reloaded")
+                if self.cfg.out:
+                    publish_checkpoint(save_dir, Path(self.cfg.out))
+        except OSError as exc:
+            return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
+        trained = get_peft_model_state_dict(model, adapter_name="default")
+        reloaded = get_peft_model_state_dict(model, adapter_name="reloaded")
+        weights_equal = trained.keys() == reloaded.keys() and all(torch.equal(t, reloaded[k]) for k, t in trained.items())
+        was = model.training
+        model.eval()
+        model.set_adapter("reloaded")
+        try:
+            diff = (model(input_ids=batch).logits.float() - live).abs().max().item()
+        finally:
+            model.set_adapter("default")
+            model.delete_adapter("reloaded")
+            model.train(was)
+        return verdicts.check_reload(diff, noise, weights_equal)
+
+    def _gather_rank_rows(self, phase: Phase, strategy) -> list[dict[str, Any]] | None:
+        """Every rank's per-step global loss, local loss and grad norm (and weight sum), on every rank."""
+        if not self.world.distributed:
+            return None
+        n = self.cfg.steps
+        rows = torch.full((3, n + 1), float("nan"), dtype=torch.float64, device=self.device)
+        for i, m in enumerate(phase.metrics):
+            rows[0, i], rows[1, i], rows[2, i] = m["loss"], phase.local_losses[i], m["grad_norm"]
+        checksum = strategy.weights_checksum()
+        rows[0, n] = checksum if checksum is not None else float("nan")
+        rows[1, n] = len(phase.metrics)
+        out = []
+        for p in (p.cpu() for p in distributed.gather_rows(rows)):
+            steps = int(p[1, n].item())
+            out.append({"global_loss": p[0, :steps].tolist(), "local_loss": p[1, :steps].tolist(),
+                        "grad_norm": p[2, :steps].tolist(), "weights": None if math.isnan(p[0, n].item()) else p[0, n].item()})
+        return out
+
+    # -- the report --------------------------------------------------------------------------------
+    def _report(self, main: Phase, baseline: Phase | None = None, no_offload: Phase | None = None) -> RunReport:
+        cfg, info = self.cfg, self.info
+        if self.plan is not None:
+            info["phases"] = {p.name: {k: v for k, v in p.info.items() if k not in ("results", "rank_rows")}
+                              | {"losses": p.losses, "step_s": p.step_times, "stopped": p.stopped}
+                              for p in (baseline, no_offload, main) if p is not None}
+        info["loop_s"] = main.info["loop_s"]
+        info["memory_kind"] = main.info["memory_kind"]
+        info["stopped"] = main.stopped
+        info["total_s"] = time.perf_counter() - self.t_start
+        if not self.world.is_main:
+            return RunReport([], main.metrics, info)
+        norms = [m["grad_norm"] for m in main.metrics]
+        nonfinite_at = len(main.metrics) - 1 if main.stopped and "non-finite" in main.stopped else None
+        results = [self.fit_result, self.numerics_result, verdicts.check_finite(main.losses, norms, nonfinite_at)]
+        if main.oom is not None:
+            o = main.oom
+            settings = (f"micro-batch {cfg.micro_batch}, seq-len {cfg.seq_len}, grad-accum {cfg.grad_accum}, "
+                        f"checkpointing {'on' if cfg.gradient_checkpointing else 'off'}")
+            if self.world.distributed:
+                settings += f", ranks {self.world.world_size}"
+            total = self._total_memory() if self.device.type == "cuda" else None
+            results.append(verdicts.oom_result(o["step"], o["error_type"], o["error"], o["peak"], total,
+                                               main.info["memory_kind"], settings))
+        if main.finished:
+            results += main.info.get("results", [])
+        else:
+            results += verdicts.stopped_results(main.stopped, JUDGED_AFTER_RUN if cfg.judged_on_task
+                                                else JUDGED_AFTER_OWN_MODEL_RUN)
+        if baseline is not None:
+            why_not = None
+            if self.plan.has_scheduler:
+                why_not = (f"the config's own scheduler ({self.plan.config['scheduler'].get('type', '?')}) sets the "
+                           "learning rate instead of the smoke-train's warmup + cosine, so the curves are not comparable; "
+                           "remove \"scheduler\" from the config to compare")
+            elif not baseline.finished:
+                why_not = f"the plain run stopped: {baseline.stopped}"
+            results.append(comparisons.check_deepspeed_parity(main.losses, baseline.losses, self.plan.label, why_not))
+        if no_offload is not None:
+            results.append(comparisons.check_offload_cost(main.step_times, no_offload.step_times, self.plan.label,
+                                                          self.device.type == "cuda"))
+        rank_rows = main.info.get("rank_rows")
+        if rank_rows is not None:
+            results.append(comparisons.check_rank_agreement(rank_rows, all(r["weights"] is not None for r in rank_rows)))
+        return RunReport(results, main.metrics, info)
+
+
+def _loading(cfg: TrainConfig, load: Callable[[], Any]) -> Any:
+    """Run `load`; what a person can fix about the model folder or --attn becomes a failed verdict."""
+    try:
+        return load()
+    except ImportError as exc:  # flash_attention_2 without the flash_attn package, mostly
+        raise SetupFailed("train.attn", f"--attn {cfg.attn} is not usable: {first_line(exc)}",
+                          "pip install flash-attn --no-build-isolation   (or run with --attn sdpa)") from None
+    except (OSError, ValueError) as exc:
+        raise SetupFailed("train.load", f"could not load {cfg.model}: {first_line(exc)}",
+                          "check the folder holds a complete Hugging Face checkpoint (config.json, weights, tokenizer)") from None
+
+
+def _host_memory_bytes() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return None
