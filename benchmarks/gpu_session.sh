@@ -60,6 +60,9 @@ for step in "$@"; do
         stream) run doctor-stream 200 python3 benchmarks/bench_doctor_stream.py ;;
         ds-offload) run ds-offload 300 python3 -m rocmcheck smoke-train --deepspeed recipes/zero3-offload.json ;;
         # smoke-train on own models (random-init folders made here); split so each fits one 10-minute call
+        train-parity)  # the default run on one GPU and on two: the same verdict ids and statuses
+            run smoke-1gpu 240 python3 -m rocmcheck smoke-train --json -o "$OUT/smoke-1gpu" --force
+            run smoke-2gpu 300 python3 -m rocmcheck smoke-train --gpus 2 --json -o "$OUT/smoke-2gpu" --force ;;
         train-models) run train-models 560 python3 benchmarks/bench_train_models.py --only 1.1b bundled numerics ;;
         train-7b) ROCMCHECK_KEEP_MODELS=1 run train-7b 580 python3 benchmarks/bench_train_models.py --only 7b ;;
         train-7b-lora) run train-7b-lora 580 python3 benchmarks/bench_train_models.py --only 7b-lora ;;
