@@ -63,6 +63,7 @@ for step in "$@"; do
         train-parity)  # the default run on one GPU and on two: the same verdict ids and statuses
             run smoke-1gpu 240 python3 -m rocmcheck smoke-train --json -o "$OUT/smoke-1gpu" --force
             run smoke-2gpu 300 python3 -m rocmcheck smoke-train --gpus 2 --json -o "$OUT/smoke-2gpu" --force ;;
+        models) run "models-${MODELS// /-}" ${MODELS_S:-300} python3 benchmarks/bench_train_models.py --only $MODELS ;;
         train-models) run train-models 560 python3 benchmarks/bench_train_models.py --only 1.1b bundled numerics ;;
         train-7b) ROCMCHECK_KEEP_MODELS=1 run train-7b 580 python3 benchmarks/bench_train_models.py --only 7b ;;
         train-7b-lora) run train-7b-lora 580 python3 benchmarks/bench_train_models.py --only 7b-lora ;;
