@@ -71,4 +71,4 @@ for step in "$@"; do
     esac
 done
 find "$OUT" -type f | sort
-tar czf "$FINAL_OUT/session.tgz" -C "$OUT" .
+tar czf "$FINAL_OUT/session-$$.tgz" -C "$OUT" .
