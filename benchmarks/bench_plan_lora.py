@@ -1,12 +1,15 @@
 """Predicted vs measured peak memory for LoRA (peft) and full fine-tunes, and the trial count of --measure.
 
-    python benchmarks/bench_plan_lora.py --out /tmp/bench_plan_lora.json     # on an NVIDIA/AMD GPU, ~7 min on an H200
+    python benchmarks/bench_plan_lora.py --out /tmp/bench_plan_lora.json     # on an NVIDIA/AMD GPU, ~8 min on an H200
+    python benchmarks/bench_plan_lora.py --only-measure --only 7B            # one --measure case, ~2 min
+    python benchmarks/bench_plan_lora.py --measure-first                     # the --measure cases, then the table
 
 Every configuration builds LlamaForCausalLM from a preset shape (random init, nothing downloaded) in the batch
 finder's child (rocmcheck/plan/probe_child.py), runs two optimizer steps at one micro-batch, and reads
 torch.cuda.max_memory_allocated(); the planner's allocated peak for the same settings is printed beside it, one
 line per configuration as it finishes. Then `plan --measure` (the planner-first search) on the two cases whose
-answers are known on an H200: 1.1B seq 2048 (21) and 7B seq 4096 with checkpointing (10).
+answers are known on an H200: 1.1B seq 2048 (21) and 7B seq 4096 with checkpointing (10), each printed with its
+tries and seconds as it finishes (--only-measure runs just these, --measure-first runs them before the table).
 Targets: max |pred - meas| / meas <= 10%, and no underestimate beyond 5% (pred < 0.95 x meas)."""
 
 from __future__ import annotations
@@ -83,23 +86,7 @@ def one(label: str, preset: str, seq: int, mb: int, settings: dict, kind: str) -
     return row
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", help="write every number here as JSON")
-    ap.add_argument("--skip-measure", action="store_true", help="only predicted vs measured peaks")
-    ap.add_argument("--only", default="", help="run only configurations whose label contains this")
-    args = ap.parse_args()
-    report: dict = {"configs": [], "measure": []}
-    t_start = time.monotonic()
-    print(f"{'configuration':<32} {'predicted':>14}   {'measured':>12}   {'error':>7}", flush=True)
-    for kind, table in (("lora", LORA), ("full", FULL)):
-        for label, preset, seq, mb, settings in table:
-            if args.only and args.only not in label:
-                continue
-            report["configs"].append(one(label, preset, seq, mb, settings, kind))
-            if report["configs"][-1]["error"] and "no GPU" in report["configs"][-1]["error"]:
-                print("no GPU: nothing to measure", flush=True)
-                return 0
+def summarize(report: dict) -> None:
     for kind in ("lora", "full"):
         rows = [r for r in report["configs"] if r["kind"] == kind and r.get("rel_err") is not None]
         if not rows:
@@ -113,18 +100,63 @@ def main() -> int:
         print(f"== {kind}: {len(rows)} measured; max |pred-meas|/meas {abs(worst['rel_err']):.1%} ({worst['label']}); "
               f"largest underestimate {min(0.0, under['rel_err']):.1%} ({under['label']}); "
               f"targets <= {MAX_ERR:.0%} and no under beyond {MAX_UNDER:.0%}: {'MET' if ok else 'MISSED'}", flush=True)
-    if not args.skip_measure:
+
+
+def run_measure(label: str, preset: str, seq: int, settings: dict, want: int, timeout_s: float) -> dict:
+    """`plan --measure`: the planner's answer first, then around it; its tries and how long they took."""
+    print(f"== --measure {label}: starting (timeout {timeout_s:.0f} s)", flush=True)
+    t0 = time.monotonic()
+    m = find_max_micro_batch(preset_shape(preset), seq, 0.95, steps=2, timeout_s=timeout_s, **settings)
+    secs = time.monotonic() - t0
+    tries = [(t.micro_batch, t.outcome, round((t.device_peak or 0) / GIB, 2)) for t in m.trials]
+    row = {"label": label, "guess": m.guess, "best": m.best, "stop": m.stop, "trials": len(m.trials),
+           "tries": tries, "trial_seconds": [t.seconds for t in m.trials], "seconds": round(secs, 1),
+           "expected": want, "reason": m.reason, "outside_bytes": m.outside_bytes, "total_bytes": m.total_bytes}
+    print(f"== --measure {label}: answer {m.best} (expected {want} on an H200) in {len(m.trials)} tries, "
+          f"{secs:.0f} s; planner's guess {m.guess}; tries {tries}; seconds per try "
+          f"{[round(t.seconds or 0, 1) for t in m.trials]}; {m.stop or m.reason}", flush=True)
+    return row
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write every number here as JSON")
+    ap.add_argument("--skip-measure", action="store_true", help="only predicted vs measured peaks")
+    ap.add_argument("--only-measure", action="store_true", help="only the --measure cases, not the table")
+    ap.add_argument("--measure-first", action="store_true", help="the --measure cases before the table")
+    ap.add_argument("--measure-timeout", type=float, default=300.0, help="seconds for each --measure case")
+    ap.add_argument("--only", default="", help="run only configurations (and --measure cases) whose label "
+                    "contains this")
+    args = ap.parse_args()
+    if args.skip_measure and args.only_measure:
+        print("--skip-measure and --only-measure leave nothing to run", file=sys.stderr)
+        return 2
+    report: dict = {"configs": [], "measure": []}
+    t_start = time.monotonic()
+
+    def measures() -> None:
         for label, preset, seq, settings, want in MEASURE:
-            t0 = time.monotonic()
-            m = find_max_micro_batch(preset_shape(preset), seq, 0.95, steps=2, timeout_s=240, **settings)
-            secs = time.monotonic() - t0
-            tries = [(t.micro_batch, t.outcome, round((t.device_peak or 0) / GIB, 2)) for t in m.trials]
-            row = {"label": label, "guess": m.guess, "best": m.best, "stop": m.stop, "trials": len(m.trials),
-                   "tries": tries, "seconds": round(secs, 1), "expected": want, "reason": m.reason,
-                   "outside_bytes": m.outside_bytes, "total_bytes": m.total_bytes}
-            report["measure"].append(row)
-            print(f"== --measure {label}: answer {m.best} (expected {want} on an H200) in {len(m.trials)} tries, "
-                  f"{secs:.0f} s; planner's guess {m.guess}; tries {tries}; {m.stop or m.reason}", flush=True)
+            if not args.only or args.only in label:
+                report["measure"].append(run_measure(label, preset, seq, settings, want, args.measure_timeout))
+
+    if not args.skip_measure and (args.only_measure or args.measure_first):
+        measures()
+    if not args.only_measure:
+        print(f"{'configuration':<32} {'predicted':>14}   {'measured':>12}   {'error':>7}", flush=True)
+        for kind, table in (("lora", LORA), ("full", FULL)):
+            for label, preset, seq, mb, settings in table:
+                if args.only and args.only not in label:
+                    continue
+                report["configs"].append(one(label, preset, seq, mb, settings, kind))
+                if report["configs"][-1]["error"] and "no GPU" in report["configs"][-1]["error"]:
+                    print("no GPU: nothing to measure", flush=True)
+                    return 0
+        summarize(report)
+        if not args.skip_measure and not args.measure_first:
+            measures()
+    if not report["configs"] and not report["measure"]:
+        print(f"nothing to run: no configuration or --measure case matches --only {args.only!r}", file=sys.stderr)
+        return 2
     report["seconds"] = round(time.monotonic() - t_start, 1)
     print(f"total {report['seconds']:.0f} s", flush=True)
     if args.out:

@@ -130,12 +130,13 @@ def _baselines() -> dict:
     return json.loads(BASELINES.read_text())
 
 
-# Tolerance 6%: the loop that measured these is not recorded. Whether it still holds the previous step's
-# outputs while the next forward runs is worth one bf16 copy of the logits (2·b·s·V bytes: 0.5-1.0 GiB, i.e.
-# up to 4.4% of the 1.1B peaks with checkpointing); allocator block rounding adds a little more. The six
-# runs land between -4.4% and +0.1%; a formula error of one activation tensor per layer would move the
-# non-checkpointed 1.1B peaks by more than 6%.
-TOLERANCE = 0.06
+# The loop that measured these is not recorded, but its peaks say what it did: it keeps the model output (the
+# bf16 logits, 2 B per token per vocabulary entry) through the step, where HF Trainer drops it before backward.
+# The same file's HF Trainer run of the 1.1B mb4 checkpointed case peaks 0.49 GiB (exactly 2·b·s·V) below the
+# loop's. With the held logits added, the six runs land between -1.1% and +0.3%; 2% leaves room for allocator
+# block rounding, while a formula error of one activation tensor per layer moves the non-checkpointed 1.1B
+# peaks by more than 2%.
+TOLERANCE = 0.02
 
 
 def test_estimate_matches_measured_h200_peaks():
@@ -147,8 +148,17 @@ def test_estimate_matches_measured_h200_peaks():
         est = estimate_memory(shape, micro_batch=run["mb"], seq_len=run["seq"],
                               precision="amp-bf16" if run["mode"] == "amp" else "pure-bf16",
                               gradient_checkpointing=run["ckpt"], attention="sdpa")
+        held = F.LOGITS_KEPT_OUTPUT_BYTES * run["mb"] * run["seq"] * shape.vocab_size
         measured = run["peak_gib"] * GIB
-        assert est.allocated_peak_bytes == pytest.approx(measured, rel=TOLERANCE), key
+        assert est.allocated_peak_bytes + held == pytest.approx(measured, rel=TOLERANCE), key
+
+
+def test_estimate_matches_hf_trainer_h200_peak():
+    """HF Trainer (bf16=True, gradient_checkpointing=True), 1.1B, micro-batch 4, seq 2048: what the estimate
+    assumes, with nothing held across backward."""
+    run = _baselines()["hf_trainer_1b_mb4_s2048_ckpt"]
+    est = estimate_memory(preset_shape("tinyllama-1.1b"), micro_batch=4, seq_len=2048, gradient_checkpointing=True)
+    assert est.allocated_peak_bytes == pytest.approx(run["peak_gib"] * GIB, rel=TOLERANCE)
 
 
 def test_7b_checkpointed_peak_is_at_the_end_of_backward():
@@ -205,7 +215,7 @@ def test_changes_are_real_and_each_one_fits():
 
 def test_tight_between_90_and_100_percent():
     shape = preset_shape("llama-2-7b")
-    est = estimate_memory(shape, micro_batch=4, seq_len=2048, grad_accumulation_steps=8)
+    est = estimate_memory(shape, micro_batch=5, seq_len=2048, grad_accumulation_steps=8)
     frac = est.total_bytes / MI300X
     assert 0.9 < frac <= 1.0
     assert fit_verdict(est, MI300X, "MI300X").status is Status.WARN

@@ -310,8 +310,9 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
         "logits and loss",
         {"forward_end": float(F.LOGITS_FORWARD_BYTES * tokens * V),
          "backward_start": float(F.LOGITS_BACKWARD_BYTES * tokens * V)},
-        f"{F.LOGITS_BACKWARD_BYTES} B x {tokens:,} tokens x {V:,} vocab (bf16 logits, fp32 log-softmax and its "
-        "gradients)", F.HF_LOSS))
+        f"{F.LOGITS_BACKWARD_BYTES} B x {tokens:,} tokens x {V:,} vocab in backward (the fp32 log-softmax and two "
+        f"fp32 gradients; {F.LOGITS_FORWARD_BYTES} B in the forward with the bf16 logits and their fp32 copy)",
+        F.HF_LOSS))
 
     if attention == "sdpa":
         notes.append("sdpa is assumed to run a flash or memory-efficient kernel; if it falls back to the math "

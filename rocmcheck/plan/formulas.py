@@ -69,12 +69,18 @@ def llama_head_bytes_per_token(h: int, residual_fp32: bool) -> int:
     return 10 * h + 4 if residual_fp32 else 8 * h + 4
 
 
-# Logits and the loss, per token per vocabulary entry. transformers' ForCausalLMLoss upcasts the bf16 logits
-# (2 B, kept by the model output) to fp32 (4 B) and log-softmax keeps its fp32 result (4 B): 10 B at the end of
-# the forward. In backward the loss gradient (4 B) and the log-softmax input gradient (4 B) join the saved
-# result and the bf16 logits while the fp32 copy is gone: 14 B.
+# Logits and the loss, per token per vocabulary entry (HF_LOSS). ForCausalLMLoss upcasts the bf16 logits (2 B) to
+# fp32 (4 B) and log_softmax saves its fp32 result (4 B): 10 B while the loss runs, at the end of the forward.
+# HF Trainer's compute_loss returns only the loss, so the model output and its bf16 logits are gone before
+# backward, and the fp32 copy too (log_softmax saves its output, not its input). In backward nll_loss's input
+# gradient (4 B) and log_softmax's input gradient (4 B) join the saved result: 12 B. A loop that keeps the model
+# output across backward (out = model(...); out.loss.backward()) holds the bf16 logits too: 14 B.
+# Measured: live bytes counted by torch's memory profiler over ForCausalLMLoss forward + backward on the CPU
+# (tests/test_plan_lora.py), and the H200 peaks of tests/fixtures/h200-plan-lora-2026-11-30.json, where 14 B
+# came out 2 B x tokens x vocab above every peak at the start of backward.
 LOGITS_FORWARD_BYTES = 10
-LOGITS_BACKWARD_BYTES = 14
+LOGITS_BACKWARD_BYTES = 12
+LOGITS_KEPT_OUTPUT_BYTES = 2  # the bf16 logits, when the caller still holds the model output in backward
 
 
 # --- LoRA (peft) over a frozen bf16 base ------------------------------------------------------------------
