@@ -193,14 +193,6 @@ def parse_amd_smi_list(text: str) -> SmiReport:
     return report
 
 
-def parse_amd_smi_static(text: str) -> SmiReport:
-    """Plain-text `amd-smi static`: "GPU: 0" then ASIC:/BUS:/VRAM: sections of "KEY: value"."""
-    report = SmiReport(tool="amd-smi")
-    for index, flat in _amd_smi_blocks(text):
-        report.gpus.append(_amd_gpu(index, flat))
-    return report
-
-
 def parse_amd_smi_static_json(text: str) -> SmiReport:
     """`amd-smi static --json` in any of its shapes: a list of GPU objects, {"gpu_data": [...]}, one GPU
     object, or (jq-filtered) just its "vram" object. Sizes are {"value": N, "unit": "MB"} where amd-smi's
