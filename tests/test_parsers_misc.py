@@ -11,7 +11,6 @@ from rocmcheck.facts.parsers.hipconfig import hip_version_short, parse_hipconfig
 from rocmcheck.facts.parsers.versions import (
     major_minor,
     parse_rocm_version_file,
-    parse_torch_cuda_suffix,
     parse_torch_rocm_suffix,
 )
 
@@ -74,14 +73,6 @@ def test_torch_rocm_suffix(fixture_text):
     assert mi300x == "2.4.1+rocm6.1" and parse_torch_rocm_suffix(mi300x) == "6.1"
     for other in ("2.5.1+cu124", "2.13.0+cpu", "2.4.1", "", None, "not a version+rocm"):
         assert parse_torch_rocm_suffix(other) is None
-
-
-def test_torch_cuda_suffix():
-    assert parse_torch_cuda_suffix("2.5.1+cu124") == "12.4"
-    assert parse_torch_cuda_suffix("2.0.1+cu118") == "11.8"
-    assert parse_torch_cuda_suffix("2.9.0+cu130") == "13.0"
-    for other in ("2.4.1+rocm6.1", "2.13.0+cpu", "2.5.1", None, "x+cu"):
-        assert parse_torch_cuda_suffix(other) is None
 
 
 def test_major_minor():

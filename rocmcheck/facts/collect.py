@@ -374,17 +374,10 @@ def _observe_hipconfig_root(facts: Facts) -> None:
         add_root(facts.rocm_layout, parse_hipconfig(res.stdout).rocm_path)
 
 
-def detect_gpu_archs(timeout: float = 10.0) -> list[str]:
-    """The GPU archs of this machine, e.g. ["gfx942"] or ["sm_90"]; [] when none is found.
-
-    Used by build-env --arch auto. Reads rocminfo (AMD) then nvidia-smi (NVIDIA) only.
-    """
-    return detect_gpu_archs_why(timeout)[0]
-
-
 def detect_gpu_archs_why(timeout: float = 10.0) -> tuple[list[str], list[str]]:
-    """detect_gpu_archs, and one line per tool that gave no usable answer (hung, crashed, failed), so "no GPU
-    found" is said only when the tools ran and saw none."""
+    """The GPU archs of this machine (["gfx942"], ["sm_90"]; [] when none is found), read from rocminfo (AMD)
+    then nvidia-smi (NVIDIA) only, for build-env --arch auto; and one line per tool that gave no usable answer
+    (hung, crashed, failed), so "no GPU found" is said only when the tools ran and saw none."""
     from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
     from rocmcheck.knowledge import cuda_arch_from_capability
 

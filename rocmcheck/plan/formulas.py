@@ -16,11 +16,9 @@ TORCH_DDP = "https://pytorch.org/docs/stable/generated/torch.nn.parallel.Distrib
 DS_ZERO_CONFIG = ("https://github.com/deepspeedai/DeepSpeed/blob/edaa7221267243c7be7fb49c5d5f5c4fb97b4641/"
                   "deepspeed/runtime/zero/config.py")
 PEFT_LORA = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/layer.py"
-PEFT_CONFIG = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/config.py"
 TORCH_DROPOUT = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Dropout.cpp"
 QLORA_PAPER = "https://arxiv.org/abs/2305.14314"
 BNB_4BIT = "https://huggingface.co/docs/bitsandbytes/main/reference/nn/linear4bit"
-H200_BASELINES = "../shared/knowledge/gpu-baselines-h200.json (measured peaks, LLaMA 1.1B and 7B shapes)"
 
 # DeepSpeed ZeRO defaults (elements), deepspeed/runtime/zero/config.py.
 DS_REDUCE_BUCKET = 500_000_000
@@ -41,19 +39,6 @@ def zero_model_state_bytes(params: int, stage: int, world_size: int, k: int = 12
     if stage == 3:
         return (2 + 2 + k) * params / n
     raise ValueError(f"ZeRO stage must be 0-3, got {stage}")
-
-
-def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, recompute: str = "none", flash: bool = False) -> float:
-    """Korthikanti et al. 2022, activations of one GPT layer with 16-bit activations, no tensor parallelism:
-    34sbh + 5as^2b; selective recomputation (or FlashAttention, which never stores the s x s scores) 34sbh;
-    full recomputation keeps only the layer input, 2sbh."""
-    if recompute == "full":
-        return 2 * s * b * h
-    if recompute == "selective" or flash:
-        return 34 * s * b * h
-    if recompute != "none":
-        raise ValueError(f"recompute must be none, selective or full, got {recompute!r}")
-    return 34 * s * b * h + 5 * a * s * s * b
 
 
 def llama_layer_bytes_per_token(h: int, q: int, kv: int, inter: int, heads: int, s: int,
