@@ -10,8 +10,9 @@ import click
 from rocmcheck.commands.errors import BadInput
 from rocmcheck.commands.options import (MAX_BATCH, MAX_GPU_MEMORY_GIB, MAX_GPUS, MAX_SECONDS, MAX_SEQ_LEN, AttnChoice,
                                         BoundedInt, Command, FiniteFloat, alias, json_option)
-from rocmcheck.plan.estimate import ADAPTER_DTYPES, LORA_TARGET_CHOICES, OPTIMIZERS
+from rocmcheck.plan.estimate import ADAPTER_DTYPES, LORA_TARGET_CHOICES, OPTIMIZERS, estimate_memory
 from rocmcheck.result import CheckResult, skipped
+from rocmcheck.units import GIB, fmt_bytes
 
 # The planner's own names for the attention kinds (rocmcheck/plan/estimate.py ATTENTIONS).
 PLAN_ATTENTION = {"flash_attention_2": "flash", "sdpa": "sdpa", "eager": "eager"}
@@ -31,7 +32,6 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
     from rich.table import Table
     from rich.text import Text
 
-    from rocmcheck.plan.estimate import estimate_memory, fmt_bytes
     from rocmcheck.report import render
 
     console = render.console()
@@ -122,7 +122,6 @@ def plan(**opts: Any) -> None:
     a verdict fails."""
     from rocmcheck.plan.advice import batch_verdict, fit_verdict
     from rocmcheck.plan.devices import gpu_memory_by_name
-    from rocmcheck.plan.estimate import GIB, estimate_memory
     from rocmcheck.plan.shapes import load_model_shape
 
     if opts["gpu_name"] and opts["gpu_memory"]:

@@ -27,6 +27,7 @@ from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, candidate_roots, observe_layout
 from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.units import KIB
 
 BUNDLE_SCHEMA = 1
 
@@ -172,7 +173,7 @@ def _limits() -> dict[str, Any]:
     meminfo = _read("/proc/meminfo") or ""
     for line in meminfo.splitlines():
         if line.startswith("MemTotal:"):
-            mem_total = int(line.split()[1]) * 1024
+            mem_total = int(line.split()[1]) * KIB
     return {"memlock_soft": soft, "memlock_hard": hard, "unlimited": resource.RLIM_INFINITY,
             "shm_bytes": shm, "mem_total_bytes": mem_total, "cpu_count": os.cpu_count()}
 

@@ -18,8 +18,8 @@ from rocmcheck.monitor.parse import (
     parse_rocm_smi_monitor_json,
 )
 from rocmcheck.monitor.sample import GpuSample
+from rocmcheck.units import MIB
 
-MiB = 1024**2
 BACKENDS = ("auto", "nvml", "amdsmi", "nvidia-smi", "amd-smi", "rocm-smi")
 # The query the nvidia-smi reader sends. With a header row (no "noheader") the parser reads columns by name.
 NVIDIA_QUERY = ["index", "uuid", "memory.used", "memory.total", "power.draw", "utilization.gpu",
@@ -126,9 +126,9 @@ class AmdsmiReader:
             s = GpuSample(t=0.0, gpu=i)
             vram = _try(lambda: smi.amdsmi_get_gpu_vram_usage(h)) or {}  # {"vram_total": MB, "vram_used": MB}
             if isinstance(vram.get("vram_used"), (int, float)):
-                s.used_bytes = int(vram["vram_used"]) * MiB
+                s.used_bytes = int(vram["vram_used"]) * MIB
             if isinstance(vram.get("vram_total"), (int, float)):
-                s.total_bytes = int(vram["vram_total"]) * MiB
+                s.total_bytes = int(vram["vram_total"]) * MIB
             power = _try(lambda: smi.amdsmi_get_power_info(h)) or {}
             for key in ("current_socket_power", "average_socket_power", "socket_power"):
                 if isinstance(power.get(key), (int, float)):

@@ -12,8 +12,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-KIB = 1024
-MIB = 1024 * KIB
+from rocmcheck.units import MIB
+
 # Config files (DeepSpeed JSON, LLaMA-Factory YAML, config.json): the largest real ones are a few KiB; a model's
 # config.json with an id2label table is under 1 MiB. 8 MiB is far above any of them and still reads in an instant.
 MAX_CONFIG_BYTES = 8 * MIB

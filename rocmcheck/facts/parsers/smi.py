@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_text
 from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
+from rocmcheck.units import UNIT_BYTES
 
 # The tools' own failure text when the amdgpu driver is absent: rocm-smi "ERROR:root:Driver not initialized
 # (amdgpu not found in modules)" (https://github.com/ROCm/ROCm/issues/1498), amd-smi "ERROR:root:Drivers not
@@ -27,8 +28,6 @@ _DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
 _GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*(.*?)\s*:\s*(.*?)\s*$")
 _GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
-_UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4,
-               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
 
 
 # ---- rocm-smi ------------------------------------------------------------------------------------
@@ -312,7 +311,7 @@ def _size_bytes(value: Any, default_unit: str) -> int | None:
             return None
         number, unit = m.group(1), m.group(2) or default_unit
     amount = _float(str(number))
-    factor = _UNIT_BYTES.get(unit.strip().upper())
+    factor = UNIT_BYTES.get(unit.strip().upper())
     if amount is None or factor is None:
         return None
     return int(amount * factor)
@@ -363,4 +362,3 @@ def _float(value: str | None) -> float | None:
         return float(str(value).strip().rstrip("%"))
     except (TypeError, ValueError):
         return None
-
