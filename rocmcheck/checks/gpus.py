@@ -9,7 +9,7 @@ from rocmcheck.facts.parsers._text import clean_lines
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB
-# rocminfo failures people hit, and what fixes each (texts in ../shared/fixtures/rocminfo/error-*).
+# rocminfo failures people hit (the texts rocminfo prints, read by parsers/rocminfo.py), and what fixes each.
 ROCMINFO_ERROR_FIXES = {
     "kfd_permission": step(GROUPS_FIX.split("  # ")[0], "then log in again; in a container: --group-add video "
                            "--group-add render"),
