@@ -38,18 +38,23 @@ class SearchOutcome:
     stop: str  # why the search ended
 
 
-def search_max_batch(try_batch: Callable[[int], Trial], start: int = 1, max_micro_batch: int = 1024,
-                     max_trials: int = 25, on_trial: Callable[[Trial], None] | None = None) -> SearchOutcome:
-    trials: list[Trial] = []
-    good, bad = 0, None  # largest good, smallest bad
-
+def _recording(try_batch: Callable[[int], Trial], trials: list[Trial],
+               on_trial: Callable[[Trial], None] | None) -> Callable[[int], Trial]:
+    """try_batch that also appends each trial to `trials` and reports it to on_trial."""
     def run(b: int) -> Trial:
         t = try_batch(b)
         trials.append(t)
         if on_trial:
             on_trial(t)
         return t
+    return run
 
+
+def search_max_batch(try_batch: Callable[[int], Trial], start: int = 1, max_micro_batch: int = 1024,
+                     max_trials: int = 25, on_trial: Callable[[Trial], None] | None = None) -> SearchOutcome:
+    trials: list[Trial] = []
+    good, bad = 0, None  # largest good, smallest bad
+    run = _recording(try_batch, trials, on_trial)
     b = max(1, min(start, max_micro_batch))
     while bad is None:  # grow
         if len(trials) >= max_trials:
@@ -71,8 +76,7 @@ def search_max_batch(try_batch: Callable[[int], Trial], start: int = 1, max_micr
         if t.outcome == "error":
             return SearchOutcome(good, trials, f"micro-batch {mid} failed: {t.error}")
         good, bad = (mid, bad) if t.outcome == "ok" else (good, mid)
-    why = "out of memory" if any(t.outcome == "oom" and t.micro_batch == bad for t in trials) else "over the budget"
-    return SearchOutcome(good, trials, f"micro-batch {bad} is {why}")
+    return SearchOutcome(good, trials, f"micro-batch {bad} is {_why(trials, bad)}")
 
 
 def search_from_estimate(try_batch: Callable[[int], Trial], guess: int, predict: Callable[[int], float],
@@ -124,13 +128,7 @@ def search_from_estimate(try_batch: Callable[[int], Trial], guess: int, predict:
             a = top_p - c * top_b
         return (budget - a) / c
 
-    def run(b: int) -> Trial:
-        t = try_batch(b)
-        trials.append(t)
-        if on_trial:
-            on_trial(t)
-        return t
-
+    run = _recording(try_batch, trials, on_trial)
     b = max(1, min(guess, max_micro_batch))
     expect_ok = True  # what the fit said about the size being tried
     misses = 0  # tries in a row whose outcome the fit got wrong
