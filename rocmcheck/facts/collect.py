@@ -27,6 +27,7 @@ from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, candidate_roots, observe_layout
 from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.safe.files import read_head
 from rocmcheck.units import KIB
 
 BUNDLE_SCHEMA = 1
@@ -113,12 +114,8 @@ class Facts:
         return facts
 
 
-def _read(path: str, limit: int = 200_000) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
-    except OSError:
-        return None
+def _read(path: str) -> str | None:
+    return read_head(path, 200_000)
 
 
 def _device_access(path: str) -> dict[str, Any]:

@@ -89,6 +89,21 @@ def read_text_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, 
         raise UnreadableFile(f"{Path(path)}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
 
 
+def read_head(path: str | os.PathLike, limit: int) -> str | None:
+    """The first `limit` characters of a file rocmcheck chose to look at itself (/proc, /sys, a ROCm install's
+    version files), decoded leniently; None when it is missing, unreadable or not a regular file (a FIFO is
+    never waited on). Files a person names go through read_text_capped instead."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
+        try:
+            return fh.read(limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+        except OSError:
+            return None
+
+
 def check_target(path: str | os.PathLike, *, force: bool = False, flag: str = "--force") -> Path:
     """Where write_atomic would write, checked before any work is done: the folder exists and is writable, the
     target is not an existing file (unless force) nor a directory, FIFO or device. WriteRefused otherwise.
