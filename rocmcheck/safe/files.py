@@ -97,11 +97,18 @@ def read_head(path: str | os.PathLike, limit: int) -> str | None:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
-    with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:
-        try:
-            return fh.read(limit) if stat.S_ISREG(os.fstat(fd).st_mode) else None
-        except OSError:
-            return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    try:
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:  # closes fd
+            return fh.read(limit)
+    except OSError:
+        return None
 
 
 def check_target(path: str | os.PathLike, *, force: bool = False, flag: str = "--force") -> Path:
