@@ -6,14 +6,16 @@ the budget counts as bad, so the answer leaves the margin people asked Lightning
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
+
+from rocmcheck.record import Record
 
 OUTCOMES = ("ok", "over", "oom", "error")
 
 
 @dataclass
-class Trial:
+class Trial(Record):
     micro_batch: int
     outcome: str  # ok: ran within budget; over: ran, peak above budget; oom: out of memory; error: anything else
     peak_allocated: int | None = None  # torch.cuda.max_memory_allocated()
@@ -21,14 +23,6 @@ class Trial:
     device_peak: int | None = None  # reserved peak + memory outside PyTorch's allocator: what the budget is for
     seconds: float = 0.0
     error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trial":
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
 
 
 @dataclass
