@@ -3,7 +3,7 @@
     python benchmarks/bench_doctor.py [--repeat 5] [--json OUT]
 
 Each command runs as a fresh process (what a person waits for), `repeat` times; the table shows the median.
-Targets (issue 2): doctor <= 1.5x `import torch` and <= 0.5x (collect_env + ds_report).
+Targets: doctor <= 1.5x `import torch` and <= 0.5x (collect_env + ds_report).
 """
 
 from __future__ import annotations

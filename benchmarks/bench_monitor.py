@@ -18,7 +18,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -91,11 +90,13 @@ def step_times(stdout: str) -> list[float]:
 def main() -> int:
     import torch
 
+    from rocmcheck.units import GIB
+
     if not torch.cuda.is_available():
         say("no GPU: nothing to measure")
         return 0
     say(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}, "
-        f"{torch.cuda.get_device_properties(0).total_memory / 2**30:.0f} GiB")
+        f"{torch.cuda.get_device_properties(0).total_memory / GIB:.0f} GiB")
     loop = OUT / "loop.py"
     loop.write_text(LOOP)
     failures = []

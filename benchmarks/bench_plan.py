@@ -14,9 +14,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rocmcheck.plan.estimate import CONTEXT_BYTES, GIB, estimate_memory  # noqa: E402
+from rocmcheck.plan.estimate import CONTEXT_BYTES, estimate_memory  # noqa: E402
 from rocmcheck.plan.measure import find_max_micro_batch, measured_verdict  # noqa: E402
 from rocmcheck.plan.shapes import preset_shape  # noqa: E402
+from rocmcheck.units import GIB  # noqa: E402
 
 SEQ = 2048
 RUNS = [("no checkpointing", False, 64), ("gradient checkpointing", True, 160)]

@@ -22,9 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rocmcheck.plan.estimate import GIB, estimate_memory  # noqa: E402
+from rocmcheck.plan.estimate import estimate_memory  # noqa: E402
 from rocmcheck.plan.measure import find_max_micro_batch  # noqa: E402
 from rocmcheck.plan.shapes import preset_shape  # noqa: E402
+from rocmcheck.units import GIB  # noqa: E402
 
 MAX_ERR, MAX_UNDER = 0.10, 0.05
 # (label, preset, seq, micro-batch, settings). LoRA: peft over a bf16 base; defaults: fp32 adapters, autocast.

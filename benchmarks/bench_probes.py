@@ -6,7 +6,7 @@
 1. Runs rocmcheck.probes.run_gpu_stage() exactly as doctor does and times it (target <= 15 s on an H200).
 2. In the same run, an independent careful torch.matmul benchmark of the same bf16 8192^3 GEMM: random data,
    several seconds of warm-up, back-to-back batches timed with CUDA events, best and median of many batches.
-   The probe's rate should be >= 95% of the best batch rate (issue 3).
+   The probe's rate should be >= 95% of the best batch rate.
 Prints a table; writes bench_probes.json to $OUT (or the current directory). On a machine with no GPU it
 still runs: the stage skips and the GEMM part says so."""
 
@@ -73,7 +73,7 @@ def main() -> int:
     stage_s = time.perf_counter() - t0
     report = {"stage_seconds": stage_s, "stage": [r.to_dict() for r in stage]}
 
-    # The stage as a one-GPU machine runs it (no collective): the issue's <= 15 s is judged on both shapes.
+    # The stage as a one-GPU machine runs it (no collective): the <= 15 s target is judged on both shapes.
     from rocmcheck.probes.catalog import PROBE_NAMES
 
     t1 = time.perf_counter()

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import random
 
-MiB = 1024**2
-GiB = 1024**3
+from rocmcheck.units import GIB as GiB, MIB as MiB
+
 H200 = 143771 * MiB  # nvidia-smi memory.total of the recorded H200
 MI300X = 196592 * MiB  # amd-smi static vram size of the recorded MI300X
 

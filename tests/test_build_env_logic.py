@@ -15,9 +15,10 @@ from fakes import make_tool
 from rocmcheck.facts import rocm_location
 from rocmcheck.buildenv.archs import ArchError, select_archs
 from rocmcheck.buildenv.env import BuildEnv, EnvVar, HostResources, compute_build_env
-from rocmcheck.buildenv.jobs import GIB, available_memory, estimate_jobs, usable_cores
+from rocmcheck.buildenv.jobs import available_memory, estimate_jobs, usable_cores
 from rocmcheck.buildenv.render import render
 from rocmcheck.buildenv.toolkit import detect_cuda, detect_rocm
+from rocmcheck.units import GIB
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -34,10 +34,6 @@ from test_node_health import H200_HEALTH, H200_Q, sysfs_tree
 CONTAINER = {"/.dockerenv": True, "/sys/module/amdgpu": True, "/dev/shm": True}
 
 
-def _amd(**over) -> Facts:
-    return amd_machine(**over)
-
-
 def _with(facts: Facts, **over) -> Facts:
     facts = copy.deepcopy(facts)
     for key, value in over.items():

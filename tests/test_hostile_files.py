@@ -9,7 +9,7 @@ import os
 import pytest
 
 from hostile import billion_laughs, cli, one_line
-from rocmcheck.safe.files import MAX_CONFIG_BYTES, UnreadableFile, read_text_capped
+from rocmcheck.safe.files import MAX_CONFIG_BYTES, UnreadableFile, read_head, read_text_capped
 from rocmcheck.safe.structured import StructureError, load_file, parse_json, parse_yaml
 
 DEEP = 100_000
@@ -46,6 +46,16 @@ def test_reader_caps_the_size_and_the_encoding(tmp_path):
     latin.write_bytes(b"name: caf\xe9\n")
     with pytest.raises(UnreadableFile, match="not UTF-8"):
         read_text_capped(latin)
+
+
+def test_read_head_of_system_files(tmp_path, fifo):
+    """The reader of files rocmcheck picks itself (/proc, /sys, version files): the head, or None, never a wait."""
+    assert read_head(fifo, 100) is None and read_head("/dev/zero", 100) is None and read_head("/", 100) is None
+    assert read_head(tmp_path / "missing", 100) is None
+    version = tmp_path / "version"
+    version.write_bytes(b"6.2.3-119\n\xff")
+    assert read_head(version, 5) == "6.2.3" and read_head(version, 100) == "6.2.3-119\n\ufffd"
+    assert read_head("/proc/self/status", 4096).startswith("Name:")  # /proc reports size 0 and still reads
 
 
 def test_reader_refuses_an_unreadable_file(tmp_path):

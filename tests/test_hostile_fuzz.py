@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import rocmcheck.facts.parsers as parsers_pkg
 from machines import amd_machine
 from rocmcheck.commands.options import BoundedInt, FiniteFloat
-from rocmcheck.facts.redact import REDACTED, redact_tree, redact_value
+from rocmcheck.facts.redact import redact_tree, redact_value
 from rocmcheck.safe.structured import StructureError, check_plain_data, parse_json, parse_yaml
 from rocmcheck.safe.text import clean
 

@@ -5,7 +5,6 @@ real runs (public threads) are each caught, with one fix per key."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 from packaging.version import Version

@@ -11,8 +11,8 @@ import textwrap
 import pytest
 
 from rocmcheck.monitor.leak import find_filling_line, group_by_stack, keep_instead, surviving_allocations
+from rocmcheck.units import MIB as MiB
 
-MiB = 1024**2
 TORCH = "/usr/lib/python3.11/site-packages/torch"
 
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
+from rocmcheck.units import MIB
 
 TABLE = "nvidia-smi/h100-sxm-8gpu-driver565.57.01-default.txt"
 CSV_NAME_DEVICE_ID = "nvidia-smi/h100-nvl-query-name-pci-device-id-csv-noheader.txt"
-MIB = 1024**2
 # What rocmcheck asks nvidia-smi for (rocmcheck/facts/collect.py NVIDIA_QUERY_FIELDS).
 LEAD_FIELDS = ["index", "name", "memory.total", "memory.used", "driver_version", "compute_cap", "uuid"]
 # benchmarks/capture_smi_outputs.py records a real output of that exact query as

@@ -19,7 +19,6 @@ RSMI_JSON = "rocm-smi/rx7900xt-showproductname-showuse-showmeminfo-vram-json.txt
 AMD_VERSION = "amd-smi/amd-smi-version-rocm6.3.3.txt"
 AMD_LIST = "amd-smi/mi210x2-list-duplicate-uuid-rocm6.3.3.txt"
 AMD_STATIC_JSON = "amd-smi/mi300x-static-json-vram-jq.txt"
-AMD_STATIC = "amd-smi/mi300x-static-truncated.txt"
 MI300X_VRAM_BYTES = 206141652992
 
 
@@ -122,14 +121,6 @@ def test_amd_smi_static_json_accepts_the_full_shapes(fixture_text):
         assert gpu.vram_total_bytes == MI300X_VRAM_BYTES
 
 
-def test_amd_smi_static_text_truncated(fixture_text):
-    (gpu,) = smi.parse_amd_smi_static(fixture_text(AMD_STATIC)).gpus
-    assert gpu.product_name == "MI300X-O"  # amd-smi's short market name, not "AMD Instinct MI300X"
-    assert gpu.device_id == "0x74a1"
-    assert gpu.pci_bus == "0000:05:00.0"
-    assert gpu.vram_total_bytes is None  # cut before the VRAM section
-
-
 def test_merge_combines_per_index_and_first_report_wins(fixture_text):
     concise = smi.parse_rocm_smi(fixture_text(QPX))
     names = smi.parse_rocm_smi_productname(fixture_text(PRODUCTNAME))
@@ -142,16 +133,20 @@ def test_merge_combines_per_index_and_first_report_wins(fixture_text):
         "QPX", "AMD Instinct MI300X OAM", "gfx942", MI300X_VRAM_BYTES)
     assert merged.gpus[1].product_name is None and merged.gpus[1].partition == "QPX"
     # Same field known by two reports: the first one passed wins.
-    static = smi.parse_amd_smi_static(fixture_text(AMD_STATIC))
-    assert smi.merge_smi(static, names).gpus[0].product_name == "MI300X-O"
-    assert smi.merge_smi(names, static).gpus[0].product_name == "AMD Instinct MI300X OAM"
+    # The 6.0-era concise table names GPU 0 "AMD Instinct MI300X", --showproductname "... MI300X OAM".
+    table = smi.parse_rocm_smi(fixture_text(MODEL_REVISION))
+    assert smi.merge_smi(table, names).gpus[0].product_name == "AMD Instinct MI300X"
+    assert smi.merge_smi(names, table).gpus[0].product_name == "AMD Instinct MI300X OAM"
+    amd = smi.parse_amd_smi_static_json(fixture_text(AMD_STATIC_JSON))
+    assert smi.merge_smi(amd, memory).tool == "amd-smi+rocm-smi"
+    assert smi.merge_smi(amd, memory).gpus[0].vram_total_bytes == MI300X_VRAM_BYTES
     both = smi.merge_smi(smi.parse_amd_smi_version(fixture_text(AMD_VERSION)), concise)
     assert both.tool == "amd-smi+rocm-smi" and both.rocm_version == "6.3.3" and len(both.gpus) == 4
     assert smi.merge_smi().gpus == [] and smi.merge_smi(None, concise).gpus == concise.gpus
 
 
 PARSERS = [smi.parse_rocm_smi, smi.parse_rocm_smi_json, smi.parse_rocm_smi_productname, smi.parse_rocm_smi_meminfo,
-           smi.parse_amd_smi_version, smi.parse_amd_smi_list, smi.parse_amd_smi_static, smi.parse_amd_smi_static_json]
+           smi.parse_amd_smi_version, smi.parse_amd_smi_list, smi.parse_amd_smi_static_json]
 
 
 @pytest.mark.parametrize("parser", PARSERS, ids=lambda p: p.__name__)
@@ -167,7 +162,7 @@ def test_garbage_gives_an_empty_report(parser, garbage):
 def test_random_cuts_of_every_smi_fixture_never_raise(fixture_text, parser):
     rng = random.Random(7)
     for name in (LEGACY, MODEL_REVISION, ANSI_LITERAL, QPX, PRODUCTNAME, MEMINFO, RSMI_JSON, AMD_VERSION,
-                 AMD_LIST, AMD_STATIC_JSON, AMD_STATIC):
+                 AMD_LIST, AMD_STATIC_JSON):
         text = fixture_text(name)
         for _ in range(5):
             start = rng.randrange(len(text))

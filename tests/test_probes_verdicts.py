@@ -5,11 +5,12 @@ import math
 
 import pytest
 
-from rocmcheck.probes.verdicts import (GEMM_FAIL_OF_TYPICAL, GEMM_PASS_OF_TYPICAL, GIB, DeviceContext,
+from rocmcheck.probes.verdicts import (GEMM_FAIL_OF_TYPICAL, GEMM_PASS_OF_TYPICAL, DeviceContext,
                                        bus_bandwidth_gbps, judge_attention, judge_collective, judge_copy_bandwidth,
                                        judge_deepspeed_ops, judge_gemm_numerics, judge_gemm_tflops,
                                        judge_host_bandwidth, judge_memory)
 from rocmcheck.result import Status
+from rocmcheck.units import GIB
 
 H200 = DeviceContext(vendor="nvidia", name="NVIDIA H200", arch="sm_90", count=1)
 MI300X = DeviceContext(vendor="amd", name="AMD Instinct MI300X", arch="gfx942", count=8, hip="6.3.42131")

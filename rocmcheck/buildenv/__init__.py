@@ -60,7 +60,7 @@ def build_env_for_host(
 
 
 def _detect_gpu_archs() -> list[str]:
-    # The lead's detector (rocminfo, else nvidia-smi), imported late: only --arch auto needs it.
+    # doctor's own arch detector (rocminfo, else nvidia-smi), imported late: only --arch auto needs it.
     from rocmcheck.facts.collect import detect_gpu_archs_why
 
     archs, failures = detect_gpu_archs_why(timeout=10.0)

@@ -165,7 +165,7 @@ def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
     if "deepspeed" in out.targets:
         _deepspeed(out, rocm=True)
 
-    out.commands.extend(_rocm_commands(out.targets))
+    out.commands.extend(_build_commands(out.targets, rocm=True))
     out.pitfalls.extend(_rocm_pitfalls(out, sel))
     out.pitfalls.extend(_deepspeed_optional(out))
 
@@ -203,7 +203,7 @@ def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
     if "deepspeed" in out.targets:
         _deepspeed(out, rocm=False)
 
-    out.commands.extend(_cuda_commands(out.targets))
+    out.commands.extend(_build_commands(out.targets, rocm=False))
     out.pitfalls.extend(_common_pitfalls())
     out.pitfalls.extend(_deepspeed_optional(out))
     if "flash-attn" in out.targets:
@@ -265,38 +265,21 @@ def _deepspeed_optional(out: BuildEnv) -> list[str]:
     return [f"{op['var']}=1 is not set: {op['why']}" for op in build_facts()["deepspeed"]["optional_ops"]]
 
 
-def _rocm_commands(targets: list[str]) -> list[str]:
+def _build_commands(targets: list[str], rocm: bool) -> list[str]:
+    """The commands that build each target once the variables above are exported."""
     cmds: list[str] = []
     if "pytorch" in targets:
-        cmds += [
-            "PyTorch, in a checkout (git clone --recursive https://github.com/pytorch/pytorch):",
-            "  pip install -r requirements.txt",
-            "  python tools/amd_build/build_amd.py      # hipify the CUDA sources first",
-            "  pip install --no-build-isolation -v -e .",
-        ]
-    if "flash-attn" in targets:
+        cmds += ["PyTorch, in a checkout (git clone --recursive https://github.com/pytorch/pytorch):",
+                 "  pip install -r requirements.txt"]
+        if rocm:
+            cmds.append("  python tools/amd_build/build_amd.py      # hipify the CUDA sources first")
+        cmds.append("  pip install --no-build-isolation -v -e .")
+    if "flash-attn" in targets and rocm:
         cmds += [
             "flash-attn, in a checkout (git clone --recursive https://github.com/Dao-AILab/flash-attention):",
             "  pip install --no-build-isolation --no-cache-dir -v .",
         ]
-    if "deepspeed" in targets:
-        cmds += [
-            "DeepSpeed with the ops above prebuilt:",
-            "  pip install --no-build-isolation --no-cache-dir -v deepspeed",
-            "  ds_report      # the prebuilt ops show as installed",
-        ]
-    return cmds
-
-
-def _cuda_commands(targets: list[str]) -> list[str]:
-    cmds: list[str] = []
-    if "pytorch" in targets:
-        cmds += [
-            "PyTorch, in a checkout (git clone --recursive https://github.com/pytorch/pytorch):",
-            "  pip install -r requirements.txt",
-            "  pip install --no-build-isolation -v -e .",
-        ]
-    if "flash-attn" in targets:
+    elif "flash-attn" in targets:
         cmds += [
             "flash-attn:",
             "  FLASH_ATTENTION_FORCE_BUILD=TRUE pip install --no-build-isolation --no-cache-dir -v flash-attn",

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rocmcheck.buildenv.knowledge import build_facts
-
-GIB = 1024**3
+from rocmcheck.units import GIB, KIB
 
 
 @dataclass(frozen=True)
@@ -94,7 +93,7 @@ def _mem_available(path: Path) -> int | None:
                 parts = line.split()
                 value = int(parts[1])
                 unit = parts[2].lower() if len(parts) > 2 else "b"
-                return value * 1024 if unit == "kb" else value
+                return value * KIB if unit == "kb" else value
     except (OSError, ValueError, IndexError):
         return None
     return None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.host import MIN_SHM
 from rocmcheck.fixes import GROUPS_FIX, docker_run, step  # noqa: F401 - DOCKER_ROCM_FLAGS re-exported
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -91,7 +92,7 @@ def missing_container_flags(ctx: CheckContext) -> list[str]:
     if f.user.get("uid") != 0 and not {"video", "render"} <= groups:
         missing.append("--group-add video --group-add render")
     shm = f.limits.get("shm_bytes")
-    if shm is not None and shm < 1 << 30:
+    if shm is not None and shm < MIN_SHM:
         missing.append("--ipc=host (or --shm-size 16G)")
     status = f.files.get("/proc/self/status") or ""
     for line in status.splitlines():

@@ -8,9 +8,8 @@ from rocmcheck.fixes import GROUPS_FIX, docker_run, step, unset
 from rocmcheck.facts.parsers._text import clean_lines
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
-
-GIB = 1 << 30
-# rocminfo failures people hit, and what fixes each (texts in ../shared/fixtures/rocminfo/error-*).
+from rocmcheck.units import GIB
+# rocminfo failures people hit (the texts rocminfo prints, read by parsers/rocminfo.py), and what fixes each.
 ROCMINFO_ERROR_FIXES = {
     "kfd_permission": step(GROUPS_FIX.split("  # ")[0], "then log in again; in a container: --group-add video "
                            "--group-add render"),

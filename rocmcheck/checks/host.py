@@ -8,8 +8,8 @@ from rocmcheck.checks import check
 from rocmcheck import fixes
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+from rocmcheck.units import GIB, MIB
 
-GIB = 1 << 30
 MIN_SHM = 1 * GIB  # DeepSpeed's ds_report asks for >= 1 GB; DataLoader workers and NCCL/RCCL SHM transport need it
 RCCL_IOMMU_TEXT = 'NCCL WARN Missing "iommu=pt" from kernel command line which can lead to system instablity or hang!'
 
@@ -52,7 +52,7 @@ def check_shm(ctx: CheckContext) -> CheckResult:
     where = fixes.docker_run("restart the container with --ipc=host or --shm-size 16G") if in_container else \
         fixes.SHM_FIX
     if size < MIN_SHM:
-        return failed(f"/dev/shm is {size / (1 << 20):.0f} MiB: DataLoader workers and NCCL/RCCL shared memory break",
+        return failed(f"/dev/shm is {size / MIB:.0f} MiB: DataLoader workers and NCCL/RCCL shared memory break",
                       where)
     return passed(f"/dev/shm is {size / GIB:.1f} GiB")
 
@@ -68,7 +68,7 @@ def check_memlock(ctx: CheckContext) -> CheckResult:
     # CPU offload pins optimizer state in host memory; RDMA (InfiniBand/RoCE) registration is bounded by this limit.
     in_container, _ = ctx.in_container
     fix = fixes.docker_run("restart the container with --ulimit memlock=-1:-1") if in_container else fixes.MEMLOCK_FIX
-    return warned(f"locked memory limited to {soft / (1 << 20):.0f} MiB: pinned buffers for CPU offload "
+    return warned(f"locked memory limited to {soft / MIB:.0f} MiB: pinned buffers for CPU offload "
                   "and RDMA registration can fail", fix)
 
 

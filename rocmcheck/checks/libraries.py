@@ -10,7 +10,9 @@ from rocmcheck import fixes
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
-# Every distribution that provides the `triton` module (facts.md section 3). Two installed = one overwrites the other.
+# Every distribution that provides the `triton` module: PyPI's CUDA `triton`, the ROCm wheels' `pytorch-triton-rocm`
+# (renamed `triton-rocm` from torch 2.10, https://github.com/invoke-ai/InvokeAI/pull/9297) and the nightlies'
+# `pytorch-triton` (https://github.com/pytorch/pytorch/blob/main/RELEASE.md). Two installed = one overwrites the other.
 TRITON_DISTS = ("triton", "pytorch-triton-rocm", "triton-rocm", "pytorch-triton")
 MIN_TRANSFORMERS = "4.45"  # LlamaForCausalLM with sdpa/flash_attention_2 attn_implementation and bf16 fixes
 

@@ -10,7 +10,9 @@ import click
 from rocmcheck.commands.errors import BadInput
 from rocmcheck.commands.options import (MAX_BATCH, MAX_GPU_MEMORY_GIB, MAX_GPUS, MAX_SECONDS, MAX_SEQ_LEN, AttnChoice,
                                         BoundedInt, Command, FiniteFloat, alias, json_option)
+from rocmcheck.plan.estimate import ADAPTER_DTYPES, LORA_TARGET_CHOICES, OPTIMIZERS, estimate_memory
 from rocmcheck.result import CheckResult, skipped
+from rocmcheck.units import GIB, fmt_bytes
 
 # The planner's own names for the attention kinds (rocmcheck/plan/estimate.py ATTENTIONS).
 PLAN_ATTENTION = {"flash_attention_2": "flash", "sdpa": "sdpa", "eager": "eager"}
@@ -30,7 +32,6 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
     from rich.table import Table
     from rich.text import Text
 
-    from rocmcheck.plan.estimate import estimate_memory, fmt_bytes
     from rocmcheck.report import render
 
     console = render.console()
@@ -95,17 +96,17 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
               help="Attention kernel, by Hugging Face's names (flash is accepted for flash_attention_2).")
 @click.option("--lora-rank", type=BoundedInt(1, MAX_BATCH), default=None,
               help="LoRA (peft) of this rank over a frozen bf16 base; also with --find-batch and --measure.")
-@click.option("--lora-target", type=click.Choice(["all-linear", "qv"]), default="all-linear", show_default=True,
+@click.option("--lora-target", type=click.Choice(LORA_TARGET_CHOICES), default="all-linear", show_default=True,
               help='LoRA: target_modules="all-linear", or q_proj and v_proj (peft\'s choice for LLaMA by default).')
 @click.option("--lora-dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0, show_default=True,
               help="LoRA: lora_dropout (peft's default 0); above 0 each adapter keeps a dropout mask.")
-@click.option("--adapter-dtype", type=click.Choice(["fp32", "bf16"]), default="fp32", show_default=True,
+@click.option("--adapter-dtype", type=click.Choice(ADAPTER_DTYPES), default="fp32", show_default=True,
               help="LoRA: adapter weights' dtype (peft casts them to fp32 unless autocast_adapter_dtype=False).")
 @click.option("--no-autocast", is_flag=True,
               help="LoRA: the step runs without torch.autocast (HF Trainer with bf16=True uses it).")
 @click.option("--qlora", is_flag=True, help="LoRA over a 4-bit base (bitsandbytes NF4, double quantization); "
               "modeled, not measured.")
-@click.option("--optimizer", type=click.Choice(["fused", "foreach"]), default="fused", show_default=True,
+@click.option("--optimizer", type=click.Choice(OPTIMIZERS), default="fused", show_default=True,
               help="AdamW implementation: foreach holds one more copy of the weights during the step.")
 @click.option("--find-batch", is_flag=True, help="The largest micro-batch that fits (estimate).")
 @click.option("--measure", is_flag=True, help="Find the largest micro-batch with real training steps on GPU 0.")
@@ -121,7 +122,6 @@ def plan(**opts: Any) -> None:
     a verdict fails."""
     from rocmcheck.plan.advice import batch_verdict, fit_verdict
     from rocmcheck.plan.devices import gpu_memory_by_name
-    from rocmcheck.plan.estimate import GIB, estimate_memory
     from rocmcheck.plan.shapes import load_model_shape
 
     if opts["gpu_name"] and opts["gpu_memory"]:

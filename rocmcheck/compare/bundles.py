@@ -38,7 +38,6 @@ class NodeBundle:
     facets: dict[str, Any] = field(default_factory=dict)  # versions and GPUs: key -> value (None = not found)
     numbers: dict[str, float] = field(default_factory=dict)  # metric key -> value (bigger is better)
     kernel_log: list[dict[str, Any]] = field(default_factory=list)  # fail/warn findings of health.kernel_log
-    cross_node: dict[str, Any] = field(default_factory=dict)  # the cluster.collective result's data, if any
 
     @property
     def collected_at(self) -> float:
@@ -100,8 +99,6 @@ def load_nodes(paths: list[Path]) -> list[NodeBundle]:
         node.facets = facets(run)
         node.numbers = numbers(node.results)
         node.kernel_log = kernel_log_findings(node.results)
-        cross = node.result("cluster.collective")
-        node.cross_node = dict(cross.data) if cross else {}
         nodes.append(node)
     _label(nodes)
     return nodes

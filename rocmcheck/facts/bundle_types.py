@@ -20,7 +20,6 @@ NUM = (int, float)
 OPT_STR = (str, type(None))
 OPT_NUM = (int, float, type(None))
 OPT_INT = (int, type(None))
-OPT_BOOL = (bool, type(None))
 SCALAR = (str, int, float, bool, type(None))
 
 COMMAND = {"argv": [str], "returncode": OPT_INT, "stdout": str, "stderr": str, "timed_out": bool,

@@ -27,6 +27,8 @@ from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, candidate_roots, observe_layout
 from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.safe.files import read_head
+from rocmcheck.units import KIB
 
 BUNDLE_SCHEMA = 1
 
@@ -112,12 +114,8 @@ class Facts:
         return facts
 
 
-def _read(path: str, limit: int = 200_000) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
-    except OSError:
-        return None
+def _read(path: str) -> str | None:
+    return read_head(path, 200_000)
 
 
 def _device_access(path: str) -> dict[str, Any]:
@@ -172,7 +170,7 @@ def _limits() -> dict[str, Any]:
     meminfo = _read("/proc/meminfo") or ""
     for line in meminfo.splitlines():
         if line.startswith("MemTotal:"):
-            mem_total = int(line.split()[1]) * 1024
+            mem_total = int(line.split()[1]) * KIB
     return {"memlock_soft": soft, "memlock_hard": hard, "unlimited": resource.RLIM_INFINITY,
             "shm_bytes": shm, "mem_total_bytes": mem_total, "cpu_count": os.cpu_count()}
 
@@ -374,17 +372,10 @@ def _observe_hipconfig_root(facts: Facts) -> None:
         add_root(facts.rocm_layout, parse_hipconfig(res.stdout).rocm_path)
 
 
-def detect_gpu_archs(timeout: float = 10.0) -> list[str]:
-    """The GPU archs of this machine, e.g. ["gfx942"] or ["sm_90"]; [] when none is found.
-
-    Used by build-env --arch auto. Reads rocminfo (AMD) then nvidia-smi (NVIDIA) only.
-    """
-    return detect_gpu_archs_why(timeout)[0]
-
-
 def detect_gpu_archs_why(timeout: float = 10.0) -> tuple[list[str], list[str]]:
-    """detect_gpu_archs, and one line per tool that gave no usable answer (hung, crashed, failed), so "no GPU
-    found" is said only when the tools ran and saw none."""
+    """The GPU archs of this machine (["gfx942"], ["sm_90"]; [] when none is found), read from rocminfo (AMD)
+    then nvidia-smi (NVIDIA) only, for build-env --arch auto; and one line per tool that gave no usable answer
+    (hung, crashed, failed), so "no GPU found" is said only when the tools ran and saw none."""
     from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
     from rocmcheck.knowledge import cuda_arch_from_capability
 

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import Any
 
 from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.safe.files import read_head
 
 # journalctl keeps the newest lines with -n; dmesg prints the whole ring buffer (bounded by the kernel's
 # log_buf_len, 256 KiB-several MiB). The tail is what matters, so both are cut to the newest lines.
@@ -60,11 +61,7 @@ def collect_kernel_log(timeout: float) -> dict[str, CommandResult]:
 
 
 def _read(path: str, limit: int = 65_536) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(limit)
-    except OSError:
-        return None
+    return read_head(path, limit)
 
 
 def _pci_gpus(root: str) -> list[dict[str, Any]]:

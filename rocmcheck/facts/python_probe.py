@@ -17,6 +17,7 @@ import traceback
 from typing import Any, Callable
 
 from rocmcheck.child import open_channel, parse_events, read_request
+from rocmcheck.units import MIB
 # amdsmi's amdsmi_status_t value for "Driver not loaded" (amdsmi_wrapper.py: AMDSMI_STATUS_DRIVER_NOT_LOADED = 34).
 AMDSMI_STATUS_DRIVER_NOT_LOADED = 34
 
@@ -322,7 +323,7 @@ def probe_amdsmi() -> dict[str, Any]:
             mb = vram.get("vram_size", vram.get("vram_size_mb"))
             gpus.append({"index": i, "name": _text(asic.get("market_name", "")),
                          "gfx": _text(asic.get("target_graphics_version", "")) or None,
-                         "memory_total": int(mb) * 2**20 if isinstance(mb, (int, float)) else None,
+                         "memory_total": int(mb) * MIB if isinstance(mb, (int, float)) else None,
                          "health": _try(_amdsmi_health, amdsmi, handle)})
         return {"installed": True, "gpus": gpus}
     finally:

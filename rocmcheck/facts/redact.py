@@ -86,9 +86,6 @@ def redact_value(value: str) -> str:
     return out
 
 
-redact_text = redact_value
-
-
 def redact_tree(value: Any) -> Any:
     """A copy of a JSON-like value with every string redacted, and every value under a secret-looking key
     replaced whole (numbers and lists too). Iterative over dicts and lists, so depth is no limit."""

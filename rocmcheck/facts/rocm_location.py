@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocmcheck.facts.parsers.versions import major_minor, parse_rocm_version_file
 from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.safe.files import read_head
 
 # Variables a person sets to say where ROCm is, in the order torch.utils.cpp_extension reads them
 # (ROCM_HOME first in older torch, ROCM_PATH in current ROCm docs: either wins over every default).
@@ -82,11 +83,7 @@ def usable_path(value: str | None) -> str | None:
 
 
 def _read(path: Path) -> str | None:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return fh.read(_READ_LIMIT)
-    except OSError:
-        return None
+    return read_head(path, _READ_LIMIT)
 
 
 def observe_root(path: str, root: str | Path = "/") -> dict[str, Any] | None:

@@ -9,15 +9,17 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass
-from typing import IO, Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import IO, Callable, Sequence
+
+from rocmcheck.record import Record
 
 # Output kept per stream: enough for any real rocminfo (8 GPUs ~ 60 KB), bounded against garbage.
 MAX_OUTPUT_CHARS = 2_000_000
 
 
 @dataclass
-class CommandResult:
+class CommandResult(Record):
     argv: list[str]
     returncode: int | None = None  # None: it never ran to completion (missing, timed out, failed to start)
     stdout: str = ""
@@ -47,14 +49,6 @@ class CommandResult:
             first = (self.stderr.strip() or self.stdout.strip()).splitlines()
             return f"{name} exited {self.returncode}" + (f": {first[0][:200]}" if first else "")
         return f"{name} ran"
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CommandResult":
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
 
 
 # Process groups started here and still running: a signal handler (cli.main) ends them all on the way out,

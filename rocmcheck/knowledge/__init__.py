@@ -39,9 +39,6 @@ class Arch:
     note: str | None = None
     sources: tuple[str, ...] = field(default_factory=tuple)
 
-    def product_names(self) -> list[str]:
-        return [p.name for p in self.products]
-
     def match_product(self, marketing_name: str | None) -> Product | None:
         """The product whose name appears in a tool's marketing name ("AMD Instinct MI300X")."""
         if not marketing_name:

@@ -28,14 +28,6 @@ HF_FILLED_AUTO = frozenset({
     "zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_param.nvme_path",
 })
 
-# Keys filled from the model's hidden size in trainer_config_finalize (after the model loads).
-HIDDEN_SIZE_KEYS = (
-    "zero_optimization.reduce_bucket_size",
-    "zero_optimization.stage3_prefetch_bucket_size",
-    "zero_optimization.stage3_param_persistence_threshold",
-)
-
-
 @dataclass
 class TrainingSettings:
     """The TrainingArguments fields the HF integration reads (defaults = TrainingArguments')."""

@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
-
-MiB = 1024**2
-GiB = 1024**3
+from rocmcheck.units import GIB, MIB, fmt_bytes
 
 # Fewer readings, or a shorter steady span, than this and the shape is not judged (at the default 1 s interval,
 # half a minute of training after the model is loaded; a staircase of one step per second shows 30 steps).
@@ -36,7 +34,7 @@ TEARDOWN_LEVEL = 0.5
 # The floor may rise this much over the judged span before it counts as growth: the allocator grows its cache in
 # whole segments (2 MiB small-pool and 20 MiB+ large-pool blocks, rounded up; a new batch shape adds a few), and
 # a leak of the field report's kind adds a step's activations -- hundreds of MiB to GiB on a 7B model -- every step.
-GROWTH_TOLERANCE_BYTES = 512 * MiB
+GROWTH_TOLERANCE_BYTES = 512 * MIB
 GROWTH_TOLERANCE_FRACTION = 0.01  # of the GPU's capacity, when known (1.4 GiB on a 141 GiB H200 / 1.9 GiB on MI300X)
 # A staircase keeps rising: the rise is present in both halves of the judged span (first third -> middle, middle
 # -> last third) with at least this share of the whole rise each. One step up that then stays flat (a lazily
@@ -48,7 +46,7 @@ FLOOR_QUANTILE = 0.1
 # Windows for the floor's slope (Theil-Sen over window floors): enough points for a robust median slope.
 SLOPE_WINDOWS = 24
 # A sawtooth: the curve swings at least this far above its floor (p90 - p10) ...
-SAWTOOTH_MIN_AMPLITUDE_BYTES = 256 * MiB
+SAWTOOTH_MIN_AMPLITUDE_BYTES = 256 * MIB
 SAWTOOTH_MIN_AMPLITUDE_FRACTION = 0.02  # ... or this share of the floor, whichever is larger
 # ... and comes back down near the floor (within this share of the swing) at least this many times.
 SAWTOOTH_RETURN_BAND = 0.25
@@ -177,19 +175,13 @@ def classify_curve(times: Sequence[float], used: Sequence[float | int | None],
             verdict.eta_oom_s = max(0.0, (capacity_bytes - top) / slope)
         return verdict
     if growth > tolerance:
-        verdict.notes.append(f"the floor stepped up once by {growth / GiB:.2f} GiB, then stayed flat")
+        verdict.notes.append(f"the floor stepped up once by {growth / GIB:.2f} GiB, then stayed flat")
     min_amplitude = max(SAWTOOTH_MIN_AMPLITUDE_BYTES, SAWTOOTH_MIN_AMPLITUDE_FRACTION * p10)
     verdict.shape = "sawtooth" if amplitude >= min_amplitude and returns >= SAWTOOTH_MIN_RETURNS else "flat"
     return verdict
 
 
 # ---- verdicts ------------------------------------------------------------------------------------------------
-
-def fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "?"
-    return f"{n / GiB:.1f} GiB" if abs(n) >= GiB else f"{n / MiB:.0f} MiB"
-
 
 def fmt_duration(seconds: float) -> str:
     if seconds < 90:
@@ -212,16 +204,16 @@ PEAK_FIX = ("Leave headroom: lower the micro-batch (per_device_train_batch_size)
 
 def describe(gpu: str, v: CurveVerdict) -> str:
     """One evidence line per GPU."""
-    cap = f" of {fmt_bytes(v.capacity_bytes)}" if v.capacity_bytes else ""
-    line = f"GPU {gpu}: {v.shape}, peak {fmt_bytes(v.peak_bytes)}{cap}"
+    cap = f" of {fmt_bytes(v.capacity_bytes, 1)}" if v.capacity_bytes else ""
+    line = f"GPU {gpu}: {v.shape}, peak {fmt_bytes(v.peak_bytes, 1)}{cap}"
     if v.shape == "staircase":
-        line += f", floor {fmt_bytes(v.floor_start)} -> {fmt_bytes(v.floor_end)}, +{fmt_bytes(v.rise_per_min)}/min"
+        line += f", floor {fmt_bytes(v.floor_start, 1)} -> {fmt_bytes(v.floor_end, 1)}, +{fmt_bytes(v.rise_per_min, 1)}/min"
         if v.eta_oom_s is not None:
             line += f", out of memory in ~{fmt_duration(v.eta_oom_s)}"
     elif v.shape == "sawtooth":
-        line += f", swings {fmt_bytes(v.amplitude_bytes)} and returns to {fmt_bytes(v.floor_start)} ({v.returns}x)"
+        line += f", swings {fmt_bytes(v.amplitude_bytes, 1)} and returns to {fmt_bytes(v.floor_start, 1)} ({v.returns}x)"
     elif v.shape == "flat":
-        line += f", floor {fmt_bytes(v.floor_start)} -> {fmt_bytes(v.floor_end)}"
+        line += f", floor {fmt_bytes(v.floor_start, 1)} -> {fmt_bytes(v.floor_end, 1)}"
     line += f"; {v.judged_samples}/{v.samples} readings over {fmt_duration(v.span_s)}"
     return line + "".join(f"; {n}" for n in v.notes)
 
@@ -240,8 +232,8 @@ def judge_curves(verdicts: dict[str, CurveVerdict]) -> list[CheckResult]:
     if stairs:
         g, v = max(stairs.items(), key=lambda kv: kv[1].rise_per_min)
         when = f"; out of memory in ~{fmt_duration(v.eta_oom_s)} at this rate" if v.eta_oom_s is not None else ""
-        curve = failed(f"memory climbs like a staircase on GPU {', '.join(stairs)}: +{fmt_bytes(v.rise_per_min)} "
-                       f"per minute (GPU {g}), {fmt_bytes(v.floor_end)} of {fmt_bytes(v.capacity_bytes)}{when}",
+        curve = failed(f"memory climbs like a staircase on GPU {', '.join(stairs)}: +{fmt_bytes(v.rise_per_min, 1)} "
+                       f"per minute (GPU {g}), {fmt_bytes(v.floor_end, 1)} of {fmt_bytes(v.capacity_bytes, 1)}{when}",
                        LEAK_FIX, evidence, id="monitor.memory_curve", gpus=data)
     elif judged:
         shapes = sorted({v.shape for v in judged.values()})
@@ -259,7 +251,7 @@ def judge_curves(verdicts: dict[str, CurveVerdict]) -> list[CheckResult]:
     else:
         g, v = max(with_cap.items(), key=lambda kv: kv[1].peak_fraction or 0)
         frac = v.peak_fraction or 0.0
-        text = f"peak {fmt_bytes(v.peak_bytes)} of {fmt_bytes(v.capacity_bytes)} ({frac:.0%}) on GPU {g}"
+        text = f"peak {fmt_bytes(v.peak_bytes, 1)} of {fmt_bytes(v.capacity_bytes, 1)} ({frac:.0%}) on GPU {g}"
         peaks = {k: {"peak_bytes": x.peak_bytes, "capacity_bytes": x.capacity_bytes, "fraction": x.peak_fraction}
                  for k, x in with_cap.items()}
         if frac >= PEAK_TIGHT_FRACTION:

@@ -38,8 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-MiB = 1024**2
-GiB = 1024**3
+from rocmcheck.units import MIB, fmt_bytes
 
 # Steps left alone at the start: AdamW creates its state at step 1, allocators grow their caches once.
 WARMUP_STEPS = 2
@@ -48,7 +47,7 @@ TRIGGER_STEPS = 3
 # ... by at least this much each time. GPU: the allocator counts exact bytes and a clean run is flat to the byte
 # after step 1 (smoke-train's measurement), so 1 MiB is far above noise and far below a kept graph. CPU: resident
 # memory moves with heap fragmentation by a few MiB (smoke-train's clean runs wander < 8 MiB over a run).
-MIN_RISE_BYTES = {"gpu": 1 * MiB, "cpu": 4 * MiB}
+MIN_RISE_BYTES = {"gpu": 1 * MIB, "cpu": 4 * MIB}
 # Allocator history entries kept while watching; a 7B model's step makes a few thousand allocations.
 MAX_HISTORY_ENTRIES = 200_000
 # Frames from these paths are PyTorch/library internals, not the line a person wrote.
@@ -77,11 +76,8 @@ class AllocGroup:
 
 
 def _fmt(n: float) -> str:
-    if n >= GiB:
-        return f"{n / GiB:.2f} GiB"
-    if n >= MiB:
-        return f"{n / MiB:.1f} MiB"
-    return f"{n / 1024:.1f} KiB" if n >= 1024 else f"{n:.0f} B"
+    """Allocation sizes go down to single bytes."""
+    return fmt_bytes(n, smallest="B")
 
 
 def _is_library(filename: str) -> bool:

@@ -14,10 +14,8 @@ import sys
 from pathlib import Path
 from typing import IO, Iterable
 
-from rocmcheck.monitor.curve import fmt_bytes
 from rocmcheck.monitor.sample import COLUMNS, GpuSample
-
-GiB = 1024**3
+from rocmcheck.units import GIB, MIB, fmt_bytes
 
 
 class SampleWriter:
@@ -87,9 +85,9 @@ def trend_arrow(values: list[float]) -> str:
         return " "
     third = len(values) // 3
     delta = min(values[-third:]) - min(values[:third])
-    if delta > 256 * 1024**2:
+    if delta > 256 * MIB:
         return "↑"
-    if delta < -256 * 1024**2:
+    if delta < -256 * MIB:
         return "↓"
     return "→"
 
@@ -131,8 +129,8 @@ def _width() -> int:
 def status_text(t: float, latest: dict[int, GpuSample], history: dict[int, list[float]]) -> str:
     parts = []
     for gpu, s in sorted(latest.items()):
-        used = fmt_bytes(s.used_bytes) if s.used_bytes is not None else "?"
-        cap = f"/{s.total_bytes / GiB:.0f}G" if s.total_bytes else ""
+        used = fmt_bytes(s.used_bytes, 1)
+        cap = f"/{s.total_bytes / GIB:.0f}G" if s.total_bytes else ""
         extra = f" {s.power_w:.0f}W" if s.power_w is not None else ""
         extra += f" {s.util_pct:.0f}%" if s.util_pct is not None else ""
         parts.append(f"GPU{gpu} {used}{cap} {trend_arrow(history.get(gpu, []))}{extra}")
@@ -152,12 +150,12 @@ def plot(samples: list[GpuSample], path: Path, capacity: dict[str, int | None]) 
     series: dict[str, list[tuple[float, float]]] = {}
     for s in samples:
         if s.used_bytes is not None:
-            series.setdefault(_label(s), []).append((s.t, s.used_bytes / GiB))
+            series.setdefault(_label(s), []).append((s.t, s.used_bytes / GIB))
     for label, pts in sorted(series.items()):
         line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, linewidth=1.2)
         cap = capacity.get(label)
         if cap:
-            ax.axhline(cap / GiB, color=line.get_color(), linestyle="--", linewidth=0.8)
+            ax.axhline(cap / GIB, color=line.get_color(), linestyle="--", linewidth=0.8)
     ax.set_xlabel("seconds")
     ax.set_ylabel("GPU memory used (GiB)")
     ax.set_title("rocmcheck monitor: memory per GPU (dashed: capacity)")

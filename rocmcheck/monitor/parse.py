@@ -19,18 +19,16 @@ from typing import Any
 
 from rocmcheck.facts.parsers._text import clean_lines, none_if_na
 from rocmcheck.monitor.sample import GpuSample
+from rocmcheck.units import MIB, UNIT_BYTES
 
-MiB = 1024**2
-_UNIT_BYTES = {"B": 1, "KB": 1024, "MB": MiB, "GB": 1024**3, "TB": 1024**4,
-               "KIB": 1024, "MIB": MiB, "GIB": 1024**3, "TIB": 1024**4}
 _NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z°/%]*)\s*$")
 
 # nvidia-smi query field -> GpuSample attribute and unit multiplier (memory is MiB in csv).
 NVIDIA_FIELDS = {
     "index": ("gpu", None),
     "uuid": (None, None),
-    "memory.used": ("used_bytes", MiB),
-    "memory.total": ("total_bytes", MiB),
+    "memory.used": ("used_bytes", MIB),
+    "memory.total": ("total_bytes", MIB),
     "power.draw": ("power_w", 1),
     "utilization.gpu": ("util_pct", 1),
     "temperature.gpu": ("temp_c", 1),
@@ -57,9 +55,9 @@ def _bytes(value: str | None, default_unit: str = "MB") -> int | None:
     if not m:
         return None
     unit = (m.group(2) or default_unit).upper()
-    if unit not in _UNIT_BYTES:
+    if unit not in UNIT_BYTES:
         return None
-    return int(float(m.group(1)) * _UNIT_BYTES[unit])
+    return int(float(m.group(1)) * UNIT_BYTES[unit])
 
 
 # ---- nvidia-smi -----------------------------------------------------------------------------------------------
@@ -122,7 +120,7 @@ def parse_nvidia_compute_apps(text: str, fields: list[str] | None = None) -> lis
             continue
         mem = _number(values.get("used_memory"))
         out.append({"gpu_uuid": values.get("gpu_uuid"), "pid": int(pid),
-                    "used_bytes": int(mem * MiB) if mem is not None else None})
+                    "used_bytes": int(mem * MIB) if mem is not None else None})
     return out
 
 

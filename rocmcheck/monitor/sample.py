@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
-from typing import Any
+from dataclasses import dataclass, fields
+
+from rocmcheck.record import Record
 
 
 @dataclass
-class GpuSample:
+class GpuSample(Record):
     t: float  # seconds since the monitor started
     gpu: int  # index as the reading tool numbers it (NVML / amd-smi / nvidia-smi index)
     used_bytes: int | None = None  # device memory in use (all processes, as the driver counts it)
@@ -19,14 +20,6 @@ class GpuSample:
     mem_clock_mhz: float | None = None
     proc_bytes: int | None = None  # memory held by the watched processes on this GPU, where the tool says
     host: str = ""  # node name: files from several nodes merge
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "GpuSample":
-        known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in known})
 
 
 COLUMNS = [f.name for f in fields(GpuSample)]

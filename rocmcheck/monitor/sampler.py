@@ -18,8 +18,8 @@ from rocmcheck.monitor.parse import (
     parse_rocm_smi_monitor_json,
 )
 from rocmcheck.monitor.sample import GpuSample
+from rocmcheck.units import MIB
 
-MiB = 1024**2
 BACKENDS = ("auto", "nvml", "amdsmi", "nvidia-smi", "amd-smi", "rocm-smi")
 # The query the nvidia-smi reader sends. With a header row (no "noheader") the parser reads columns by name.
 NVIDIA_QUERY = ["index", "uuid", "memory.used", "memory.total", "power.draw", "utilization.gpu",
@@ -126,9 +126,9 @@ class AmdsmiReader:
             s = GpuSample(t=0.0, gpu=i)
             vram = _try(lambda: smi.amdsmi_get_gpu_vram_usage(h)) or {}  # {"vram_total": MB, "vram_used": MB}
             if isinstance(vram.get("vram_used"), (int, float)):
-                s.used_bytes = int(vram["vram_used"]) * MiB
+                s.used_bytes = int(vram["vram_used"]) * MIB
             if isinstance(vram.get("vram_total"), (int, float)):
-                s.total_bytes = int(vram["vram_total"]) * MiB
+                s.total_bytes = int(vram["vram_total"]) * MIB
             power = _try(lambda: smi.amdsmi_get_power_info(h)) or {}
             for key in ("current_socket_power", "average_socket_power", "socket_power"):
                 if isinstance(power.get(key), (int, float)):
@@ -162,7 +162,32 @@ class AmdsmiReader:
         _try(self.smi.amdsmi_shut_down)
 
 
-class NvidiaSmiReader:
+class _CliReader:
+    """A reader over one tool's command line: its first reading must show a GPU; there is nothing to close."""
+
+    name = ""
+
+    def __init__(self, timeout: float = 15.0) -> None:
+        self.timeout = timeout
+        self.uuids: dict[int, str] = {}
+        samples, _ = self.read()
+        if not samples:
+            raise ReaderError(self.failure or f"{self.name} printed no GPU")
+
+    def _stdout(self, argv: list[str]) -> str | None:
+        """The tool's output, or None (and the reason in self.failure) when it failed."""
+        result = run_command(argv, self.timeout)
+        self.failure = None if result.ok else result.describe_failure()
+        return result.stdout if result.ok else None
+
+    def read(self) -> tuple[list[GpuSample], dict[int, dict[int, int | None]]]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class NvidiaSmiReader(_CliReader):
     name = "nvidia-smi"
     vendor = "nvidia"
 
@@ -178,10 +203,8 @@ class NvidiaSmiReader:
         self.uuids = self._uuids
 
     def _query(self) -> tuple[list[GpuSample], dict[int, str]]:
-        result = run_command(["nvidia-smi", f"--query-gpu={','.join(self.fields)}", "--format=csv,nounits"],
-                             self.timeout)
-        self.failure = None if result.ok else result.describe_failure()
-        samples, self._uuids = parse_nvidia_query(result.stdout, self.fields) if result.ok else ([], {})
+        out = self._stdout(["nvidia-smi", f"--query-gpu={','.join(self.fields)}", "--format=csv,nounits"])
+        samples, self._uuids = parse_nvidia_query(out, self.fields) if out is not None else ([], {})
         return samples, self._uuids
 
     def read(self) -> tuple[list[GpuSample], dict[int, dict[int, int | None]]]:
@@ -197,53 +220,28 @@ class NvidiaSmiReader:
                 procs.setdefault(gpu, {})[app["pid"]] = app["used_bytes"]
         return samples, procs
 
-    def close(self) -> None:
-        pass
 
-
-class AmdSmiReader:
+class AmdSmiReader(_CliReader):
     name = "amd-smi"
     vendor = "amd"
 
-    def __init__(self, timeout: float = 15.0) -> None:
-        self.timeout = timeout
-        self.uuids: dict[int, str] = {}
-        samples, _ = self.read()
-        if not samples:
-            raise ReaderError(self.failure or "amd-smi monitor printed no GPU")
-
     def read(self) -> tuple[list[GpuSample], dict[int, dict[int, int | None]]]:
-        result = run_command(AMD_SMI_MONITOR, self.timeout)
-        self.failure = None if result.ok else result.describe_failure()
-        samples, rows = parse_amd_smi_monitor(result.stdout) if result.ok else ([], [])
+        out = self._stdout(AMD_SMI_MONITOR)
+        samples, rows = parse_amd_smi_monitor(out) if out is not None else ([], [])
         procs: dict[int, dict[int, int | None]] = {s.gpu: {} for s in samples}
         for row in rows:
             procs.setdefault(row["gpu"], {})[row["pid"]] = row["used_bytes"]
         return samples, procs
 
-    def close(self) -> None:
-        pass
 
-
-class RocmSmiReader:
+class RocmSmiReader(_CliReader):
     name = "rocm-smi"
     vendor = "amd"
 
-    def __init__(self, timeout: float = 15.0) -> None:
-        self.timeout = timeout
-        self.uuids: dict[int, str] = {}
-        samples, _ = self.read()
-        if not samples:
-            raise ReaderError(self.failure or "rocm-smi printed no GPU")
-
     def read(self) -> tuple[list[GpuSample], dict[int, dict[int, int | None]]]:
-        result = run_command(ROCM_SMI_MONITOR, self.timeout)
-        self.failure = None if result.ok else result.describe_failure()
-        samples = parse_rocm_smi_monitor_json(result.stdout) if result.ok else []
+        out = self._stdout(ROCM_SMI_MONITOR)
+        samples = parse_rocm_smi_monitor_json(out) if out is not None else []
         return samples, {}  # rocm-smi's --showpids has no per-GPU memory; processes stay unknown
-
-    def close(self) -> None:
-        pass
 
 
 READERS: dict[str, Callable[[], Any]] = {

@@ -7,9 +7,10 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory, fmt_bytes, largest_micro_batch
+from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory, largest_micro_batch
 from rocmcheck.plan.shapes import ModelShape
 from rocmcheck.result import CheckResult, failed, passed, warned
+from rocmcheck.units import fmt_bytes
 
 FIT_FRACTION = 0.9  # above this, allocator fragmentation and spikes can tip a step over: "tight"
 MORE_GPUS = (2, 4, 8, 16, 32, 64, 128, 256)

@@ -6,7 +6,7 @@ import difflib
 import re
 
 from rocmcheck.knowledge import all_archs
-from rocmcheck.plan.estimate import GIB
+from rocmcheck.units import GIB
 
 
 def _key(text: str) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from rocmcheck.plan import formulas as F
 from rocmcheck.plan.shapes import ModelShape
+from rocmcheck.units import GIB, fmt_bytes
 
 PRECISIONS = ("amp-bf16", "pure-bf16")
 ATTENTIONS = ("flash", "sdpa", "eager")
@@ -22,7 +23,6 @@ OPTIMIZERS = ("fused", "foreach")
 ADAPTER_DTYPES = ("fp32", "bf16")
 LORA_TARGET_CHOICES = tuple(F.LORA_TARGETS)
 PHASES = ("forward_end", "backward_start", "backward_end", "optimizer_step")
-GIB = 1 << 30
 # CUDA/HIP context, kernel images and library handles: outside PyTorch's allocator, so outside the
 # allocated peak, but it takes device memory. Rough [U]; benchmarks/bench_plan.py measures it.
 CONTEXT_BYTES = 1 * GIB
@@ -143,11 +143,6 @@ def _state_bytes_per_param(precision: str, deepspeed: bool) -> tuple[int, int, i
 
 def _all(value: float) -> dict[str, float]:
     return {p: value for p in PHASES}
-
-
-def fmt_bytes(n: float) -> str:
-    """GiB for model-sized numbers, MiB below 1 GiB (the CPU test mode's budgets)."""
-    return f"{n / GIB:.2f} GiB" if abs(n) >= GIB else f"{n / (1 << 20):.1f} MiB"
 
 
 def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precision: str = "amp-bf16",

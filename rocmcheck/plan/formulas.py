@@ -16,11 +16,9 @@ TORCH_DDP = "https://pytorch.org/docs/stable/generated/torch.nn.parallel.Distrib
 DS_ZERO_CONFIG = ("https://github.com/deepspeedai/DeepSpeed/blob/edaa7221267243c7be7fb49c5d5f5c4fb97b4641/"
                   "deepspeed/runtime/zero/config.py")
 PEFT_LORA = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/layer.py"
-PEFT_CONFIG = "https://github.com/huggingface/peft/blob/main/src/peft/tuners/lora/config.py"
 TORCH_DROPOUT = "https://github.com/pytorch/pytorch/blob/main/aten/src/ATen/native/Dropout.cpp"
 QLORA_PAPER = "https://arxiv.org/abs/2305.14314"
 BNB_4BIT = "https://huggingface.co/docs/bitsandbytes/main/reference/nn/linear4bit"
-H200_BASELINES = "../shared/knowledge/gpu-baselines-h200.json (measured peaks, LLaMA 1.1B and 7B shapes)"
 
 # DeepSpeed ZeRO defaults (elements), deepspeed/runtime/zero/config.py.
 DS_REDUCE_BUCKET = 500_000_000

@@ -22,7 +22,7 @@ from typing import Any
 
 from rocmcheck.plan.search import Trial, search_from_estimate, search_max_batch
 from rocmcheck.child import Channel, open_channel, read_request, watchdog
-from rocmcheck.probes.child import describe_devices
+from rocmcheck.probes.child import start_torch
 
 ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
 
@@ -219,18 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     plan = read_request(argv, prog="python -m rocmcheck.plan.probe_child")
     channel = open_channel()
     with watchdog(float(plan.get("init_timeout_s", 120))):
-        try:
-            import torch
-        except Exception as exc:
-            channel.emit("device", available=False, reason=f"torch cannot be imported: {type(exc).__name__}: {exc}")
-            channel.emit("done")
-            return 0
         ceiling = plan.get("cpu_ceiling_bytes")
         cpu = ceiling is not None
-        info = describe_devices(torch, cpu)
-        channel.emit("device", **info)
-        if not info["available"]:
-            channel.emit("done")
+        torch = start_torch(channel, cpu)
+        if torch is None:
             return 0
         device = torch.device("cpu") if cpu else torch.device("cuda", 0)
         model = build_model(torch, plan, device)

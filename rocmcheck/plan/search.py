@@ -6,14 +6,16 @@ the budget counts as bad, so the answer leaves the margin people asked Lightning
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
+
+from rocmcheck.record import Record
 
 OUTCOMES = ("ok", "over", "oom", "error")
 
 
 @dataclass
-class Trial:
+class Trial(Record):
     micro_batch: int
     outcome: str  # ok: ran within budget; over: ran, peak above budget; oom: out of memory; error: anything else
     peak_allocated: int | None = None  # torch.cuda.max_memory_allocated()
@@ -21,14 +23,6 @@ class Trial:
     device_peak: int | None = None  # reserved peak + memory outside PyTorch's allocator: what the budget is for
     seconds: float = 0.0
     error: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Trial":
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
-        return cls(**known)
 
 
 @dataclass
@@ -38,18 +32,23 @@ class SearchOutcome:
     stop: str  # why the search ended
 
 
-def search_max_batch(try_batch: Callable[[int], Trial], start: int = 1, max_micro_batch: int = 1024,
-                     max_trials: int = 25, on_trial: Callable[[Trial], None] | None = None) -> SearchOutcome:
-    trials: list[Trial] = []
-    good, bad = 0, None  # largest good, smallest bad
-
+def _recording(try_batch: Callable[[int], Trial], trials: list[Trial],
+               on_trial: Callable[[Trial], None] | None) -> Callable[[int], Trial]:
+    """try_batch that also appends each trial to `trials` and reports it to on_trial."""
     def run(b: int) -> Trial:
         t = try_batch(b)
         trials.append(t)
         if on_trial:
             on_trial(t)
         return t
+    return run
 
+
+def search_max_batch(try_batch: Callable[[int], Trial], start: int = 1, max_micro_batch: int = 1024,
+                     max_trials: int = 25, on_trial: Callable[[Trial], None] | None = None) -> SearchOutcome:
+    trials: list[Trial] = []
+    good, bad = 0, None  # largest good, smallest bad
+    run = _recording(try_batch, trials, on_trial)
     b = max(1, min(start, max_micro_batch))
     while bad is None:  # grow
         if len(trials) >= max_trials:
@@ -71,8 +70,7 @@ def search_max_batch(try_batch: Callable[[int], Trial], start: int = 1, max_micr
         if t.outcome == "error":
             return SearchOutcome(good, trials, f"micro-batch {mid} failed: {t.error}")
         good, bad = (mid, bad) if t.outcome == "ok" else (good, mid)
-    why = "out of memory" if any(t.outcome == "oom" and t.micro_batch == bad for t in trials) else "over the budget"
-    return SearchOutcome(good, trials, f"micro-batch {bad} is {why}")
+    return SearchOutcome(good, trials, f"micro-batch {bad} is {_why(trials, bad)}")
 
 
 def search_from_estimate(try_batch: Callable[[int], Trial], guess: int, predict: Callable[[int], float],
@@ -124,13 +122,7 @@ def search_from_estimate(try_batch: Callable[[int], Trial], guess: int, predict:
             a = top_p - c * top_b
         return (budget - a) / c
 
-    def run(b: int) -> Trial:
-        t = try_batch(b)
-        trials.append(t)
-        if on_trial:
-            on_trial(t)
-        return t
-
+    run = _recording(try_batch, trials, on_trial)
     b = max(1, min(guess, max_micro_batch))
     expect_ok = True  # what the fit said about the size being tried
     misses = 0  # tries in a row whose outcome the fit got wrong

@@ -33,6 +33,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.probes.collective import measure, operands
+from rocmcheck.units import MIB
 
 PROBE = "across_nodes"
 PAIR_MIB_FRACTION = 1.0  # pairs use the same buffer as the whole-world test
@@ -71,7 +72,7 @@ def worker(local: int, req: dict[str, Any], counts: list[int], result_path: str)
     store = _store(req, False, timeout_s)
     dist.init_process_group("gloo" if cpu else "nccl", store=dist.PrefixStore("pg", store), rank=rank,
                             world_size=world, timeout=timedelta(seconds=timeout_s))
-    nbytes = int(float(req.get("mib", 64.0)) * 2**20)
+    nbytes = int(float(req.get("mib", 64.0)) * MIB)
     try:
         dist.all_reduce(torch.zeros(1, device=device))  # communicators built before anything is timed
         results: dict[str, Any] = {"world": world, "backend": "gloo" if cpu else "nccl"}

@@ -40,6 +40,23 @@ def describe_devices(torch, cpu: bool) -> dict[str, Any]:
     return info
 
 
+def start_torch(channel: Channel, cpu: bool) -> Any:
+    """Import torch and send the "device" event. None, after a "done" event, when torch cannot be imported or
+    there is no device to run on: the child then has nothing more to say."""
+    try:
+        import torch
+    except Exception as exc:
+        channel.emit("device", available=False, reason=f"torch cannot be imported: {type(exc).__name__}: {exc}")
+        channel.emit("done")
+        return None
+    info = describe_devices(torch, cpu)
+    channel.emit("device", **info)
+    if not info["available"]:
+        channel.emit("done")
+        return None
+    return torch
+
+
 def probe_functions(device, allow_build: bool, cpu: bool) -> dict[str, Callable[[], dict[str, Any]]]:
     from rocmcheck.probes import attention, compute, extensions
 
@@ -94,18 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     """Request: {"probes": [[name, timeout_s], ...], "allow_build": bool, "cpu": bool, "init_timeout_s": s}."""
     plan = read_request(argv, prog="python -m rocmcheck.probes.child")
     channel = open_channel()
+    cpu = bool(plan.get("cpu"))
     with watchdog(float(plan.get("init_timeout_s", 60))):
-        try:
-            import torch
-        except Exception as exc:
-            channel.emit("device", available=False, reason=f"torch cannot be imported: {type(exc).__name__}: {exc}")
-            channel.emit("done")
-            return 0
-        cpu = bool(plan.get("cpu"))
-        device_info = describe_devices(torch, cpu)
-    channel.emit("device", **device_info)
-    if not device_info["available"]:
-        channel.emit("done")
+        torch = start_torch(channel, cpu)
+    if torch is None:
         return 0
     device = torch.device("cpu") if cpu else torch.device("cuda", 0)
     functions = probe_functions(device, bool(plan.get("allow_build")), cpu)

@@ -23,6 +23,7 @@ _IMPORT_S = _IMPORTED_AT - _IMPORT_START
 
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.probes.verdicts import bus_bandwidth_gbps
+from rocmcheck.units import MIB
 
 PROBE = "collective"
 
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             mp.start_processes(worker, nprocs=world, start_method="spawn", join=True,
                                args=(world, args.backend, os.path.join(tmp, "init"), args.timeout,
-                                     int(args.mib * 2**20), result_path, args.go_file, launched_at))
+                                     int(args.mib * MIB), result_path, args.go_file, launched_at))
             if not os.path.exists(result_path):  # released with "stop": nothing was measured
                 event = {"outcome": "skip", "data": {"world": world}, "reason": "the GPU stage did not need it"}
             else:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from rocmcheck.probes.measure import finite_or_none, median_ms, nonfinite_count, relative_error
+from rocmcheck.units import GIB, MIB
 
 
 def memory(device: torch.device) -> dict[str, Any]:
@@ -41,7 +42,7 @@ def gemm_tflops(device: torch.device, size: int = 8192, iters: int = 30, warmup_
     return {"shape": [size, size, size], "ms": ms, "tflops": 2 * size**3 / (ms * 1e-3) / 1e12, "iters": iters}
 
 
-def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, iters: int = 20) -> dict[str, Any]:
+def copy_bandwidth(device: torch.device, nbytes: int = GIB, iters: int = 20) -> dict[str, Any]:
     """Device-to-device copy; counts bytes read plus bytes written, as memory bandwidth figures do."""
     src = torch.empty(nbytes // 4, device=device, dtype=torch.float32).normal_()
     dst = torch.empty_like(src)
@@ -50,7 +51,7 @@ def copy_bandwidth(device: torch.device, nbytes: int = 1 << 30, iters: int = 20)
     return {"bytes": moved, "ms": ms, "tb_per_s": moved / (ms * 1e-3) / 1e12}
 
 
-def host_bandwidth(device: torch.device, nbytes: int = 256 << 20, iters: int = 10) -> dict[str, Any]:
+def host_bandwidth(device: torch.device, nbytes: int = 256 * MIB, iters: int = 10) -> dict[str, Any]:
     """Pinned host<->device copies, each direction on its own (what ZeRO CPU offload moves every step)."""
     host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
     host.random_(0, 255)

@@ -7,11 +7,12 @@ import json
 import re
 
 from rocmcheck.facts.runner import run_command
+from rocmcheck.units import MIB
 
 
 def parse_nvidia_smi_memory_mib(text: str) -> list[int]:
     """`nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits`: one MiB figure per line."""
-    return [int(line.strip()) * 2**20 for line in text.splitlines() if line.strip().isdigit()]
+    return [int(line.strip()) * MIB for line in text.splitlines() if line.strip().isdigit()]
 
 
 def parse_rocm_smi_vram_json(text: str) -> list[int]:

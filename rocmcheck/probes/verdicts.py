@@ -11,8 +11,7 @@ from rocmcheck.knowledge import Product, arch_info
 from rocmcheck.probes.catalog import probe_id
 from rocmcheck.probes.hints import smi_processes_command, torch_wheel_fix
 from rocmcheck.result import CheckResult, failed, passed, warned
-
-GIB = 1024**3
+from rocmcheck.units import GIB
 
 # Relative norm error ||out - ref|| / ||ref|| against a float64/float32 reference. bf16 operands with
 # fp32 accumulation land between 1e-3 and 1e-2 (rounding the inputs and the output to 8 mantissa bits).

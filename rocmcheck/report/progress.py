@@ -57,7 +57,6 @@ class Progress:
         self.detail = ""
         self._live = None
         self._lock = threading.Lock()
-        self._printed = False
         self._last_output = self.start
         self._timer: threading.Timer | None = None
 
@@ -79,7 +78,6 @@ class Progress:
         with self._lock:
             self.stage, self.detail = stage, ""
             self.stage_start = time.monotonic()
-            self._printed = False
         if self._live is not None:
             if not self._live.is_started:
                 self._live.start()
@@ -117,7 +115,6 @@ class Progress:
                 return
             at = time.monotonic() - self.start
             text = f"{self.prefix}[{at:6.1f} s] {self.stage}" + (f": {detail}" if detail else " ...")
-            self._printed = True
         self.console.print(clean(text), markup=False, highlight=False, soft_wrap=True)
         self.console.file.flush()
         self._last_output = time.monotonic()
@@ -148,9 +145,3 @@ class Progress:
             self._timer.cancel()
             self._timer = None
 
-
-class Silent(Progress):
-    """For code paths that take a progress object but must print nothing (JSON to a pipe)."""
-
-    def __init__(self) -> None:
-        super().__init__(Console(quiet=True), live=False, plain=False)

@@ -12,8 +12,8 @@ import stat
 import tempfile
 from pathlib import Path
 
-KIB = 1024
-MIB = 1024 * KIB
+from rocmcheck.units import MIB
+
 # Config files (DeepSpeed JSON, LLaMA-Factory YAML, config.json): the largest real ones are a few KiB; a model's
 # config.json with an id2label table is under 1 MiB. 8 MiB is far above any of them and still reads in an instant.
 MAX_CONFIG_BYTES = 8 * MIB
@@ -87,6 +87,28 @@ def read_text_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, 
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise UnreadableFile(f"{Path(path)}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
+
+
+def read_head(path: str | os.PathLike, limit: int) -> str | None:
+    """The first `limit` characters of a file rocmcheck chose to look at itself (/proc, /sys, a ROCm install's
+    version files), decoded leniently; None when it is missing, unreadable or not a regular file (a FIFO is
+    never waited on). Files a person names go through read_text_capped instead."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        return None
+    try:
+        with os.fdopen(fd, encoding="utf-8", errors="replace") as fh:  # closes fd
+            return fh.read(limit)
+    except OSError:
+        return None
 
 
 def check_target(path: str | os.PathLike, *, force: bool = False, flag: str = "--force") -> Path:

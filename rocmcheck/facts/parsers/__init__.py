@@ -1,1 +1,1 @@
-"""Pure parsers: tool output text -> data. Tested on the verbatim outputs in ../shared/fixtures."""
+"""Pure parsers: tool output text -> data. Each is tested on verbatim recorded tool outputs (tests/test_parsers_*.py)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-# CSI escape sequences, as real ESC bytes (rocminfo colours its errors red, ds_report its [OKAY]s green)
+# CSI escape sequences, as real ESC bytes (rocminfo colours its errors red)
 # or as the literal caret text "^[3m" that a terminal copy leaves behind (rocm-smi fixture).
 _ANSI = re.compile(r"(?:\x1b|\^\[)\[?[0-9;?]*[A-Za-z]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")

@@ -7,6 +7,7 @@ import re
 
 from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na
 from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
+from rocmcheck.units import MIB
 
 # nvidia-smi's own words when there is no usable driver or GPU.
 _ERRORS = re.compile(
@@ -21,7 +22,6 @@ _HEADER = {
 _GPU_CELL = re.compile(r"^\s*(\d+)\s+(.+?)\s+(On|Off|WDDM|TCC|N/A)\s*$")
 _BUS_CELL = re.compile(r"^\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
 _MEMORY = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
-_MIB = 1024**2
 
 
 def parse_nvidia_smi_table(text: str) -> SmiReport:
@@ -54,8 +54,8 @@ def parse_nvidia_smi_table(text: str) -> SmiReport:
             continue
         mem = _MEMORY.search(stripped)
         if mem and last is not None and last.vram_total_bytes is None:
-            last.vram_used_bytes = int(mem.group(1)) * _MIB
-            last.vram_total_bytes = int(mem.group(2)) * _MIB
+            last.vram_used_bytes = int(mem.group(1)) * MIB
+            last.vram_total_bytes = int(mem.group(2)) * MIB
     return report
 
 
@@ -112,7 +112,7 @@ def _apply_csv_fields(gpu: SmiGpu, values: dict[str, str | None]) -> None:
     for field_name, attr in (("memory.total", "vram_total_bytes"), ("memory.used", "vram_used_bytes")):
         mib = _mib(values.get(field_name))
         if mib is not None:
-            setattr(gpu, attr, mib * _MIB)
+            setattr(gpu, attr, mib * MIB)
 
 
 def _mib(value: str | None) -> int | None:

@@ -12,6 +12,7 @@ import re
 
 from rocmcheck.facts.parsers._text import clean_lines, leading_int, printable, split_key_value
 from rocmcheck.facts.parsers.models import RocmAgent, RocminfoReport
+from rocmcheck.units import UNIT_BYTES
 
 # error_kind -> what rocminfo printed, and where a real copy of that text was published.
 ERROR_KINDS = {
@@ -42,7 +43,6 @@ _AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$")
 _POOL = re.compile(r"^\s*Pool\s+(\d+)\s*$")
 _ISA = re.compile(r"^\s*ISA\s+(\d+)\s*$")
 _SIZE = re.compile(r"^\s*(\d+)\s*(?:\(0x[0-9a-fA-F]+\))?\s*([KMG]?B)?", re.IGNORECASE)
-_UNIT = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
 
 
 def parse_rocminfo(text: str) -> RocminfoReport:
@@ -222,7 +222,7 @@ def _coarse_grained_bytes(pools: list[dict[str, str]]) -> int | None:
             continue
         m = _SIZE.match(pool.get("Size", ""))
         if m:
-            return int(m.group(1)) * _UNIT.get((m.group(2) or "KB").upper(), 1024)
+            return int(m.group(1)) * UNIT_BYTES[(m.group(2) or "KB").upper()]
     return None
 
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_text
 from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
+from rocmcheck.units import UNIT_BYTES
 
 # The tools' own failure text when the amdgpu driver is absent: rocm-smi "ERROR:root:Driver not initialized
 # (amdgpu not found in modules)" (https://github.com/ROCm/ROCm/issues/1498), amd-smi "ERROR:root:Drivers not
@@ -27,8 +28,6 @@ _DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
 _GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*(.*?)\s*:\s*(.*?)\s*$")
 _GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
-_UNIT_BYTES = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4,
-               "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3, "TIB": 1024**4}
 
 
 # ---- rocm-smi ------------------------------------------------------------------------------------
@@ -193,14 +192,6 @@ def parse_amd_smi_list(text: str) -> SmiReport:
     return report
 
 
-def parse_amd_smi_static(text: str) -> SmiReport:
-    """Plain-text `amd-smi static`: "GPU: 0" then ASIC:/BUS:/VRAM: sections of "KEY: value"."""
-    report = SmiReport(tool="amd-smi")
-    for index, flat in _amd_smi_blocks(text):
-        report.gpus.append(_amd_gpu(index, flat))
-    return report
-
-
 def parse_amd_smi_static_json(text: str) -> SmiReport:
     """`amd-smi static --json` in any of its shapes: a list of GPU objects, {"gpu_data": [...]}, one GPU
     object, or (jq-filtered) just its "vram" object. Sizes are {"value": N, "unit": "MB"} where amd-smi's
@@ -320,7 +311,7 @@ def _size_bytes(value: Any, default_unit: str) -> int | None:
             return None
         number, unit = m.group(1), m.group(2) or default_unit
     amount = _float(str(number))
-    factor = _UNIT_BYTES.get(unit.strip().upper())
+    factor = UNIT_BYTES.get(unit.strip().upper())
     if amount is None or factor is None:
         return None
     return int(amount * factor)
@@ -371,4 +362,3 @@ def _float(value: str | None) -> float | None:
         return float(str(value).strip().rstrip("%"))
     except (TypeError, ValueError):
         return None
-

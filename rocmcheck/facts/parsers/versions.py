@@ -34,17 +34,6 @@ def parse_torch_rocm_suffix(torch_version: str | None) -> str | None:
     return m.group(1) if m else None
 
 
-def parse_torch_cuda_suffix(torch_version: str | None) -> str | None:
-    """The CUDA a torch wheel was built for: "2.5.1+cu124" -> "12.4", "2.0.1+cu118" -> "11.8",
-    "2.9.0+cu130" -> "13.0". The last digit is the minor version (PyTorch's naming). None otherwise."""
-    local = _local_label(torch_version)
-    m = re.match(r"^cu(\d{2,3})(?!\d)", local or "")
-    if not m:
-        return None
-    digits = m.group(1)
-    return f"{int(digits[:-1])}.{digits[-1]}"
-
-
 def major_minor(version: str | None) -> str | None:
     """"6.2" from "6.2.3", "6.2.41133-dd7f95766" or "6.2"; None when there is no major.minor."""
     m = re.match(r"^\s*(\d+)\.(\d+)", version or "")
