@@ -251,5 +251,5 @@ def test_replay_merges_nodes_and_finds_the_staircase(tmp_path):
     proc = monitor(["--replay", str(shared)], tmp_path)
     assert proc.returncode == 1
     text = proc.stderr.decode()
-    assert "[fail] monitor.memory_curve" in text and "node2:0" in text and "node1:0: flat" in text
+    assert "FAIL" in text and "monitor.memory_curve" in text and "node2:0" in text and "node1:0: flat" in text
     assert (tmp_path / "out" / "verdict-merged.json").exists()

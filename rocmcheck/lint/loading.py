@@ -16,7 +16,7 @@ class LintInputError(Exception):
     """The file itself cannot be linted: missing, unreadable, not JSON/YAML, not a mapping."""
 
 
-class _DuplicateKey(ValueError):
+class _DuplicateKey(Exception):
     pass
 
 
