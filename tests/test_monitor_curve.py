@@ -111,3 +111,14 @@ def test_parsers_never_raise(garbage):
     assert parse_nvidia_query(garbage) == ([], {})
     assert parse_amd_smi_monitor(garbage) == ([], [])
     assert parse_rocm_smi_monitor_json(garbage) == []
+
+
+def test_real_h200_monitor_queries_parse_with_clocks_and_processes():
+    # Recorded on a 2 x H200 (driver 580): the header names the clocks clocks.current.sm / clocks.current.memory.
+    samples, uuids = parse_nvidia_query(project_fixture("nvidia-smi-monitor/h200x2-driver580-query-gpu-monitor-csv-nounits.txt"))
+    assert [s.gpu for s in samples] == [0, 1] and uuids[0] == "GPU-045eeb97-b7f7-321a-48ee-7b1f8855995a"
+    assert samples[0].used_bytes == 1643 * 2**20 and samples[0].total_bytes == 143771 * 2**20
+    assert (samples[0].sm_clock_mhz, samples[0].mem_clock_mhz, samples[1].sm_clock_mhz) == (1980, 3201, 345)
+    assert samples[0].power_w == 120.51 and samples[0].temp_c == 35
+    apps = parse_nvidia_compute_apps(project_fixture("nvidia-smi-monitor/h200x2-driver580-query-compute-apps-csv-nounits.txt"))
+    assert apps == [{"gpu_uuid": uuids[0], "pid": 2811, "used_bytes": 1634 * 2**20}]

@@ -34,6 +34,10 @@ NVIDIA_FIELDS = {
     "temperature.gpu": ("temp_c", 1),
     "clocks.sm": ("sm_clock_mhz", 1),
     "clocks.mem": ("mem_clock_mhz", 1),
+    # nvidia-smi answers a query for clocks.sm / clocks.mem under their long names (seen with driver 580 on H200:
+    # tests/fixtures/nvidia-smi-monitor/).
+    "clocks.current.sm": ("sm_clock_mhz", 1),
+    "clocks.current.memory": ("mem_clock_mhz", 1),
 }
 
 
