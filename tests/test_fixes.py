@@ -305,9 +305,79 @@ def kernel_log_fixes() -> dict[str, str]:
     return out
 
 
+def train_fixes() -> dict[str, str]:
+    """Every warn/fail branch of smoke-train's verdicts (pure functions of numbers), driven with failing inputs,
+    and the fixes of the runs that cannot start."""
+    from rocmcheck.result import Status
+    from rocmcheck.train import comparisons, fit, kernels, memory, run, verdicts
+
+    flat = [7.0] * 30
+    nan = [7.0] * 9 + [float("nan")]
+    rows = [{"name": "aten::_scaled_dot_product_attention_math", "count": 1, "self_cpu_us": 5.0, "self_device_us": 5.0,
+             "device_us": 5.0},
+            {"name": "aten::mm", "count": 1, "self_cpu_us": 9000.0, "self_device_us": 0.0, "device_us": 0.0}]
+    leak = memory.detect_leak([100 * memory.MiB + i * 64 * memory.MiB for i in range(20)], 4 * memory.MiB)
+    huge = {"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672, "num_hidden_layers": 80,
+            "num_attention_heads": 64, "num_key_value_heads": 8, "vocab_size": 128256, "max_position_embeddings": 8192}
+    settings = {"micro_batch": 4, "seq_len": 2048, "precision": "amp-bf16", "zero_stage": 0, "world_size": 1,
+                "offload_optimizer": False, "offload_params": False, "gradient_checkpointing": False,
+                "attention": "sdpa", "lora_rank": None, "grad_accumulation_steps": 1, "optimizer": "fused"}
+    est, _ = fit.estimate_run(huge, settings)
+    curve = {"loss": [7.0 - i / 20 for i in range(30)], "recorded_on": {}}
+    numerics_bad = {"bf16": {"loss": 2.0, "grad_norm": 1.0, "blocks": {"a": 2.0}}, "fp32": {"loss": 1.0, "grad_norm": 1.0,
+                                                                                             "blocks": {"a": 1.0}}}
+    per_rank = [{"global_loss": [1.0, 2.0], "local_loss": [1.0, 1.0], "grad_norm": [1.0, 2.0], "weights": w}
+                for w in (1.0, 2.0)]
+    bench_rows = [{"mode": "loop", "tokens_per_s": 1.0, "step_s": 1.0}, {"mode": "hf_trainer", "tokens_per_s": 2.0,
+                  "step_s": 1.0}, {"mode": "loop_compile", "tokens_per_s": 1.0, "step_s": 1.0},
+                  {"mode": "compiled_x", "error": "boom"}]
+    bench_runs = {"loop": {"losses": [1.0] * 5}, "hf_trainer": {"losses": [3.0] * 5}, "loop_compile": {"losses": [5.0] * 5}}
+    results = {}
+    for ok in (None, True, False):
+        results[f"loss_decrease numerics={ok}"] = verdicts.check_loss_decrease(flat, 0.5, ok)
+        results[f"accuracy numerics={ok}"] = verdicts.check_accuracy(0.0, 0.1, 0.6, 64, ok)
+        results[f"learns numerics={ok}"] = verdicts.check_learns(flat, ok)
+    results |= {
+        "loss_decrease nan": verdicts.check_loss_decrease(nan, 0.5), "learns nan": verdicts.check_learns(nan, None),
+        "finite": verdicts.check_finite(nan, [1.0] * 10, 9),
+        "reload error": verdicts.check_reload(None, error="OSError: no space left"),
+        "reload differs": verdicts.check_reload(1.0, 0.0, False),
+        "reference_curve": verdicts.check_reference_curve([9.0] * 30, curve, "", "cpu"),
+        "memory_leak": verdicts.check_memory_leak(leak, "gpu-allocator", [100 * memory.MiB] * 20),
+        "memory full": verdicts.check_memory_headroom(95 * memory.GiB, 100 * memory.GiB, "gpu-allocator"),
+        "memory above plan": verdicts.check_memory_headroom(20 * memory.GiB, 100 * memory.GiB, "gpu-allocator",
+                                                            {"allocated_peak_bytes": 10 * memory.GiB}),
+        "memory below plan": verdicts.check_memory_headroom(5 * memory.GiB, 100 * memory.GiB, "gpu-allocator",
+                                                            {"allocated_peak_bytes": 10 * memory.GiB}),
+        "throughput": verdicts.check_throughput([0.01] * 20 + [1.0] * 5, 1024, 1e6, None, None, True),
+        "numerics": verdicts.check_numerics(numerics_bad, True),
+        "oom": verdicts.oom_result(3, "OutOfMemoryError", "HIP out of memory", 10, 20, "gpu-allocator", "x"),
+        "fit does not fit": fit.check_fit(est, "", 80 * memory.GiB, "AMD Instinct MI300X", "/models/llama 70b")[0],
+        "fit nothing fits": fit.check_fit(est, "", 1 * memory.GiB, "a small GPU", "/models/llama 70b")[0],
+        "fit tight": fit.check_fit(est, "", int(est.total_bytes * 1.05), "a GPU", "m")[0],
+        "kernels math": kernels.check_kernels(rows, True, "sdpa"),
+        "kernels cpu hot": kernels.check_kernels([{**rows[1], "name": "aten::mm"},
+                                                  {"name": "aten::_flash_attention_forward", "count": 1,
+                                                   "self_cpu_us": 1.0, "self_device_us": 1.0, "device_us": 1.0}], True, "sdpa"),
+        "deepspeed_parity": comparisons.check_deepspeed_parity([9.0] * 20, [1.0] * 20, "ZeRO-3"),
+        "offload_cost": comparisons.check_offload_cost([10.0] * 20, [1.0] * 20, "ZeRO-3 offload", True),
+        "rank_agreement": comparisons.check_rank_agreement(per_rank, True),
+    }
+    for r in comparisons.bench_verdicts(bench_rows, bench_runs):
+        results[f"bench {r.id}"] = r
+    out = {f"train {k} / {r.id}": r.fix for k, r in results.items() if r.status in (Status.WARN, Status.FAIL)}
+    # Every branch above must have failed or warned: a branch that passes here is not exercised.
+    assert len(out) == len(results), sorted(set(f"train {k} / {r.id}" for k, r in results.items()) - set(out))
+    out |= {f"train setup {n}": getattr(run, n) for n in ("NO_DEVICE_FIX", "NO_BF16_FIX", "PEFT_FIX", "ATTN_FIX",
+                                                          "LOAD_FIX")}
+    out |= {"train setup ranks": run.ranks_fix(2), "train setup seq_len": run.seq_len_fix(64)}
+    return out
+
+
 NODE_HEALTH_FIX_KEYS = ("health.", "host.cpu_governor", "host.perf_determinism", "env.alloc_conf", "env.tunableop",
                         "env.hipblaslt", "env.nccl_channels", "env.hsa_xnack", "env.scratch_reclaim")
-FIXES = {**all_fixes(), **hint_fixes(), **kernel_log_fixes()}
+TRAIN_FIXES = train_fixes()
+FIXES = {**all_fixes(), **hint_fixes(), **kernel_log_fixes(), **TRAIN_FIXES}
 
 
 def test_the_machines_reach_most_fix_branches():
@@ -337,7 +407,7 @@ def test_every_fix_is_one_line_that_bash_parses():
 COMMANDS = {"pip", "sudo", "export", "unset", "docker", "python", "rocmcheck", "echo", "rocminfo", "uname", "nvidia-smi",
             "hipconfig", "amd-smi", "eval", "ulimit", "newgrp", "tail", "grep", "mkdir", "mv",
             "apt", "amdgpu-install", "cpupower", "dmesg", "lspci", "mount", "reboot", "sed", "sysctl", "tee",
-            "update-grub", "usermod"}
+            "update-grub", "usermod", "df", "numactl"}
 
 
 def _commands(fix: str) -> list[list[str]]:
@@ -372,7 +442,8 @@ KNOWN_VARS = set(ENV_NAMES) | {"HSA_OVERRIDE_GFX_VERSION", "PYTORCH_ROCM_ARCH", 
                                "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NCCL_P2P_DISABLE", "NCCL_DEBUG",
                                "DS_ACCELERATOR", "MAX_JOBS", "ROCM_PATH", "GPU_ARCHS", "PYTORCH_TUNABLEOP_TUNING",
                                "HSA_XNACK", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "AMD_LOG_LEVEL",
-                               "HIP_LAUNCH_BLOCKING", "CUDA_LAUNCH_BLOCKING", "TORCH_BLAS_PREFER_CUBLASLT"}
+                               "HIP_LAUNCH_BLOCKING", "CUDA_LAUNCH_BLOCKING", "TORCH_BLAS_PREFER_CUBLASLT",
+                               "PYTORCH_CUDA_ALLOC_CONF", "OMP_NUM_THREADS", "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"}
 
 
 def test_env_var_names_keep_their_case():
@@ -502,6 +573,23 @@ def test_iommu_passthrough_is_one_fact_for_checks_and_probes(tmp_path):
     assert not any("iommu" in e for e in evidence)
     facts = amd_machine(files={"/proc/cmdline": "ro amd_iommu=pt", "/proc/sys/kernel/numa_balancing": "0\n"})
     assert [r.status.value for r in run_checks(select_checks(only=("host.iommu",)), CheckContext(facts))] == ["pass"]
+
+
+def test_train_fixes_are_pasteable_lines_with_their_meaning():
+    # Every train verdict branch is in FIXES (so the bash -n, command and env-var tests above cover it); each is a
+    # command with its reason as a comment, or a comment alone, and keeps what it asked a person to do.
+    assert len(TRAIN_FIXES) >= 35
+    assert all(f.startswith(("rocmcheck ", "pip ", "df ", "numactl ", "PYTORCH_CUDA_ALLOC_CONF=", "# ")) and "  # " in f
+               or f.startswith("# ") for f in TRAIN_FIXES.values()), TRAIN_FIXES
+    fx = {k.split(" / ")[0]: v for k, v in TRAIN_FIXES.items()}
+    assert fx["train oom"].startswith("rocmcheck smoke-train --gradient-checkpointing --micro-batch 1 ")
+    assert fx["train learns numerics=False"].startswith("# train.numerics failed")
+    assert fx["train loss_decrease numerics=None"].startswith("rocmcheck smoke-train --device cpu  # ")
+    assert fx["train loss_decrease numerics=True"].startswith("rocmcheck smoke-train --lr 1e-3 --steps 120  # ")
+    assert fx["train fit does not fit"].startswith("rocmcheck smoke-train --model '/models/llama 70b' ")
+    assert fx["train fit nothing fits"].startswith("rocmcheck plan --model '/models/llama 70b'  # ")
+    assert "loss.item()" in fx["train memory_leak"] and fx["train memory_leak"].startswith("# ")
+    assert fx["train rank_agreement"].startswith("rocmcheck smoke-train --nproc 2 --device cpu  # ")
 
 
 def test_probe_wheel_index_follows_the_installed_rocm(tmp_path, monkeypatch):

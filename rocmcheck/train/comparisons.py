@@ -14,6 +14,7 @@ import math
 import statistics
 from typing import Any
 
+from rocmcheck import fixes
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.train import reference
 
@@ -58,9 +59,9 @@ def check_deepspeed_parity(ds_losses: list[float], plain_losses: list[float], la
                       f"{diffs[worst]:.3f}, tolerance {tol:.3f})", evidence, **data, id="train.deepspeed_parity")
     return failed(f"{label} loss curve departs from the plain run at {len(out)} of "
                   f"{len(diffs)} steps (step {worst}: {ds_losses[worst]:.3f} vs {plain_losses[worst]:.3f}, tolerance {tol:.3f})",
-                  "if the config has its own \"optimizer\" section, remove it (the run then uses the plain run's AdamW); "
-                  "otherwise rerun with recipes/zero2.json: if ZeRO-2 matches and this stage does not, report the DeepSpeed "
-                  "version with this evidence", evidence, **data, id="train.deepspeed_parity")
+                  fixes.step("rocmcheck smoke-train --deepspeed recipes/zero2.json", "first remove any \"optimizer\" "
+                             "section from your config (the run then uses the plain run's AdamW); if ZeRO-2 matches and "
+                             "this stage does not, report the DeepSpeed version with this evidence"), evidence, **data, id="train.deepspeed_parity")
 
 
 def steady_median(step_times: list[float]) -> float | None:
@@ -84,8 +85,8 @@ def check_offload_cost(offload_step_s: list[float], no_offload_step_s: list[floa
     summary = f"{label}: step time {cost:+.0f}% vs no offload ({with_off * 1e3:.1f} ms vs {without * 1e3:.1f} ms)"
     if ratio > OFFLOAD_ABSURD_RATIO:
         return warned(summary + f": more than {OFFLOAD_ABSURD_RATIO:g}x",
-                      "check that pin_memory is true in offload_optimizer/offload_param and that the CPU side is not starved "
-                      "(numactl --hardware; set OMP_NUM_THREADS to the cores per rank)", evidence, **data, id="train.offload_cost")
+                      fixes.step("numactl --hardware", "the CPU side must not be starved: OMP_NUM_THREADS = cores per "
+                                 "rank, and pin_memory true in offload_optimizer/offload_param"), evidence, **data, id="train.offload_cost")
     return passed(summary, evidence, **data, id="train.offload_cost")
 
 
@@ -127,8 +128,9 @@ def check_rank_agreement(per_rank: list[dict[str, Any]], weights_checked: bool) 
             "same_data": same_data, "weights_checked": weights_checked}
     if problems:
         return failed("; ".join(problems)[:400],
-                      "rerun with --nproc 2 --device cpu: if that agrees, the GPU collective library is at fault "
-                      "(NCCL_DEBUG=INFO shows it; on MI300X check iommu=pt, see docs/distributed.md)",
+                      fixes.step("rocmcheck smoke-train --nproc 2 --device cpu", "if that agrees, the GPU collective "
+                                 "library is at fault: NCCL_DEBUG=INFO shows it; on MI300X check iommu=pt "
+                                 "(docs/distributed.md)"),
                       evidence + problems, **data, id="train.rank_agreement")
     return passed(f"all {n} ranks agree on the loss at every one of {steps} steps", evidence, **data, id="train.rank_agreement")
 
@@ -154,7 +156,7 @@ def loss_parity(check_id: str, name: str, baseline: str, losses: list[float], re
     if diffs and worst <= parity_tolerance(reference_losses):
         return passed(f"{name} and {baseline} loss curves agree (max |diff| {worst:.3f})", table, max_diff=worst, id=check_id)
     return failed(f"{name} and {baseline} loss curves differ (max |diff| {worst:.3f})",
-                  "the two runs did not train the same way: compare their settings in the JSON", table, max_diff=worst, id=check_id)
+                  fixes.step(None, "the two runs did not train the same way: compare their settings in the JSON"), table, max_diff=worst, id=check_id)
 
 
 def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> list[CheckResult]:
@@ -166,7 +168,8 @@ def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
     results = []
     for r in (r for r in rows if "error" in r):
         results.append(failed(f"{r['mode']} failed: {r['error']}",
-                              "rerun without --compile / check train.kernels", table, id=f"train.bench_{r['mode']}"))
+                              fixes.step("rocmcheck smoke-train --bench", "without --compile; then read train.kernels"),
+                              table, id=f"train.bench_{r['mode']}"))
     ok = {name for name, r in by.items() if "error" not in r}
     if {"loop", "hf_trainer"} <= ok:
         ratio = by["loop"]["tokens_per_s"] / by["hf_trainer"]["tokens_per_s"]
@@ -174,7 +177,8 @@ def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
         if ratio >= TARGET_VS_TRAINER:
             results.append(passed(summary, table, ratio=ratio, id="train.bench_vs_trainer"))
         else:
-            results.append(warned(summary, "rerun once the GPU is idle; if it persists, compare train.kernels of both runs",
+            results.append(warned(summary, fixes.step(None, "rerun once the GPU is idle; if it persists, compare "
+                                                            "train.kernels of both runs"),
                                   table, ratio=ratio, id="train.bench_vs_trainer"))
         results.append(loss_parity("train.bench_loss_parity", "loop", "HF Trainer", runs["loop"]["losses"],
                                    runs["hf_trainer"]["losses"], table))
@@ -186,7 +190,7 @@ def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
                    if vs_trainer else f"--compile {ratio:.2f}x the eager loop")
         good = vs_trainer is not None and vs_trainer >= TARGET_COMPILE
         results.append(passed(summary, table, ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile") if good else
-                       warned(summary, "check torch/triton versions: rocmcheck doctor", table,
+                       warned(summary, fixes.step("rocmcheck doctor", "check the torch and triton versions"), table,
                               ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile"))
         results.append(loss_parity("train.bench_compile_loss_parity", "--compile", "the eager loop",
                                    runs["loop_compile"]["losses"], runs["loop"]["losses"], table))

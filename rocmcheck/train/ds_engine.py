@@ -16,11 +16,13 @@ HF Trainer (with accelerate) sets it up for the same config:
 from __future__ import annotations
 
 import copy
+import shlex
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
+from rocmcheck import fixes
 from rocmcheck.train import modeling
 from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
 from rocmcheck.train.distributed import World
@@ -63,8 +65,9 @@ class DeepSpeedStrategy:
         except (ValueError, AssertionError) as exc:  # DeepSpeed checks the rest of the config here
             w = self.world
             raise SetupFailed("train.deepspeed", f"deepspeed.initialize refused {self.plan.path}: {first_line(exc)}",
-                              f"rocmcheck lint {self.plan.path} --world-size {w.world_size} --micro-batch "
-                              f"{self.cfg.micro_batch} --grad-accum {self.cfg.grad_accum}") from None
+                              fixes.step(f"rocmcheck lint {shlex.quote(str(self.plan.path))} --world-size "
+                                         f"{w.world_size} --micro-batch {self.cfg.micro_batch} --grad-accum "
+                                         f"{self.cfg.grad_accum}", "lint names what DeepSpeed refuses")) from None
         self.info = {"name": self.plan.label, "optimizer": type(self.engine.basic_optimizer).__name__,
                      "zero_optimizer": type(self.engine.optimizer).__name__, "deepspeed": deepspeed.__version__,
                      "accelerator": _accelerator_name()}

@@ -6,8 +6,10 @@ The same estimate is later set beside the run's measured peak (verdicts.check_me
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
+from rocmcheck import fixes
 from rocmcheck.plan.advice import FIT_FRACTION, cheapest_changes
 from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory, fmt_bytes
 from rocmcheck.plan.shapes import shape_from_config
@@ -96,12 +98,14 @@ def check_fit(est: MemoryEstimate | None, why_not: str, device_bytes: int | None
     if share <= FIT_FRACTION:
         return passed(f"fits: {what}", evidence, **data, id="train.fit"), False
     changes = cheapest_changes(est.model, s, device_bytes)
-    options = [f"rocmcheck smoke-train --model {model} {smoke_train_flags(c.flags)}   # {c.label}: "
-               f"{fmt_bytes(c.estimate.total_bytes)} ({c.estimate.total_bytes / device_bytes:.0%})" for c in changes]
+    options = [fixes.step(f"rocmcheck smoke-train --model {shlex.quote(model)} {smoke_train_flags(c.flags)}",
+                          f"{c.label}: {fmt_bytes(c.estimate.total_bytes)} ({c.estimate.total_bytes / device_bytes:.0%})")
+               for c in changes]
     data["changes"] = [{"label": c.label, "flags": smoke_train_flags(c.flags), "estimate_bytes": int(c.estimate.total_bytes)}
                        for c in changes]
-    fix = options[0] if options else (f"no setting rocmcheck tries fits on {device_label}: a shorter --seq-len, or "
-                                      "a device with more memory (rocmcheck plan shows the numbers)")
+    fix = options[0] if options else fixes.step(f"rocmcheck plan --model {shlex.quote(model)}",
+                                                f"no setting rocmcheck tries fits on {device_label}: a shorter "
+                                                "--seq-len, or a device with more memory")
     evidence += [f"would fit: {o}" for o in options[1:]]
     if weights > device_bytes:
         return failed(f"does not fit: the weights alone ({fmt_bytes(weights)}) are larger than {device_label}'s "

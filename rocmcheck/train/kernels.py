@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from rocmcheck import fixes
 from rocmcheck.result import CheckResult, passed, skipped, warned
 
 FUSED_ATTENTION = ("_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
@@ -85,8 +86,10 @@ def check_kernels(rows: list[dict[str, Any]], on_gpu: bool, attn_requested: str)
         problems.append(f"hot ops ran on the CPU in a GPU run: {', '.join(cpu_hot)}")
     if not problems:
         return passed(f"attention path: {path}; top kernel {top[0]['name'][:60] if top else 'n/a'}", evidence, **data, id="train.kernels")
-    fix = ("rocmcheck smoke-train --attn sdpa; on ROCm also check that this torch build has AOTriton flash "
-           "attention for this GPU (rocmcheck probe) and, for experimental archs, TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1")
+    fix = fixes.step("rocmcheck smoke-train --attn sdpa", "on ROCm also check that this torch build has AOTriton flash "
+                     "attention for this GPU (rocmcheck probe) and, for experimental archs, "
+                     "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1")
     if cpu_hot and path not in ("math", "eager"):
-        fix = "move the model and every batch to the GPU (model.to('cuda'), batch.to('cuda')) before the step"
+        fix = fixes.step(None, "move the model and every batch to the GPU (model.to('cuda'), batch.to('cuda')) "
+                               "before the step")
     return warned("; ".join(problems), fix, evidence, **data, id="train.kernels")

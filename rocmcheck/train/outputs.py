@@ -17,7 +17,9 @@ from typing import Any, Iterator
 
 from rocmcheck.safe.files import write_atomic
 
-from rocmcheck.train.memory import MiB
+from rocmcheck.result import CheckResult, worst
+from rocmcheck.train import reference
+from rocmcheck.train.memory import GiB, MiB
 
 OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint", "adapter")
 
@@ -83,35 +85,114 @@ def write_outputs(report_dict: dict[str, Any], out_dir: Path) -> dict[str, str]:
     report_path = out_dir / "report.json"
     write_atomic(report_path, json.dumps(report_dict, indent=1, default=str) + "\n", force=True)
     files = {"metrics": str(metrics_path), "report": str(report_path)}
-    files["plot"] = plot_loss_memory(report_dict.get("metrics", []), out_dir / "loss_memory.png",
-                                     report_dict.get("info", {}).get("memory_kind", ""))
+    files["plot"] = plot_loss_memory(report_dict, out_dir / "loss_memory.png")
     return files
 
 
-def plot_loss_memory(metrics: list[dict[str, Any]], path: Path, memory_kind: str = "") -> str:
-    """The PNG path, or "skipped: <why>" (matplotlib is optional: pip install rocmcheck[plot])."""
-    if not metrics:
+# What the leak verdict reads: memory right after each optimizer step (memory.detect_leak's baselines).
+POST_STEP_KEY = "mem_allocated"
+
+
+def _verdicts(report_dict: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r.get("id", ""): r for r in report_dict.get("results", [])}
+
+
+def _title(report_dict: dict[str, Any]) -> str:
+    info = report_dict.get("info", {})
+    dev = info.get("device", {})
+    device = dev.get("name") or dev.get("device") or "device ?"
+    if dev.get("arch"):
+        device += f" ({dev['arch']})"
+    ranks = info.get("world", {}).get("ranks")
+    if ranks and ranks > 1:
+        device += f" x{ranks} ranks"
+    model = info.get("model", {}).get("path") or info.get("config", {}).get("model") or "model ?"
+    model = Path(str(model)).name or str(model)
+    overall = worst([CheckResult.from_dict(r) for r in report_dict.get("results", [])]).value.upper()
+    return f"rocmcheck smoke-train: {device} | {model} | verdict {overall}"
+
+
+def _panel_title(verdict: dict[str, Any] | None, check_id: str) -> str:
+    if not verdict:
+        return f"{check_id}: not judged"
+    return f"{check_id}: {verdict.get('status', '?').upper()} - {verdict.get('summary', '')}"[:110]
+
+
+def loss_memory_figure(report_dict: dict[str, Any]):
+    """The matplotlib Figure of a run: the loss against the reference curve and the tolerance band that
+    train.reference_curve judges, and memory with the post-step line that train.memory_leak reads drawn
+    strongest, on an axis from zero. Legends sit right of the axes, clear of the data."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only; never needs a display
+    from matplotlib.figure import Figure
+
+    metrics = report_dict.get("metrics", [])
+    info = report_dict.get("info", {})
+    verdicts = _verdicts(report_dict)
+    steps = [m["step"] for m in metrics]
+    losses = [m["loss"] for m in metrics]
+    fig = Figure(figsize=(11, 7), layout="constrained")
+    ax_loss, ax_mem = fig.subplots(2, 1, sharex=True)
+    fig.suptitle(_title(report_dict), fontsize=11, fontweight="bold")
+
+    ax_loss.plot(steps, losses, color="tab:blue", lw=1, alpha=0.6, label="loss, each step")
+    ref = info.get("reference_curve") or {}
+    if ref.get("loss"):
+        window = ref.get("window", reference.WINDOW)
+        rows = reference.band(ref["loss"], window)
+        xs = [r[0] for r in rows] + [rows[-1][1] + 1]
+        mean = [r[2] for r in rows] + [rows[-1][2]]
+        tol = [r[3] for r in rows] + [rows[-1][3]]
+        rec = ref.get("recorded_on", {})
+        ax_loss.fill_between(xs, [m - t for m, t in zip(mean, tol)], [m + t for m, t in zip(mean, tol)], step="post",
+                             color="tab:gray", alpha=0.25, lw=0, label=f"tolerance band ({reference.ABS_TOL:g} + "
+                             f"{reference.REL_TOL:.0%} of the reference)")
+        ax_loss.plot(range(len(ref["loss"])), ref["loss"], color="black", lw=1, ls="--",
+                     label=f"reference curve ({ref.get('kind', '?')}: {rec.get('device', '?')})")
+        run_means = reference.window_means(losses, window)
+        ax_loss.step(xs[:len(run_means) + 1], run_means + run_means[-1:], where="post", color="tab:blue", lw=2.2,
+                     label=f"this run, {window}-step means (judged)")
+        out = [(r[0] + (r[1] - r[0]) / 2, m) for r, m in zip(rows, run_means) if abs(m - r[2]) > r[3]]
+        if out:
+            ax_loss.plot([o[0] for o in out], [o[1] for o in out], "x", color="tab:red", ms=10, mew=2.5,
+                         label="window outside the band")
+    elif ref.get("why_not"):
+        ax_loss.plot([], [], " ", label=f"no reference curve: {ref['why_not']}"[:80])
+    ax_loss.set_ylabel("loss")
+    ax_loss.set_title(_panel_title(verdicts.get("train.reference_curve") or verdicts.get("train.loss_decrease")
+                                   or verdicts.get("train.learns"), "train.reference_curve"
+                                   if "train.reference_curve" in verdicts else "train.loss_decrease"
+                                   if "train.loss_decrease" in verdicts else "train.learns"), fontsize=9, loc="left")
+    ax_loss.grid(alpha=0.3)
+
+    kind = info.get("memory_kind", "")
+    top = max((m.get(k, 0) for m in metrics for k in (POST_STEP_KEY, "mem_reserved", "mem_peak")), default=0)
+    unit, scale = ("GiB", GiB) if top >= 4 * GiB else ("MiB", MiB)
+    for key, label, style in (("mem_peak", "peak", {"color": "tab:orange", "lw": 1, "ls": ":", "alpha": 0.8}),
+                              ("mem_reserved", "reserved" if kind != "cpu-rss" else "before trim",
+                               {"color": "tab:green", "lw": 1, "ls": "--", "alpha": 0.8}),
+                              (POST_STEP_KEY, "after each step (train.memory_leak reads this)",
+                               {"color": "tab:red", "lw": 2.8, "zorder": 5})):
+        ax_mem.plot(steps, [m[key] / scale for m in metrics], label=label, **style)
+    ax_mem.set_ylim(bottom=0, top=max(top / scale * 1.08, 1e-9))
+    ax_mem.set_ylabel(f"memory {unit}" + (f" ({kind})" if kind else ""))
+    ax_mem.set_xlabel("step")
+    ax_mem.set_title(_panel_title(verdicts.get("train.memory_leak"), "train.memory_leak"), fontsize=9, loc="left")
+    ax_mem.grid(alpha=0.3)
+    for ax in (ax_loss, ax_mem):
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+    return fig
+
+
+def plot_loss_memory(report_dict: dict[str, Any], path: Path) -> str:
+    """The PNG path, or "skipped: <why>" (matplotlib is optional: pip install matplotlib)."""
+    if not report_dict.get("metrics"):
         return "skipped: no steps to plot"
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # files only; never needs a display
-        import matplotlib.pyplot as plt
+        import matplotlib  # noqa: F401
     except ImportError:
         return "skipped: matplotlib is not installed (pip install matplotlib)"
-    steps = [m["step"] for m in metrics]
-    fig, (ax_loss, ax_mem) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
-    ax_loss.plot(steps, [m["loss"] for m in metrics], color="tab:blue")
-    ax_loss.set_ylabel("loss")
-    ax_loss.set_title("rocmcheck smoke-train")
-    ax_loss.grid(alpha=0.3)
-    for key, label in (("mem_allocated", "after step"), ("mem_reserved", "reserved"), ("mem_peak", "peak")):
-        ax_mem.plot(steps, [m[key] / MiB for m in metrics], label=label)
-    ax_mem.set_ylabel(f"memory MiB {memory_kind}".strip())
-    ax_mem.set_xlabel("step")
-    ax_mem.legend(loc="best")
-    ax_mem.grid(alpha=0.3)
-    fig.tight_layout()
+    fig = loss_memory_figure(report_dict)
     fig.savefig(path, dpi=90)
-    plt.close(fig)
     return str(path)

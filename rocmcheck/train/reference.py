@@ -34,12 +34,23 @@ def window_means(loss: list[float], window: int = WINDOW) -> list[float]:
     return [sum(loss[i:i + window]) / len(loss[i:i + window]) for i in range(0, len(loss), window)]
 
 
+def tolerance(ref_window_mean: float) -> float:
+    """How far a run's window mean may lie from the reference's."""
+    return ABS_TOL + REL_TOL * abs(ref_window_mean)
+
+
+def band(ref: list[float], window: int = WINDOW) -> list[tuple[int, int, float, float]]:
+    """(first step, last step, reference window mean, tolerance) per window: what compare judges, for drawing."""
+    return [(i * window, min((i + 1) * window, len(ref)) - 1, m, tolerance(m))
+            for i, m in enumerate(window_means(ref, window))]
+
+
 def compare(run: list[float], ref: list[float], window: int = WINDOW) -> dict[str, Any]:
     """Per-window differences and whether each lies within tolerance."""
     a, b = window_means(run, window), window_means(ref, window)
     rows = []
     for i, (x, r) in enumerate(zip(a, b)):
-        tol = ABS_TOL + REL_TOL * abs(r)
+        tol = tolerance(r)
         rows.append({"steps": f"{i * window}-{min((i + 1) * window, len(run)) - 1}", "run": round(x, 4),
                      "reference": round(r, 4), "diff": round(x - r, 4), "tolerance": round(tol, 4), "ok": abs(x - r) <= tol})
     worst = max(rows, key=lambda row: abs(row["diff"]) - row["tolerance"]) if rows else None

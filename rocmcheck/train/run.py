@@ -27,6 +27,7 @@ from typing import Any, Callable
 
 import torch
 
+from rocmcheck import fixes
 from rocmcheck.result import CheckResult, skipped
 from rocmcheck.train import comparisons, data as data_mod, distributed, fit, kernels, modeling, numerics, reference, task
 from rocmcheck.train import verdicts
@@ -41,6 +42,22 @@ from rocmcheck.train.report import JUDGED_AFTER_OWN_MODEL_RUN, JUDGED_AFTER_RUN,
 DEFAULT_PG_TIMEOUT_S = 600.0
 NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tolerance was measured on 4-16)
 Progress = Callable[[int, int, dict[str, Any]], None]
+
+# Fixes of the runs that cannot start (one pasteable line each).
+NO_DEVICE_FIX = fixes.step("rocmcheck doctor", "then rerun with --device cpu")
+NO_BF16_FIX = fixes.step("rocmcheck smoke-train --device cpu", "this GPU has no bf16; MI200/MI300, A100, H100 have it")
+PEFT_FIX = fixes.step("pip install peft", "--lora-rank trains a LoRA adapter through peft")
+ATTN_FIX = fixes.step("pip install flash-attn --no-build-isolation", "or run with --attn sdpa")
+LOAD_FIX = fixes.step(None, "check the --model folder holds a complete Hugging Face checkpoint (config.json, "
+                            "weights, tokenizer)")
+
+
+def ranks_fix(gpus: int) -> str:
+    return fixes.step(f"rocmcheck smoke-train --nproc {gpus}", "one rank per visible GPU")
+
+
+def seq_len_fix(seq_len: int) -> str:
+    return fixes.step(f"rocmcheck smoke-train --seq-len {seq_len * 2}", "a row must hold at least one example")
 
 
 @dataclass
@@ -169,18 +186,18 @@ class _Run:
         try:
             dev = pick_device(self.cfg.device)
         except DeviceUnavailable as exc:
-            raise SetupFailed("train.device", str(exc), "rocmcheck doctor   (then rerun with --device cpu)") from None
+            raise SetupFailed("train.device", str(exc), NO_DEVICE_FIX) from None
         self.info["device"] = dev.to_dict()
         if dev.device.type == "cuda" and not dev.bf16_supported:
             raise SetupFailed("train.device", f"{dev.name} has no bf16 support",
-                              "use a GPU with bf16 (MI200/MI300, A100, H100) or --device cpu")
+                              NO_BF16_FIX)
         if dev.device.type == "cuda" and self.world.distributed:
             # torchrun says LOCAL_WORLD_SIZE, the DeepSpeed launcher LOCAL_SIZE; without either, trust the launcher.
             local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or 0)
             if torch.cuda.device_count() < local:
                 raise SetupFailed("train.device", f"{local} ranks on this node but only {torch.cuda.device_count()} "
                                   "GPU(s) visible: two ranks would share a GPU",
-                                  f"rocmcheck smoke-train --nproc {torch.cuda.device_count()}")
+                                  ranks_fix(torch.cuda.device_count()))
         return dev
 
     # -- fit first: the planner's estimate, before any weight is loaded -----------------------------
@@ -199,7 +216,7 @@ class _Run:
             raise SetupFailed.of(self.fit_result)
         if cfg.lora_rank and importlib.util.find_spec("peft") is None:
             raise SetupFailed("train.lora", "--lora-rank needs peft, which is not installed",
-                              "pip install peft   (or: pip install rocmcheck[train])")
+                              PEFT_FIX)
 
     # -- data: packed task rows, W times as many as one rank needs ---------------------------------
     def _data(self) -> None:
@@ -217,7 +234,7 @@ class _Run:
             ids, labels = data_mod.pack_rows(self.tokenizer, task.train_examples(rows_needed * per_row + per_row, cfg.seed),
                                              cfg.seq_len)
         except ValueError as exc:
-            raise SetupFailed("train.data", str(exc), f"rocmcheck smoke-train --seq-len {cfg.seq_len * 2}") from None
+            raise SetupFailed("train.data", str(exc), seq_len_fix(cfg.seq_len)) from None
         self.ids, self.labels = ids[:rows_needed].to(self.device), labels[:rows_needed].to(self.device)
         self.eval_set = task.eval_examples(cfg.eval_prompts) if cfg.judged_on_task else []
 
@@ -308,6 +325,10 @@ class _Run:
             if world.distributed:
                 key["ranks"] = world.world_size  # a curve with a W-times larger global batch is another curve
             curve, why_not = reference.find_reference(Path(cfg.model), self.dev.kind, key)
+            # What train.reference_curve compares with, for the plot (outputs.py draws the curve and its band).
+            self.info["reference_curve"] = ({"kind": self.dev.kind, "loss": curve["loss"], "window": reference.WINDOW,
+                                             "recorded_on": curve.get("recorded_on", {})} if curve else
+                                            {"kind": self.dev.kind, "why_not": why_not})
             results.append(verdicts.check_reference_curve(phase.losses, curve, why_not, self.dev.kind))
         baselines = [m["mem_allocated"] for m in phase.metrics]
         decision = detect_leak(baselines, phase.sampler.tolerance_bytes(baselines[min(2, len(baselines) - 1)]))
@@ -473,10 +494,10 @@ def _loading(cfg: TrainConfig, load: Callable[[], Any]) -> Any:
         return load()
     except ImportError as exc:  # flash_attention_2 without the flash_attn package, mostly
         raise SetupFailed("train.attn", f"--attn {cfg.attn} is not usable: {first_line(exc)}",
-                          "pip install flash-attn --no-build-isolation   (or run with --attn sdpa)") from None
+                          ATTN_FIX) from None
     except (OSError, ValueError) as exc:
         raise SetupFailed("train.load", f"could not load {cfg.model}: {first_line(exc)}",
-                          "check the folder holds a complete Hugging Face checkpoint (config.json, weights, tokenizer)") from None
+                          LOAD_FIX) from None
 
 
 def _host_memory_bytes() -> int | None:

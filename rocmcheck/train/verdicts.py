@@ -10,22 +10,27 @@ import math
 import statistics
 from typing import Any
 
+from rocmcheck import fixes
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.train import reference
 from rocmcheck.train.memory import GiB, MiB, LeakDecision
 
-CKPT_FIX = "rocmcheck smoke-train --gradient-checkpointing --micro-batch 1 --grad-accum 8"
+CKPT_FIX = fixes.step("rocmcheck smoke-train --gradient-checkpointing --micro-batch 1 --grad-accum 8",
+                      "recompute activations and take one row at a time: the same global batch in less memory")
+DEFAULTS_RUN = "rocmcheck smoke-train --lr 1e-3 --steps 120"
+SEE_FINITE = fixes.step(None, "see train.finite's fix: a loss that is not finite cannot fall")
 
 
-def _learning_fix(numerics_ok: bool | None, more: str) -> str:
-    """What to do when a run does not learn, naming the likely cause from train.numerics."""
+def _learning_fix(numerics_ok: bool | None, command: str | None, note: str) -> str:
+    """What to do when a run does not learn, naming the likely cause from train.numerics: one pasteable line."""
     if numerics_ok is False:
-        return ("train.numerics failed: this device's bf16 kernels compute wrongly, which explains a run that does "
-                "not learn; fix that first (see its fix)")
+        return fixes.step(None, "train.numerics failed: this device's bf16 kernels compute wrongly, which explains a "
+                                "run that does not learn; fix that first (see its fix)")
     if numerics_ok:
-        return ("train.numerics passed, so this device computes the loss and gradients as fp32 does: the training "
-                f"settings are the likely cause; {more}")
-    return f"rerun with --device cpu to compare with a CPU run of the same settings; {more}"
+        return fixes.step(command, "train.numerics passed, so this device computes the loss and gradients as fp32 "
+                                   f"does: the training settings are the likely cause; {note}")
+    return fixes.step("rocmcheck smoke-train --device cpu", "the same settings on the CPU (add this run's flags): if "
+                      f"the CPU run learns, this device is at fault; else {note}")
 
 
 def check_loss_decrease(losses: list[float], min_drop: float, numerics_ok: bool | None = None) -> CheckResult:
@@ -39,12 +44,12 @@ def check_loss_decrease(losses: list[float], min_drop: float, numerics_ok: bool 
     data = {"first": first, "last_mean": last, "target": target, "min_drop": min_drop}
     evidence = [f"step 0 loss {first:.4f}; mean of last {len(tail)} steps {last:.4f}; needed <= {target:.4f}"]
     if not (math.isfinite(first) and math.isfinite(last)):
-        return failed("loss is not finite, so it cannot fall", "see train.finite", evidence, **data, id="train.loss_decrease")
+        return failed("loss is not finite, so it cannot fall", SEE_FINITE, evidence, **data, id="train.loss_decrease")
     if last <= target:
         return passed(f"loss fell {first:.3f} -> {last:.3f} ({1 - last / first:.0%} drop, needed {min_drop:.0%})", evidence, **data, id="train.loss_decrease")
     return failed(f"loss fell only {first:.3f} -> {last:.3f} (needed a {min_drop:.0%} drop)",
-                  _learning_fix(numerics_ok, "rerun with the defaults (--lr 1e-3 --steps 120), which this threshold "
-                                "was set for"), evidence, **data, id="train.loss_decrease")
+                  _learning_fix(numerics_ok, DEFAULTS_RUN, "rerun with the defaults, which this threshold was set "
+                                "for"), evidence, **data, id="train.loss_decrease")
 
 
 def check_finite(losses: list[float], grad_norms: list[float], stopped_at: int | None) -> CheckResult:
@@ -61,8 +66,9 @@ def check_finite(losses: list[float], grad_norms: list[float], stopped_at: int |
     if stopped_at is not None:
         evidence.append(f"run stopped at step {stopped_at}")
     return failed(f"{what} became NaN/inf at step {first}",
-                  "rerun with --pure-bf16 off (default) and --attn eager: if that is finite, the fused attention or bf16 "
-                  "kernels of this build are at fault; report torch/ROCm versions with the evidence", evidence, **data, id="train.finite")
+                  fixes.step("rocmcheck smoke-train --attn eager", "without --pure-bf16: if that stays finite, the fused "
+                             "attention or bf16 kernels of this build are at fault; report the torch/ROCm versions "
+                             "(rocmcheck doctor) with the evidence"), evidence, **data, id="train.finite")
 
 
 def check_accuracy(before: float | None, after: float | None, threshold: float, n_prompts: int,
@@ -75,8 +81,8 @@ def check_accuracy(before: float | None, after: float | None, threshold: float, 
         learned = "" if before is None or after > before else " (the model could already do the task)"
         return passed(f"held-out exact match {after:.0%} (needed {threshold:.0%}){learned}", ev, **data, id="train.task_accuracy")
     return failed(f"held-out exact match only {after:.0%} (needed {threshold:.0%})",
-                  _learning_fix(numerics_ok, "rerun with the defaults (--steps 120 --lr 1e-3): the threshold is set "
-                                "for them"), ev, **data, id="train.task_accuracy")
+                  _learning_fix(numerics_ok, DEFAULTS_RUN, "rerun with the defaults: the threshold is set for "
+                                "them"), ev, **data, id="train.task_accuracy")
 
 
 def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: bool = True,
@@ -85,15 +91,15 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
     two forwards of the trained model are from each other (0 where kernels are deterministic)."""
     if error:
         return failed(f"save -> reload failed: {error}",
-                      "check free disk space and write permission for --out", [error], id="train.reload")
+                      fixes.step("df -h .", "free disk space; the --out folder must also be writable"), [error], id="train.reload")
     data = {"max_abs_diff": max_abs_diff, "forward_noise": noise, "weights_equal": weights_equal}
     if weights_equal and max_abs_diff is not None and max_abs_diff <= noise:
         how = "identical logits" if max_abs_diff == 0 else f"logits within {bound_label} ({noise:.2g})"
         return passed(f"save -> reload gives {how}", **data, id="train.reload")
     what = "weights changed on the way through the checkpoint" if not weights_equal else \
         f"reloaded model's logits differ (max |diff| {max_abs_diff:.3g}, allowed: {bound_label} {noise:.2g})"
-    return failed(what, "a saved checkpoint does not reproduce the trained model: check the "
-                  "safetensors/transformers versions (pip install -U safetensors transformers)",
+    return failed(what, fixes.step("pip install -U safetensors transformers", "a saved checkpoint does not "
+                                   "reproduce the trained model: newer savers and loaders"),
                   [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"], **data, id="train.reload")
 
 
@@ -114,8 +120,8 @@ def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why
     w = cmp["worst"]
     return failed(f"loss curve departs from the {kind} reference at steps {w['steps']} "
                   f"({w['run']:.3f} vs {w['reference']:.3f})",
-                  "rerun with --attn eager and then --device cpu: the first setting that matches points at the faulty "
-                  "kernel (fused attention, bf16 GEMM)", evidence, **data, id="train.reference_curve")
+                  fixes.step("rocmcheck smoke-train --attn eager; rocmcheck smoke-train --device cpu", "the first run "
+                             "that matches points at the faulty kernel (fused attention, bf16 GEMM)"), evidence, **data, id="train.reference_curve")
 
 
 def check_memory_leak(decision: LeakDecision, kind: str, baselines: list[int]) -> CheckResult:
@@ -130,8 +136,9 @@ def check_memory_leak(decision: LeakDecision, kind: str, baselines: list[int]) -
                       f"{decision.steps_judged} steps)", evidence, **data, id="train.memory_leak")
     return failed(f"memory after each step keeps rising: {decision.per_step_bytes / MiB:.1f} MiB/step "
                   f"({decision.growth_bytes / MiB:.0f} MiB over {decision.steps_judged} steps)",
-                  "something keeps tensors (and their graphs) alive between steps: log loss.item(), never the loss "
-                  "tensor; run evaluation under torch.no_grad(); do not keep model outputs in lists", evidence, **data, id="train.memory_leak")
+                  fixes.step(None, "something keeps tensors (and their graphs) alive between steps: log loss.item(), "
+                             "never the loss tensor; run evaluation under torch.no_grad(); do not keep model outputs "
+                             "in lists"), evidence, **data, id="train.memory_leak")
 
 
 def check_memory_headroom(peak_bytes: int, total_bytes: int | None, kind: str, estimate: dict[str, Any] | None = None,
@@ -161,10 +168,13 @@ def check_memory_headroom(peak_bytes: int, total_bytes: int | None, kind: str, e
     if total_bytes and peak_bytes / total_bytes > 0.9:
         return warned(summary + ": a longer batch will run out of memory", CKPT_FIX, evidence, **data, id="train.memory")
     if gap_finding:
-        fix = ("above the estimate: check train.memory_leak and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-               "(fragmentation); if neither explains it, report the settings and both numbers (a planner gap)"
+        fix = (fixes.step("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True rocmcheck smoke-train",
+                          "above the estimate: with this run's flags; a lower peak means fragmentation; check "
+                          "train.memory_leak too; if neither explains it, report the settings and both numbers (a "
+                          "planner gap)")
                if peak_bytes > estimate["allocated_peak_bytes"] else
-               "below the estimate: the planner counts more than this stack keeps; report the settings and both numbers")
+               fixes.step(None, "below the estimate: the planner counts more than this stack keeps; report the "
+                                "settings and both numbers"))
         return warned(f"{summary}, {gap_finding}", fix, evidence, **data, id="train.memory")
     return passed(summary, evidence, **data, id="train.memory")
 
@@ -210,7 +220,8 @@ def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_to
     stall_ratio = 3.0 if on_gpu else 6.0
     if p90 > stall_ratio * median:
         return warned(summary + f"; unsteady steps (p90 {p90 / median:.1f}x median)",
-                      "look for other processes on this device (rocm-smi / nvidia-smi) and rerun", evidence, **data, id="train.throughput")
+                      fixes.step(None, "look for other processes on this device (amd-smi process, or nvidia-smi), "
+                                       "then rerun"), evidence, **data, id="train.throughput")
     return passed(summary, evidence, **data, id="train.throughput")
 
 
@@ -266,9 +277,9 @@ def check_numerics(m: dict[str, Any] | None, on_gpu: bool) -> CheckResult:
         bad.append(f"{worst}'s bf16 gradient norm differs from fp32 by {worst_rel:.0%}")
     if bad:
         return failed(("GPU" if on_gpu else "bf16") + " numerics are suspect: " + "; ".join(bad),
-                      "rerun with --attn eager: if that passes, the fused attention kernel of this build computes wrongly "
-                      "in bf16; otherwise the bf16 GEMMs do. Report the torch/ROCm or CUDA versions (rocmcheck doctor) "
-                      "with this evidence", evidence, **data, id="train.numerics")
+                      fixes.step("rocmcheck smoke-train --attn eager", "if that passes, the fused attention kernel "
+                                 "of this build computes wrongly in bf16; otherwise the bf16 GEMMs do; report the "
+                                 "torch/ROCm or CUDA versions (rocmcheck doctor) with this evidence"), evidence, **data, id="train.numerics")
     return passed(f"bf16 matches fp32 on the same batch: loss within {loss_rel:.1e}, block gradient norms within "
                   f"{worst_rel:.1%}", evidence, **data, id="train.numerics")
 
@@ -295,13 +306,13 @@ def check_learns(losses: list[float], numerics_ok: bool | None, min_drop: float 
     evidence = [f"one fixed batch, {len(losses)} steps: step 0 loss {first:.4f}; mean of the last 3 steps {last:.4f}; "
                 f"needed <= {target:.4f}"]
     if not (math.isfinite(first) and math.isfinite(last)):
-        return failed("loss is not finite, so it cannot fall", "see train.finite", evidence, **data, id="train.learns")
+        return failed("loss is not finite, so it cannot fall", SEE_FINITE, evidence, **data, id="train.learns")
     if last <= target:
         return passed(f"overfits one batch: loss {first:.3f} -> {last:.3f} ({1 - last / first:.0%} drop, needed "
                       f"{min_drop:.0%})", evidence, **data, id="train.learns")
     return failed(f"does not overfit one batch: loss {first:.3f} -> {last:.3f} (needed a {min_drop:.0%} drop)",
-                  _learning_fix(numerics_ok, "a learning rate too low or too high for this model: rerun with --lr 10x "
-                                "higher and 10x lower, and with more --steps"), evidence, **data, id="train.learns")
+                  _learning_fix(numerics_ok, None, "a learning rate too low or too high for this model: rerun with "
+                                "--lr 10x higher and 10x lower, and with more --steps"), evidence, **data, id="train.learns")
 
 
 def oom_result(step: int, error_type: str, first_line: str, peak_bytes: int, total_bytes: int | None, kind: str,
