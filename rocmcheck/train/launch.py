@@ -89,7 +89,7 @@ def run_parallel(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
 def run_as_rank(cfg: TrainConfig, run: ParallelRun, as_json: bool) -> int:
     """This process was started as one rank by a launcher a person ran (the DeepSpeed launcher, srun +
     torchrun), or runs alone: rank 0 trains and reports like a single run; the others train quietly."""
-    from rocmcheck.train.runner import error_result, run_and_report
+    from rocmcheck.train.runner import run_and_report
 
     def train(c: TrainConfig, progress=None):
         from rocmcheck.train.run import run_smoke_train
