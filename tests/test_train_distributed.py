@@ -27,7 +27,7 @@ def run(argv: list[str], tmp: Path, extensions: str, timeout: float = 600):
 
 
 def report_of(proc) -> tuple[dict, dict]:
-    lines = [line for line in proc.stdout.splitlines() if line.startswith('{"schema"')]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith('{"schema_version"')]
     assert len(lines) == 1, (proc.stdout[-2000:], proc.stderr[-3000:])
     report = json.loads(lines[0])
     return report, {r["id"]: r for r in report["results"]}
