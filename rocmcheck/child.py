@@ -150,11 +150,25 @@ class Channel:
         self._out.flush()
 
 
+def stdout_to_stderr() -> int:
+    """Point file descriptor 1 (Python and C prints alike) at stderr; return a new descriptor on the real
+    stdout, for the one thing that must reach it (a child's events, a command's --json document)."""
+    sys.stdout.flush()
+    real_stdout = os.dup(1)
+    os.dup2(2, 1)
+    return real_stdout
+
+
+def restore_stdout(real_stdout: int) -> None:
+    """Undo stdout_to_stderr: fd 1 is the real stdout again (the descriptor it returned is closed)."""
+    sys.stdout.flush()
+    os.dup2(real_stdout, 1)
+    os.close(real_stdout)
+
+
 def open_channel() -> Channel:
     """Claim stdout for the protocol: keep a private copy of fd 1, then point fd 1 at stderr."""
-    sys.stdout.flush()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
+    protocol_fd = stdout_to_stderr()
     faulthandler.enable()  # a segfault prints the Python stack to stderr before the process dies
     return Channel(os.fdopen(protocol_fd, "w", buffering=1, encoding="utf-8"))
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from fakes import make_tool
+from rocmcheck.child import run_child
 from rocmcheck.train import doctor_stage
+from rocmcheck.train.config import TrainConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -59,15 +61,29 @@ def test_doctor_stage_garbage_output_is_a_crash_not_a_pass(tmp_path, monkeypatch
     assert verdict.status.value == "crash"
 
 
-def test_doctor_stage_real_child(tmp_path, monkeypatch):
+def test_doctor_stage_real_child_speaks_the_child_protocol(monkeypatch):
     pytest.importorskip("torch")
-    # The real interpreter and the real command; the wrapper only shortens the run for the test suite.
-    wrapper = tmp_path / "python"
-    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@" --steps 12 --no-profile\n')
-    wrapper.chmod(0o755)
-    monkeypatch.setattr(sys, "executable", str(wrapper))
-    results = doctor_stage.run_train_stage(timeout_s=240, device="cpu")
+    # The real interpreter and the real train child, spied on; the config only shortens the run for the suite.
+    calls, events = [], []
+
+    def spy(module, request, timeout_s, **kw):
+        calls.append(module)
+        return run_child(module, request, timeout_s, on_event=events.append, **kw)
+
+    monkeypatch.setattr(doctor_stage, "run_child", spy)
+    results = doctor_stage.run_train_stage(timeout_s=240, config=TrainConfig(device="cpu", steps=12, profile=False))
+    assert calls == ["rocmcheck.train.child"]
+    assert [e["step"] for e in events if e["event"] == "step"] == list(range(1, 13))
+    assert [e["event"] for e in events][-1] == "report"
     by_id = {r.id: r for r in results}
     assert by_id["train.run"].status.value == "pass"
     assert by_id["train.finite"].status.value == "pass" and by_id["train.reload"].status.value == "pass"
     assert "train.memory_leak" in by_id
+
+
+def test_doctor_stage_bad_request_is_refused_input(tmp_path, monkeypatch):
+    # A child that does not know a setting exits 2 with one line: the stage says the input was refused.
+    monkeypatch.setattr(doctor_stage.train_child, "train_request", lambda cfg: {"config": {"no_such_setting": 1}})
+    [verdict] = doctor_stage.run_train_stage(timeout_s=60, device="cpu")
+    assert verdict.status.value == "fail" and "refused its input" in verdict.summary
+    assert "no_such_setting" in verdict.summary

@@ -27,7 +27,7 @@ def run(argv: list[str], tmp: Path, extensions: str, timeout: float = 600):
 
 
 def report_of(proc) -> tuple[dict, dict]:
-    lines = [line for line in proc.stdout.splitlines() if line.startswith('{"schema"')]
+    lines = [line for line in proc.stdout.splitlines() if line.startswith('{"schema_version"')]
     assert len(lines) == 1, (proc.stdout[-2000:], proc.stderr[-3000:])
     report = json.loads(lines[0])
     return report, {r["id"]: r for r in report["results"]}
@@ -40,7 +40,11 @@ def test_nproc_2_ddp_ranks_agree(tmp_path, torch_extensions_dir):
     agree = by_id["train.rank_agreement"]
     assert agree["status"] == "pass", agree
     assert agree["data"]["ranks"] == 2 and agree["data"]["weights_checked"] and not agree["data"]["same_data"]
-    assert report["info"]["launch"]["returncode"] == 0 and report["info"]["backend"] == "gloo"
+    launch = report["info"]["launch"]
+    assert launch["returncode"] == 0 and report["info"]["backend"] == "gloo"
+    # The ranks are the train child under torchrun, over the one child protocol (rocmcheck/child.py).
+    assert launch["module"] == "rocmcheck.train.child" and launch["argv"][-4:-2] == ["-m", "rocmcheck.train.child"]
+    assert "smoke-train [" in proc.stderr  # rank 0's "step" events reached this process's progress lines
     assert report["info"]["world"]["ranks"] == 2 and report["metrics"][0]["tokens"] == 2 * 8 * 64
     assert by_id["train.finite"]["status"] == "pass" and by_id["train.reload"]["data"]["max_abs_diff"] == 0.0
     assert "ranks" in by_id["train.reference_curve"]["summary"]  # a 2-rank curve is not the 1-rank reference

@@ -15,7 +15,8 @@ from click.testing import CliRunner
 
 from rocmcheck.train.config import BUNDLED_MODEL, BadInput, TrainConfig
 from rocmcheck.train.ds_config import finalize_auto, model_hidden_size, prepare_deepspeed_config
-from rocmcheck.train.launch import ParallelRun, prepare_parallel, torchrun_argv
+from rocmcheck.train.child import parse_request, train_request
+from rocmcheck.train.launch import prepare_parallel, torchrun_launcher
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
@@ -166,17 +167,16 @@ def test_cli_bad_parallel_flags(args, env, words):
     assert words in result.output and "Traceback" not in result.output
 
 
-def test_relaunch_command_carries_the_run_settings():
+def test_the_ranks_request_carries_the_run_settings_and_the_filled_plan():
     cfg = TrainConfig(steps=30, micro_batch=4, grad_accum=2, lr=3e-4, device="cpu", gradient_checkpointing=True,
                       profile=False, out=Path("/tmp/x"))
     plan = prepare_deepspeed_config(RECIPES / "zero2.json", cfg, 2, HIDDEN)
-    argv = torchrun_argv(cfg, ParallelRun(nproc=2, plan=plan, timeout_s=99.0, is_rank=False))
-    assert argv[1:7] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "--max-restarts"]
-    joined = " ".join(argv)
-    for part in ("--steps 30", "--micro-batch 4", "--grad-accum 2", "--lr 0.0003", "--device cpu", "--timeout 99.0",
-                 "--gradient-checkpointing", "--no-profile", "--out /tmp/x", f"--deepspeed {RECIPES / 'zero2.json'}"):
-        assert part in joined
-    assert "--nproc " not in joined and "--json" not in joined
+    request = json.loads(json.dumps(train_request(cfg, plan, 99.0)))  # as it crosses the command line
+    got_cfg, got_plan, pg_timeout_s = parse_request(request)
+    assert got_cfg == cfg and pg_timeout_s == 99.0
+    assert got_plan.to_dict() == plan.to_dict() and got_plan.path == str(RECIPES / "zero2.json")
+    assert torchrun_launcher(2)[1:] == ["-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                                        "--max-restarts", "0"]
 
 
 def test_plain_single_run_is_not_rerouted(monkeypatch):

@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 TRAIN = REPO / "rocmcheck" / "train"
 TORCH_FREE = ("config", "report", "task", "ds_config", "reference", "verdicts", "comparisons", "memory", "kernels", "fit",
-              "outputs", "launch", "runner", "doctor_stage")
+              "outputs", "launch", "runner", "doctor_stage", "child")
 
 
 @pytest.fixture(scope="module")

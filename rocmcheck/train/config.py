@@ -4,7 +4,7 @@ before paying for the torch import)."""
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,19 @@ class TrainConfig:
         d["model"] = str(self.model)
         d["out"] = str(self.out) if self.out else None
         return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        """The inverse of to_dict (a child's request); BadInput on a key this version does not know."""
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise BadInput(f"unknown training settings: {', '.join(map(str, unknown))}")
+        values = dict(data)
+        if "model" in values:
+            values["model"] = Path(values["model"])
+        if values.get("out"):
+            values["out"] = Path(values["out"])
+        return cls(**values)
 
     def reference_key(self) -> dict[str, Any]:
         """The settings a reference loss curve depends on; a curve applies only to a run with the same key."""

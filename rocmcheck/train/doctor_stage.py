@@ -1,32 +1,28 @@
-"""The doctor's last stage: the default smoke-train in a child process, so a crash (segfault in HIP
-init, a kernel fault) or a hang becomes a verdict instead of taking the doctor down. No torch here."""
+"""The doctor's last stage: the default smoke-train in a child process (rocmcheck.train.child over the one
+child protocol), so a crash (segfault in HIP init, a kernel fault) or a hang becomes a verdict instead of
+taking the doctor down. No torch here."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from pathlib import Path
+from typing import Any
 
-from rocmcheck.facts.runner import run_command
+from rocmcheck.child import run_child
 from rocmcheck.result import CheckResult, Status, failed, passed
+from rocmcheck.train import child as train_child
+from rocmcheck.train.config import TrainConfig
 
 
-def run_train_stage(timeout_s: float = 180.0, device: str = "auto") -> list[CheckResult]:
-    argv = [sys.executable, "-m", "rocmcheck", "smoke-train", "--json", "--device", device]
-    env = dict(os.environ)
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    env.setdefault("TRANSFORMERS_OFFLINE", "1")
-    # The child must import this same rocmcheck, installed or run from a checkout.
-    package_root = str(Path(__file__).resolve().parents[2])
-    env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    res = run_command(argv, timeout=timeout_s, env=env)
-    tail = [line for line in res.stderr.strip().splitlines()[-5:]]
-    if res.timed_out:
+def run_train_stage(timeout_s: float = 180.0, device: str = "auto", *,
+                    config: TrainConfig | None = None) -> list[CheckResult]:
+    """config: the run to make (default: the default smoke-train on `device`)."""
+    cfg = config or TrainConfig(device=device)
+    run = run_child(train_child.MODULE, train_child.train_request(cfg), timeout_s)
+    res, tail = run.command, run.stderr_tail()
+    if run.hung:
         return [failed(f"smoke-train did not finish within {timeout_s:g} s (hung)",
                        "rocmcheck smoke-train --device cpu   (if that finishes, the GPU hangs; check dmesg for GPU resets)",
                        tail, timeout_s=timeout_s, id="train.run")]
-    results = _parse(res.stdout)
+    results = _results(run.last("report"))
     if results is None:
         if res.returncode is not None and res.returncode < 0:
             return [failed(f"smoke-train {res.describe_failure().split(' ', 1)[1]}",
@@ -41,12 +37,11 @@ def run_train_stage(timeout_s: float = 180.0, device: str = "auto") -> list[Chec
     return [passed(f"smoke-train ran to the end in {res.duration_s:.1f} s", duration_s=res.duration_s, id="train.run")] + results
 
 
-def _parse(stdout: str) -> list[CheckResult] | None:
-    """The JSON object is the last line of stdout; anything a library printed before it is ignored."""
-    for line in reversed(stdout.strip().splitlines()):
-        if line.startswith("{"):
-            try:
-                return [CheckResult.from_dict(d) for d in json.loads(line)["results"]]
-            except (ValueError, KeyError, TypeError):
-                return None
-    return None
+def _results(event: dict[str, Any] | None) -> list[CheckResult] | None:
+    """The verdicts of the child's "report" event; None when it sent none, or one that does not parse."""
+    if event is None:
+        return None
+    try:
+        return [CheckResult.from_dict(d) for d in event["report"]["results"]]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None

@@ -64,6 +64,12 @@ class DeepSpeedPlan:
         return {"path": self.path, "stage": self.stage, "offload": self.offload, "label": self.label,
                 "filled": self.filled, "lint_warnings": self.warnings, "config": self.config}
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "DeepSpeedPlan":
+        """The inverse of to_dict (the plan a launched rank receives; "label" is derived, so dropped)."""
+        return cls(data["path"], data["config"], data["stage"], data["offload"], data.get("filled", {}),
+                   data.get("lint_warnings", []))
+
 
 def training_settings(cfg: TrainConfig, world_size: int):
     """The TrainingArguments a person would pass to the HF Trainer for this run."""

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from typing import Any
 
+from rocmcheck.child import restore_stdout, stdout_to_stderr
 from rocmcheck.result import CheckResult, Status, failed
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.report import RunReport
@@ -32,7 +32,7 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
     progress, done = _progress(cfg.steps, as_json)
     # --json owns stdout. Libraries print there (DeepSpeed's accelerator warning, kernel logs, from C
     # too), so while the run goes, file descriptor 1 points at stderr; the JSON goes to the real stdout.
-    real_stdout = _stdout_to_stderr() if as_json else None
+    real_stdout = stdout_to_stderr() if as_json else None
     try:
         if bench:
             from rocmcheck.train.bench import run_bench
@@ -49,9 +49,7 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
     finally:
         done()
         if real_stdout is not None:
-            sys.stdout.flush()
-            os.dup2(real_stdout, 1)
-            os.close(real_stdout)
+            restore_stdout(real_stdout)
     report.info["wall_s"] = time.perf_counter() - t0
     out: dict[str, Any] = report.to_dict()
     if cfg.out:
@@ -71,13 +69,6 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
     else:
         _print_results(report.results, out.get("files"), report.info)
     return 1 if any(r.status.is_problem for r in report.results) else 0
-
-
-def _stdout_to_stderr() -> int:
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    return saved
 
 
 def _log(line: str) -> None:
