@@ -318,7 +318,8 @@ class _Run:
             results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.min_accuracy, len(self.eval_set),
                                                    numerics_ok))
         else:
-            results = [verdicts.check_learns(phase.losses, numerics_ok)]
+            min_drop = verdicts.LORA_LEARNS_MIN_DROP if cfg.lora_rank else verdicts.LEARNS_MIN_DROP
+            results = [verdicts.check_learns(phase.losses, numerics_ok, min_drop)]
         results.append(self._reload(eval_model, live, noise, batch))
         if cfg.judged_on_task:
             key = cfg.reference_key()

@@ -292,6 +292,11 @@ def check_numerics(m: dict[str, Any] | None, on_gpu: bool) -> CheckResult:
 # tenth of that lr the bundled model still fell 41%. A run that does not learn (no gradient reaching the
 # weights, lr 0) stays within a few % of its first loss. 20% sits below every healthy run and far above that.
 LEARNS_MIN_DROP = 0.2
+# LoRA trains rank-r adapters over a frozen base, so a small random-init base cannot be overfitted far: a 96 wide x
+# 3 layers LLaMA with rank-8 adapters fell 10.5% in 30 steps (4.650 -> 4.159; 12% even at lr 1e-2), while the 7B
+# shape with rank 16 on an H200 fell 100% (benchmarks/RESULTS.md section 12). The batch is fixed and there is no
+# dropout, so a run whose adapters get no gradient keeps exactly its first loss: 5% is below every healthy run.
+LORA_LEARNS_MIN_DROP = 0.05
 
 
 def check_learns(losses: list[float], numerics_ok: bool | None, min_drop: float = LEARNS_MIN_DROP) -> CheckResult:
