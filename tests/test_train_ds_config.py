@@ -155,7 +155,7 @@ def test_cli_refuses_a_config_with_lint_errors(tmp_path):
 
 
 @pytest.mark.parametrize("args, env, words", [
-    (["--nproc", "0"], None, "--nproc must be at least 1"),
+    (["--nproc", "0"], None, "0 is not in the range 1<=x"),
     (["--nproc", "2", "--bench"], None, "cannot be combined"),
     (["--nproc", "2", "--pure-bf16"], None, "cannot be combined"),
     (["--nproc", "2"], {"WORLD_SIZE": "2", "RANK": "1"}, "already one of 2 ranks"),
