@@ -328,9 +328,12 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         remaining = max(0.0, deadline_s - (time.monotonic() - start)) + DEADLINE_GRACE_S
         early: set = set()
         if on_commands_done is not None:
-            early, _ = wait([f for f, (kind, _) in futures.items() if kind == "cmd"], timeout=remaining)
+            early, _ = wait([f for f, (kind, _) in futures.items() if kind in ("cmd", "cmds")], timeout=remaining)
             for fut in early:
-                _record_command(facts, futures[fut][1], fut.result(), deadline_s)
+                if futures[fut][0] == "cmd":
+                    _record_command(facts, futures[fut][1], fut.result(), deadline_s)
+                else:
+                    facts.commands.update(fut.result())
             on_commands_done(facts)
             remaining = max(0.0, deadline_s - (time.monotonic() - start)) + DEADLINE_GRACE_S
         done, not_done = wait([f for f in futures if f not in early], timeout=remaining)

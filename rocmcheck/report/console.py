@@ -36,10 +36,10 @@ class Stream:
             self.console.print(r.table(new, area_titles=AREA_TITLES, verbose=self.verbose,
                                        show_header=not self.header_done, id_width=self.id_width))
             self.header_done = True
-        if revised:
-            self.console.print(r.table(revised, area_titles={a: f"{t} (judged again with the Python stack)"
-                                                             for a, t in AREA_TITLES.items()},
-                                       verbose=self.verbose, show_header=False, id_width=self.id_width))
+        if revised:  # the note stays out of the table: a long title row would widen the check column
+            self.console.print(Text("judged again now that every fact is in:", style="dim"))
+            self.console.print(r.table(revised, area_titles=AREA_TITLES, verbose=self.verbose, show_header=False,
+                                       id_width=self.id_width))
         self.console.file.flush()
 
     def finish(self, results: list[CheckResult], fixes: bool = True) -> None:
