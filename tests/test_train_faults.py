@@ -114,3 +114,32 @@ def test_other_errors_are_not_mistaken_for_oom():
 
     with pytest.raises(ValueError):
         run_smoke_train(short(), RunHooks(on_model=boom))
+
+
+def test_memory_snapshot_names_the_line_that_keeps_the_graph(tmp_path):
+    # smoke-train --memory-snapshot: the leak finder watches two steps of the loop; the validation loss kept with
+    # its graph is found by what holds it (the list) and where it was put there (this file's line).
+    model_box: list = []
+    kept: list[torch.Tensor] = []
+    batch = torch.randint(3, 100, (4, 32))
+
+    def keep_validation_loss(step, loss):
+        kept.append(model_box[0](input_ids=batch, labels=batch).loss)
+
+    report = run_smoke_train(short(steps=12, memory_snapshot=True, out=str(tmp_path)),
+                             RunHooks(on_model=model_box.append, on_step_end=keep_validation_loss))
+    snap = by_id(report)["train.memory_snapshot"]
+    assert snap.status.value == "fail", (snap.summary, snap.evidence)
+    assert "kept" in snap.summary and "test_train_faults.py" in snap.summary and "item()" in snap.fix
+
+
+def test_memory_snapshot_verdict_judges_the_finders_report():
+    from rocmcheck.train.verdicts import check_memory_snapshot
+
+    report = {"summary": "1 tensor survives", "fix": "keep `loss.item()` instead", "evidence": ["e"],
+              "data": {"snapshot": "/tmp/s.pickle"}}
+    assert check_memory_snapshot(None, False, False).status.value == "skip"
+    assert check_memory_snapshot(report, True, True).status.value == "fail"
+    assert check_memory_snapshot(report, True, False).status.value == "warn"
+    ok = check_memory_snapshot(report, False, False)
+    assert ok.status.value == "pass" and "/tmp/s.pickle" in ok.summary

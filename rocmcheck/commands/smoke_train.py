@@ -47,6 +47,9 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
 @click.option("--compile", "compile_", is_flag=True,
               help="torch.compile the model (SDPA keeps its causal kernels: docs/smoke-train.md).")
 @click.option("--no-profile", is_flag=True, help="Skip the one profiled step (kernel report).")
+@click.option("--memory-snapshot", is_flag=True,
+              help="Watch two steps with the leak finder: the allocations that survive a step, by Python line, and "
+                   "(GPU) the allocator snapshot for PyTorch's memory visualizer, written into --out (else here).")
 @click.option("-o", "--out", type=click.Path(path_type=Path), default=None,
               help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here (a new or empty folder).")
 @click.option("--force", is_flag=True, help="Use a non-empty --out folder: replace those four outputs there.")
@@ -65,13 +68,13 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
 @click.option("--local_rank", "--local-rank", "local_rank", type=BoundedInt(0, MAX_NPROC), default=None, hidden=True,
               help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
 def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, lora_rank, attn,
-                device, seed, compile_, no_profile, out, force, as_json, bench, bench_shape, deepspeed_config, nproc,
+                device, seed, compile_, no_profile, memory_snapshot, out, force, as_json, bench, bench_shape, deepspeed_config, nproc,
                 timeout_s,
                 local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
     cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
                       seq_len=seq_len, lr=DEFAULTS.lr if lr is None else lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
-                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, out=out,
+                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, memory_snapshot=memory_snapshot, out=out,
                       lora_rank=lora_rank)
     try:
         model_config = None if bench else validate_model_dir(cfg.model)

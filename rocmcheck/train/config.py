@@ -40,6 +40,7 @@ class TrainConfig:
     eval_prompts: int = 64
     out: Path | None = None
     profile: bool = True  # one profiled step for the kernel report
+    memory_snapshot: bool = False  # watch the loop with the leak finder (rocmcheck/monitor/leak.py), snapshot kept
     lora_rank: int | None = None  # LoRA adapters (peft) on every Linear of the decoder; the base frozen in bf16
     # Verdict thresholds; defaults are for the bundled model (see verdicts.py for why).
     min_loss_drop: float = 0.75  # final loss must be <= (1 - this) * first loss

@@ -105,7 +105,7 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def train_steps(strategy, cfg: TrainConfig, device: torch.device, world_size: int = 1,
-                progress: Progress | None = None) -> Phase:
+                progress: Progress | None = None, watch: Any = None) -> Phase:
     """The training loop: cfg.steps optimizer steps of `strategy`, each timed, with its loss (the mean over
     ranks), gradient norm and memory. Stops at an out-of-memory error or a non-finite loss."""
     phase = Phase(strategy.name, cfg.steps)
@@ -136,6 +136,8 @@ def train_steps(strategy, cfg: TrainConfig, device: torch.device, world_size: in
                "mem_peak": mem.peak}
         phase.metrics.append(row)
         phase.local_losses.append(local_v)
+        if watch is not None:  # --memory-snapshot: the leak finder's post-step point
+            watch.step()
         if progress:
             progress(step + 1, cfg.steps, row)
         if not (math.isfinite(loss_v) and math.isfinite(norm_v)):
@@ -287,12 +289,25 @@ class _Run:
                 self.hooks.on_model(model)
         if accuracy_before and self.world.is_main and cfg.judged_on_task:
             self.accuracy_before = modeling.accuracy(model, self.tokenizer, self.eval_set, self.device)
-        phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None)
+        watch = None
+        if main and cfg.memory_snapshot and self.world.is_main:
+            from rocmcheck.monitor.leak import LeakWatch
+
+            watch = LeakWatch(cfg.out or ".", always=True, device=self.device)
+        phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None, watch)
+        if watch is not None:
+            watch.close()
+            phase.info["memory_snapshot"] = verdicts.check_memory_snapshot(
+                watch.report.result().to_dict() if watch.report else None,
+                bool(watch.report and (watch.report.holders or watch.report.groups)),
+                bool(watch.report and watch.report.holders))
         phase.info["strategy"] = strategy.info
         if main:
             phase.info["rank_rows"] = self._gather_rank_rows(phase, strategy)
             if phase.finished:
                 phase.info["results"] = self._judge(strategy, phase)
+            if "memory_snapshot" in phase.info:
+                phase.info.setdefault("results", []).append(phase.info.pop("memory_snapshot"))
         strategy.close()  # drops the model, optimizer and engine it holds
         del model
         gc.collect()

@@ -331,3 +331,23 @@ def oom_result(step: int, error_type: str, first_line: str, peak_bytes: int, tot
 
 def stopped_results(reason: str, ids: tuple[str, ...] | list[str]) -> list[CheckResult]:
     return [skipped(f"not judged: {reason}", id=i) for i in ids]
+
+
+def check_memory_snapshot(report: dict | None, survivors: bool, held: bool) -> CheckResult:
+    """smoke-train --memory-snapshot: the leak finder watched two steps of the loop. A tensor born in one step
+    and kept by a Python object (a list, a dict) fails; allocations that survive without a Python holder warn
+    (they may be a cache); none passes. report: the leak finder's own verdict (monitor.leak), as a dict."""
+    if report is None:
+        return skipped("the run ended before the leak finder could watch two steps", id="train.memory_snapshot")
+    data = dict(report.get("data") or {})
+    evidence = list(report.get("evidence") or [])
+    if held:
+        return failed(report["summary"], report.get("fix") or fixes.step(None, "keep .item() of what you store"),
+                      evidence, **data, id="train.memory_snapshot")
+    if survivors:
+        return warned(report["summary"], fixes.step(None, "look at the allocation sites in the evidence: something "
+                                                          "keeps what they allocate from one step to the next"),
+                      evidence, **data, id="train.memory_snapshot")
+    where = f"; allocator snapshot {data['snapshot']}" if data.get("snapshot") else ""
+    return passed(f"nothing born in one watched step survived the next{where}", evidence, **data,
+                  id="train.memory_snapshot")
