@@ -11,7 +11,8 @@ from typing import Any
 
 from rocmcheck import fixes
 from rocmcheck.plan.advice import FIT_FRACTION, cheapest_changes
-from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory, fmt_bytes
+from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory
+from rocmcheck.units import fmt_bytes
 from rocmcheck.plan.shapes import shape_from_config
 from rocmcheck.result import CheckResult, failed, passed, warned
 from rocmcheck.train.config import TrainConfig

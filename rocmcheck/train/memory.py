@@ -24,8 +24,7 @@ import resource
 import statistics
 from dataclasses import dataclass
 
-MiB = 1 << 20
-GiB = 1 << 30
+from rocmcheck.units import GIB as GiB, MIB as MiB  # noqa: F401 (re-exported: the train package spells them so)
 
 
 @dataclass
