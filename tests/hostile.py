@@ -44,3 +44,17 @@ def fsize_limit(nbytes: int):
         resource.setrlimit(resource.RLIMIT_FSIZE, (nbytes, nbytes))
 
     return limit
+
+
+def hanging_deepspeed(folder: Path) -> tuple[Path, Path]:
+    """folder/site/deepspeed: a stand-in package whose import appends its pid to folder/deepspeed.starts and
+    then sleeps; returns (the folder to put first on PYTHONPATH, the starts file)."""
+    starts = folder / "deepspeed.starts"
+    package = folder / "site" / "deepspeed"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(
+        "import os, time\n"
+        f"with open({str(starts)!r}, 'a') as f:\n"
+        "    f.write(f'{os.getpid()}\\n')\n"
+        "time.sleep(300)\n")
+    return package.parent, starts

@@ -196,3 +196,21 @@ def test_a_crashing_check_becomes_a_crash_verdict_and_others_run():
     results = run_checks(specs, CheckContext(amd_machine()))
     assert results[0].status == Status.CRASH and "KeyError" in results[0].summary
     assert results[1].id == "gpu.present" and results[1].status == Status.PASS
+
+
+def test_a_crashing_rocminfo_is_reported_as_a_crash_not_by_its_partial_output(tmp_path):
+    # A real process that prints the start of a real rocminfo listing, then dies of SIGSEGV.
+    from conftest import read_fixture
+    from fakes import make_tool
+    from rocmcheck.facts.runner import run_command
+
+    partial = "\n".join(read_fixture("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt").splitlines()[:60]) + "\n"
+    tool = make_tool(tmp_path / "bin", "rocminfo", stdout=partial, crash_signal="SEGV")
+    res = run_command([str(tool)], timeout=30)
+    assert res.returncode == -11 and res.stdout.startswith(partial[:40])
+    facts = amd_machine()
+    facts.commands["rocminfo"] = res
+    v = verdicts(facts, "gpu.rocminfo")["gpu.rocminfo"]
+    assert v.status == Status.FAIL
+    assert v.summary.startswith("rocminfo crashed (signal 11 SIGSEGV)"), v.summary
+    assert "dmesg" in v.fix

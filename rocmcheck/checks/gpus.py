@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, GpuView
 from rocmcheck.fixes import GROUPS_FIX, docker_run, step, unset
@@ -46,6 +48,17 @@ def check_rocminfo(ctx: CheckContext) -> CheckResult:
         return failed(f"rocminfo hung: {res.describe_failure()}",
                       step("sudo dmesg | grep -i amdgpu", "a hung rocminfo usually means a wedged GPU or driver: "
                            "then reset the GPU (sudo amd-smi reset -G -g N) or reboot"))
+    if res.returncode is not None and res.returncode < 0:  # killed by a signal: what it printed is cut off
+        sig = -res.returncode
+        try:
+            name = f" {signal.Signals(sig).name}"
+        except ValueError:
+            name = ""
+        return failed(f"rocminfo crashed (signal {sig}{name})",
+                      step("rocminfo; sudo dmesg | grep -i -e amdgpu -e kfd -e segfault",
+                           "a crashing rocminfo is a broken ROCm install (mixed versions of libhsa-runtime64) or a "
+                           "driver fault: the kernel log says which"),
+                      [l for l in clean_lines(res.stderr + res.stdout) if l.strip()][:5])
     if report is not None and report.error:
         fix = ROCMINFO_ERROR_FIXES.get(report.error_kind or "", step("sudo dmesg | grep -i -e amdgpu -e kfd", "check the driver"))
         return failed(f"rocminfo failed: {report.error}", fix,

@@ -25,6 +25,7 @@ def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None
     """Check DeepSpeed JSON configs, LLaMA-Factory YAML and TrainingArguments files (and the
     DeepSpeed config they point to). Exit 0: no errors; 1: errors; 2: a file could not be read."""
     from rocmcheck.lint import LintInputError, Severity, lint_file
+    from rocmcheck.lint.deepspeed_deep import one_lint_run
 
     from rocmcheck.report import render
     from rocmcheck.report.progress import Progress
@@ -32,7 +33,7 @@ def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None
     messages, unreadable = [], []
     # A DeepSpeed config is checked in a child that imports DeepSpeed (seconds): a wait worth showing.
     con = render.console(stderr=True)
-    with Progress(con, plain_after_s=2.0, prefix="lint ") as progress:
+    with Progress(con, plain_after_s=2.0, prefix="lint ") as progress, one_lint_run():
         for name in files:
             progress.begin(f"linting {name}")
             try:

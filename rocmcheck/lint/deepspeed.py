@@ -59,7 +59,7 @@ def lint_deepspeed_config(
         resolution = resolve_batch_only(config, micro_batch, grad_accum, world_size)
     resolved = resolution.config
 
-    deep_result = _deep(resolved, world_size) if deep else DeepResult(False, "deep validation turned off")
+    deep_result = _deep(resolved, world_size, ctx.file) if deep else DeepResult(False, "deep validation turned off")
     if deep_result.ran and deep_result.deepspeed_version:
         try:
             ctx.deepspeed_version = Version(deep_result.deepspeed_version)
@@ -74,7 +74,7 @@ def lint_deepspeed_config(
     return one_fix_per_key(messages)
 
 
-def _deep(resolved: dict, world_size: int | None) -> DeepResult:
+def _deep(resolved: dict, world_size: int | None, label: str | None) -> DeepResult:
     """DeepSpeed cannot parse top-level "auto" (TypeError) or a config without batch keys; give it
     a placeholder batch so the rest is still validated (check_batch reports the batch itself).
     Without --world-size, DeepSpeed is told the world size the batch values imply."""
@@ -94,7 +94,7 @@ def _deep(resolved: dict, world_size: int | None) -> DeepResult:
         for key in BATCH_KEYS:
             sent.pop(key, None)
         sent["train_micro_batch_size_per_gpu"] = 1
-    return run_deep_validation(sent, world_size)
+    return run_deep_validation(sent, world_size, label=label)
 
 
 def _merge_deep(deep: DeepResult, static: list[LintMessage], ctx: Context) -> list[LintMessage]:
