@@ -102,7 +102,12 @@ def _signal_and_inspect(argv: list[str], env: dict[str, str], ready, sig: int, c
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=60)
     finally:
-        if proc.poll() is None:
+        if proc.poll() is None:  # the test failed before the signal: leave nothing running either way
+            for pid in _descendants(proc.pid) | started:  # children in sessions of their own (torchrun) too
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
             os.killpg(proc.pid, signal.SIGKILL)
     text = err.decode(errors="replace")
     assert proc.returncode == 128 + sig, text[-2000:]
