@@ -8,13 +8,13 @@ step "tools: $(dpkg-query -W -f '${Package} ${Version}, ' rocminfo rocm-smi hipc
 step "pip install rocmcheck (no index: its dependencies are Debian's, seen through the venv's system site)"
 python3 -m pip install -q --no-deps --no-index --no-build-isolation /src
 rocmcheck doctor --help > /out/doctor-help.txt
-for flag in --no-train --no-gpu-probes --json --save-bundle --bundle; do
+for flag in --no-train --no-gpu-probes --json --out --bundle; do
     grep -q -- "$flag" /out/doctor-help.txt || { echo "doctor has no $flag" >&2; exit 1; }
 done
 
-step "doctor --no-train --no-gpu-probes --json --save-bundle"
+step "doctor --no-train --no-gpu-probes --json --out"
 set +e
-rocmcheck doctor --no-train --no-gpu-probes --json --save-bundle /out/bundle.json > /out/doctor.json 2> /out/doctor.err
+rocmcheck doctor --no-train --no-gpu-probes --json --out /out/bundle.json > /out/doctor.json 2> /out/doctor.err
 DOCTOR_RC=$?
 rocmcheck doctor --no-train --no-gpu-probes --json --bundle /out/bundle.json > /out/replay.json 2> /out/replay.err
 REPLAY_RC=$?

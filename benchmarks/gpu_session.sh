@@ -28,7 +28,7 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv
 for step in "$@"; do
     case $step in
         doctor)
-            run doctor-json 240 python3 -m rocmcheck doctor --json --no-train --save-bundle "$OUT/h200-bundle.json" > /dev/null
+            run doctor-json 240 python3 -m rocmcheck doctor --json --no-train --out "$OUT/h200-bundle.json" > /dev/null
             python3 -m rocmcheck doctor --bundle "$OUT/h200-bundle.json" --json > "$OUT/doctor.json"
             run doctor-console 240 python3 -m rocmcheck doctor --arch sm_90 -v
             run bench-doctor 300 python3 benchmarks/bench_doctor.py --repeat 3 --json "$OUT/bench_doctor.json"
@@ -43,7 +43,7 @@ for step in "$@"; do
         compile-default) run compile-default 200 python3 -m rocmcheck smoke-train --compile --out "$OUT/compile-default" ;;
         train-ckpt) run bench-train-ckpt ${CKPT_S:-480} python3 benchmarks/bench_train.py --bench-ckpt on --skip-default ;;
         deepspeed) run bench-deepspeed 420 python3 benchmarks/bench_deepspeed.py ;;
-        doctor-full) run doctor-full 240 python3 -m rocmcheck doctor --arch sm_90 --json --save-bundle "$OUT/h200-full-bundle.json" ;;
+        doctor-full) run doctor-full 240 python3 -m rocmcheck doctor --arch sm_90 --json --out "$OUT/h200-full-bundle.json" ;;
         compare)
             # Two ranks stand in for two nodes (torchrun, each its own GPU, process group and bundle), the
             # cross-node collective between them, then compare on the two bundles and on the whole machine's.
@@ -52,7 +52,7 @@ for step in "$@"; do
                 -m rocmcheck doctor --node-per-rank --across-nodes --no-train --bundle-dir "$B" --force -v
             run compare-ranks 120 python3 -m rocmcheck compare -v "$B"
             python3 -m rocmcheck compare --json "$B" > "$OUT/compare-ranks.json"
-            run compare-whole-doctor 300 python3 -m rocmcheck doctor --no-train --save-bundle "$OUT/compare-whole-machine.json"
+            run compare-whole-doctor 300 python3 -m rocmcheck doctor --no-train --out "$OUT/compare-whole-machine.json"
             run compare-machines 120 python3 -m rocmcheck compare "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-}
             python3 -m rocmcheck compare --json "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-} > "$OUT/compare-machines.json" ;;
         plan-lora) run bench-plan-lora ${PLAN_LORA_S:-420} python3 benchmarks/bench_plan_lora.py --out "$OUT/bench_plan_lora.json" ${PLAN_LORA_ARGS:-} ;;
