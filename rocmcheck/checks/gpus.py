@@ -69,7 +69,7 @@ def check_rocminfo(ctx: CheckContext) -> CheckResult:
                       [l for l in clean_lines(res.stderr or res.stdout) if l.strip()][-3:])
     if report is None or not report.agents:
         return failed("rocminfo printed nothing rocmcheck understands",
-                      step("rocmcheck doctor --save-bundle rocmcheck-bundle.json", "and report it with that file"),
+                      step("rocmcheck doctor --out rocmcheck-bundle.json", "and report it with that file"),
                       [l for l in clean_lines(res.stdout) if l.strip()][:3])
     return passed(f"rocminfo lists {len(report.agents)} agents ({len(report.gpus)} GPU)",
                   [f"HSA runtime {report.runtime_version}"] if report.runtime_version else [])

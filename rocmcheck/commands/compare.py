@@ -15,7 +15,7 @@ from rocmcheck.commands.options import json_option
 @json_option()
 @click.option("-v", "--verbose", is_flag=True, help="Show the rows where every node agrees too.")
 def compare(bundles, as_json, verbose):
-    """Compare doctor bundles (`doctor --save-bundle` / `--bundle-dir`) of several nodes, or of one machine over
+    """Compare doctor bundles (`doctor --out` / `--bundle-dir`) of several nodes, or of one machine over
     time, and name the node that differs: versions, GPUs, failing checks, slow probes, kernel-log faults."""
     from rocmcheck.compare.bundles import CompareInputError, bundle_paths, load_nodes
     from rocmcheck.compare.report import compare_nodes, render, to_json

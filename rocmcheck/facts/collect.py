@@ -1,6 +1,6 @@
 """Collect every fact the checks read, once, concurrently, within a deadline.
 
-The result, `Facts`, is plain data: it is what `doctor --save-bundle` writes and `doctor --bundle` reads
+The result, `Facts`, is plain data: it is what `doctor --out` writes and `doctor --bundle` reads
 back, so the checks give the same verdicts on another machine without touching it.
 """
 
