@@ -112,7 +112,7 @@ import json, sys
 doc, rc = json.load(open(sys.argv[1])), int(sys.argv[2])
 assert doc["mode"] == "nodes" and len(doc["nodes"]) == 2, doc["nodes"]
 # Two tasks of one machine: nothing differs, so nothing may be named.
-assert doc["verdict"] == "same" and doc["findings"] == [] and rc == 0, (doc["findings"], rc)
+assert doc["comparison"] == "same" and doc["results"] == [] and rc == 0, (doc["results"], rc)
 print("slurm: compare found the two stand-in nodes alike")
 PY
 rm -rf "$JOB"
