@@ -13,6 +13,7 @@ from rocmcheck.plan.estimate import estimate_memory, largest_micro_batch
 from rocmcheck.plan.shapes import presets, preset_shape, shape_from_config
 from rocmcheck.result import Status
 from rocmcheck.units import GIB
+from saved_tensors import saved_bytes
 
 BASELINES = Path(__file__).resolve().parents[1].parent / "shared" / "knowledge" / "gpu-baselines-h200.json"
 MI300X = 192 * GIB
@@ -80,20 +81,8 @@ def _saved_bytes(torch, transformers, precision: str, attention: str, batch: int
     model = transformers.LlamaForCausalLM(config)
     if precision == "pure-bf16":
         model = model.to(torch.bfloat16)
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return t
-
     ids = torch.randint(0, TINY["vocab_size"], (batch, seq))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "amp-bf16"):
-            model(input_ids=ids, labels=ids)
-    return sum(seen.values())
+    return saved_bytes(torch, model, ids, autocast=precision == "amp-bf16")
 
 
 @pytest.mark.parametrize("precision", ["amp-bf16", "pure-bf16"])

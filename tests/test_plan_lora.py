@@ -12,6 +12,7 @@ from rocmcheck.plan import formulas as F
 from rocmcheck.plan.estimate import estimate_memory
 from rocmcheck.plan.shapes import preset_shape, shape_from_config
 from rocmcheck.units import GIB
+from saved_tensors import saved_bytes
 
 TINY = {"hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8, "num_key_value_heads": 2,
         "num_hidden_layers": 2, "vocab_size": 512}
@@ -40,20 +41,8 @@ def _saved_bytes(batch: int, autocast: bool = True, **kw) -> int:
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
     model = _peft_model(torch, transformers, peft, **kw)
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen: dict[int, int] = {}
-
-    def pack(t):
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return t
-
     ids = torch.randint(0, TINY["vocab_size"], (batch, SEQ))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            model(input_ids=ids, labels=ids)
-    return sum(seen.values())
+    return saved_bytes(torch, model, ids, autocast)
 
 
 def _per_token(autocast: bool = True, **kw) -> float:
