@@ -123,8 +123,11 @@ def main(workdir: str) -> int:
     ]
     print("negative cases (each must fail):")
     for what, script, binary, edit in negatives:
-        for leftover in ("k", "hip-build"):
-            shutil.rmtree(work / leftover, ignore_errors=True) if (work / leftover).is_dir() else (work / leftover).unlink(missing_ok=True)
+        for leftover in (work / "k", work / "hip-build"):
+            if leftover.is_dir():
+                shutil.rmtree(leftover, ignore_errors=True)
+            else:
+                leftover.unlink(missing_ok=True)
         ok, said = build(work, archs, what, script, binary, edit)
         print(f"  {'FAILED as it must' if not ok else 'PASSED (wrong)'}: {said}")
         if ok:

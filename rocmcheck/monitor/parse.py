@@ -18,8 +18,9 @@ import re
 from typing import Any
 
 from rocmcheck.facts.parsers._text import clean_lines, none_if_na
+from rocmcheck.facts.parsers.smi import size_bytes
 from rocmcheck.monitor.sample import GpuSample
-from rocmcheck.units import MIB, UNIT_BYTES
+from rocmcheck.units import MIB
 
 _NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z°/%]*)\s*$")
 
@@ -48,20 +49,6 @@ def _number(value: str | None) -> float | None:
         return None
     m = _NUMBER.match(value)
     return float(m.group(1)) if m else None
-
-
-def _bytes(value: str | None, default_unit: str = "MB") -> int | None:
-    """Bytes from "283 MB", "1.1 GB", "0.0 B" (amd-smi's MB/GB are MiB/GiB: 196592 MB on a 192 GiB MI300X)."""
-    value = none_if_na(value.strip()) if isinstance(value, str) else None
-    if value is None:
-        return None
-    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$", value)
-    if not m:
-        return None
-    unit = (m.group(2) or default_unit).upper()
-    if unit not in UNIT_BYTES:
-        return None
-    return int(float(m.group(1)) * UNIT_BYTES[unit])
 
 
 # ---- nvidia-smi -----------------------------------------------------------------------------------------------
@@ -167,7 +154,7 @@ def parse_amd_smi_monitor(text: str) -> tuple[list[GpuSample], list[dict[str, An
         if in_procs:
             pid = _number(values.get("PID"))
             if pid is not None:
-                procs.append({"gpu": int(cells[0]), "pid": int(pid), "used_bytes": _bytes(values.get("VRAM_MEM"))})
+                procs.append({"gpu": int(cells[0]), "pid": int(pid), "used_bytes": size_bytes(values.get("VRAM_MEM"))})
             continue
         sample = GpuSample(t=0.0, gpu=int(cells[0]))
         for attr, names in AMD_COLUMNS.items():
@@ -175,13 +162,13 @@ def parse_amd_smi_monitor(text: str) -> tuple[list[GpuSample], list[dict[str, An
                 if name in values:
                     setattr(sample, attr, _number(values[name]))
                     break
-        sample.used_bytes = _bytes(values.get("VRAM_USED"))
-        sample.total_bytes = _bytes(values.get("VRAM_TOTAL"))
+        sample.used_bytes = size_bytes(values.get("VRAM_USED"))
+        sample.total_bytes = size_bytes(values.get("VRAM_TOTAL"))
         usage = values.get("VRAM_USAGE")  # "0.3/192.0 GB" (6.4.1+ default table)
         m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$", usage or "")
         if m and sample.used_bytes is None:
-            sample.used_bytes = _bytes(f"{m.group(1)} {m.group(3)}")
-            sample.total_bytes = _bytes(f"{m.group(2)} {m.group(3)}")
+            sample.used_bytes = size_bytes(f"{m.group(1)} {m.group(3)}")
+            sample.total_bytes = size_bytes(f"{m.group(2)} {m.group(3)}")
         samples.append(sample)
     return samples, procs
 

@@ -295,12 +295,13 @@ def _amd_gpu(index: int, flat: dict[str, Any]) -> SmiGpu:
     if mem is not None and re.fullmatch(r"NPS\d", str(mem).strip(), re.IGNORECASE):
         gpu.memory_partition = str(mem).strip().upper()
     size = first("vram.size", "vram.vram_size", "vram_size")
-    gpu.vram_total_bytes = _size_bytes(size, default_unit="MB")
+    gpu.vram_total_bytes = size_bytes(size, default_unit="MB")
     return gpu
 
 
-def _size_bytes(value: Any, default_unit: str) -> int | None:
-    """{"value": 196592, "unit": "MB"}, "196592 MB", 196592 -> bytes (amd-smi's MB is MiB)."""
+def size_bytes(value: Any, default_unit: str = "MB") -> int | None:
+    """{"value": 196592, "unit": "MB"}, "196592 MB", 196592 -> bytes (amd-smi's MB is MiB); None for "N/A" or
+    an unknown unit. Shared by the doctor's smi parsers and the monitor's."""
     if value is None:
         return None
     if isinstance(value, dict):
