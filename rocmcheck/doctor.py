@@ -136,8 +136,8 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
 
         def judge_early(partial: Facts) -> None:
             early_specs = [s for s in specs if s.area not in PYTHON_STACK_AREAS]
-            early.extend(run_checks(early_specs, CheckContext(_redacted_facts(partial),
-                                                              expected_archs=opts.expected_archs)))
+            # Judged on the facts so far; what they print is redacted on the way out (emit).
+            early.extend(run_checks(early_specs, CheckContext(partial, expected_archs=opts.expected_archs)))
             emit(list(early), [])
             if needs_python:
                 progress.begin("importing torch, flash-attn, DeepSpeed (child process)")
