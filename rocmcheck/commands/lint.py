@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, BoundedInt, Command, alias, json_option
+from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, MAX_HIDDEN_SIZE, BoundedInt, Command, alias, json_option
 
 
 @click.command("lint", cls=Command)
@@ -16,7 +16,7 @@ from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, BoundedInt, Command,
               help="Per-GPU batch for a bare DeepSpeed config with \"auto\" batch values.")
 @click.option("--grad-accum", type=BoundedInt(1, MAX_BATCH), default=None,
               help="Gradient accumulation steps for a bare DeepSpeed config with \"auto\" values.")
-@click.option("--hidden-size", type=click.IntRange(min=1), default=None,
+@click.option("--hidden-size", type=BoundedInt(1, MAX_HIDDEN_SIZE), default=None,
               help="The model's hidden size, for \"auto\" values derived from it (default: the model's config.json "
                    "when model_name_or_path is on this machine).")
 @json_option()

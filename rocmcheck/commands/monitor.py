@@ -13,8 +13,12 @@ from pathlib import Path
 import click
 
 from rocmcheck.commands.errors import BadInput
+from rocmcheck.commands.options import MAX_SECONDS, BoundedInt, FiniteFloat
 from rocmcheck.report import render
 from rocmcheck.result import CheckResult
+
+MAX_PID = 1 << 22  # Linux's pid_max ceiling (PID_MAX_LIMIT)
+
 
 def _print_results(results: list[CheckResult], files: list[Path], header: str) -> None:
     """The verdicts through the one renderer, on stderr: the command's own stdout stays exactly its own."""
@@ -55,16 +59,16 @@ def _default_out() -> Path:
 
 
 @click.command("monitor", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--interval", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+@click.option("--interval", type=FiniteFloat(0.05, MAX_SECONDS), default=1.0, show_default=True,
               help="Seconds between readings.")
-@click.option("--pid", type=click.IntRange(min=1), default=None,
+@click.option("--pid", type=BoundedInt(1, MAX_PID), default=None,
               help="Attach to this running process (and its children) instead of running a command.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Folder for memory-<host>.csv/.jsonl/.png and verdict-<host>.json "
                    "[default: ./rocmcheck-monitor-<date>-<time>].")
 @click.option("--backend", type=click.Choice(["auto", "nvml", "amdsmi", "nvidia-smi", "amd-smi", "rocm-smi"]),
               default="auto", show_default=True, help="How GPUs are read (auto: bindings first, then the CLIs).")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None,
+@click.option("--timeout", type=FiniteFloat(0, MAX_SECONDS, low_open=True), default=None,
               help="Stop after this many seconds: SIGTERM to the command's process group, SIGKILL 15 s later "
                    "(exit 124); with --pid, stop watching.")
 @click.option("--replay", "replay", type=click.Path(exists=True, path_type=Path), multiple=True,

@@ -156,4 +156,5 @@ MAX_SEQ_LEN = 1 << 22  # 4M tokens: the longest context windows of 2025 models a
 MAX_BATCH = 1 << 16  # micro-batch, gradient accumulation, start batch
 MAX_GPUS = 1 << 17  # data-parallel GPUs: the largest clusters have ~100k
 MAX_SECONDS = 7 * 24 * 3600.0  # a week: any time limit above it is a mistake
+MAX_HIDDEN_SIZE = 1 << 20  # a model's hidden size; the widest LLaMA-class models are 16-32k
 MAX_GPU_MEMORY_GIB = 1 << 14  # 16 TiB per GPU; the largest today hold 288 GB

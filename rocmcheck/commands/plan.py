@@ -98,7 +98,7 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
               help="LoRA (peft) of this rank over a frozen bf16 base; also with --find-batch and --measure.")
 @click.option("--lora-target", type=click.Choice(LORA_TARGET_CHOICES), default="all-linear", show_default=True,
               help='LoRA: target_modules="all-linear", or q_proj and v_proj (peft\'s choice for LLaMA by default).')
-@click.option("--lora-dropout", type=click.FloatRange(0.0, 1.0, max_open=True), default=0.0, show_default=True,
+@click.option("--lora-dropout", type=FiniteFloat(0.0, 1.0, high_open=True), default=0.0, show_default=True,
               help="LoRA: lora_dropout (peft's default 0); above 0 each adapter keeps a dropout mask.")
 @click.option("--adapter-dtype", type=click.Choice(ADAPTER_DTYPES), default="fp32", show_default=True,
               help="LoRA: adapter weights' dtype (peft casts them to fp32 unless autocast_adapter_dtype=False).")
