@@ -103,3 +103,18 @@ def test_kernels_and_throughput_reported(cpu_run):
 def test_stdout_is_pure_json_despite_library_prints(cpu_run):
     proc, _, _, _ = cpu_run
     assert proc.stdout.count("\n") == 1 and proc.stdout.startswith("{")
+
+
+def test_the_report_says_where_the_time_went(cpu_run):
+    """info.timings_s splits the run into its parts; together they stay inside the run's own wall time."""
+    from rocmcheck.train.report import timings_line
+
+    _, report, _, _ = cpu_run
+    parts = report["info"]["timings_s"]
+    assert {"device", "fit", "data", "load", "numerics", "accuracy", "train", "reload", "profile", "outputs"} <= set(parts)
+    assert all(v >= 0 for v in parts.values())
+    assert parts["train"] == max(parts.values())  # 120 steps are the most of a CPU run
+    run_parts = sum(v for k, v in parts.items() if k != "outputs")
+    assert run_parts <= report["info"]["wall_s"] + 0.01
+    line = timings_line(report["info"])
+    assert line.startswith(f"time: {report['info']['wall_s']:.1f} s: train ")

@@ -118,3 +118,14 @@ class TestKernelReportOnRealProfiles:
         # Read as a GPU run's profile, these real rows are exactly "the matmuls ran on the CPU".
         result = check_kernels(rows, on_gpu=True, attn_requested="sdpa")
         assert result.status.value == "warn" and "aten::mm" in result.data["cpu_hot_ops"]
+
+
+def test_timings_line_orders_the_parts_and_names_the_rest():
+    from rocmcheck.train.report import timings_line
+
+    line = timings_line({"wall_s": 10.0, "timings_s": {"load": 1.0, "train": 6.0, "data": 0.5}})
+    assert line == "time: 10.0 s: train 6.0 s, load 1.0 s, data 0.5 s, other 2.5 s"
+    assert timings_line({"wall_s": 1.0, "timings_s": {"train": 0.98}}) == "time: 1.0 s: train 1.0 s"
+    assert timings_line({"wall_s": 3.0}) is None  # a run that stopped before timing anything
+    assert timings_line({"timings_s": {"train": 1.0}}) is None
+    assert timings_line({"wall_s": "x", "timings_s": {"train": 1.0}}) is None

@@ -37,7 +37,7 @@ from rocmcheck.train.distributed import World, bind_device, world_from_env
 from rocmcheck.train.ds_config import DeepSpeedPlan
 from rocmcheck.train.memory import MemorySampler, detect_leak
 from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
-from rocmcheck.train.report import JUDGED_AFTER_OWN_MODEL_RUN, JUDGED_AFTER_RUN, RunReport, SetupFailed, first_line
+from rocmcheck.train.report import JUDGED_AFTER_OWN_MODEL_RUN, JUDGED_AFTER_RUN, RunReport, SetupFailed, Timings, first_line
 
 DEFAULT_PG_TIMEOUT_S = 600.0
 NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tolerance was measured on 4-16)
@@ -177,7 +177,9 @@ class _Run:
         self.accuracy_before: float | None = None
         self.estimate = None
         self.t_start = time.perf_counter()
-        self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__}
+        self.timed = Timings()
+        self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__,
+                                     "timings_s": self.timed.seconds}
         if world.distributed or plan is not None:
             self.info["world"] = {"ranks": world.world_size, "rank": world.rank}
         if plan is not None:
@@ -249,12 +251,17 @@ class _Run:
 
     # -- the run -----------------------------------------------------------------------------------
     def run(self) -> RunReport:
-        self.dev = self._device()
+        with self.timed("device"):
+            self.dev = self._device()
         self.device = self.dev.device
-        self._fit()
+        with self.timed("fit"):
+            self._fit()
         if self.plan is not None or self.world.distributed:
-            self.info["backend"] = distributed.join(self.world, self.device.type, self.plan is not None, self.pg_timeout_s)
-        self._data()
+            with self.timed("join"):
+                self.info["backend"] = distributed.join(self.world, self.device.type, self.plan is not None,
+                                                        self.pg_timeout_s)
+        with self.timed("data"):
+            self._data()
         from rocmcheck.train.plain_strategy import PlainStrategy
 
         plain = PlainStrategy(self.cfg, self.device, self.world, on_loss=self.hooks.on_step_end)
@@ -273,13 +280,16 @@ class _Run:
 
     def _phase(self, strategy, main: bool, accuracy_before: bool = False) -> Phase:
         """Build the strategy's model, train it, and (the main run) judge it while the model is alive."""
-        cfg = self.cfg
+        cfg, timed = self.cfg, self.timed
+        which = "" if main else f"{strategy.name} run: "  # the DeepSpeed run's comparison runs, timed apart
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
-        model = _loading(cfg, lambda: strategy.build(self.micro_batch))
+        with timed(which + "load"):
+            model = _loading(cfg, lambda: strategy.build(self.micro_batch))
         if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
             x, y = self.micro_batch(0, 0)
-            self.numerics = numerics.measure(strategy.model, x[:NUMERICS_ROWS], y[:NUMERICS_ROWS], cfg.pure_bf16)
+            with timed("numerics"):
+                self.numerics = numerics.measure(strategy.model, x[:NUMERICS_ROWS], y[:NUMERICS_ROWS], cfg.pure_bf16)
             self.numerics_result = verdicts.check_numerics(self.numerics, self.device.type == "cuda")
         if main:
             self.info["model"] = {"path": str(cfg.model), "params": modeling.param_count(model),
@@ -288,13 +298,16 @@ class _Run:
             if self.hooks.on_model:
                 self.hooks.on_model(model)
         if accuracy_before and self.world.is_main and cfg.judged_on_task:
-            self.accuracy_before = modeling.accuracy(model, self.tokenizer, self.eval_set, self.device)
+            with timed("accuracy"):
+                self.accuracy_before = modeling.accuracy(model, self.tokenizer, self.eval_set, self.device)
         watch = None
         if main and cfg.memory_snapshot and self.world.is_main:
             from rocmcheck.monitor.leak import LeakWatch
 
             watch = LeakWatch(cfg.out or ".", always=True, device=self.device)
-        phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None, watch)
+        with timed(which + "train"):
+            phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None,
+                                watch)
         if watch is not None:
             watch.close()
             phase.info["memory_snapshot"] = verdicts.check_memory_snapshot(
@@ -328,14 +341,16 @@ class _Run:
         numerics_ok = None if status == "skip" else status == "pass"
         if cfg.judged_on_task:
             results = [verdicts.check_loss_decrease(phase.losses, cfg.min_loss_drop, numerics_ok)]
-            after = modeling.accuracy(eval_model, self.tokenizer, self.eval_set, device)
+            with self.timed("accuracy"):
+                after = modeling.accuracy(eval_model, self.tokenizer, self.eval_set, device)
             self.info["accuracy"] = after
             results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.min_accuracy, len(self.eval_set),
                                                    numerics_ok))
         else:
             min_drop = verdicts.LORA_LEARNS_MIN_DROP if cfg.lora_rank else verdicts.LEARNS_MIN_DROP
             results = [verdicts.check_learns(phase.losses, numerics_ok, min_drop)]
-        results.append(self._reload(eval_model, live, noise, batch))
+        with self.timed("reload"):
+            results.append(self._reload(eval_model, live, noise, batch))
         if cfg.judged_on_task:
             key = cfg.reference_key()
             if world.distributed:
@@ -358,7 +373,8 @@ class _Run:
                                                  modeling.flops_per_token(eval_model, cfg.seq_len), peak,
                                                  self.dev.peak_source, device.type == "cuda",
                                                  modeling.param_count(eval_model), recompute))
-        results.append(self._kernels(strategy))
+        with self.timed("profile"):
+            results.append(self._kernels(strategy))
         return results
 
     def _kernels(self, strategy) -> CheckResult:

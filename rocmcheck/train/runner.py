@@ -10,7 +10,7 @@ from typing import Any
 from rocmcheck.child import restore_stdout, stdout_to_stderr
 from rocmcheck.result import CheckResult, Status, failed
 from rocmcheck.train.config import TrainConfig
-from rocmcheck.train.report import RunReport
+from rocmcheck.train.report import RunReport, timings_line
 
 
 def error_result(exc: BaseException) -> CheckResult:
@@ -55,8 +55,10 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
     if cfg.out:
         from rocmcheck.train.outputs import write_outputs
 
+        t_out = time.perf_counter()
         try:
             out["files"] = write_outputs(out, cfg.out)
+            report.info.setdefault("timings_s", {})["outputs"] = round(time.perf_counter() - t_out, 3)
         except OSError as exc:
             report.results.append(failed(f"could not write to {cfg.out}: {exc}",
                                          f"mkdir -p {cfg.out} and check it is writable", id="train.outputs"))
@@ -118,5 +120,8 @@ def _print_results(results: list[CheckResult], files: dict[str, str] | None, inf
     title = (f"device: {dev.get('name')} ({dev.get('kind')}); model: {info.get('model', {}).get('path', '?')}"
              if dev else None)
     render.print_report(results, console, title=title)
+    line = timings_line(info)
+    if line:
+        console.print(render.clean(line), markup=False, soft_wrap=True, style="dim")
     for name, path in (files or {}).items():
         console.print(render.clean(f"{name}: {path}"), markup=False, soft_wrap=True)
