@@ -23,11 +23,28 @@ def special_ids(tokenizer) -> tuple[int | None, int, int]:
     return tokenizer.bos_token_id, eos, pad
 
 
-def encode_example(tokenizer, ex: Example) -> tuple[list[int], list[int]]:
+def encode_examples(tokenizer, examples: list[Example]) -> list[tuple[list[int], list[int]]]:
+    """(ids, labels) of each example. Two batched tokenizer calls (prompts, responses): one call per text
+    costs a second per ten thousand examples, a batch a few milliseconds; the ids are the same."""
     bos, eos, _ = special_ids(tokenizer)
-    prompt = ([bos] if bos is not None else []) + tokenizer.encode(ex.prompt, add_special_tokens=False)
-    response = tokenizer.encode(ex.response, add_special_tokens=False) + [eos]
-    return prompt + response, [IGNORE] * len(prompt) + response
+    if not examples:
+        return []
+    head = [bos] if bos is not None else []
+    out = []
+    for p, r in zip(_ids(tokenizer, [ex.prompt for ex in examples]), _ids(tokenizer, [ex.response for ex in examples])):
+        prompt, response = head + p, r + [eos]
+        out.append((prompt + response, [IGNORE] * len(prompt) + response))
+    return out
+
+
+def _ids(tokenizer, texts: list[str]) -> list[list[int]]:
+    """Token ids of each text, without special tokens. A fast tokenizer's Rust backend directly (what
+    tokenizer(texts) calls, less the per-text conversion into Python objects, which costs five times the
+    encoding itself); any other tokenizer through its own batch call."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return [e.ids for e in backend.encode_batch(texts, add_special_tokens=False)]
+    return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
 def pack_rows(tokenizer, examples: list[Example], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -37,8 +54,7 @@ def pack_rows(tokenizer, examples: list[Example], seq_len: int) -> tuple[torch.T
     rows_lab: list[list[int]] = []
     ids: list[int] = []
     lab: list[int] = []
-    for ex in examples:
-        e_ids, e_lab = encode_example(tokenizer, ex)
+    for e_ids, e_lab in encode_examples(tokenizer, examples):
         if len(e_ids) > seq_len:
             raise ValueError(f"--seq-len {seq_len} is shorter than one example ({len(e_ids)} tokens)")
         if len(ids) + len(e_ids) > seq_len:
@@ -53,7 +69,7 @@ def pack_rows(tokenizer, examples: list[Example], seq_len: int) -> tuple[torch.T
 
 
 def examples_per_row(tokenizer, example: Example, seq_len: int) -> int:
-    return max(1, seq_len // len(encode_example(tokenizer, example)[0]))
+    return max(1, seq_len // len(encode_examples(tokenizer, [example])[0][0]))
 
 
 def left_padded_prompts(tokenizer, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor]:
