@@ -395,7 +395,7 @@ class LeakWatch:
         if not self.on_gpu:
             from rocmcheck.train.memory import MemorySampler
 
-            self._cpu = MemorySampler(self._device)
+            self._cpu = MemorySampler(self._device, trim=True)
         self.min_rise = self._min_rise if self._min_rise is not None else MIN_RISE_BYTES["gpu" if self.on_gpu else "cpu"]
 
     def baseline(self) -> int:

@@ -7,12 +7,16 @@ A healthy run reaches it after the first step (AdamW creates its state there) an
 staircase of a leak (tensors that keep their graph alive) shows as a baseline that rises
 every step.
 
-On CPU torch keeps no allocator statistics. What we chose, and why: the process's resident memory
-after returning freed heap pages to the OS (glibc malloc_trim), sampled at the same point. Counting
-live tensors through gc would miss exactly the leak that matters: a kept loss holds its autograd graph,
-whose saved activations are C++ objects gc never sees. RSS does see them. It is noisier than the
-allocator (a few MiB of heap fragmentation), so the CPU tolerance is wider; a real graph leak grows by
-the step's activations every step and still stands far above it.
+On CPU torch keeps no allocator statistics. What we chose, and why: the process's resident memory,
+sampled at the same point. Counting live tensors through gc would miss exactly the leak that matters: a
+kept loss holds its autograd graph, whose saved activations are C++ objects gc never sees. RSS does see
+them. glibc keeps the heap pages a step freed for the next step, so after the first steps RSS is one
+step's high-water mark and a clean run is flat (the bundled model here: +0.3 MiB over 398 steps, single
+samples within 17 MiB of each other), while a kept graph adds its activations every step. It is noisier
+than the allocator, so the CPU tolerance is wider. The leak finder (monitor/leak.py) asks for trim=True:
+freed pages go back to the OS first (glibc malloc_trim), for tighter numbers, at a cost the smoke-train
+does not pay (on the bundled model's CPU step, 57 -> 79 ms: the next step faults the pages in again;
+benchmarks/RESULTS.md, section 17).
 """
 
 from __future__ import annotations
@@ -29,22 +33,22 @@ from rocmcheck.units import GIB as GiB, MIB as MiB  # noqa: F401 (re-exported: t
 
 @dataclass
 class MemorySample:
-    allocated: int  # bytes in use after the step (GPU: allocator; CPU: RSS after trim)
-    reserved: int  # bytes held (GPU: allocator cache; CPU: RSS before trim)
+    allocated: int  # bytes in use after the step (GPU: allocator; CPU: RSS, after malloc_trim with trim=True)
+    reserved: int  # bytes held (GPU: allocator cache; CPU: RSS before any trim)
     peak: int  # GPU: peak allocated during this step; CPU: process peak RSS so far
 
 
 class MemorySampler:
     """Reads memory at the post-step point. `kind` names what the numbers mean."""
 
-    def __init__(self, device) -> None:
+    def __init__(self, device, trim: bool = False) -> None:
         import torch
 
         self._torch = torch
         self.device = device
         self.is_gpu = device.type == "cuda"
         self.kind = "gpu-allocator" if self.is_gpu else "cpu-rss"
-        self._trim = _malloc_trim() if not self.is_gpu else None
+        self._trim = _malloc_trim() if trim and not self.is_gpu else None
 
     def start_step(self) -> None:
         if self.is_gpu:
@@ -56,8 +60,9 @@ class MemorySampler:
             return MemorySample(cuda.memory_allocated(self.device), cuda.memory_reserved(self.device),
                                 cuda.max_memory_allocated(self.device))
         before = _rss_bytes()
-        if self._trim is not None:
-            self._trim(0)
+        if self._trim is None:
+            return MemorySample(before, before, peak_rss_bytes())
+        self._trim(0)
         return MemorySample(_rss_bytes(), before, peak_rss_bytes())
 
     def tolerance_bytes(self, baseline: int) -> float:
@@ -66,7 +71,8 @@ class MemorySampler:
         GPU: the allocator counts exact tensor bytes, and a clean run is flat to the byte after step 1;
         4 MiB or 2% of the baseline leaves room for lazily created buffers (cuBLAS workspaces, the
         profiler). CPU: RSS moves by heap fragmentation; measured clean runs of the bundled model here
-        wander by < 8 MiB, so 32 MiB or 5% of the baseline."""
+        wander by < 8 MiB after malloc_trim, and their medians of thirds by < 2 MiB without it (120 and 398
+        steps; single samples within 17 MiB), so 32 MiB or 5% of the baseline."""
         if self.is_gpu:
             return max(4 * MiB, 0.02 * baseline)
         return max(32 * MiB, 0.05 * baseline)
