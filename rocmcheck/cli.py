@@ -88,4 +88,28 @@ def main() -> None:
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         print("rocmcheck: interrupted", file=sys.stderr, flush=True)
         _stop(130)
-    sys.exit(code if isinstance(code, int) else 0)
+    except SystemExit as exc:  # a command's own sys.exit(code)
+        code = exc.code
+    _leave(code if isinstance(code, int) else 0 if code is None else 1)
+
+
+def _leave(code: int) -> None:
+    """End the process with `code` once a command is done. After torch was imported, the interpreter's own
+    teardown (freeing every module and object of torch and transformers, one by one) adds a second or more to
+    a smoke-train (benchmarks/RESULTS.md, section 17); so then the threads are joined, the atexit handlers
+    run and the streams are flushed as at a normal exit, and the process ends without that teardown."""
+    if "torch" not in sys.modules:
+        sys.exit(code)
+    import atexit
+    import threading
+
+    for thread in threading.enumerate():  # as the interpreter would: wait for the non-daemon threads
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
