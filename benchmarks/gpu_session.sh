@@ -17,6 +17,15 @@ else
     export PYTHONPATH=$PWD
 fi
 export PATH=/tmp/site/bin:$PATH
+if [ "${BYTECODE:-}" = 1 ]; then
+    # The lent image sets PYTHONDONTWRITEBYTECODE=1 and ships torch without __pycache__, so every process
+    # compiles torch, transformers and deepspeed from source (10-16 s of imports). pip writes that bytecode
+    # at install time on a normal machine: let Python write it once here, as pip would have.
+    unset PYTHONDONTWRITEBYTECODE
+    t0=$(date +%s.%N)
+    python3 -m rocmcheck smoke-train -o /tmp/bytecode-warmup --force >/dev/null 2>&1  # imports all a run imports
+    echo "bytecode written in $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
+fi
 run() {  # name, seconds, command...
     local name=$1 secs=$2; shift 2
     echo "=== $name ($(date -u +%H:%M:%S))"
@@ -64,6 +73,10 @@ for step in "$@"; do
             run smoke-1gpu 240 python3 -m rocmcheck smoke-train --json -o "$OUT/smoke-1gpu" --force
             run smoke-2gpu 300 python3 -m rocmcheck smoke-train --gpus 2 --json -o "$OUT/smoke-2gpu" --force ;;
         models) run "models-${MODELS// /-}" ${MODELS_S:-300} python3 benchmarks/bench_train_models.py --only $MODELS ;;
+        train-time) run train-time ${TIME_S:-500} python3 benchmarks/bench_smoke_train_time.py ${TIME_FLAGS:-} --runs ${TIME_RUNS:-2} \
+            --json "$OUT/train-time.json" --variants "${TIME_VARIANTS:-}" ;;
+        startup-parts) run startup-parts ${PARTS_S:-300} python3 benchmarks/bench_startup_parts.py --runs ${PARTS_RUNS:-2} ;;
+        memory-snapshot) run memory-snapshot 240 python3 -m rocmcheck smoke-train --memory-snapshot -o "$OUT/memory-snapshot" --force ;;
         train-models) run train-models 560 python3 benchmarks/bench_train_models.py --only 1.1b bundled numerics ;;
         train-7b) ROCMCHECK_KEEP_MODELS=1 run train-7b 580 python3 benchmarks/bench_train_models.py --only 7b ;;
         train-7b-lora) run train-7b-lora 580 python3 benchmarks/bench_train_models.py --only 7b-lora ;;

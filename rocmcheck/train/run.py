@@ -153,12 +153,14 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
     """Every rank calls this; the RunReport that matters is rank 0's (other ranks return theirs, empty)."""
     # DeepSpeed calls the deprecated torch.distributed names once per step; a warning per step buries the report.
     warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed\.", category=FutureWarning)
-    modeling.offline_and_quiet()
+    timed = Timings()
+    with timed("import transformers"):
+        modeling.offline_and_quiet()
     world = world_from_env()
     if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported anywhere
     bind_device(world, cfg.device)
-    run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s)
+    run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s, timed)
     try:
         return run.run()
     except SetupFailed as exc:
@@ -169,7 +171,7 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
 
 class _Run:
     def __init__(self, cfg: TrainConfig, plan: DeepSpeedPlan | None, world: World, hooks: RunHooks,
-                 progress: Progress | None, pg_timeout_s: float) -> None:
+                 progress: Progress | None, pg_timeout_s: float, timed: Timings) -> None:
         self.cfg, self.plan, self.world, self.hooks, self.progress = cfg, plan, world, hooks, progress
         self.pg_timeout_s = pg_timeout_s
         self.numerics: dict[str, Any] | None = None
@@ -177,7 +179,7 @@ class _Run:
         self.accuracy_before: float | None = None
         self.estimate = None
         self.t_start = time.perf_counter()
-        self.timed = Timings()
+        self.timed = timed
         self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__,
                                      "timings_s": self.timed.seconds}
         if world.distributed or plan is not None:
@@ -211,7 +213,7 @@ class _Run:
             model_config = json.loads((Path(cfg.model) / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             model_config = {}
-        settings = fit.run_settings(cfg, self.plan, self.world.world_size, fused_adamw_ok(self.device, cfg.pure_bf16))
+        settings = fit.run_settings(cfg, self.plan, self.world.world_size, self.fused_adamw)
         self.estimate, why_not = fit.estimate_run(model_config, settings)
         label = self.dev.name if self.device.type == "cuda" else "this machine (CPU run)"
         self.fit_result, stop = fit.check_fit(self.estimate, why_not, self._total_memory(), label, str(cfg.model),
@@ -254,6 +256,8 @@ class _Run:
         with self.timed("device"):
             self.dev = self._device()
         self.device = self.dev.device
+        with self.timed("first optimizer step (imports torch._dynamo)"):
+            self.fused_adamw = fused_adamw_ok(self.device, self.cfg.pure_bf16)
         with self.timed("fit"):
             self._fit()
         if self.plan is not None or self.world.distributed:
