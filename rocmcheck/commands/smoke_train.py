@@ -120,8 +120,11 @@ TORCH_MISSING_FIX = "rocmcheck doctor --only torch  # names the pip line for thi
 
 def _require_torch(as_json: bool) -> None:
     """smoke-train trains: without an importable torch it says so in one line (or one JSON document) and exits 2."""
+    from rocmcheck.heap import imports_without_gc
+
     try:
-        import torch  # noqa: F401
+        with imports_without_gc():
+            import torch  # noqa: F401
     except Exception as exc:  # ImportError, or a broken install raising anything on import
         from rocmcheck.result import failed
 

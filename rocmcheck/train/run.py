@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from rocmcheck import fixes
+from rocmcheck.heap import imports_without_gc
 from rocmcheck.result import CheckResult, skipped
 from rocmcheck.train import comparisons, data as data_mod, distributed, fit, kernels, modeling, numerics, reference, task
 from rocmcheck.train import verdicts
@@ -154,7 +155,7 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
     # DeepSpeed calls the deprecated torch.distributed names once per step; a warning per step buries the report.
     warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed\.", category=FutureWarning)
     timed = Timings()
-    with timed("import transformers"):
+    with timed("import transformers"), imports_without_gc():
         modeling.offline_and_quiet()
     world = world_from_env()
     if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
@@ -256,7 +257,7 @@ class _Run:
         with self.timed("device"):
             self.dev = self._device()
         self.device = self.dev.device
-        with self.timed("first optimizer step (imports torch._dynamo)"):
+        with self.timed("first optimizer step (imports torch._dynamo)"), imports_without_gc():
             self.fused_adamw = fused_adamw_ok(self.device, self.cfg.pure_bf16)
         with self.timed("fit"):
             self._fit()
@@ -264,7 +265,7 @@ class _Run:
             with self.timed("join"):
                 self.info["backend"] = distributed.join(self.world, self.device.type, self.plan is not None,
                                                         self.pg_timeout_s)
-        with self.timed("data"):
+        with self.timed("data"), imports_without_gc():  # the tokenizer's imports, and the data once
             self._data()
         from rocmcheck.train.plain_strategy import PlainStrategy
 
@@ -308,6 +309,7 @@ class _Run:
         if main and cfg.memory_snapshot and self.world.is_main:
             from rocmcheck.monitor.leak import LeakWatch
 
+            gc.unfreeze()  # the finder names holders through gc, which does not see frozen objects (heap.py)
             watch = LeakWatch(cfg.out or ".", always=True, device=self.device)
         with timed(which + "train"):
             phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None,
