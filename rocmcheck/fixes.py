@@ -36,6 +36,17 @@ def step(command: str | None, note: str = "") -> str:
     return f"{command}  # {note}" if note else command
 
 
+def compile_bytecode(site_dir: str, writable: bool) -> str:
+    """Write the compiled bytecode of a package folder once (compileall writes it whatever
+    PYTHONDONTWRITEBYTECODE says); where the folder is read-only, under a cache folder of one's own, which
+    every later process must name in PYTHONPYCACHEPREFIX too."""
+    target = shlex.quote(site_dir)
+    if writable:
+        return step(f"python -m compileall -q -j 0 {target}", "once: every later import of torch reads the bytecode")
+    return step(f'export PYTHONPYCACHEPREFIX="$HOME/.cache/pycache" && python -m compileall -q -j 0 {target}',
+                "keep that export in the shell profile or job script: Python then reads the bytecode from there")
+
+
 def iommu_passthrough(cmdline: str) -> bool:
     return any(tok in IOMMU_PT_TOKENS for tok in cmdline.split())
 

@@ -46,6 +46,14 @@ def _probes(**over) -> dict:
     return {**copy.deepcopy(base), **over}
 
 
+# torch's bytecode as the lent H200 image has it (recorded by python_probe.bytecode_state there): no __pycache__,
+# PYTHONDONTWRITEBYTECODE=1 in the environment.
+NO_BYTECODE = {"source": "/opt/torch/.venv/lib/python3.12/site-packages/torch/__init__.py",
+               "bytecode": "/opt/torch/.venv/lib/python3.12/site-packages/torch/__pycache__/__init__.cpython-312.pyc",
+               "cached": False, "dont_write_bytecode": True, "pycache_prefix": None, "writable": True,
+               "site_dir": "/opt/torch/.venv/lib/python3.12/site-packages"}
+
+
 def machines() -> dict[str, Facts]:
     """Recorded machines, each broken in one way (or several, where a branch needs it)."""
     amd = amd_machine()
@@ -78,6 +86,10 @@ def machines() -> dict[str, Facts]:
         "amd-torch-lacks-arch": _with(amd, probes=_probes(torch={**torch_rocm, "arch_list": ["gfx90a"],
                                                                   "device_count": 4})),
         "amd-torch-no-arch-list": _with(amd, probes=_probes(torch={**torch_rocm, "arch_list": []})),
+        "amd-torch-no-bytecode": _with(amd, probes=_probes(torch={**torch_rocm, "bytecode": NO_BYTECODE})),
+        "amd-torch-no-bytecode-readonly": _with(amd, probes=_probes(torch={
+            **torch_rocm, "bytecode": {**NO_BYTECODE, "dont_write_bytecode": False, "writable": False,
+                                       "site_dir": "/usr/lib/python3 dist-packages"}})),
         "amd-no-devices-container": _with(amd, devices={}, present=CONTAINER, user={"uid": 1000, "groups": ["u"]},
                                           limits={"memlock_soft": 64 << 20, "unlimited": -1, "shm_bytes": 64 << 20},
                                           files={**amd.files, "/proc/self/status": "Seccomp:\t2\n"}),

@@ -42,6 +42,34 @@ def check_torch_installed(ctx: CheckContext) -> CheckResult:
     return passed(f"torch {t.get('version')} ({_build_kind(t)} build)", version=t.get("version"))
 
 
+# A default smoke-train on an H200 took 8.2-9.5 s from process start with torch's bytecode and 17.9-20.4 s
+# without it, compiling torch, torch._dynamo and transformers in every process (benchmarks/RESULTS.md, section 17).
+BYTECODE_COST = "about 10 s more per process that imports torch (a default smoke-train on an H200: 20 s instead of 9)"
+
+
+@check("torch.bytecode", "PyTorch imports from compiled bytecode")
+def check_torch_bytecode(ctx: CheckContext) -> CheckResult:
+    t = ctx.torch
+    if not t or not t.get("version"):
+        return skipped("torch not importable")
+    state = t.get("bytecode")
+    if not isinstance(state, dict):
+        return skipped("not recorded (torch is not a source package here, or a bundle from an older rocmcheck)")
+    evidence = [f"bytecode of {state.get('source')}: {state.get('bytecode')} "
+                f"({'present' if state.get('cached') else 'missing'})",
+                f"PYTHONDONTWRITEBYTECODE {'set' if state.get('dont_write_bytecode') else 'not set'}; "
+                f"PYTHONPYCACHEPREFIX {state.get('pycache_prefix') or 'not set'}; "
+                f"bytecode folder {'writable' if state.get('writable') else 'not writable'}"]
+    if state.get("cached"):
+        return passed("torch's compiled bytecode is there", evidence)
+    if state.get("writable") and not state.get("dont_write_bytecode"):
+        return passed("torch had no compiled bytecode; the first import writes it, once", evidence)
+    why = "PYTHONDONTWRITEBYTECODE is set" if state.get("dont_write_bytecode") else "its folder is not writable"
+    return warned(f"torch has no compiled bytecode and Python does not write it ({why}): every process compiles "
+                  f"torch from source, {BYTECODE_COST}",
+                  fixes.compile_bytecode(str(state.get("site_dir") or ""), bool(state.get("writable"))), evidence)
+
+
 @check("torch.build", "PyTorch build matches the GPU vendor")
 def check_torch_build(ctx: CheckContext) -> CheckResult:
     t = ctx.torch

@@ -22,10 +22,33 @@ from rocmcheck.units import MIB
 AMDSMI_STATUS_DRIVER_NOT_LOADED = 34
 
 
+def bytecode_state(package: str) -> dict[str, Any] | None:
+    """Whether importing `package` reads compiled bytecode or compiles its source: looked up before it is
+    imported (an import writes the bytecode where it can). None when the package is not found as source."""
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    bytecode = importlib.util.cache_from_source(spec.origin)  # follows PYTHONPYCACHEPREFIX
+    existing = os.path.dirname(bytecode)
+    while existing and not os.path.isdir(existing):  # Python creates the missing folders when it writes
+        existing = os.path.dirname(existing)
+    return {"source": spec.origin, "bytecode": bytecode, "cached": os.path.isfile(bytecode),
+            "dont_write_bytecode": bool(sys.flags.dont_write_bytecode), "pycache_prefix": sys.pycache_prefix,
+            "writable": bool(existing) and os.access(existing, os.W_OK),
+            "site_dir": os.path.dirname(os.path.dirname(spec.origin))}
+
+
 def probe_torch() -> dict[str, Any]:
+    bytecode = bytecode_state("torch")
     import torch
 
     out: dict[str, Any] = {
+        "bytecode": bytecode,
         "version": torch.__version__,
         "hip": getattr(torch.version, "hip", None),
         "cuda": getattr(torch.version, "cuda", None),
