@@ -50,6 +50,19 @@ def test_command_json_validates(args):
     assert doc["command"] == (" ".join(args[:2]) if args[0] == "recipes" else args[0])
 
 
+def test_recipes_write_json_validates_and_names_the_files_written(tmp_path):
+    doc = run("recipes", "write", "llama2-7b-full-sft", str(tmp_path / "configs"), "--json")
+    validate(doc)
+    assert doc["command"] == "recipes write" and doc["recipe"] == "llama2-7b-full-sft"
+    written = sorted(Path(f).name for f in doc["files"])
+    assert len(written) >= 2 and all(Path(f).is_file() for f in doc["files"])  # the YAML and its DeepSpeed config
+    assert sorted(p.name for p in (tmp_path / "configs").iterdir()) == written
+    # Again without --force: one line and exit 2, not a JSON document about files it did not write.
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "recipes", "write", "llama2-7b-full-sft",
+                           str(tmp_path / "configs"), "--json"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "" and "not overwriting" in proc.stderr
+
+
 def test_doctor_replaying_a_bundle_validates(tmp_path):
     bundle = tmp_path / "b.json"
     live = run("doctor", "--json", "--no-gpu-probes", "--no-train", "--only", "os,host", "--out", str(bundle))

@@ -63,7 +63,8 @@ def show(name: str, as_json: bool) -> None:
 @click.argument("name")
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite files that already exist.")
-def write(name: str, directory: Path, force: bool) -> None:
+@json_option("Print one JSON document (docs/json-schema.md): the recipe's name and the files written.")
+def write(name: str, directory: Path, force: bool, as_json: bool) -> None:
     """Write recipe NAME into DIRECTORY (a LLaMA-Factory YAML comes with its DeepSpeed config)."""
     from rocmcheck.recipes import RecipeExists, write_recipe
 
@@ -74,5 +75,8 @@ def write(name: str, directory: Path, force: bool) -> None:
         raise BadInput(f"not overwriting {exc} (use --force)") from None
     except OSError as exc:  # nothing half-written is left behind
         raise BadInput(f"cannot write into {directory}: {exc.strerror or exc}") from None
+    if as_json:
+        _echo_json("recipes write", recipe=recipe.name, files=[str(path) for path in written])
+        return
     for path in written:
         click.echo(f"wrote {path}")
