@@ -57,11 +57,16 @@ def _stop(code: int) -> None:
     from rocmcheck.facts.runner import kill_live_children
 
     kill_live_children()
-    try:
-        sys.stdout.flush()
-    except (OSError, ValueError):
-        pass
+    _flush_streams()
     os._exit(code)
+
+
+def _flush_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe, a closed stream
+            pass
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -78,7 +83,8 @@ def main() -> None:
 
     install_console_streams()  # no escape sequence from data reaches the terminal; no UnicodeEncodeError
     try:
-        code = cli.main(prog_name="rocmcheck", standalone_mode=False)
+        result = cli.main(prog_name="rocmcheck", standalone_mode=False)
+        code: int | str | None = result if isinstance(result, int) else 0
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `rocmcheck`: the help, not an error line
         click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
         sys.exit(0)
@@ -90,15 +96,16 @@ def main() -> None:
         _stop(130)
     except SystemExit as exc:  # a command's own sys.exit(code)
         code = exc.code
-    _leave(code if isinstance(code, int) else 0 if code is None else 1)
+    _leave(code)
 
 
-def _leave(code: int) -> None:
+def _leave(code: int | str | None) -> None:
     """End the process with `code` once a command is done. After torch was imported, the interpreter's own
     teardown (freeing every module and object of torch and transformers, one by one) adds a second or more to
     a smoke-train (benchmarks/RESULTS.md, section 17); so then the threads are joined, the atexit handlers
-    run and the streams are flushed as at a normal exit, and the process ends without that teardown."""
-    if "torch" not in sys.modules:
+    run and the streams are flushed as at a normal exit, and the process ends without that teardown. A message
+    (sys.exit("...")) takes the interpreter's own way out, which prints it."""
+    if "torch" not in sys.modules or not (code is None or isinstance(code, int)):
         sys.exit(code)
     import atexit
     import threading
@@ -107,9 +114,5 @@ def _leave(code: int) -> None:
         if thread is not threading.main_thread() and not thread.daemon:
             thread.join()
     atexit._run_exitfuncs()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
+    _flush_streams()
+    os._exit(code or 0)

@@ -50,3 +50,13 @@ def test_a_command_that_calls_sys_exit_keeps_its_code(tmp_path):
     assert proc.returncode == 2 and "no config.json" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "rocmcheck", "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "rocmcheck" in proc.stdout
+
+
+@pytest.mark.parametrize("torch_loaded", ["torch", "plain"])
+def test_a_message_keeps_the_interpreters_own_exit(torch_loaded):
+    """sys.exit("...") prints the message on stderr and exits 1, with or without torch loaded."""
+    code = ("import sys, types\n"
+            "if sys.argv[1] == 'torch':\n    sys.modules['torch'] = types.ModuleType('torch')\n"
+            "from rocmcheck.cli import _leave\n_leave('cannot go on: reason')\n")
+    proc = subprocess.run([sys.executable, "-c", code, torch_loaded], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr.strip() == "cannot go on: reason"
