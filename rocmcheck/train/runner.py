@@ -58,7 +58,9 @@ def run_and_report(cfg: TrainConfig, as_json: bool, bench: bool = False, bench_s
         t_out = time.perf_counter()
         try:
             out["files"] = write_outputs(out, cfg.out)
+            # After report.json was written, so only what is shown next (out["info"] is report.info) counts them.
             report.info.setdefault("timings_s", {})["outputs"] = round(time.perf_counter() - t_out, 3)
+            report.info["wall_s"] = time.perf_counter() - t0
         except OSError as exc:
             report.results.append(failed(f"could not write to {cfg.out}: {exc}",
                                          f"mkdir -p {cfg.out} and check it is writable", id="train.outputs"))
