@@ -73,7 +73,7 @@ echo "slurm: one bundle per node, local rank 1 silent, no overwrite without --fo
 # Each rank records what it saw; the doctor on each rank writes its bundle. --node-per-rank: the two tasks of this
 # one machine stand in for two nodes, so the rendezvous and the cross-node collective run for real.
 srun -N1 -n2 --time=10 --output="$JOB/rank-%t.out" bash -c '
-    python -c "import os, json, platform; from rocmcheck.compare.launch import read_launch, node_per_rank;
+    python -c "import os, json, platform; from rocmcheck.facts.launch import read_launch, node_per_rank;
 l = read_launch(os.environ, platform.node()); print(json.dumps({\"launch\": l.to_dict(), \"stand_in\": node_per_rank(l).to_dict()}))" > '"$JOB"'/env-$SLURM_PROCID.json
     exec python -m rocmcheck doctor --no-train --node-per-rank --across-nodes --across-timeout 120 --bundle-dir '"$JOB"'/bundles
 ' || true   # the doctor exits 1 on this GPU-less box (no GPU found): the checks below judge the job

@@ -32,6 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child import child, last_json  # noqa: E402
+
 RECIPES = REPO / "recipes"
 BUDGET_S = 330.0  # leave room under the 6-minute call for startup and the table
 

@@ -103,8 +103,8 @@ def main() -> int:
 
     # 1. the monitor's nvidia-smi queries, recorded while a GPU process holds memory
     if shutil.which("nvidia-smi"):
-        from rocmcheck.facts.runner import run_command
         from rocmcheck.monitor.sampler import NVIDIA_QUERY
+        from rocmcheck.runner import run_command
 
         holder = subprocess.Popen([sys.executable, "-c", "import torch, time; x = torch.ones(2**28, device='cuda');"
                                    " time.sleep(20)"], env=ENV)

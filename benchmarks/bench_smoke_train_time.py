@@ -52,7 +52,7 @@ def import_tree(top: int = 25) -> None:
         parts = line.split("|")
         if len(parts) == 3 and parts[1].strip().isdigit():
             rows.append((int(parts[1]), parts[2].rstrip()))
-    print(f"\nslowest imports (cumulative, -X importtime): " + "; ".join(f"{name.strip()} {us / 1e6:.2f} s"
+    print("\nslowest imports (cumulative, -X importtime): " + "; ".join(f"{name.strip()} {us / 1e6:.2f} s"
                                                                        for us, name in sorted(rows, reverse=True)[:top]),
           flush=True)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _child import child, last_json  # noqa: E402
+
 sys.path.insert(0, str(REPO))
 
 

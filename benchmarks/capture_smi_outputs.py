@@ -32,7 +32,7 @@ from rocmcheck.facts.parsers.smi import (  # noqa: E402
     parse_rocm_smi_meminfo,
     parse_rocm_smi_productname,
 )
-from rocmcheck.facts.runner import run_command  # noqa: E402
+from rocmcheck.runner import run_command  # noqa: E402
 
 # The query rocmcheck itself sends (rocmcheck/facts/collect.py NVIDIA_QUERY_FIELDS).
 NVIDIA_FIELDS = ["index", "name", "memory.total", "memory.used", "driver_version", "compute_cap", "uuid"]

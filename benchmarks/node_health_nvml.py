@@ -19,11 +19,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rocmcheck.child import run_child  # noqa: E402
 from rocmcheck.facts.health import node_health  # noqa: E402
 from rocmcheck.facts.parsers.gpu_health import describe_reasons, parse_nvidia_smi_q  # noqa: E402
-from rocmcheck.child import run_child  # noqa: E402
 from rocmcheck.facts.python_probe import parse_probe_output  # noqa: E402
-from rocmcheck.facts.runner import run_command  # noqa: E402
+from rocmcheck.runner import run_command  # noqa: E402
 
 
 def main() -> int:

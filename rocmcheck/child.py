@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
-from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.runner import CommandResult, run_command
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 MAX_EVENT_CHARS = 4_000_000  # one event line; a whole training report is ~100 KB

@@ -11,6 +11,8 @@ import sys
 import click
 
 from rocmcheck import __version__
+from rocmcheck.errors import BadInput
+from rocmcheck.result import EXIT_BAD_INPUT
 
 # name -> "module:attribute" of a click.Command. Each command lives in rocmcheck/commands/.
 COMMANDS = {
@@ -54,7 +56,7 @@ def _stop(code: int) -> None:
     """Leave at once and leave nothing behind: every tool, probe child and training rank started through the
     runner is killed (they run in their own process groups, so the terminal's Ctrl-C does not reach them).
     os._exit, because worker threads still waiting on those children would otherwise be joined first."""
-    from rocmcheck.facts.runner import kill_live_children
+    from rocmcheck.runner import kill_live_children
 
     kill_live_children()
     _flush_streams()
@@ -91,6 +93,9 @@ def main() -> None:
     except click.ClickException as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
         sys.exit(exc.exit_code)
+    except BadInput as exc:  # the one bad-input type (rocmcheck/errors.py): one line, exit 2
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
         print("rocmcheck: interrupted", file=sys.stderr, flush=True)
         _stop(130)

@@ -29,7 +29,7 @@ class DoctorOptions:
     probe_timeout_s: float = 45.0
     gpu_stage_timeout_s: float = 120.0
     train_timeout_s: float = 300.0
-    launch: Any = None  # compare.launch.Launch when run under a launcher (recorded in the bundle)
+    launch: Any = None  # facts.launch.Launch when run under a launcher (recorded in the bundle)
     across_nodes: bool = False  # the cross-node collective on the launcher's rendezvous
     across_timeout_s: float = 180.0
 
@@ -215,31 +215,30 @@ def save_bundle(run: DoctorRun, path: Path, *, force: bool = False) -> Path:
     return write_atomic(path, json.dumps(bundle_document(run), indent=1, default=str), force=force)
 
 
-class BundleError(ValueError):
-    pass
 
 
 def load_bundle(path: Path) -> Facts:
     """A saved bundle, read through the capped reader and the limited loader, its facts type-checked: a damaged
-    or hostile file is a BundleError with one line, never a crash in a check."""
+    or hostile file is a BadInput with one line, never a crash in a check."""
+    from rocmcheck.errors import BadInput
     from rocmcheck.facts.bundle_types import type_problem
-    from rocmcheck.safe.files import MAX_BUNDLE_BYTES, UnreadableFile
+    from rocmcheck.safe.files import MAX_BUNDLE_BYTES
     from rocmcheck.safe.structured import load_file
 
     try:
         # Non-finite floats are allowed: a NaN loss is a real, recorded result.
         doc = load_file(path, limit=MAX_BUNDLE_BYTES, what="bundle", fmt="json", allow_nonfinite=True)
-    except UnreadableFile as exc:
-        raise BundleError(f"cannot read bundle {exc}") from None
+    except BadInput as exc:
+        raise BadInput(f"cannot read bundle {exc}") from None
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
-        raise BundleError(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
+        raise BadInput(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
     problem = type_problem(doc["facts"]) if isinstance(doc["facts"], dict) else "facts should be an object"
     if problem:
-        raise BundleError(f"{path}: damaged bundle: {problem}")
+        raise BadInput(f"{path}: damaged bundle: {problem}")
     try:
         facts = Facts.from_dict(doc["facts"])
         for recorded in facts.recorded_results:
             CheckResult.from_dict(recorded)  # the replay shows these: they must be whole
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise BundleError(f"{path}: damaged bundle: {exc}") from None
+        raise BadInput(f"{path}: damaged bundle: {exc}") from None
     return facts

@@ -13,6 +13,7 @@ from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
 
+from rocmcheck.errors import BadInput
 from rocmcheck.safe.files import write_atomic
 
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
@@ -67,14 +68,12 @@ def all_recipes() -> dict[str, Recipe]:
     return found
 
 
-class RecipeExists(Exception):
-    pass
 
 
 def write_recipe(recipe: Recipe, directory: Path, *, force: bool = False) -> list[Path]:
     """Write the recipe (and, for a LLaMA-Factory YAML, the DeepSpeed config it uses) into directory.
     The YAML's deepspeed: line is made absolute: LLaMA-Factory opens it relative to the working
-    directory, not to the YAML. Raises RecipeExists rather than overwrite without force."""
+    directory, not to the YAML. Raises BadInput rather than overwrite without force."""
     catalog = all_recipes()
     plan: list[tuple[Path, str]] = []
     dependency = recipe.deepspeed_dependency()
@@ -88,14 +87,14 @@ def write_recipe(recipe: Recipe, directory: Path, *, force: bool = False) -> lis
     plan.append(((directory / recipe.filename).resolve(), text))
     existing = [p for p, _ in plan if p.exists() or p.is_symlink()]
     if existing and not force:
-        raise RecipeExists(", ".join(str(p) for p in existing))
+        raise BadInput(f"not overwriting {', '.join(str(p) for p in existing)} (use --force)")
     directory.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     try:
         for path, content in plan:
             write_atomic(path, content, force=force)
             written.append(path)
-    except OSError:
+    except (OSError, BadInput):
         for path in written:  # all or nothing: a half-written pair would block the rerun
             if path not in existing:
                 path.unlink(missing_ok=True)

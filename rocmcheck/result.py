@@ -1,10 +1,13 @@
-"""The one verdict type every stage returns (cheap checks, GPU probes, smoke-train)."""
+"""The one verdict type every stage returns (cheap checks, GPU probes, smoke-train, lint, plan, compare,
+monitor), and the one rule that turns a list of verdicts into the run's verdict and its exit code."""
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable
+
+from rocmcheck.fixes import Fix
 
 
 class Status(str, enum.Enum):
@@ -28,7 +31,7 @@ class CheckResult:
     status: Status
     summary: str
     evidence: list[str] = field(default_factory=list)
-    fix: str | None = None
+    fix: Fix | None = None
     area: str = ""  # grouping for the report; defaults to the id's prefix
     data: dict[str, Any] = field(default_factory=dict)  # machine-readable numbers
 
@@ -36,6 +39,9 @@ class CheckResult:
         self.status = Status(self.status)
         if not self.area and self.id:
             self.area = self.id.split(".", 1)[0]
+        if self.fix is not None and not isinstance(self.fix, Fix):
+            raise TypeError(f"{self.id}: a fix is built with rocmcheck.fixes (shell, edit, note), "
+                            f"not a {type(self.fix).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,7 +50,7 @@ class CheckResult:
             "status": self.status.value,
             "summary": self.summary,
             "evidence": list(self.evidence),
-            "fix": self.fix,
+            "fix": self.fix.to_dict() if self.fix is not None else None,
             "data": self.data,
         }
 
@@ -55,7 +61,7 @@ class CheckResult:
             status=Status(d["status"]),
             summary=d["summary"],
             evidence=list(d.get("evidence") or []),
-            fix=d.get("fix"),
+            fix=Fix.from_dict(d.get("fix")),
             area=d.get("area", ""),
             data=dict(d.get("data") or {}),
         )
@@ -68,11 +74,11 @@ def passed(summary: str, evidence: list[str] | None = None, *, id: str = "", **d
     return CheckResult(id, Status.PASS, summary, evidence or [], None, data=data)
 
 
-def warned(summary: str, fix: str, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
+def warned(summary: str, fix: Fix, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
     return CheckResult(id, Status.WARN, summary, evidence or [], fix, data=data)
 
 
-def failed(summary: str, fix: str, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
+def failed(summary: str, fix: Fix, evidence: list[str] | None = None, *, id: str = "", **data: Any) -> CheckResult:
     return CheckResult(id, Status.FAIL, summary, evidence or [], fix, data=data)
 
 
@@ -80,6 +86,31 @@ def skipped(summary: str, evidence: list[str] | None = None, *, id: str = "", **
     return CheckResult(id, Status.SKIP, summary, evidence or [], None, data=data)
 
 
-def worst(results: list[CheckResult]) -> Status:
+def worst(results: Iterable[CheckResult]) -> Status:
     order = [Status.SKIP, Status.PASS, Status.WARN, Status.FAIL, Status.CRASH]
     return max((r.status for r in results), key=order.index, default=Status.SKIP)
+
+
+# The run's verdict, for every command alike: "fail" when a verdict failed or crashed, "warn" when one warned,
+# "pass" when something was judged and nothing went wrong, "not_judged" when nothing could be judged (every
+# verdict a skip, or none at all): never a pass.
+NOT_JUDGED = "not_judged"
+EXIT_PASSED = 0  # judged, and nothing failed (warnings included)
+EXIT_FAILED = 1  # a verdict failed (or a check crashed)
+EXIT_BAD_INPUT = 2  # bad usage: a flag, a file, a config a person must fix (rocmcheck.errors.BadInput)
+EXIT_NOT_JUDGED = 3  # nothing could be judged here (no GPU reader, no torch, every check skipped)
+
+
+def verdict(results: Iterable[CheckResult]) -> str:
+    w = worst(results)
+    if w in (Status.FAIL, Status.CRASH):
+        return "fail"
+    if w is Status.WARN:
+        return "warn"
+    return "pass" if w is Status.PASS else NOT_JUDGED
+
+
+def exit_code(results: Iterable[CheckResult]) -> int:
+    """The one exit rule: 0 judged and nothing failed, 1 a verdict failed, 3 nothing could be judged."""
+    v = verdict(results)
+    return EXIT_FAILED if v == "fail" else EXIT_NOT_JUDGED if v == NOT_JUDGED else EXIT_PASSED

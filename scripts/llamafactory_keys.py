@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from importlib import metadata
 import os
 import sys
+from importlib import metadata
 
 os.environ.setdefault("DISABLE_VERSION_CHECK", "1")
 

@@ -2,10 +2,50 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
 from pathlib import Path
 from typing import Callable
 
 import pytest
+
+# Every shell fix any test builds, in this process or in a rocmcheck child it starts, is appended here
+# (rocmcheck/fixes.py); at the end of the session each one must parse as bash (`bash -n`), so a new stage's fixes
+# are held to the rule without a test of their own. Set before rocmcheck is imported: its module-level fixes count.
+_FIX_LOG = Path(tempfile.mkdtemp(prefix="rocmcheck-fix-log-")) / "fixes.txt"
+os.environ["ROCMCHECK_FIX_LOG"] = str(_FIX_LOG)
+
+from rocmcheck.fixes import FIX_LOG_ENV  # noqa: E402
+
+assert FIX_LOG_ENV == "ROCMCHECK_FIX_LOG"
+
+
+def shell_fixes_that_do_not_parse(lines: list[str]) -> list[str]:
+    """The lines bash -n refuses, each checked alone."""
+    bad = []
+    for line in lines:
+        proc = subprocess.run(["bash", "-n", "-c", line], capture_output=True, text=True, timeout=30)
+        if proc.returncode != 0:
+            bad.append(f"{line}\n    {proc.stderr.strip()}")
+    return bad
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if not _FIX_LOG.is_file() or shutil.which("bash") is None:
+        return
+    lines = sorted(set(_FIX_LOG.read_text(encoding="utf-8", errors="replace").splitlines()) - {""})
+    script = "\n".join(lines) + "\n"  # one bash for all of them first: the usual case is that every line parses
+    whole = subprocess.run(["bash", "-n"], input=script, capture_output=True, text=True, timeout=60)
+    bad = shell_fixes_that_do_not_parse(lines) if whole.returncode != 0 else []
+    if bad:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        text = f"{len(bad)} of the {len(lines)} shell fixes the tests built do not parse as bash:\n" + "\n".join(bad)
+        if reporter is not None:
+            reporter.write_line(text, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    shutil.rmtree(_FIX_LOG.parent, ignore_errors=True)
 
 # Verbatim real tool outputs live beside the repo (../shared/fixtures), never inside it.
 FIXTURES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"

@@ -7,11 +7,12 @@ doctor's own records, set per scenario. Torch probe records use values published
 from __future__ import annotations
 
 from conftest import FIXTURES_DIR, read_fixture
+
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.facts.collect import Facts, os_info
-from rocmcheck.facts.runner import CommandResult
 from rocmcheck.result import CheckResult
+from rocmcheck.runner import CommandResult
 
 RW = {"exists": True, "readable": True, "writable": True, "mode": "crw-rw----", "group": "render"}
 

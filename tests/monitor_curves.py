@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import random
 
-from rocmcheck.units import GIB as GiB, MIB as MiB
+from rocmcheck.units import GIB as GiB
+from rocmcheck.units import MIB as MiB
 
 H200 = 143771 * MiB  # nvidia-smi memory.total of the recorded H200
 MI300X = 196592 * MiB  # amd-smi static vram size of the recorded MI300X

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from rocmcheck.facts.runner import run_command
 from conftest import FIXTURES_DIR, read_fixture
 from fakes import make_tool
+
+from rocmcheck.runner import run_command
 
 ROCMINFO_MI300X = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"
 

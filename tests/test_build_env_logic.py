@@ -10,14 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fakes import make_tool
-from rocmcheck.facts import rocm_location
-from rocmcheck.buildenv.archs import ArchError, select_archs
+
+from rocmcheck.buildenv.archs import select_archs
 from rocmcheck.buildenv.env import BuildEnv, EnvVar, HostResources, compute_build_env
 from rocmcheck.buildenv.jobs import available_memory, estimate_jobs, usable_cores
 from rocmcheck.buildenv.render import render
 from rocmcheck.buildenv.toolkit import detect_cuda, detect_rocm
+from rocmcheck.errors import BadInput
+from rocmcheck.facts import rocm_location
 from rocmcheck.units import GIB
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,7 +141,7 @@ def test_select_archs_dedupes_and_strips_target_features():
     sel = select_archs(["gfx942:sramecc+:xnack-", "gfx942", "gfx90a"])
     assert sel.vendor == "amd" and sel.archs == ("gfx942", "gfx90a")
     assert any("target features dropped" in n for n in sel.notes)
-    with pytest.raises(ArchError):
+    with pytest.raises(BadInput):
         select_archs([])
 
 
@@ -189,7 +190,7 @@ def test_target_features_are_kept_validated_and_ordered():
     assert select_archs(["gfx90a:xnack+"]).archs == ("gfx90a:xnack+",)
     assert select_archs(["gfx942:xnack-:sramecc+"]).archs == ("gfx942:sramecc+:xnack-",)  # clang's order
     for bad in (["gfx942:foo+"], ["gfx942:xnack+:xnack-"], ["sm_90:xnack+"]):
-        with pytest.raises(ArchError):
+        with pytest.raises(BadInput):
             select_archs(bad)
 
 

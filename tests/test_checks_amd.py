@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from machines import amd_machine, ran, verdicts
+
 from rocmcheck.result import Status
 
 
@@ -167,6 +168,7 @@ def test_host_settings_for_multi_gpu():
 
 def test_os_release_rhel_93_is_judged_against_the_rocm_list():
     from conftest import FIXTURES_DIR
+
     from rocmcheck.facts.collect import os_info
 
     facts = amd_machine(os_info=os_info(str(FIXTURES_DIR / "os-release/rhel-9.3-plow-aarch64-gh200.txt")))
@@ -202,7 +204,8 @@ def test_a_crashing_rocminfo_is_reported_as_a_crash_not_by_its_partial_output(tm
     # A real process that prints the start of a real rocminfo listing, then dies of SIGSEGV.
     from conftest import read_fixture
     from fakes import make_tool
-    from rocmcheck.facts.runner import run_command
+
+    from rocmcheck.runner import run_command
 
     partial = "\n".join(read_fixture("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt").splitlines()[:60]) + "\n"
     tool = make_tool(tmp_path / "bin", "rocminfo", stdout=partial, crash_signal="SEGV")

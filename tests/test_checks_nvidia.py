@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from machines import ran, verdicts
+
 from rocmcheck.facts.collect import Facts
 from rocmcheck.result import Status
 

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
 from fakes import env_with_path
+
 from rocmcheck.child import child_env, parse_events, run_child
-from rocmcheck.facts.runner import MAX_OUTPUT_CHARS, run_command
+from rocmcheck.runner import MAX_OUTPUT_CHARS, run_command
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,11 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
-from rocmcheck.safe.files import WriteRefused, write_atomic
-from rocmcheck.compare.judge import judge_metric, judge_statuses, judge_values, slow_nodes
+
+from rocmcheck.compare.judge import judge_metric, judge_statuses, judge_values
+from rocmcheck.errors import BadInput
+from rocmcheck.outliers import slow_nodes
+from rocmcheck.safe.files import write_atomic
 
 MI300X = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"
 KERNEL_LOG_DIR = Path(__file__).parent / "fixtures" / "kernel-log"
@@ -232,7 +234,7 @@ def test_bundle_is_written_whole_and_never_overwritten_without_force(tmp_path):
     target = tmp_path / "shared" / "node-1.json"
     target.parent.mkdir()
     write_atomic(target, json.dumps({"a": 1}))
-    with pytest.raises(WriteRefused):
+    with pytest.raises(BadInput):
         write_atomic(target, json.dumps({"a": 2}))
     assert json.loads(target.read_text()) == {"a": 1}
     write_atomic(target, json.dumps({"a": 3}), force=True)

@@ -9,14 +9,7 @@ import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 
-from rocmcheck.compare.launch import (
-    DEFAULT_MASTER_PORT,
-    Launch,
-    first_host,
-    node_per_rank,
-    read_launch,
-    visible_for_rank,
-)
+from rocmcheck.facts.launch import DEFAULT_MASTER_PORT, Launch, first_host, node_per_rank, read_launch, visible_for_rank
 from rocmcheck.probes.across import judge_cross_node, run_cross_node_stage
 
 # What srun -N2 --ntasks-per-node=8 gives task 11 (Slurm 22.05 seen here under srun -N1 -n2, scaled to two nodes).
@@ -94,7 +87,7 @@ def test_stand_in_nodes_get_their_own_gpu_and_node_rank():
 
 def test_torchrun_really_sets_what_is_read():
     """Two processes under a real torchrun: each reads its own rank, torchrun's store and run id."""
-    code = ("import os, json, platform; from rocmcheck.compare.launch import read_launch; "
+    code = ("import os, json, platform; from rocmcheck.facts.launch import read_launch; "
             "print(json.dumps(read_launch(os.environ, platform.node()).to_dict()))")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
                            "--no-python", sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

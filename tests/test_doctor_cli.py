@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
 

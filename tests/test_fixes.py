@@ -15,9 +15,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from conftest import read_fixture
 from machines import amd_machine, ran
+from test_checks_nvidia import nvidia_machine
+from test_node_health import H200_HEALTH, H200_Q, sysfs_tree
+
 from rocmcheck import fixes
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
@@ -25,11 +27,9 @@ from rocmcheck.checks.health import finding_fix
 from rocmcheck.facts.collect import ENV_NAMES, Facts
 from rocmcheck.facts.health import node_health
 from rocmcheck.facts.parsers.kernel_log import parse_kernel_log
-from rocmcheck.facts.runner import CommandResult
 from rocmcheck.knowledge import load
 from rocmcheck.probes import hints
-from test_checks_nvidia import nvidia_machine
-from test_node_health import H200_HEALTH, H200_Q, sysfs_tree
+from rocmcheck.runner import CommandResult
 
 CONTAINER = {"/.dockerenv": True, "/sys/module/amdgpu": True, "/dev/shm": True}
 
@@ -320,8 +320,9 @@ def kernel_log_fixes() -> dict[str, str]:
 def train_fixes() -> dict[str, str]:
     """Every warn/fail branch of smoke-train's verdicts (pure functions of numbers), driven with failing inputs,
     and the fixes of the runs that cannot start."""
+    from rocmcheck.monitor import step_memory as memory
     from rocmcheck.result import Status
-    from rocmcheck.train import comparisons, fit, kernels, memory, run, verdicts
+    from rocmcheck.train import comparisons, fit, kernels, run, verdicts
 
     flat = [7.0] * 30
     nan = [7.0] * 9 + [float("nan")]

@@ -14,9 +14,9 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
+
 from rocmcheck.facts.python_probe import parse_probe_output
 
 MI300X_ROCMINFO = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"

@@ -7,10 +7,11 @@ import json
 import os
 
 import pytest
-
 from hostile import billion_laughs, cli, one_line
-from rocmcheck.safe.files import MAX_CONFIG_BYTES, UnreadableFile, read_head, read_text_capped
-from rocmcheck.safe.structured import StructureError, load_file, parse_json, parse_yaml
+
+from rocmcheck.errors import BadInput
+from rocmcheck.safe.files import MAX_CONFIG_BYTES, read_head, read_text_capped
+from rocmcheck.safe.structured import load_file, parse_json, parse_yaml
 
 DEEP = 100_000
 
@@ -25,14 +26,14 @@ def fifo(tmp_path):
 # --- the capped reader ---------------------------------------------------------------------------------
 
 def test_reader_refuses_a_fifo_without_blocking(fifo):
-    with pytest.raises(UnreadableFile, match="is a FIFO"):
+    with pytest.raises(BadInput, match="is a FIFO"):
         read_text_capped(fifo)
 
 
 @pytest.mark.parametrize("path, words", [("/dev/zero", "is a character device"), ("/dev/null", "is a character device"),
                                          ("/", "is a directory"), ("/nonexistent/x.json", "no such file")])
 def test_reader_refuses_what_is_not_a_regular_file(path, words):
-    with pytest.raises(UnreadableFile, match=words):
+    with pytest.raises(BadInput, match=words):
         read_text_capped(path)
 
 
@@ -40,11 +41,11 @@ def test_reader_caps_the_size_and_the_encoding(tmp_path):
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:
         fh.truncate(MAX_CONFIG_BYTES + 1)  # sparse: no disk used
-    with pytest.raises(UnreadableFile, match="more than a config file can be"):
+    with pytest.raises(BadInput, match="more than a config file can be"):
         read_text_capped(big, what="config file")
     latin = tmp_path / "latin.yaml"
     latin.write_bytes(b"name: caf\xe9\n")
-    with pytest.raises(UnreadableFile, match="not UTF-8"):
+    with pytest.raises(BadInput, match="not UTF-8"):
         read_text_capped(latin)
 
 
@@ -64,7 +65,7 @@ def test_reader_refuses_an_unreadable_file(tmp_path):
     secret = tmp_path / "x.json"
     secret.write_text("{}")
     secret.chmod(0)
-    with pytest.raises(UnreadableFile, match="cannot be read"):
+    with pytest.raises(BadInput, match="cannot be read"):
         read_text_capped(secret)
 
 
@@ -79,7 +80,7 @@ def test_reader_refuses_an_unreadable_file(tmp_path):
     ("{not json", "not valid JSON"),
 ])
 def test_json_limits(text, words):
-    with pytest.raises(StructureError, match=words):
+    with pytest.raises(BadInput, match=words):
         parse_json(text)
 
 
@@ -99,7 +100,7 @@ def test_json_limits(text, words):
     ("x: .inf", "not a finite number"),
 ])
 def test_yaml_limits(text, words):
-    with pytest.raises(StructureError, match=words):
+    with pytest.raises(BadInput, match=words):
         parse_yaml(text)
 
 
@@ -118,7 +119,7 @@ def test_a_python_tag_is_not_executed(tmp_path):
 def test_load_file_names_the_file(tmp_path):
     path = tmp_path / "ds.yaml"
     path.write_text(billion_laughs())
-    with pytest.raises(UnreadableFile, match=r"ds\.yaml: expands to more than"):
+    with pytest.raises(BadInput, match=r"ds\.yaml: expands to more than"):
         load_file(path)
 
 

@@ -16,12 +16,13 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from machines import amd_machine
 
 import rocmcheck.facts.parsers as parsers_pkg
-from machines import amd_machine
 from rocmcheck.commands.options import BoundedInt, FiniteFloat
+from rocmcheck.errors import BadInput
 from rocmcheck.facts.redact import redact_tree, redact_value
-from rocmcheck.safe.structured import StructureError, check_plain_data, parse_json, parse_yaml
+from rocmcheck.safe.structured import check_plain_data, parse_json, parse_yaml
 from rocmcheck.safe.text import clean
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -74,7 +75,7 @@ YAMLISH = st.lists(st.sampled_from(["a:", " ", "\n", "- ", "&x ", "*x", "<<: ", 
 def test_parse_json_returns_plain_data_or_one_line(text):
     try:
         data = parse_json(text)
-    except StructureError as exc:
+    except BadInput as exc:
         assert "\n" not in str(exc)
         return
     check_plain_data(data)
@@ -85,7 +86,7 @@ def test_parse_json_returns_plain_data_or_one_line(text):
 def test_parse_yaml_returns_plain_data_or_refuses(text):
     try:
         data = parse_yaml(text)
-    except StructureError as exc:
+    except BadInput as exc:
         assert "\n" not in str(exc)
         return
     except yaml.YAMLError:
@@ -97,14 +98,14 @@ def test_parse_yaml_returns_plain_data_or_refuses(text):
 @FAST
 @given(text=st.one_of(YAMLISH, JSONISH, st.text(max_size=200)), suffix=st.sampled_from([".json", ".yaml"]))
 def test_lint_loader_only_raises_lint_input_error(tmp_path_factory, text, suffix):
-    from rocmcheck.lint import LintInputError
+    from rocmcheck.errors import BadInput
     from rocmcheck.lint.loading import load_mapping
 
     path = tmp_path_factory.mktemp("lint") / f"c{suffix}"
     path.write_bytes(text.encode("utf-8", errors="replace"))
     try:
         assert isinstance(load_mapping(path), dict)
-    except LintInputError as exc:
+    except BadInput as exc:
         assert "\n" not in str(exc)
 
 
@@ -198,7 +199,8 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_n
 def test_a_damaged_bundle_is_refused_or_checked_without_a_crash(tmp_path_factory, path, junk):
     from rocmcheck.checks import run_checks, select_checks
     from rocmcheck.checks.context import CheckContext
-    from rocmcheck.doctor import BundleError, DoctorRun, load_bundle
+    from rocmcheck.doctor import DoctorRun, load_bundle
+    from rocmcheck.errors import BadInput
     from rocmcheck.result import Status
 
     doc = copy.deepcopy(BASE)
@@ -210,7 +212,7 @@ def test_a_damaged_bundle_is_refused_or_checked_without_a_crash(tmp_path_factory
     bundle.write_text(json.dumps(doc))
     try:
         facts = load_bundle(bundle)
-    except BundleError as exc:
+    except BadInput as exc:
         assert "\n" not in str(exc)
         return
     ctx = CheckContext(facts)

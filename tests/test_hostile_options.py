@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from fakes import env_with_path, make_tool
 from hostile import cli, one_line
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fakes import env_with_path, make_tool
 from hostile import cli
+
 from rocmcheck.safe.text import clean, safe_console
 
 OSC52 = "\x1b]52;c;cm0gLXJmIH4K\x07"  # writes "rm -rf ~" to the clipboard

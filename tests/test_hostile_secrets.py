@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from fakes import env_with_path, make_tool
 from hostile import cli
+
 from rocmcheck.facts.redact import REDACTED, is_secret_name, redact_tree, redact_value
 
 # Shapes as their issuers document them (made-up values of the right length and alphabet).

@@ -8,9 +8,10 @@ import os
 import stat
 
 import pytest
-
 from hostile import cli, fsize_limit, one_line
-from rocmcheck.safe.files import WriteRefused, check_target, write_atomic
+
+from rocmcheck.errors import BadInput
+from rocmcheck.safe.files import check_target, write_atomic
 
 QUICK_DOCTOR = ("doctor", "--no-gpu-probes", "--no-train", "--only", "host")
 
@@ -19,7 +20,7 @@ def test_write_atomic_refuses_to_clobber_and_keeps_the_mode_when_forced(tmp_path
     path = tmp_path / "env.sh"
     write_atomic(path, "one\n")
     path.chmod(0o640)
-    with pytest.raises(WriteRefused, match="add --force"):
+    with pytest.raises(BadInput, match="add --force"):
         write_atomic(path, "two\n")
     assert path.read_text() == "one\n"
     write_atomic(path, "two\n", force=True)
@@ -40,7 +41,7 @@ def test_write_atomic_follows_a_symlink_to_the_file(tmp_path):
                                            ("missing/x", "is not a directory")])
 def test_check_target_refuses_devices_folders_and_missing_parents(tmp_path, target, words):
     path = {"dir": tmp_path, "missing/x": tmp_path / "missing" / "x"}.get(target, target)
-    with pytest.raises(WriteRefused, match=words):
+    with pytest.raises(BadInput, match=words):
         check_target(path, force=True)
 
 

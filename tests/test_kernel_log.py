@@ -8,14 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from fakes import env_with_path, make_tool
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from fakes import env_with_path, make_tool
 from machines import amd_machine, verdicts
+
 from rocmcheck.facts.parsers.kernel_log import parse_kernel_log, split_line
-from rocmcheck.facts.runner import CommandResult
 from rocmcheck.result import Status
+from rocmcheck.runner import CommandResult
 
 LOGS = Path(__file__).parent / "fixtures" / "kernel-log"
 

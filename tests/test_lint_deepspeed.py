@@ -7,10 +7,10 @@ from __future__ import annotations
 import copy
 
 import pytest
+from lint_helpers import by_code, needs_deepspeed, seed_deepspeed_config
 
 from rocmcheck.lint import Severity, has_errors, lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings
-from lint_helpers import by_code, needs_deepspeed, seed_deepspeed_config
 
 BASE = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "bf16": {"enabled": True},
         "zero_optimization": {"stage": 2}}
@@ -237,8 +237,9 @@ def test_scheduler_names_match_the_installed_deepspeed_and_torch():
     import subprocess
     import sys
 
-    from rocmcheck.lint.deepspeed_rules import DEEPSPEED_SCHEDULERS, TORCH_SCHEDULERS
     from lint_helpers import REPO
+
+    from rocmcheck.lint.deepspeed_rules import DEEPSPEED_SCHEDULERS, TORCH_SCHEDULERS
 
     code = ("import inspect, json, torch.optim.lr_scheduler as s\n"
             "from deepspeed.runtime.lr_schedules import VALID_LR_SCHEDULES\n"

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from rocmcheck.lint import LintInputError, Severity, detect_kind, lint_file
-from rocmcheck.lint.deepspeed_deep import run_deep_validation
 from lint_helpers import REPO, by_code, seed_deepspeed_config, write_json
+
+from rocmcheck.errors import BadInput
+from rocmcheck.lint import Severity, detect_kind, lint_file
+from rocmcheck.lint.deepspeed_deep import run_deep_validation
 
 SEED_YAML = """\
 model_name_or_path: meta-llama/Meta-Llama-3-70B-Instruct
@@ -98,7 +99,7 @@ def test_unreadable_files_raise_input_error(tmp_path, name, content, needle):
     path = tmp_path / name
     if content is not None:
         path.write_text(content)
-    with pytest.raises(LintInputError, match=needle.replace("(", r"\(").replace("[", r"\[")):
+    with pytest.raises(BadInput, match=needle.replace("(", r"\(").replace("[", r"\[")):
         lint_file(path, deep=False)
 
 

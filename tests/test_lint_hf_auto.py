@@ -11,9 +11,9 @@ import subprocess
 import sys
 
 import pytest
+from lint_helpers import REPO
 
 from rocmcheck.lint.hf_auto import TrainingSettings, auto_paths, resolve_auto
-from lint_helpers import REPO
 
 CONFIG = {
     "train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",

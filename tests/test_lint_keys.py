@@ -8,8 +8,9 @@ import os
 import subprocess
 import sys
 
-from rocmcheck.lint import known_keys
 from lint_helpers import REPO, needs_deepspeed
+
+from rocmcheck.lint import known_keys
 
 CHILD_ENV = dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=str(REPO))
 

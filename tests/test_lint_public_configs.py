@@ -7,11 +7,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from lint_helpers import REPO, by_code
 from packaging.version import Version
 
 from rocmcheck.lint import Severity, lint_file
 from rocmcheck.lint import deepspeed as lint_deepspeed
-from lint_helpers import REPO, by_code
 
 FIXTURES = REPO / "tests" / "fixtures" / "public-configs"
 WORKING = sorted(p.name for p in (FIXTURES / "working").iterdir())

@@ -9,11 +9,11 @@ import subprocess
 import sys
 
 import pytest
+from lint_helpers import REPO, by_code
 from packaging.version import Version
 
-from rocmcheck.lint import LintInputError, Severity, lint_file
-from rocmcheck.lint import training_keys
-from lint_helpers import REPO, by_code
+from rocmcheck.errors import BadInput
+from rocmcheck.lint import Severity, lint_file, training_keys
 
 LF_YAML = """\
 ### model
@@ -94,7 +94,7 @@ def test_script_arguments_are_a_note_not_an_error(tmp_path):
 def test_duplicate_yaml_key_is_an_input_error_with_exit_2(tmp_path):
     path = tmp_path / "train.yaml"
     path.write_text(LF_YAML + "bf16: false\n")
-    with pytest.raises(LintInputError, match=r'key "bf16" appears twice \(lines 19 and 20\)'):
+    with pytest.raises(BadInput, match=r'key "bf16" appears twice \(lines 19 and 20\)'):
         lint_file(path, deep=False)
     out = subprocess.run([sys.executable, "-m", "rocmcheck", "lint", str(path)], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)

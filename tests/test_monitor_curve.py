@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import monitor_curves as mc
 import pytest
-
 from conftest import project_fixture, read_fixture
+
 from rocmcheck.monitor.curve import classify_curve, judge_curves
-from rocmcheck.monitor.parse import parse_amd_smi_monitor, parse_nvidia_compute_apps, parse_nvidia_query, \
-    parse_rocm_smi_monitor_json
+from rocmcheck.monitor.parse import (
+    parse_amd_smi_monitor,
+    parse_nvidia_compute_apps,
+    parse_nvidia_query,
+    parse_rocm_smi_monitor_json,
+)
 from rocmcheck.result import Status
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import shlex
 
 import pytest
-
 from conftest import PROJECT_FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
+
 from rocmcheck.monitor.sampler import READERS, ReaderError, open_reader
 from rocmcheck.units import MIB
 

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import monitor_curves as mc
 import pytest
-
 from conftest import read_fixture
 from fakes import env_with_path
 

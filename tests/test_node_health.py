@@ -11,6 +11,7 @@ import os
 
 from conftest import read_fixture
 from machines import amd_machine, ran, verdicts
+
 from rocmcheck.checks.health import annotate_link_with_bandwidth
 from rocmcheck.facts.health import node_health
 from rocmcheck.facts.parsers.gpu_health import parse_nvidia_smi_q

@@ -8,11 +8,7 @@ import re
 import pytest
 
 from rocmcheck.facts.parsers.hipconfig import hip_version_short, parse_hipconfig
-from rocmcheck.facts.parsers.versions import (
-    major_minor,
-    parse_rocm_version_file,
-    parse_torch_rocm_suffix,
-)
+from rocmcheck.facts.parsers.versions import major_minor, parse_rocm_version_file, parse_torch_rocm_suffix
 
 HIPCONFIG = "hipconfig/hipconfig-full-rocm6.3.2-linuxmint-gfx90c.txt"
 COLLECT_MI300X = "collect_env/mi300x-8gpu-vllm-collect-env-rocm6.1-torch2.4.1.txt"

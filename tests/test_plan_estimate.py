@@ -6,14 +6,14 @@ import json
 from pathlib import Path
 
 import pytest
+from saved_tensors import saved_bytes
 
 from rocmcheck.plan import formulas as F
 from rocmcheck.plan.advice import FIT_FRACTION, cheapest_changes, fit_verdict
 from rocmcheck.plan.estimate import estimate_memory, largest_micro_batch
-from rocmcheck.plan.shapes import presets, preset_shape, shape_from_config
+from rocmcheck.plan.shapes import preset_shape, presets, shape_from_config
 from rocmcheck.result import Status
 from rocmcheck.units import GIB
-from saved_tensors import saved_bytes
 
 BASELINES = Path(__file__).resolve().parents[1].parent / "shared" / "knowledge" / "gpu-baselines-h200.json"
 MI300X = 192 * GIB

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import pytest
+from saved_tensors import saved_bytes
 
 from rocmcheck.plan import formulas as F
 from rocmcheck.plan.estimate import estimate_memory
 from rocmcheck.plan.shapes import preset_shape, shape_from_config
 from rocmcheck.units import GIB
-from saved_tensors import saved_bytes
 
 TINY = {"hidden_size": 256, "intermediate_size": 688, "num_attention_heads": 8, "num_key_value_heads": 2,
         "num_hidden_layers": 2, "vocab_size": 512}

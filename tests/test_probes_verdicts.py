@@ -5,10 +5,20 @@ import math
 
 import pytest
 
-from rocmcheck.probes.verdicts import (GEMM_FAIL_OF_TYPICAL, GEMM_PASS_OF_TYPICAL, DeviceContext,
-                                       bus_bandwidth_gbps, judge_attention, judge_collective, judge_copy_bandwidth,
-                                       judge_deepspeed_ops, judge_gemm_numerics, judge_gemm_tflops,
-                                       judge_host_bandwidth, judge_memory)
+from rocmcheck.probes.verdicts import (
+    GEMM_FAIL_OF_TYPICAL,
+    GEMM_PASS_OF_TYPICAL,
+    DeviceContext,
+    bus_bandwidth_gbps,
+    judge_attention,
+    judge_collective,
+    judge_copy_bandwidth,
+    judge_deepspeed_ops,
+    judge_gemm_numerics,
+    judge_gemm_tflops,
+    judge_host_bandwidth,
+    judge_memory,
+)
 from rocmcheck.result import Status
 from rocmcheck.units import GIB
 

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from lint_helpers import REPO, needs_deepspeed
 
 from rocmcheck.lint import Severity, lint_file
 from rocmcheck.lint.deepspeed_deep import run_deep_validation
 from rocmcheck.lint.hf_auto import TrainingSettings, resolve_auto
 from rocmcheck.recipes import all_recipes, recipes_root, write_recipe
-from lint_helpers import REPO, needs_deepspeed
 
 DS_RECIPES = ["zero2", "zero3", "zero3-offload"]
 LF_RECIPES = {"llama2-7b-full-sft": ("zero2", 12, 8), "llama3-70b-lora-sft-zero3-offload": ("zero3-offload", 1, 8)}

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from machines import amd_machine
+
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.facts.parsers._text import clean_lines, strip_ansi
@@ -16,8 +16,8 @@ from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
 from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
 from rocmcheck.facts.parsers.smi import parse_rocm_smi, smi_driver_error
 from rocmcheck.facts.rocm_location import find_rocm, locate_rocm, observe_layout, rocm_installs
-from rocmcheck.facts.runner import CommandResult
 from rocmcheck.result import Status
+from rocmcheck.runner import CommandResult
 
 FIXTURES = Path(__file__).parent / "fixtures" / "debian-sid-rocm"
 

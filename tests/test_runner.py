@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 
 from fakes import env_with_path, make_tool
-from rocmcheck.facts.runner import run_command
+
+from rocmcheck.runner import run_command
 
 
 def test_captures_stdout_and_exit_code(tmp_path):

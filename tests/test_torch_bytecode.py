@@ -13,8 +13,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from machines import amd_machine, verdicts
+
 from rocmcheck import fixes
 from rocmcheck.result import Status
 

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from rocmcheck.child import run_child
+from rocmcheck.errors import BadInput
 from rocmcheck.train.child import MODULE, parse_request, train_request
-from rocmcheck.train.config import BadInput, TrainConfig
+from rocmcheck.train.config import TrainConfig
 
 
 @pytest.mark.parametrize("cfg", [

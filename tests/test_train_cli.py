@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from fakes import make_tool
+
 from rocmcheck.child import run_child
 from rocmcheck.train import doctor_stage
 from rocmcheck.train.config import TrainConfig

@@ -8,9 +8,15 @@ import json
 import pytest
 
 from rocmcheck.result import Status
+from rocmcheck.train.comparisons import (
+    OFFLOAD_ABSURD_RATIO,
+    PARITY_STEP_TOL,
+    check_deepspeed_parity,
+    check_offload_cost,
+    check_rank_agreement,
+    parity_tolerance,
+)
 from rocmcheck.train.config import BUNDLED_MODEL
-from rocmcheck.train.comparisons import (OFFLOAD_ABSURD_RATIO, PARITY_STEP_TOL, check_deepspeed_parity, check_offload_cost,
-                                         check_rank_agreement, parity_tolerance)
 
 PLAIN = json.loads((BUNDLED_MODEL / "reference_curves.json").read_text())["curves"]["cpu"]["loss"]
 

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from rocmcheck.train.config import BUNDLED_MODEL, BadInput, TrainConfig
-from rocmcheck.train.ds_config import finalize_auto, model_hidden_size, prepare_deepspeed_config
+from rocmcheck.errors import BadInput
 from rocmcheck.train.child import parse_request, train_request
+from rocmcheck.train.config import BUNDLED_MODEL, TrainConfig
+from rocmcheck.train.ds_config import finalize_auto, model_hidden_size, prepare_deepspeed_config
 from rocmcheck.train.launch import prepare_parallel, torchrun_launcher
 
 REPO = Path(__file__).resolve().parents[1]

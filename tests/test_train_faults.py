@@ -9,11 +9,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from rocmcheck.monitor.step_memory import MiB  # noqa: E402
 from rocmcheck.train.config import TrainConfig  # noqa: E402
-from rocmcheck.train.run import RunHooks, run_smoke_train  # noqa: E402
-from rocmcheck.train.memory import MiB  # noqa: E402
 from rocmcheck.train.outputs import write_outputs  # noqa: E402
-
+from rocmcheck.train.run import RunHooks, run_smoke_train  # noqa: E402
 
 HIP_OOM = ("HIP out of memory. Tried to allocate 11.74 GiB. GPU 7 has a total capacity of 251.98 GiB of which "
            "6.94 GiB is free")

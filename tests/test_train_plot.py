@@ -14,8 +14,8 @@ pytest.importorskip("matplotlib")
 
 from matplotlib.collections import PolyCollection  # noqa: E402
 
+from rocmcheck.monitor.step_memory import MiB  # noqa: E402
 from rocmcheck.train import reference  # noqa: E402
-from rocmcheck.train.memory import MiB  # noqa: E402
 from rocmcheck.train.outputs import loss_memory_figure, plot_loss_memory  # noqa: E402
 
 REPORT = Path(__file__).parent / "fixtures" / "train" / "cpu-default-report.json"

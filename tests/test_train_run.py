@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from rocmcheck.monitor.step_memory import MiB, detect_leak  # noqa: E402
 from rocmcheck.train.config import TrainConfig  # noqa: E402
-from rocmcheck.train.memory import MiB, detect_leak  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

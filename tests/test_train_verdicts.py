@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocmcheck.train.memory import MiB, detect_leak
+from rocmcheck.monitor.step_memory import MiB, detect_leak
 from rocmcheck.train import verdicts
 from rocmcheck.train.runner import error_result
 

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from typing import Callable
 
-from rocmcheck.buildenv.archs import ArchError, ArchSelection, select_archs
-from rocmcheck.buildenv.env import TARGETS, BuildEnv, BuildEnvError, HostResources, compute_build_env, expand_targets
+from rocmcheck.buildenv.archs import ArchSelection, select_archs
+from rocmcheck.buildenv.env import TARGETS, BuildEnv, HostResources, compute_build_env, expand_targets
 from rocmcheck.buildenv.jobs import available_memory, usable_cores
 from rocmcheck.buildenv.render import FORMATS, render
 from rocmcheck.buildenv.toolkit import Toolkit, detect_cuda, detect_rocm
+from rocmcheck.errors import BadInput
 
 __all__ = [
-    "ArchError", "ArchSelection", "BuildEnv", "BuildEnvError", "FORMATS", "TARGETS", "HostResources", "Toolkit",
+    "BadInput", "ArchSelection", "BuildEnv", "BadInput", "FORMATS", "TARGETS", "HostResources", "Toolkit",
     "build_env_for_host", "compute_build_env", "detect_cuda", "detect_rocm", "expand_targets", "host_resources",
     "render", "resolve_archs", "select_archs",
 ]
@@ -30,11 +31,11 @@ def resolve_archs(raw_archs: list[str], detect: Callable[[], list[str]]) -> Arch
             continue
         detected = detect()
         if not detected:
-            raise ArchError("--arch auto: no GPU found here (rocminfo and nvidia-smi saw none); name the arch, e.g. --arch gfx942 or --arch sm_90")
+            raise BadInput("--arch auto: no GPU found here (rocminfo and nvidia-smi saw none); name the arch, e.g. --arch gfx942 or --arch sm_90")
         try:
             select_archs(list(detected))
-        except ArchError as exc:
-            raise ArchError(f"--arch auto found {', '.join(dict.fromkeys(detected))}: {exc}") from None
+        except BadInput as exc:
+            raise BadInput(f"--arch auto found {', '.join(dict.fromkeys(detected))}: {exc}") from None
         names.extend(detected)
     return select_archs(names)
 
@@ -50,7 +51,7 @@ def build_env_for_host(
     triton_backend: bool = False,
     detect: Callable[[], list[str]] | None = None,
 ) -> BuildEnv:
-    """What `rocmcheck build-env` computes on this machine. Raises ArchError / BuildEnvError for bad input."""
+    """What `rocmcheck build-env` computes on this machine. Raises BadInput / BadInput for bad input."""
     if detect is None:
         detect = _detect_gpu_archs
     selection = resolve_archs(raw_archs, detect)
@@ -65,6 +66,6 @@ def _detect_gpu_archs() -> list[str]:
 
     archs, failures = detect_gpu_archs_why(timeout=10.0)
     if not archs and failures:  # not "no GPU found": the tools that would have said did not answer
-        raise ArchError(f"--arch auto: cannot tell which GPUs are here: {'; '.join(failures)}; name the arch, "
+        raise BadInput(f"--arch auto: cannot tell which GPUs are here: {'; '.join(failures)}; name the arch, "
                         "e.g. --arch gfx942 or --arch sm_90")
     return list(archs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rocmcheck.errors import BadInput
 from rocmcheck.knowledge import arch_info, base_gfx, suggest_arch
 
 # An arch name is letters, digits and "_" (gfx942, gfx90a, sm_90), optionally followed by LLVM
@@ -16,8 +17,6 @@ _ARCH_SHAPE = re.compile(r"[A-Za-z0-9_.\-]{1,24}(:[A-Za-z0-9_]{1,16}[+-])*")
 TARGET_FEATURES = ("sramecc", "xnack")
 
 
-class ArchError(ValueError):
-    """A bad --arch value; the message is one line a person can act on."""
 
 
 @dataclass(frozen=True)
@@ -28,25 +27,25 @@ class ArchSelection:
 
 
 def validate_arch(raw: str) -> tuple[str, str | None]:
-    """One arch name -> (canonical name, optional note). Raises ArchError."""
+    """One arch name -> (canonical name, optional note). Raises BadInput."""
     text = raw.strip()
     if not _ARCH_SHAPE.fullmatch(text):
         shown = raw if len(raw) <= 40 else raw[:40] + "..."
-        raise ArchError(f"{shown!r} is not a GPU architecture name (expected e.g. gfx942, gfx90a, sm_90)")
+        raise BadInput(f"{shown!r} is not a GPU architecture name (expected e.g. gfx942, gfx90a, sm_90)")
     name = base_gfx(text)
     info = arch_info(name)
     if info is None:
         hint = suggest_arch(text)
         if hint:
-            raise ArchError(f"unknown GPU architecture {text!r}: did you mean {hint}?")
-        raise ArchError(
+            raise BadInput(f"unknown GPU architecture {text!r}: did you mean {hint}?")
+        raise BadInput(
             f"unknown GPU architecture {text!r}; known: {', '.join(_known_names())} (or 'auto' for the GPUs here)"
         )
     if info.status == "removed":
         target = info.replaced_by or "a current target"
         if info.note and target in info.note:
-            raise ArchError(f"{name} is no longer a build target: {info.note}")
-        raise ArchError(f"{name} is no longer a build target; use {target}")
+            raise BadInput(f"{name} is no longer a build target: {info.note}")
+        raise BadInput(f"{name} is no longer a build target; use {target}")
     note = None
     if info.status == "deprecated":
         note = f"{name} is deprecated: {info.note}" if info.note else f"{name} is deprecated"
@@ -59,15 +58,15 @@ def _features(text: str, name: str, vendor: str) -> str:
     if not given:
         return ""
     if vendor != "amd":
-        raise ArchError(f"{text!r}: target features (':xnack+') exist only for AMD GPUs")
+        raise BadInput(f"{text!r}: target features (':xnack+') exist only for AMD GPUs")
     seen: dict[str, str] = {}
     for feature in given:
         key, sign = feature[:-1], feature[-1]
         if key not in TARGET_FEATURES:
-            raise ArchError(f"unknown target feature {feature!r} in {text!r}: an AMD target ID takes "
+            raise BadInput(f"unknown target feature {feature!r} in {text!r}: an AMD target ID takes "
                             f"{' and '.join(f + '+/-' for f in TARGET_FEATURES)} (e.g. {name}:xnack+)")
         if key in seen:
-            raise ArchError(f"{text!r} names {key} twice")
+            raise BadInput(f"{text!r} names {key} twice")
         seen[key] = sign
     return "".join(f":{key}{seen[key]}" for key in TARGET_FEATURES if key in seen)
 
@@ -75,7 +74,7 @@ def _features(text: str, name: str, vendor: str) -> str:
 def select_archs(raw_archs: list[str]) -> ArchSelection:
     """Validate every name, refuse AMD and NVIDIA in one call, drop duplicates."""
     if not raw_archs:
-        raise ArchError("no GPU architecture given: pass --arch gfx942 (repeatable), --arch sm_90, or --arch auto")
+        raise BadInput("no GPU architecture given: pass --arch gfx942 (repeatable), --arch sm_90, or --arch auto")
     names: list[str] = []
     notes: list[str] = []
     for raw in raw_archs:
@@ -96,7 +95,7 @@ def select_archs(raw_archs: list[str]) -> ArchSelection:
     if len(vendors) > 1:
         amd = [n for n in names if arch_info(n).vendor == "amd"]  # type: ignore[union-attr]
         nvidia = [n for n in names if arch_info(n).vendor == "nvidia"]  # type: ignore[union-attr]
-        raise ArchError(
+        raise BadInput(
             f"AMD ({', '.join(amd)}) and NVIDIA ({', '.join(nvidia)}) archs cannot share one build environment: "
             "run build-env once per vendor"
         )

@@ -10,6 +10,7 @@ from rocmcheck.buildenv.archs import ArchSelection
 from rocmcheck.buildenv.jobs import JobsEstimate, estimate_jobs
 from rocmcheck.buildenv.knowledge import build_facts
 from rocmcheck.buildenv.toolkit import Toolkit
+from rocmcheck.errors import BadInput
 from rocmcheck.knowledge import arch_info, base_gfx
 
 TARGETS = ("pytorch", "flash-attn", "deepspeed")
@@ -30,8 +31,6 @@ DISTRO_ROCM_PATH_NOTE = (
 )
 
 
-class BuildEnvError(ValueError):
-    """A combination of options that cannot give a working build; one line a person can act on."""
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ def expand_targets(target: str) -> list[str]:
     if target == "all":
         return list(TARGETS)
     if target not in TARGETS:
-        raise BuildEnvError(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}, all")
+        raise BadInput(f"unknown target {target!r}: choose one of {', '.join(TARGETS)}, all")
     return [target]
 
 
@@ -107,7 +106,7 @@ def compute_build_env(
     triton_backend: bool = False,
 ) -> BuildEnv:
     if triton_backend and selection.vendor != "amd":
-        raise BuildEnvError("--triton-backend is flash-attn's ROCm switch (FLASH_ATTENTION_TRITON_AMD_ENABLE); drop it for NVIDIA archs")
+        raise BadInput("--triton-backend is flash-attn's ROCm switch (FLASH_ATTENTION_TRITON_AMD_ENABLE); drop it for NVIDIA archs")
     threads = CUDA_NVCC_THREADS if selection.vendor == "nvidia" and "flash-attn" in targets else 1
     jobs = estimate_jobs(host.cores, host.available_bytes, threads_per_job=threads, memory_source=host.memory_source)
     out = BuildEnv(selection.vendor, list(selection.archs), list(targets), triton_backend, jobs, toolkit)
@@ -155,7 +154,7 @@ def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
                     f"(it accepts {', '.join(allowed)}); the Triton backend (--triton-backend) covers MI200/MI300 and RDNA"
                 )
                 if out.targets == ["flash-attn"]:
-                    raise BuildEnvError(message)
+                    raise BadInput(message)
                 out.notes.append(message + "; GPU_ARCHS left unset")
             else:
                 v.append(EnvVar("GPU_ARCHS", ";".join(ck), "flash-attn CK kernels (an explicit list: 'native' needs a GPU at build time)"))
@@ -194,7 +193,7 @@ def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
         if not flash:
             message = f"flash-attn has no CUDA kernels for compute capability {', '.join(capabilities)} (needs sm_80 or newer)"
             if out.targets == ["flash-attn"]:
-                raise BuildEnvError(message)
+                raise BadInput(message)
             out.notes.append(message)
         else:
             v.append(EnvVar("FLASH_ATTN_CUDA_ARCHS", ";".join(flash), "flash-attn: -gencode only for these (sm_86/sm_89 run the sm_80 code)"))

@@ -15,7 +15,7 @@ from typing import Callable, Mapping
 
 from rocmcheck.facts import rocm_location
 from rocmcheck.facts.rocm_location import usable_path
-from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.runner import CommandResult, run_command
 
 
 @dataclass(frozen=True)

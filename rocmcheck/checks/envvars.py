@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rocmcheck.checks import check
 from rocmcheck import fixes
+from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned

@@ -6,11 +6,12 @@ import signal
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, GpuView
-from rocmcheck.fixes import GROUPS_FIX, docker_run, step, unset
 from rocmcheck.facts.parsers._text import clean_lines
+from rocmcheck.fixes import GROUPS_FIX, docker_run, step, unset
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB
+
 # rocminfo failures people hit (the texts rocminfo prints, read by parsers/rocminfo.py), and what fixes each.
 ROCMINFO_ERROR_FIXES = {
     "kfd_permission": step(GROUPS_FIX.split("  # ")[0], "then log in again; in a container: --group-add video "

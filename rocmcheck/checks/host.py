@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import shlex
 
-from rocmcheck.checks import check
 from rocmcheck import fixes
+from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB, MIB

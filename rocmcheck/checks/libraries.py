@@ -5,8 +5,8 @@ from __future__ import annotations
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.version import InvalidVersion, Version
 
-from rocmcheck.checks import check
 from rocmcheck import fixes
+from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 

@@ -6,8 +6,8 @@ from packaging.version import InvalidVersion, Version
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
-from rocmcheck.fixes import step
 from rocmcheck.checks.gpus import describe_gpu
+from rocmcheck.fixes import step
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 

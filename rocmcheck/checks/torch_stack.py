@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
-from rocmcheck.checks import check
 from rocmcheck import fixes
+from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.knowledge import base_gfx

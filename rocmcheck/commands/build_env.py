@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from rocmcheck.buildenv import FORMATS, TARGETS, ArchError, BuildEnvError, build_env_for_host, render
-from rocmcheck.commands.errors import BadInput
+from rocmcheck.buildenv import FORMATS, TARGETS, build_env_for_host, render
 from rocmcheck.commands.options import Command, alias, json_option
+from rocmcheck.errors import BadInput
 from rocmcheck.knowledge import arch_of_product
 
 
@@ -43,17 +43,11 @@ def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, outp
     # Product names (mi300x) become their arch; everything else goes to build-env's own arch validation.
     archs = tuple(arch_of_product(a) or a for a in archs)
     fmt = "json" if as_json else fmt
-    from rocmcheck.safe.files import WriteRefused, check_target, describe_write_error, write_atomic
+    from rocmcheck.safe.files import check_target, describe_write_error, write_atomic
 
     if output is not None:
-        try:
-            check_target(output, force=force)  # before the GPU detection, not after
-        except WriteRefused as exc:
-            raise BadInput(str(exc)) from None
-    try:
-        result = build_env_for_host(list(archs), target=target, triton_backend=triton_backend)
-    except (ArchError, BuildEnvError) as exc:
-        raise BadInput(str(exc)) from None
+        check_target(output, force=force)  # before the GPU detection, not after
+    result = build_env_for_host(list(archs), target=target, triton_backend=triton_backend)
     text = render(result, fmt)
     if output is None:
         click.echo(text, nl=False)

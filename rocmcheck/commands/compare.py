@@ -8,6 +8,7 @@ import sys
 import click
 
 from rocmcheck.commands.options import json_option
+from rocmcheck.errors import BadInput
 
 
 @click.command()
@@ -17,16 +18,12 @@ from rocmcheck.commands.options import json_option
 def compare(bundles, as_json, verbose):
     """Compare doctor bundles (`doctor --out` / `--bundle-dir`) of several nodes, or of one machine over
     time, and name the node that differs: versions, GPUs, failing checks, slow probes, kernel-log faults."""
-    from rocmcheck.compare.bundles import CompareInputError, bundle_paths, load_nodes
+    from rocmcheck.compare.bundles import bundle_paths, load_nodes
     from rocmcheck.compare.report import compare_nodes, render, to_json
-
-    try:
-        paths = bundle_paths(list(bundles))
-        if len(paths) < 2:
-            raise CompareInputError(f"compare needs two bundles or more; got {len(paths)}")
-        nodes = load_nodes(paths)
-    except CompareInputError as exc:
-        raise click.UsageError(str(exc)) from None
+    paths = bundle_paths(list(bundles))
+    if len(paths) < 2:
+        raise BadInput(f"compare needs two bundles or more; got {len(paths)}")
+    nodes = load_nodes(paths)
     comp = compare_nodes(nodes)
     if as_json:
         from rocmcheck.report.json_report import dumps

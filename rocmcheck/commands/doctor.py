@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from rocmcheck.commands.options import Command, FiniteFloat, alias, json_option, resolve_archs
+from rocmcheck.errors import BadInput
 
 MAX_DEADLINE_S = 3600.0  # an hour for the fact collection: every tool has a 20 s limit of its own
 
@@ -22,7 +23,7 @@ def _split_names(values: tuple[str, ...], flag: str) -> tuple[str, ...]:
     """--only/--skip values, comma-separated or repeated; an empty name is a mistake, not "everything"."""
     names = _split(values)
     if any(not v.strip() or any(not part.strip() for part in v.split(",")) for v in values):
-        raise click.BadParameter("an empty name (give check ids or areas, see --list-checks)", param_hint=flag)
+        raise BadInput(f"{flag}: " + "an empty name (give check ids or areas, see --list-checks)")
     return names
 
 
@@ -37,11 +38,10 @@ def _validate_names(names: tuple[str, ...], flag: str) -> None:
         import difflib
 
         if n.startswith("train."):  # the smoke-train stage is one run; its verdicts come together
-            raise click.BadParameter(f"no check {n!r}: the smoke-train stage runs as a whole; use train",
-                                     param_hint=flag)
+            raise BadInput(f"{flag}: no check {n!r}: the smoke-train stage runs as a whole; use train")
         close = difflib.get_close_matches(n, sorted(known), n=1)
-        raise click.BadParameter(f"no check or area {n!r}" + (f"; did you mean {close[0]}?" if close else "")
-                                 + " (see --list-checks)", param_hint=flag)
+        raise BadInput(f"{flag}: no check or area {n!r}" + (f"; did you mean {close[0]}?" if close else "")
+                       + " (see --list-checks)")
 
 
 def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
@@ -97,24 +97,22 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     _validate_names(only, "--only")
     _validate_names(skip, "--skip")
     if _nothing_selected(only, skip):
-        raise click.UsageError(f"nothing to run: --only {','.join(only) or '(all)'} --skip {','.join(skip)} "
+        raise BadInput(f"nothing to run: --only {','.join(only) or '(all)'} --skip {','.join(skip)} "
                                "leaves no check selected")
     expected = resolve_archs(archs)
     if bundle is not None and save_bundle is not None:
-        raise click.UsageError("--bundle and --out cannot be combined")
+        raise BadInput("--bundle and --out cannot be combined")
     if save_bundle is not None:  # fail now, not after the whole run
-        from rocmcheck.safe.files import WriteRefused, check_target
+        from rocmcheck.safe.files import check_target
 
-        try:
-            check_target(save_bundle, force=force)
-        except WriteRefused as exc:
-            raise click.UsageError(str(exc)) from None
+        check_target(save_bundle, force=force)
 
     if bundle is not None and (bundle_dir is not None or across_nodes):
-        raise click.UsageError("--bundle replays a saved bundle: it cannot be combined with --bundle-dir or --across-nodes")
+        raise BadInput("--bundle replays a saved bundle: it cannot be combined with --bundle-dir or --across-nodes")
     launch, node_bundle = _launch(bundle_dir, force, across_nodes, node_per_rank)
 
-    from rocmcheck.doctor import BundleError, DoctorOptions, load_bundle, run_doctor, save_bundle as write_bundle
+    from rocmcheck.doctor import DoctorOptions, load_bundle, run_doctor
+    from rocmcheck.doctor import save_bundle as write_bundle
     from rocmcheck.report import render
     from rocmcheck.report.console import Stream
     from rocmcheck.report.json_report import build_report, dumps
@@ -125,10 +123,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
                          across_timeout_s=across_timeout)
     facts = None
     if bundle is not None:
-        try:
-            facts = load_bundle(bundle)
-        except BundleError as exc:
-            raise click.UsageError(str(exc)) from None
+        facts = load_bundle(bundle)
     # stdout carries the report; with --json or --fixes-only it carries nothing else, so progress goes to stderr.
     # One doctor per node under a launcher prints one line per node (below) unless asked for more.
     node_line = node_bundle is not None and not as_json and not verbose
@@ -156,12 +151,8 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         except OSError as exc:  # the report still prints; the old file (if any) is untouched
             write_error = describe_write_error(save_bundle, exc) + " (an existing file is unchanged)"
     if node_bundle is not None:
-        from rocmcheck.safe.files import WriteRefused
-
         try:
             write_bundle(run, node_bundle, force=force)
-        except WriteRefused as exc:
-            raise click.UsageError(str(exc)) from None
         except OSError as exc:
             write_error = describe_write_error(node_bundle, exc)
     machine = run.machine_summary()
@@ -194,7 +185,8 @@ def _launch(bundle_dir: Path | None, force: bool, across_nodes: bool, node_per_r
     import os
     import platform
 
-    from rocmcheck.compare.launch import node_per_rank as stand_in, read_launch, visible_for_rank
+    from rocmcheck.facts.launch import node_per_rank as stand_in
+    from rocmcheck.facts.launch import read_launch, visible_for_rank
 
     launch = read_launch(os.environ, platform.node() or "localhost")
     if node_per_rank:
@@ -207,11 +199,11 @@ def _launch(bundle_dir: Path | None, force: bool, across_nodes: bool, node_per_r
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in launch.hostname) or "node"
     target = bundle_dir / f"{safe}.json"
     if target.exists() and not force:  # fail now, not after the whole run
-        raise click.UsageError(f"{target} exists (use --force to replace it)")
+        raise BadInput(f"{target} exists (use --force to replace it)")
     if bundle_dir.exists() and not bundle_dir.is_dir():
-        raise click.UsageError(f"--bundle-dir {bundle_dir} is not a directory")
+        raise BadInput(f"--bundle-dir {bundle_dir} is not a directory")
     try:
         bundle_dir.mkdir(parents=True, exist_ok=True)  # the shared folder: every node may be first
     except OSError as exc:
-        raise click.UsageError(f"cannot create --bundle-dir {bundle_dir}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot create --bundle-dir {bundle_dir}: {exc.strerror or exc}") from None
     return launch, target

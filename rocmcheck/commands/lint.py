@@ -24,9 +24,9 @@ def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None
          hidden_size: int | None, as_json: bool) -> None:
     """Check DeepSpeed JSON configs, LLaMA-Factory YAML and TrainingArguments files (and the
     DeepSpeed config they point to). Exit 0: no errors; 1: errors; 2: a file could not be read."""
-    from rocmcheck.lint import LintInputError, Severity, lint_file
+    from rocmcheck.errors import BadInput
+    from rocmcheck.lint import Severity, lint_file
     from rocmcheck.lint.deepspeed_deep import one_lint_run
-
     from rocmcheck.report import render
     from rocmcheck.report.progress import Progress
 
@@ -39,7 +39,7 @@ def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None
             try:
                 messages.extend(lint_file(name, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
                                           hidden_size=hidden_size))
-            except LintInputError as exc:
+            except BadInput as exc:
                 unreadable.append(str(exc))
     errors = sum(m.severity is Severity.ERROR for m in messages)
     warnings = sum(m.severity is Severity.WARNING for m in messages)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import click
 
-from rocmcheck.commands.errors import BadInput
 from rocmcheck.commands.options import MAX_SECONDS, BoundedInt, FiniteFloat
+from rocmcheck.errors import BadInput
 from rocmcheck.report import render
 from rocmcheck.result import CheckResult
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import click
 
-from rocmcheck.commands.errors import BadInput
+from rocmcheck.errors import BadInput
 
 ALIAS_SUFFIX = "__alias"
 # Attention implementations by Hugging Face's attn_implementation names; "flash" was plan's spelling.

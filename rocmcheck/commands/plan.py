@@ -7,9 +7,20 @@ from typing import Any
 
 import click
 
-from rocmcheck.commands.errors import BadInput
-from rocmcheck.commands.options import (MAX_BATCH, MAX_GPU_MEMORY_GIB, MAX_GPUS, MAX_SECONDS, MAX_SEQ_LEN, AttnChoice,
-                                        BoundedInt, Command, FiniteFloat, alias, json_option)
+from rocmcheck.commands.options import (
+    MAX_BATCH,
+    MAX_GPU_MEMORY_GIB,
+    MAX_GPUS,
+    MAX_SECONDS,
+    MAX_SEQ_LEN,
+    AttnChoice,
+    BoundedInt,
+    Command,
+    FiniteFloat,
+    alias,
+    json_option,
+)
+from rocmcheck.errors import BadInput
 from rocmcheck.plan.estimate import ADAPTER_DTYPES, LORA_TARGET_CHOICES, OPTIMIZERS, estimate_memory
 from rocmcheck.result import CheckResult, skipped
 from rocmcheck.units import GIB, fmt_bytes
@@ -163,7 +174,6 @@ def plan(**opts: Any) -> None:
     measured = None
     if opts["measure"]:
         from rocmcheck.plan.measure import find_max_micro_batch, measured_verdict
-
         from rocmcheck.report import render
         from rocmcheck.report.progress import Progress
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from rocmcheck.commands.options import MAX_SECONDS, Command, FiniteFloat, json_option
+from rocmcheck.errors import BadInput
 from rocmcheck.probes.catalog import DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, PROBES
 
 DEFAULT_TIMEOUT_S = 60.0
@@ -25,9 +26,9 @@ def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | N
         return
     valid = ", ".join((*PROBE_NAMES, "all"))
     if not name:
-        raise click.UsageError(f"give a probe name; valid names: {valid}")
+        raise BadInput(f"give a probe name; valid names: {valid}")
     if name != "all" and name not in PROBE_NAMES:
-        raise click.BadParameter(f"unknown probe {name!r}; valid names: {valid}", param_hint="NAME")
+        raise BadInput("NAME: " + f"unknown probe {name!r}; valid names: {valid}")
     from rocmcheck.probes.stage import run_stage
 
     only = None if name == "all" else {name}

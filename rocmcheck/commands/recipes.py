@@ -6,8 +6,8 @@ from pathlib import Path
 
 import click
 
-from rocmcheck.commands.errors import BadInput
 from rocmcheck.commands.options import json_option
+from rocmcheck.errors import BadInput
 
 
 def _get(name: str):
@@ -66,13 +66,11 @@ def show(name: str, as_json: bool) -> None:
 @json_option("Print one JSON document (docs/json-schema.md): the recipe's name and the files written.")
 def write(name: str, directory: Path, force: bool, as_json: bool) -> None:
     """Write recipe NAME into DIRECTORY (a LLaMA-Factory YAML comes with its DeepSpeed config)."""
-    from rocmcheck.recipes import RecipeExists, write_recipe
+    from rocmcheck.recipes import write_recipe
 
     recipe = _get(name)
     try:
         written = write_recipe(recipe, directory, force=force)
-    except RecipeExists as exc:
-        raise BadInput(f"not overwriting {exc} (use --force)") from None
     except OSError as exc:  # nothing half-written is left behind
         raise BadInput(f"cannot write into {directory}: {exc.strerror or exc}") from None
     if as_json:

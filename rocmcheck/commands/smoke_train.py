@@ -9,13 +9,27 @@ from pathlib import Path
 
 import click
 
-
-from rocmcheck.commands.errors import BadInput
-from rocmcheck.commands.options import (MAX_BATCH, MAX_SECONDS, MAX_SEQ_LEN, AttnChoice, BoundedInt, Command,
-                                        FiniteFloat, alias, json_option)
+from rocmcheck.commands.options import (
+    MAX_BATCH,
+    MAX_SECONDS,
+    MAX_SEQ_LEN,
+    AttnChoice,
+    BoundedInt,
+    Command,
+    FiniteFloat,
+    alias,
+    json_option,
+)
+from rocmcheck.errors import BadInput
+from rocmcheck.train.config import (
+    ATTN_CHOICES,
+    BUNDLED_MODEL,
+    TrainConfig,
+    default_lr,
+    validate_model_dir,
+    validate_numbers,
+)
 from rocmcheck.train.launch import prepare_parallel, world_size_from_env
-from rocmcheck.train.config import (ATTN_CHOICES, BUNDLED_MODEL, TrainConfig, default_lr, validate_model_dir,
-                                    validate_numbers, BadInput as InvalidTrainInput)
 
 DEFAULTS = TrainConfig()
 # Upper bounds only; the lower ones are validate_numbers' and prepare_parallel's, with their own messages.
@@ -76,22 +90,19 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
                       seq_len=seq_len, lr=DEFAULTS.lr if lr is None else lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
                       attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, memory_snapshot=memory_snapshot, out=out,
                       lora_rank=lora_rank)
-    try:
-        model_config = None if bench else validate_model_dir(cfg.model)
-        if lr is None and model_config is not None:
-            text_config = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else {}
-            cfg.lr = default_lr(cfg.is_bundled_model, lora_rank, model_config.get("hidden_size") or text_config.get("hidden_size"))
-        validate_numbers(cfg)
-        parallel = None
-        if deepspeed_config is not None or nproc != 1 or world_size_from_env() > 1:
-            if bench or pure_bf16 or compile_:
-                raise BadInput("--deepspeed/--nproc cannot be combined with --bench, --pure-bf16 or --compile "
-                               "(the DeepSpeed config's bf16 section sets the precision)")
-            if deepspeed_config is not None and lora_rank:
-                raise BadInput("--lora-rank runs without DeepSpeed here (plain or --nproc N); drop --deepspeed")
-            parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
-    except InvalidTrainInput as exc:
-        raise BadInput(str(exc)) from None
+    model_config = None if bench else validate_model_dir(cfg.model)
+    if lr is None and model_config is not None:
+        text_config = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else {}
+        cfg.lr = default_lr(cfg.is_bundled_model, lora_rank, model_config.get("hidden_size") or text_config.get("hidden_size"))
+    validate_numbers(cfg)
+    parallel = None
+    if deepspeed_config is not None or nproc != 1 or world_size_from_env() > 1:
+        if bench or pure_bf16 or compile_:
+            raise BadInput("--deepspeed/--nproc cannot be combined with --bench, --pure-bf16 or --compile "
+                           "(the DeepSpeed config's bf16 section sets the precision)")
+        if deepspeed_config is not None and lora_rank:
+            raise BadInput("--lora-rank runs without DeepSpeed here (plain or --nproc N); drop --deepspeed")
+        parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
     if out is not None and world_size_from_env() <= 1:  # a launched rank: the launching command checked it
         from rocmcheck.train.outputs import out_dir_problem
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocmcheck.errors import BadInput
 from rocmcheck.facts.collect import Facts
 from rocmcheck.result import CheckResult
 
@@ -51,8 +52,6 @@ class NodeBundle:
         return next((r for r in self.results if r.id == check_id), None)
 
 
-class CompareInputError(ValueError):
-    """Bad input to compare: one line for the person."""
 
 
 def bundle_paths(args: list[str]) -> list[Path]:
@@ -63,12 +62,12 @@ def bundle_paths(args: list[str]) -> list[Path]:
         if p.is_dir():
             found = sorted(q for q in p.glob("*.json") if q.is_file())
             if not found:
-                raise CompareInputError(f"{p} holds no *.json bundles")
+                raise BadInput(f"{p} holds no *.json bundles")
             paths += found
         elif p.is_file():
             paths.append(p)
         else:
-            raise CompareInputError(f"no such file or folder: {p}")
+            raise BadInput(f"no such file or folder: {p}")
     unique = list(dict.fromkeys(p.resolve() for p in paths))
     return unique
 
@@ -84,15 +83,12 @@ def host_of(facts: Facts, path: Path) -> str:
 
 
 def load_nodes(paths: list[Path]) -> list[NodeBundle]:
-    """Load and lay out every bundle. A file that is not a bundle is a CompareInputError naming it."""
-    from rocmcheck.doctor import BundleError, DoctorOptions, load_bundle, run_doctor
+    """Load and lay out every bundle. A file that is not a bundle is a BadInput naming it."""
+    from rocmcheck.doctor import DoctorOptions, load_bundle, run_doctor
 
     nodes = []
     for path in paths:
-        try:
-            facts = load_bundle(path)
-        except BundleError as exc:
-            raise CompareInputError(str(exc)) from None
+        facts = load_bundle(path)
         # The same checks as `doctor --bundle`: live verdicts on the recorded facts, GPU and train stages as recorded.
         run = run_doctor(DoctorOptions(gpu_probes=False, train=False), facts)
         node = NodeBundle(label="", host=host_of(facts, path), path=str(path), facts=facts, results=run.results)

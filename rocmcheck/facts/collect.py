@@ -26,7 +26,7 @@ from rocmcheck.facts.health import collect_kernel_log, node_health
 from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, candidate_roots, observe_layout
-from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
 from rocmcheck.units import KIB
 

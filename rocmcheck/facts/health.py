@@ -13,7 +13,7 @@ import shutil
 from collections import Counter
 from typing import Any
 
-from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
 
 # journalctl keeps the newest lines with -n; dmesg prints the whole ring buffer (bounded by the kernel's

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from rocmcheck.child import open_channel, parse_events, read_request
 from rocmcheck.units import MIB
+
 # amdsmi's amdsmi_status_t value for "Driver not loaded" (amdsmi_wrapper.py: AMDSMI_STATUS_DRIVER_NOT_LOADED = 34).
 AMDSMI_STATUS_DRIVER_NOT_LOADED = 34
 

@@ -30,7 +30,7 @@ from typing import Any, Callable, Mapping
 from packaging.version import InvalidVersion, Version
 
 from rocmcheck.facts.parsers.versions import major_minor, parse_rocm_version_file
-from rocmcheck.facts.runner import CommandResult, run_command
+from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
 
 # Variables a person sets to say where ROCm is, in the order torch.utils.cpp_extension reads them

@@ -5,9 +5,9 @@
 both return list[LintMessage]; LintMessage.to_check_result() gives the project's CheckResult.
 """
 
+from rocmcheck.errors import BadInput
 from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.files import detect_kind, lint_file
-from rocmcheck.lint.loading import LintInputError
 from rocmcheck.lint.messages import LintMessage, Severity, has_errors
 
-__all__ = ["LintInputError", "LintMessage", "Severity", "detect_kind", "has_errors", "lint_deepspeed_config", "lint_file"]
+__all__ = ["BadInput", "LintMessage", "Severity", "detect_kind", "has_errors", "lint_deepspeed_config", "lint_file"]

@@ -35,7 +35,7 @@ def lint_deepspeed_config(
     train_batch_size == micro x accumulation x world_size. training: TrainingArguments values when
     the config is used through the HF Trainer (then "auto" is resolved exactly as the Trainer does).
     deep=False skips DeepSpeed's own classes (no child process, no "skipped" message). hidden_size: the
-    model's, for the checks of values the integrations derive from it. Raises LintInputError when a path
+    model's, for the checks of values the integrations derive from it. Raises BadInput when a path
     cannot be read or parsed."""
     if isinstance(path_or_dict, dict):
         config, file = path_or_dict, label

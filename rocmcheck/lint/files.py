@@ -7,11 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rocmcheck.errors import BadInput
 from rocmcheck.lint import known_keys
 from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings
 from rocmcheck.lint.lines import key_lines, line_for
-from rocmcheck.lint.loading import LintInputError, load_mapping
+from rocmcheck.lint.loading import load_mapping
 from rocmcheck.lint.messages import LintMessage, Severity
 from rocmcheck.lint.training_keys import check_keys, hf_vocabulary, llamafactory_vocabulary
 
@@ -48,7 +49,7 @@ def lint_file(
     deep=False: no child processes (DeepSpeed's classes, the installed TrainingArguments or
     LLaMA-Factory classes); rocmcheck's own rules and key tables only. hidden_size: the model's
     (otherwise read from the config.json that model_name_or_path names, when it is on this machine).
-    Raises LintInputError when the file itself cannot be read, parsed or recognised."""
+    Raises BadInput when the file itself cannot be read, parsed or recognised."""
     path = Path(path)
     data = load_mapping(path)
     kind = detect_kind(data)
@@ -56,7 +57,7 @@ def lint_file(
         messages = lint_deepspeed_config(data, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
                                          deep=deep, label=str(path), hidden_size=hidden_size)
     elif kind is None:
-        raise LintInputError(f"{path}: not a DeepSpeed config, LLaMA-Factory YAML or TrainingArguments file "
+        raise BadInput(f"{path}: not a DeepSpeed config, LLaMA-Factory YAML or TrainingArguments file "
                              "(none of their keys found)")
     else:
         messages = lint_training_file(data, path, kind, world_size=world_size, deep=deep, hidden_size=hidden_size)
@@ -140,7 +141,7 @@ def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | N
     try:
         messages.extend(lint_deepspeed_config(target, world_size=world_size, training=settings, deep=deep,
                                               hidden_size=hidden_size))
-    except LintInputError as exc:
+    except BadInput as exc:
         messages.append(LintMessage(Severity.ERROR, "lint.training.deepspeed_unreadable", file, "deepspeed", str(exc),
                                     fix="fix the DeepSpeed JSON file it points to"))
     return messages

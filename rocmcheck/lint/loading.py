@@ -8,12 +8,8 @@ from typing import Any
 
 import yaml
 
-from rocmcheck.safe.files import UnreadableFile
+from rocmcheck.errors import BadInput
 from rocmcheck.safe.structured import LimitedSafeLoader, load_file
-
-
-class LintInputError(Exception):
-    """The file itself cannot be linted: missing, unreadable, not JSON/YAML, not a mapping."""
 
 
 class _DuplicateKey(Exception):
@@ -54,10 +50,8 @@ def load_mapping(path: Path) -> dict:
         data = load_file(path, what="config file", object_pairs_hook=_no_duplicates, loader=_UniqueKeyLoader)
     except _DuplicateKey as exc:
         if path.suffix.lower() in (".yaml", ".yml"):
-            raise LintInputError(f"{path}: key \"{exc}: the run would silently use the last one") from None
-        raise LintInputError(f"{path}: key \"{exc}\" appears twice (DeepSpeed rejects duplicate keys)") from None
-    except UnreadableFile as exc:
-        raise LintInputError(str(exc)) from None
+            raise BadInput(f"{path}: key \"{exc}: the run would silently use the last one") from None
+        raise BadInput(f"{path}: key \"{exc}\" appears twice (DeepSpeed rejects duplicate keys)") from None
     if not isinstance(data, dict):
-        raise LintInputError(f"{path}: expected a mapping of keys at the top, found {type(data).__name__}")
+        raise BadInput(f"{path}: expected a mapping of keys at the top, found {type(data).__name__}")
     return data

@@ -393,7 +393,7 @@ class LeakWatch:
                 else torch.device("cpu")
         self.on_gpu = self._device.type == "cuda"
         if not self.on_gpu:
-            from rocmcheck.train.memory import MemorySampler
+            from rocmcheck.monitor.step_memory import MemorySampler
 
             self._cpu = MemorySampler(self._device, trim=True)
         self.min_rise = self._min_rise if self._min_rise is not None else MIN_RISE_BYTES["gpu" if self.on_gpu else "cpu"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rocmcheck.facts.runner import run_command
 from rocmcheck.monitor.parse import (
     parse_amd_smi_monitor,
     parse_nvidia_compute_apps,
@@ -18,6 +17,7 @@ from rocmcheck.monitor.parse import (
     parse_rocm_smi_monitor_json,
 )
 from rocmcheck.monitor.sample import GpuSample
+from rocmcheck.runner import run_command
 from rocmcheck.units import MIB
 
 BACKENDS = ("auto", "nvml", "amdsmi", "nvidia-smi", "amd-smi", "rocm-smi")

@@ -7,11 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocmcheck.child import child_env, parse_events, run_child
-from rocmcheck.facts.runner import CommandResult
 from rocmcheck.plan.estimate import estimate_memory
 from rocmcheck.plan.search import Trial
 from rocmcheck.plan.shapes import ModelShape, load_model_shape
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+from rocmcheck.runner import CommandResult
 from rocmcheck.units import fmt_bytes
 
 CHILD = "rocmcheck.plan.probe_child"

@@ -20,8 +20,8 @@ import sys
 import time
 from typing import Any
 
-from rocmcheck.plan.search import Trial, search_from_estimate, search_max_batch
 from rocmcheck.child import Channel, open_channel, read_request, watchdog
+from rocmcheck.plan.search import Trial, search_from_estimate, search_max_batch
 from rocmcheck.probes.child import start_torch
 
 ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}

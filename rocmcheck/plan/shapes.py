@@ -149,7 +149,7 @@ def load_model_shape(spec: str) -> ModelShape:
     if path.exists():  # a FIFO or a device too: the reader refuses it by name
         from rocmcheck.safe.structured import load_file
 
-        config = load_file(path, what="config.json", fmt="json")  # UnreadableFile is a ValueError with one line
+        config = load_file(path, what="config.json", fmt="json")  # BadInput is a ValueError with one line
         return shape_from_config(config, name=str(path))
     names = list(presets())
     close = difflib.get_close_matches(spec.strip().lower(), names, n=1, cutoff=0.5)

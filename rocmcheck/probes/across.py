@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from rocmcheck.child import child_env, run_child
-from rocmcheck.compare.judge import SLOW_FRACTION, slow_nodes
-from rocmcheck.compare.launch import Launch
+from rocmcheck.facts.launch import Launch
+from rocmcheck.outliers import SLOW_FRACTION, slow_nodes
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 CHECK_ID = "cluster.collective"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from rocmcheck.facts.runner import run_command
+from rocmcheck.runner import run_command
 from rocmcheck.units import MIB
 
 

@@ -22,13 +22,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from rocmcheck.child import child_env, run_child
-from rocmcheck.facts.runner import CommandResult
 from rocmcheck.probes.catalog import BY_NAME, DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, probe_id
 from rocmcheck.probes.hints import collective_hang_hints, error_fix, hang_fix
 from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output
 from rocmcheck.probes.smi_memory import read_smi_memory_bytes
 from rocmcheck.probes.verdicts import JUDGES, DeviceContext
 from rocmcheck.result import CheckResult, Status, failed, skipped
+from rocmcheck.runner import CommandResult
 
 MAIN_CHILD = "rocmcheck.probes.child"
 COLLECTIVE_CHILD = "rocmcheck.probes.collective"

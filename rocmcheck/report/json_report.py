@@ -8,11 +8,13 @@ from importlib import resources
 from typing import Any
 
 from rocmcheck import __version__
-from rocmcheck.report.render import counts as summarize, verdict as overall  # noqa: F401 - the one definition
+from rocmcheck.report.render import counts as summarize  # noqa: F401 - the one definition
+from rocmcheck.report.render import verdict as overall
 from rocmcheck.result import CheckResult
 
 # 2: every command prints this envelope (1 was the doctor's report alone; its fields are all still here).
-JSON_SCHEMA_VERSION = 2
+# 3: a fix is an object {kind, text, why, file} (kind shell | edit | note); verdict "not_judged" when nothing was.
+JSON_SCHEMA_VERSION = 3
 SCHEMA_FILE = "rocmcheck.schema.json"
 
 

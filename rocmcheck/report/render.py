@@ -1,7 +1,8 @@
 """The one way CheckResults reach a person, for every command: the status words and styles, the table of
 verdicts (whole or one area at a time, as the doctor streams), the verdict line, and the fixes again as plain,
-unwrapped lines to paste (one command per line, grouped per failing check; `#` lines are shell comments, so the
-whole block can be pasted or saved as a script).
+unwrapped lines: the shell fixes to paste (one command per line, grouped per failing check; `#` lines are shell
+comments, so the whole block can be pasted or saved as a script), then the edits to make in named files and the
+notes, each under its own heading (rocmcheck/fixes.py: a fix is a shell line, an edit or a note).
 
 Text that comes from the machine (tool output, versions, paths) is printed with markup off; every string goes
 through `clean` first, the single place where output is sanitised.
@@ -16,13 +17,17 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from rocmcheck.result import CheckResult, Status, worst
-from rocmcheck.safe.text import clean as sanitise, safe_console
+from rocmcheck.fixes import Fix, FixKind
+from rocmcheck.result import NOT_JUDGED, CheckResult, Status
+from rocmcheck.result import verdict as run_verdict
+from rocmcheck.safe.text import clean as sanitise
+from rocmcheck.safe.text import safe_console
 
 WORD = {Status.PASS: "pass", Status.WARN: "warn", Status.FAIL: "FAIL", Status.SKIP: "skip", Status.CRASH: "CRASH"}
 STYLE = {Status.PASS: "green", Status.WARN: "yellow", Status.FAIL: "bold red", Status.SKIP: "dim",
          Status.CRASH: "bold magenta"}
-VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red"}
+VERDICT_STYLE = {"pass": "bold green", "warn": "bold yellow", "fail": "bold red", NOT_JUDGED: "bold magenta"}
+VERDICT_WORD = {"pass": "PASS", "warn": "WARN", "fail": "FAIL", NOT_JUDGED: "NOT JUDGED"}
 ID_WIDTH = 24  # the check column when areas print one at a time: wide enough for every doctor id
 EVIDENCE_LINES = 8
 
@@ -41,11 +46,8 @@ def counts(results: Iterable[CheckResult]) -> dict[str, int]:
 
 
 def verdict(results: list[CheckResult]) -> str:
-    """"fail" when anything failed or crashed, "warn" when something warned, else "pass"."""
-    w = worst(results)
-    if w in (Status.FAIL, Status.CRASH):
-        return "fail"
-    return "warn" if w == Status.WARN else "pass"
+    """The run's verdict (rocmcheck/result.py): fail, warn, pass, or not_judged when nothing could be judged."""
+    return run_verdict(results)
 
 
 def console(stderr: bool = False) -> Console:
@@ -85,44 +87,73 @@ def table(results: list[CheckResult], *, area_titles: dict[str, str] | None = No
 def verdict_line(results: list[CheckResult]) -> Text:
     c = counts(results)
     v = verdict(results)
-    line = Text("Verdict: ", style="bold").append(v.upper(), style=VERDICT_STYLE[v])
+    line = Text("Verdict: ", style="bold").append(VERDICT_WORD[v], style=VERDICT_STYLE[v])
     line.append(f"  ({c['pass']} pass, {c['warn']} warn, {c['fail']} fail, {c['skip']} skip"
                 + (f", {c['crash']} crashed" if c["crash"] else "") + ")")
+    if v == NOT_JUDGED:
+        line.append(": nothing could be judged here (every verdict is a skip; the skips say why)")
     return line
 
 
-def fix_lines(results: list[CheckResult]) -> list[str]:
-    """The fixes as shell lines: `# FAIL check.id: summary` then the fix, per failing check; a command shared by
-    several checks prints once, under all their headers. Failures before warnings."""
+def _header(r: CheckResult) -> str:
+    return " ".join(f"# {WORD[r.status]} {r.id}: {clean(r.summary)}".split())
+
+
+def _grouped(results: list[CheckResult], kind: FixKind) -> list[tuple[Fix, list[CheckResult]]]:
+    """The fixes of one kind, failures before warnings; a fix shared by several checks once, with all of them."""
     order = [Status.CRASH, Status.FAIL, Status.WARN]
-    groups: dict[str, list[CheckResult]] = {}
-    for r in sorted((r for r in results if needs_fix(r)), key=lambda r: order.index(r.status)):
-        fix = clean(r.fix)
-        key = fix.split("  # ", 1)[0] if not fix.startswith("#") else fix
-        groups.setdefault(key, []).append(r)
+    groups: dict[tuple[str, str], tuple[Fix, list[CheckResult]]] = {}
+    for r in sorted((r for r in results if needs_fix(r) and r.fix.kind is kind), key=lambda r: order.index(r.status)):
+        key = (r.fix.file, r.fix.text)
+        groups.setdefault(key, (r.fix, []))[1].append(r)
+    return list(groups.values())
+
+
+def fix_lines(results: list[CheckResult]) -> list[str]:
+    """The shell fixes as lines to paste: `# FAIL check.id: summary` then the command, per failing check; a
+    command shared by several checks prints once, under all their headers. Failures before warnings."""
     lines: list[str] = []
-    for rs in groups.values():
-        fix = clean(rs[0].fix)
+    for fix, rs in _grouped(results, FixKind.SHELL):
         if lines:
             lines.append("")
-        for r in rs:
-            lines.append(" ".join(f"# {WORD[r.status]} {r.id}: {clean(r.summary)}".split()))
-        lines.append(fix)
+        lines += [_header(r) for r in rs]
+        lines.append(clean(fix.line()))
     return lines
 
 
+def other_fix_lines(results: list[CheckResult], kind: FixKind) -> list[str]:
+    """The edits (or notes) as lines of text: `- FILE: the change (why)  [check.id]`."""
+    return [clean(f"- {fix.line()}  [{', '.join(r.id for r in rs)}]") for fix, rs in _grouped(results, kind)]
+
+
 PASTE_HEADING = "Fixes (paste a line; lines starting with # are comments):"
+EDIT_HEADING = "Edit these files:"
+NOTE_HEADING = "What to do by hand:"
 
 
 def print_fixes(results: list[CheckResult], out: TextIO | None = None, *, heading: str | bool = True) -> None:
-    """Plain text, never wrapped or styled: what a terminal shows is what pastes."""
+    """Plain text, never wrapped or styled: what a terminal shows is what pastes. heading=False (`--fixes-only`)
+    prints a script: the shell lines, and the edits and notes as `#` comments."""
     out = out or sys.stdout
-    lines = fix_lines(results)
-    if not lines:
+    shell = fix_lines(results)
+    edits = other_fix_lines(results, FixKind.EDIT)
+    notes = other_fix_lines(results, FixKind.NOTE)
+    if not (shell or edits or notes):
         return
-    if heading:
-        out.write("\n" + (heading if isinstance(heading, str) else PASTE_HEADING) + "\n\n")
-    out.write("\n".join(lines) + "\n")
+    if not heading:
+        comments = [f"# edit {line[2:]}" for line in edits] + [f"# {line[2:]}" for line in notes]
+        out.write("\n".join(shell + ([""] if shell and comments else []) + comments) + "\n")
+        out.flush()
+        return
+    blocks = []
+    if shell:
+        blocks.append((heading if isinstance(heading, str) else PASTE_HEADING, shell))
+    if edits:
+        blocks.append((EDIT_HEADING, edits))
+    if notes:
+        blocks.append((NOTE_HEADING, notes))
+    for title, lines in blocks:
+        out.write("\n" + title + "\n\n" + "\n".join(lines) + "\n")
     out.flush()
 
 

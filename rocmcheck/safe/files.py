@@ -1,7 +1,7 @@
 """The one way rocmcheck reads a file a person names, and the one way it writes one.
 
 Reading: a regular file only (a FIFO would block forever, /dev/zero never ends, a directory is a mistake), at most
-`limit` bytes, UTF-8; anything else is an UnreadableFile with one line to show. Writing: a temporary file in the
+`limit` bytes, UTF-8; anything else is a BadInput with one line to show. Writing: a temporary file in the
 same folder, fsync, then rename over the target, so a full disk or a file-size limit leaves the old file whole;
 an existing file is replaced only when the caller says so (--force)."""
 
@@ -12,6 +12,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from rocmcheck.errors import BadInput
 from rocmcheck.units import MIB
 
 # Config files (DeepSpeed JSON, LLaMA-Factory YAML, config.json): the largest real ones are a few KiB; a model's
@@ -25,12 +26,8 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character de
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
-class UnreadableFile(ValueError):
-    """The file cannot be used; str() is one line naming the file and why."""
 
 
-class WriteRefused(OSError):
-    """The target exists (and --force was not given) or is not a regular file; str() is one line."""
 
 
 def _kind(mode: int) -> str | None:
@@ -45,24 +42,24 @@ def _size(n: int) -> str:
 
 
 def read_bytes_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, what: str = "file") -> bytes:
-    """The bytes of a regular file of at most `limit` bytes; UnreadableFile otherwise. Never blocks on a FIFO
+    """The bytes of a regular file of at most `limit` bytes; BadInput otherwise. Never blocks on a FIFO
     (opened non-blocking, then refused by its type) and never reads more than limit + 1 bytes."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise UnreadableFile(f"{path}: no such file") from None
+        raise BadInput(f"{path}: no such file") from None
     except IsADirectoryError:
-        raise UnreadableFile(f"{path}: is a directory, not a {what}") from None
+        raise BadInput(f"{path}: is a directory, not a {what}") from None
     except OSError as exc:
-        raise UnreadableFile(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        raise BadInput(f"{path}: cannot be read: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
         kind = _kind(st.st_mode)
         if kind is not None:
-            raise UnreadableFile(f"{path}: is {kind}, not a {what}")
+            raise BadInput(f"{path}: is {kind}, not a {what}")
         if st.st_size > limit:
-            raise UnreadableFile(f"{path}: {_size(st.st_size)} is more than a {what} can be ({_size(limit)})")
+            raise BadInput(f"{path}: {_size(st.st_size)} is more than a {what} can be ({_size(limit)})")
         chunks: list[bytes] = []
         got = 0
         while got <= limit:
@@ -72,21 +69,21 @@ def read_bytes_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES,
             chunks.append(chunk)
             got += len(chunk)
     except OSError as exc:
-        raise UnreadableFile(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        raise BadInput(f"{path}: cannot be read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     if got > limit:  # it grew while being read (or st_size lied, as in /proc)
-        raise UnreadableFile(f"{path}: more than a {what} can be ({_size(limit)})")
+        raise BadInput(f"{path}: more than a {what} can be ({_size(limit)})")
     return b"".join(chunks)
 
 
 def read_text_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, what: str = "file") -> str:
-    """read_bytes_capped, decoded as UTF-8 (a BOM is dropped); UnreadableFile when it is not UTF-8 text."""
+    """read_bytes_capped, decoded as UTF-8 (a BOM is dropped); BadInput when it is not UTF-8 text."""
     data = read_bytes_capped(path, limit=limit, what=what)
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise UnreadableFile(f"{Path(path)}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
+        raise BadInput(f"{Path(path)}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
 
 
 def read_head(path: str | os.PathLike, limit: int) -> str | None:
@@ -113,27 +110,27 @@ def read_head(path: str | os.PathLike, limit: int) -> str | None:
 
 def check_target(path: str | os.PathLike, *, force: bool = False, flag: str = "--force") -> Path:
     """Where write_atomic would write, checked before any work is done: the folder exists and is writable, the
-    target is not an existing file (unless force) nor a directory, FIFO or device. WriteRefused otherwise.
+    target is not an existing file (unless force) nor a directory, FIFO or device. BadInput otherwise.
     A symlink to a file is followed: the file it points to is the one replaced."""
     path = Path(path)
     target = path.resolve() if path.is_symlink() else path
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise WriteRefused(f"cannot write {path}: {folder} is not a directory")
+        raise BadInput(f"cannot write {path}: {folder} is not a directory")
     try:
         st = os.stat(target)
     except FileNotFoundError:
         st = None
     except OSError as exc:
-        raise WriteRefused(f"cannot write {path}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
     if st is not None:
         kind = _kind(st.st_mode)
         if kind is not None:
-            raise WriteRefused(f"cannot write {path}: it is {kind}")
+            raise BadInput(f"cannot write {path}: it is {kind}")
         if not force:
-            raise WriteRefused(f"not overwriting {path}: it exists (add {flag} to replace it)")
+            raise BadInput(f"not overwriting {path}: it exists (add {flag} to replace it)")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise WriteRefused(f"cannot write {path}: {folder} is not writable")
+        raise BadInput(f"cannot write {path}: {folder} is not writable")
     return target
 
 
@@ -150,7 +147,7 @@ def _umask() -> int:
 
 def write_atomic(path: str | os.PathLike, data: str | bytes, *, force: bool = False, flag: str = "--force") -> Path:
     """Write data to path all or nothing: a temporary file beside it, fsync, rename. An existing file is replaced
-    only with force (WriteRefused otherwise) and keeps its permission bits; a new one gets the umask's. On any
+    only with force (BadInput otherwise) and keeps its permission bits; a new one gets the umask's. On any
     failure (ENOSPC, EFBIG, EACCES) the temporary file is removed, the old file is untouched and OSError is raised.
     Returns the path written."""
     target = check_target(path, force=force, flag=flag)
@@ -176,7 +173,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, force: bool = Fa
             try:
                 os.link(tmp, target)
             except FileExistsError:
-                raise WriteRefused(f"{target} exists (use {flag} to replace it)") from None
+                raise BadInput(f"{target} exists (use {flag} to replace it)") from None
             except OSError:  # a file system without hard links: the check above is all there is
                 os.replace(tmp, target)
             else:
@@ -199,7 +196,7 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, force: bool = Fa
 
 
 def describe_write_error(path: str | os.PathLike, exc: OSError) -> str:
-    """One line for a failed write (WriteRefused already is one)."""
-    if isinstance(exc, WriteRefused):
+    """One line for a failed write (BadInput already is one)."""
+    if isinstance(exc, BadInput):
         return str(exc)
     return f"cannot write {path}: {exc.strerror or exc}"

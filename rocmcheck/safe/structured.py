@@ -1,5 +1,5 @@
 """JSON and YAML from files a person hands over, with limits: nesting depth, YAML alias expansion ("billion
-laughs"), integer size, and only values JSON can hold. Every refusal is a StructureError whose str() is one line.
+laughs"), integer size, and only values JSON can hold. Every refusal is a BadInput whose str() is one line.
 
 One loader for every command: lint's config files, plan's config.json, smoke-train's --deepspeed file and
 doctor's bundles. Callers that want more (lint rejects duplicate keys) pass an object_pairs_hook for JSON or a
@@ -17,7 +17,8 @@ import yaml
 from yaml.events import AliasEvent
 from yaml.nodes import MappingNode, SequenceNode
 
-from rocmcheck.safe.files import MAX_CONFIG_BYTES, UnreadableFile, read_text_capped
+from rocmcheck.errors import BadInput
+from rocmcheck.safe.files import MAX_CONFIG_BYTES, read_text_capped
 
 # Real configs nest 4 deep (zero_optimization.offload_param.device), bundles 6; 64 is far above both and far
 # below Python's recursion limit, so nothing that walks the data later can hit RecursionError.
@@ -31,8 +32,6 @@ MAX_INT_BITS = 128
 YAML_SUFFIXES = (".yaml", ".yml")
 
 
-class StructureError(ValueError):
-    """The text parses to something rocmcheck refuses to use; str() is one line without the file name."""
 
 
 def _where(path: tuple[Any, ...]) -> str:
@@ -49,19 +48,19 @@ _TYPE_NAMES = {datetime.datetime: "a date and time", datetime.date: "a date", se
 
 
 def check_plain_data(value: Any, *, allow_nonfinite: bool = False, max_depth: int = MAX_DEPTH) -> None:
-    """StructureError unless value is what JSON can hold: dicts with string keys, lists, strings, bools, None,
+    """BadInput unless value is what JSON can hold: dicts with string keys, lists, strings, bools, None,
     integers of at most MAX_INT_BITS bits, finite floats (non-finite ones only when allowed), at most max_depth
     deep. Iterative, so its own depth is no limit."""
     stack: list[tuple[Any, tuple[Any, ...], int]] = [(value, (), 0)]
     while stack:
         node, path, depth = stack.pop()
         if depth > max_depth:
-            raise StructureError(f"nested more than {max_depth} levels deep at {_where(path[:3])}...")
+            raise BadInput(f"nested more than {max_depth} levels deep at {_where(path[:3])}...")
         if isinstance(node, dict):
             for key, child in node.items():
                 if not isinstance(key, str):
                     shown = key if not isinstance(key, bytes) else "binary"
-                    raise StructureError(f"key {str(shown)[:40]!r} at {_where(path)} is {_describe(key)}, not a "
+                    raise BadInput(f"key {str(shown)[:40]!r} at {_where(path)} is {_describe(key)}, not a "
                                          "string (quote it)")
                 stack.append((child, path + (key,), depth + 1))
         elif isinstance(node, list):
@@ -70,13 +69,13 @@ def check_plain_data(value: Any, *, allow_nonfinite: bool = False, max_depth: in
             continue
         elif isinstance(node, int):
             if node.bit_length() > MAX_INT_BITS:
-                raise StructureError(f"{_where(path)}: an integer of {node.bit_length()} bits is too large "
+                raise BadInput(f"{_where(path)}: an integer of {node.bit_length()} bits is too large "
                                      f"(at most {MAX_INT_BITS})")
         elif isinstance(node, float):
             if not allow_nonfinite and not math.isfinite(node):
-                raise StructureError(f"{_where(path)}: {node} is not a finite number")
+                raise BadInput(f"{_where(path)}: {node} is not a finite number")
         else:
-            raise StructureError(f"{_where(path)}: {_describe(node)} is not a value JSON can hold (quote it to "
+            raise BadInput(f"{_where(path)}: {_describe(node)} is not a value JSON can hold (quote it to "
                                  "make it a string)")
 
 
@@ -112,14 +111,14 @@ def parse_json(text: str, *, object_pairs_hook: Callable[[list[tuple[str, Any]]]
     try:
         data = json.loads(text, object_pairs_hook=object_pairs_hook)
     except RecursionError:
-        raise StructureError(f"nested more than {MAX_DEPTH} levels deep") from None
+        raise BadInput(f"nested more than {MAX_DEPTH} levels deep") from None
     except json.JSONDecodeError as exc:
-        raise StructureError(f"not valid JSON (line {exc.lineno} column {exc.colno}): {exc.msg}") from None
+        raise BadInput(f"not valid JSON (line {exc.lineno} column {exc.colno}): {exc.msg}") from None
     except ValueError as exc:
         msg = _int_limit_message(exc)
         if msg is None:
             raise
-        raise StructureError(msg) from None
+        raise BadInput(msg) from None
     check_plain_data(data, allow_nonfinite=allow_nonfinite)
     return data
 
@@ -139,7 +138,7 @@ class LimitedSafeLoader(yaml.SafeLoader):
     def _refuse(self, message: str, event: Any) -> None:
         mark = getattr(event, "start_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
-        raise StructureError(message + where)
+        raise BadInput(message + where)
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(AliasEvent):
@@ -171,19 +170,19 @@ class LimitedSafeLoader(yaml.SafeLoader):
 def parse_yaml(text: str, *, loader: type[LimitedSafeLoader] = LimitedSafeLoader,
                allow_nonfinite: bool = False) -> Any:
     """One YAML document, safely (no Python objects), with the limits above. yaml.YAMLError subclasses pass
-    through so callers can word them with their line number; StructureError for the limits."""
+    through so callers can word them with their line number; BadInput for the limits."""
     instance = loader(text)
     try:
         data = instance.get_single_data()
     except RecursionError:
-        raise StructureError(f"nested more than {MAX_DEPTH} levels deep") from None
+        raise BadInput(f"nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
-        if isinstance(exc, StructureError):
+        if isinstance(exc, BadInput):
             raise
         msg = _int_limit_message(exc)
-        raise StructureError(msg or f"a value cannot be read: {str(exc)[:200]}") from None
+        raise BadInput(msg or f"a value cannot be read: {str(exc)[:200]}") from None
     except (TypeError, OverflowError) as exc:  # e.g. an unhashable key: {[1]: x}, or ? [a]: b
-        raise StructureError(f"a value cannot be read: {str(exc)[:200]}") from None
+        raise BadInput(f"a value cannot be read: {str(exc)[:200]}") from None
     finally:
         instance.dispose()
     check_plain_data(data, allow_nonfinite=allow_nonfinite)
@@ -201,7 +200,7 @@ def load_file(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, what: s
               fmt: str | None = None, object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
               loader: type[LimitedSafeLoader] = LimitedSafeLoader, allow_nonfinite: bool = False) -> Any:
     """Read (the capped reader) and parse one JSON or YAML file. fmt: "json", "yaml" or None (by suffix: .yaml and
-    .yml are YAML, anything else JSON). UnreadableFile with one line naming the file for every problem."""
+    .yml are YAML, anything else JSON). BadInput with one line naming the file for every problem."""
     text = read_text_capped(path, limit=limit, what=what)
     if fmt is None:
         fmt = "yaml" if str(path).lower().endswith(YAML_SUFFIXES) else "json"
@@ -210,7 +209,7 @@ def load_file(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, what: s
             try:
                 return parse_yaml(text, loader=loader, allow_nonfinite=allow_nonfinite)
             except yaml.YAMLError as exc:
-                raise StructureError(describe_yaml_error(exc)) from None
+                raise BadInput(describe_yaml_error(exc)) from None
         return parse_json(text, object_pairs_hook=object_pairs_hook, allow_nonfinite=allow_nonfinite)
-    except StructureError as exc:
-        raise UnreadableFile(f"{path}: {exc}") from None
+    except BadInput as exc:
+        raise BadInput(f"{path}: {exc}") from None

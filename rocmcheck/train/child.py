@@ -22,7 +22,8 @@ import traceback
 from typing import Any
 
 from rocmcheck.child import open_channel, read_request
-from rocmcheck.train.config import BadInput, TrainConfig
+from rocmcheck.errors import BadInput
+from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan
 
 MODULE = "rocmcheck.train.child"

@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from rocmcheck.errors import BadInput
+
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "tiny-llama"
 ATTN_CHOICES = ("sdpa", "flash_attention_2", "eager")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
@@ -107,8 +109,6 @@ LR_WIDTH = 0.5  # lr x hidden_size
 LORA_LR_WIDTH = 5.0
 
 
-class BadInput(ValueError):
-    """Something a person passed is wrong; the CLI shows the message as one line and exits 2."""
 
 
 def validate_model_dir(path: Path) -> dict[str, Any]:
@@ -123,7 +123,7 @@ def validate_model_dir(path: Path) -> dict[str, Any]:
 
     try:
         cfg = load_file(cfg_file, what="config.json", fmt="json")
-    except ValueError as exc:  # UnreadableFile, one line
+    except ValueError as exc:  # BadInput, one line
         raise BadInput(f"--model {path}: config.json is unreadable: {exc}") from None
     if not isinstance(cfg, dict):
         raise BadInput(f"--model {path}: config.json is not a JSON object")

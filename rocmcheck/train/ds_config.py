@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, BadInput, TrainConfig
+from rocmcheck.errors import BadInput
+from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
 
 OFFLOAD_KEYS = ("offload_optimizer", "offload_param")
 
@@ -86,7 +87,7 @@ def prepare_deepspeed_config(path: Path, cfg: TrainConfig, world_size: int, hidd
 
     Then fill "auto" exactly as the Trainer does. hidden_size: the model's (config.json), for the
     hidden-size "auto" keys; None leaves them for DeepSpeed's defaults."""
-    from rocmcheck.lint import LintInputError, lint_deepspeed_config
+    from rocmcheck.lint import lint_deepspeed_config
     from rocmcheck.lint.hf_auto import resolve_auto
 
     path = Path(path)
@@ -94,14 +95,14 @@ def prepare_deepspeed_config(path: Path, cfg: TrainConfig, world_size: int, hidd
 
     try:
         raw = load_file(path, what="DeepSpeed config", fmt="json")
-    except ValueError as exc:  # UnreadableFile: missing, a FIFO or device, too large, too deep, not JSON
+    except ValueError as exc:  # BadInput: missing, a FIFO or device, too large, too deep, not JSON
         raise BadInput(f"--deepspeed {exc}") from None
     if not isinstance(raw, dict):
         raise BadInput(f"--deepspeed {path}: not a JSON object (a DeepSpeed config is one)")
     settings = training_settings(cfg, world_size)
     try:
         messages = lint_deepspeed_config(raw, world_size=world_size, training=settings, label=str(path))
-    except LintInputError as exc:
+    except BadInput as exc:
         raise BadInput(str(exc)) from None
     errors = [m.render() for m in messages if m.is_error]
     if errors:

@@ -12,11 +12,11 @@ from typing import Any
 from rocmcheck import fixes
 from rocmcheck.plan.advice import FIT_FRACTION, cheapest_changes
 from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory
-from rocmcheck.units import fmt_bytes
 from rocmcheck.plan.shapes import shape_from_config
 from rocmcheck.result import CheckResult, failed, passed, warned
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan
+from rocmcheck.units import fmt_bytes
 
 # The planner's attention names for --attn.
 PLAN_ATTENTION = {"sdpa": "sdpa", "flash_attention_2": "flash", "eager": "eager"}

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from rocmcheck.child import child_env, run_child, stdout_to_stderr
+from rocmcheck.errors import BadInput
 from rocmcheck.result import failed
 from rocmcheck.train import child as train_child
-from rocmcheck.train.config import BadInput, TrainConfig
+from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan, model_hidden_size, prepare_deepspeed_config
 from rocmcheck.train.report import RunReport
 

@@ -15,11 +15,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from rocmcheck.safe.files import write_atomic
-
+from rocmcheck.monitor.step_memory import GiB, MiB
 from rocmcheck.result import CheckResult, worst
+from rocmcheck.safe.files import write_atomic
 from rocmcheck.train import reference
-from rocmcheck.train.memory import GiB, MiB
 
 OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint", "adapter")
 

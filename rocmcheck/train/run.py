@@ -29,16 +29,23 @@ import torch
 
 from rocmcheck import fixes
 from rocmcheck.heap import imports_without_gc
+from rocmcheck.monitor.step_memory import MemorySampler, detect_leak
 from rocmcheck.result import CheckResult, skipped
-from rocmcheck.train import comparisons, data as data_mod, distributed, fit, kernels, modeling, numerics, reference, task
-from rocmcheck.train import verdicts
+from rocmcheck.train import comparisons, distributed, fit, kernels, modeling, numerics, reference, task, verdicts
+from rocmcheck.train import data as data_mod
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
 from rocmcheck.train.distributed import World, bind_device, world_from_env
 from rocmcheck.train.ds_config import DeepSpeedPlan
-from rocmcheck.train.memory import MemorySampler, detect_leak
 from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
-from rocmcheck.train.report import JUDGED_AFTER_OWN_MODEL_RUN, JUDGED_AFTER_RUN, RunReport, SetupFailed, Timings, first_line
+from rocmcheck.train.report import (
+    JUDGED_AFTER_OWN_MODEL_RUN,
+    JUDGED_AFTER_RUN,
+    RunReport,
+    SetupFailed,
+    Timings,
+    first_line,
+)
 
 DEFAULT_PG_TIMEOUT_S = 600.0
 NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tolerance was measured on 4-16)

@@ -11,9 +11,9 @@ import statistics
 from typing import Any
 
 from rocmcheck import fixes
+from rocmcheck.monitor.step_memory import GiB, LeakDecision, MiB
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.train import reference
-from rocmcheck.train.memory import GiB, MiB, LeakDecision
 
 CKPT_FIX = fixes.step("rocmcheck smoke-train --gradient-checkpointing --micro-batch 1 --grad-accum 8",
                       "recompute activations and take one row at a time: the same global batch in less memory")

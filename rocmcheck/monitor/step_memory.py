@@ -28,7 +28,8 @@ import resource
 import statistics
 from dataclasses import dataclass
 
-from rocmcheck.units import GIB as GiB, MIB as MiB  # noqa: F401 (re-exported: the train package spells them so)
+from rocmcheck.units import GIB as GiB  # noqa: F401 (re-exported: the train package spells them so)
+from rocmcheck.units import MIB as MiB
 
 
 @dataclass
