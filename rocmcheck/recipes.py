@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
-from importlib.resources.abc import Traversable
+from importlib.abc import Traversable
 from pathlib import Path
 
 from rocmcheck.errors import BadInput
+from rocmcheck.package_data import folder
 from rocmcheck.safe.files import write_atomic
 
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
@@ -36,7 +36,7 @@ class Recipe:
 
 def recipes_root() -> Traversable:
     try:
-        root = resources.files("rocmcheck.recipes_data")
+        root = folder("rocmcheck.recipes_data")
         if root.is_dir() and any(root.iterdir()):
             return root
     except (ModuleNotFoundError, FileNotFoundError):

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from rocmcheck.package_data import read_json
 
-@lru_cache(maxsize=None)
+
 def build_facts() -> dict[str, Any]:
-    return json.loads(resources.files(__package__).joinpath("build_facts.json").read_text(encoding="utf-8"))
+    return read_json(__package__, "build_facts.json")

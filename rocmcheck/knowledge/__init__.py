@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import difflib
-import json
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
+from rocmcheck.package_data import read_json
 
-@lru_cache(maxsize=None)
+
 def load(name: str) -> dict[str, Any]:
-    return json.loads(resources.files(__name__).joinpath(name).read_text(encoding="utf-8"))
+    return read_json(__name__, name)
 
 
 @dataclass(frozen=True)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
-from importlib import metadata, resources
+from importlib import metadata
 from typing import Any, Iterable
 
 from packaging.version import InvalidVersion, Version
+
+from rocmcheck.package_data import read_json
 
 # Sections whose DeepSpeed model forbids unknown keys (pydantic extra="forbid").
 STRICT_SECTIONS = (
@@ -22,7 +23,7 @@ STRICT_SECTIONS = (
 
 @functools.lru_cache(maxsize=1)
 def table() -> dict[str, Any]:
-    return json.loads(resources.files("rocmcheck.lint").joinpath("deepspeed_keys.json").read_text())
+    return read_json("rocmcheck.lint", "deepspeed_keys.json")
 
 
 def top_level_keys(extra: Iterable[str] = ()) -> set[str]:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import json
 import os
 import sys
 from dataclasses import dataclass, field
-from importlib import metadata, resources
+from importlib import metadata
 from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -27,6 +26,7 @@ from packaging.version import InvalidVersion, Version
 from rocmcheck.child import child_env, run_child
 from rocmcheck.lint import known_keys
 from rocmcheck.lint.messages import LintMessage, Severity
+from rocmcheck.package_data import read_json
 
 CHILD_TIMEOUT_S = 120.0  # importing transformers + torch took 11 s on a loaded 2-core CPU box
 LLAMAFACTORY_PYTHON_ENV = "ROCMCHECK_LLAMAFACTORY_PYTHON"
@@ -47,7 +47,7 @@ REPLACEMENTS = {
 
 @functools.lru_cache(maxsize=None)
 def _table(name: str) -> dict[str, Any]:
-    return json.loads(resources.files("rocmcheck.lint").joinpath(name).read_text())
+    return read_json("rocmcheck.lint", name)
 
 
 def transformers_table() -> dict[str, Any]:

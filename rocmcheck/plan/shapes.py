@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import difflib
-import json
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from rocmcheck.package_data import read_json
 
 # Each shape number of a real LLaMA-family config is below 2**20 (vocabularies reach 256k, intermediate sizes 53k,
 # layers 126); 2**24 is far above and keeps the memory arithmetic exact in floats.
@@ -123,7 +123,7 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> Mode
 
 @lru_cache(maxsize=None)
 def presets() -> dict[str, dict[str, Any]]:
-    data = json.loads(resources.files(__package__).joinpath("presets.json").read_text(encoding="utf-8"))
+    data = read_json(__package__, "presets.json")
     return data["presets"]
 
 

@@ -4,10 +4,10 @@ in the package (rocmcheck/report/rocmcheck.schema.json) and in docs/json-schema.
 from __future__ import annotations
 
 import json
-from importlib import resources
 from typing import Any
 
 from rocmcheck import __version__
+from rocmcheck.package_data import read_json
 from rocmcheck.report.render import counts as summarize  # noqa: F401 - the one definition
 from rocmcheck.report.render import verdict as overall
 from rocmcheck.result import CheckResult
@@ -43,7 +43,7 @@ def build_report(results: list[CheckResult], machine: dict[str, Any], duration_s
 
 
 def schema() -> dict[str, Any]:
-    return json.loads(resources.files("rocmcheck.report").joinpath(SCHEMA_FILE).read_text(encoding="utf-8"))
+    return read_json("rocmcheck.report", SCHEMA_FILE)
 
 
 def dumps(report: dict[str, Any]) -> str:
