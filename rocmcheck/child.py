@@ -3,10 +3,12 @@
 Anything that imports torch, flash_attn or DeepSpeed, or touches a GPU, runs in a child: a segfault in HIP
 init, a hung driver or a library that prints to stdout must not take the parent down or corrupt its answer.
 
-Parent side: `run_child(module, request, timeout_s)` starts `python -m module --request JSON` through the one
-command runner (own process group, timeout, capped output, killed on Ctrl-C), with this package on
+Parent side: `run_child(module, request, timeout_s)` starts `python -m module --request-file FILE` through the
+one command runner (own process group, timeout, capped output, killed on Ctrl-C), with this package on
 PYTHONPATH, and reads the child's stdout as JSON lines, one event object per line, as they arrive
 (`on_event` sees each one at once: progress). Anything else on stdout is kept as a bad line, never raised.
+The request travels in a file only this user can read (a folder of mode 0700), never on the command line:
+/proc/PID/cmdline is readable by every user, and a request may hold a config with a key in it.
 
 Child side: `open_channel()` keeps the real stdout for events and points file descriptor 1 (Python and C
 prints alike) at stderr, so library chatter cannot break the protocol; `channel.emit("kind", **fields)`
@@ -24,7 +26,9 @@ import contextlib
 import faulthandler
 import json
 import os
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
@@ -33,6 +37,7 @@ from rocmcheck.runner import CommandResult, run_command
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 MAX_EVENT_CHARS = 4_000_000  # one event line; a whole training report is ~100 KB
+MAX_REQUEST_BYTES = 64 << 20  # a request holds at most a config or two (the lint child's is the largest)
 # A child never reaches the network: models are local, and a hub lookup on a machine without egress hangs.
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1",
                "TOKENIZERS_PARALLELISM": "false"}
@@ -103,14 +108,28 @@ def child_env(extra: dict[str, str] | None = None, base: dict[str, str] | None =
     return env
 
 
-def child_argv(module: str, request: dict[str, Any] | None = None, *, python: str | None = None,
+def child_argv(module: str, request_file: str, *, python: str | None = None,
                launcher: Sequence[str] = ()) -> list[str]:
-    """`python -m module --request JSON`, or under a launcher (`python -m torch.distributed.run ...`) that
-    runs `module` itself, one process per rank."""
-    tail = ["--request", json.dumps(request or {})]
+    """`python -m module --request-file FILE`, or under a launcher (`python -m torch.distributed.run ...`)
+    that runs `module` itself, one process per rank (each reads the same file)."""
+    tail = ["--request-file", request_file]
     if launcher:
         return [*launcher, "-m", module, *tail]
     return [python or sys.executable, "-m", module, *tail]
+
+
+@contextlib.contextmanager
+def request_file(request: dict[str, Any] | None) -> Iterator[str]:
+    """The request as a file only this user can read, removed afterwards."""
+    folder = tempfile.mkdtemp(prefix="rocmcheck-request-")  # mode 0700
+    path = os.path.join(folder, "request.json")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(request or {}, fh)
+        yield path
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_child(module: str, request: dict[str, Any] | None, timeout_s: float, *,
@@ -129,9 +148,10 @@ def run_child(module: str, request: dict[str, Any] | None, timeout_s: float, *,
         if on_event is not None:
             on_event(event)
 
-    argv = child_argv(module, request, python=python, launcher=launcher)
-    run.command = run_command(argv, timeout=timeout_s, env=env if env is not None else child_env(), cwd=cwd,
-                              on_stdout_line=take, stdout_cap=MAX_EVENT_CHARS)
+    with request_file(request) as path:
+        argv = child_argv(module, path, python=python, launcher=launcher)
+        run.command = run_command(argv, timeout=timeout_s, env=env if env is not None else child_env(), cwd=cwd,
+                                  on_stdout_line=take, stdout_cap=MAX_EVENT_CHARS)
     return run
 
 
@@ -174,16 +194,29 @@ def open_channel() -> Channel:
 
 
 def read_request(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str, Any]:
-    """The request a parent passed with --request (a JSON object). A bad one ends the child with exit 2."""
+    """The request a parent passed (--request-file FILE), or one given by hand (--request JSON), a JSON
+    object. A bad one ends the child with exit 2."""
     parser = argparse.ArgumentParser(prog=prog)
-    parser.add_argument("--request", default="{}", help="the request, a JSON object")
+    parser.add_argument("--request", default=None, help="the request, a JSON object (by hand)")
+    parser.add_argument("--request-file", default=None, help="a file holding the request (how a parent passes it)")
     args = parser.parse_args(argv)
+    text, flag = args.request or "{}", "--request"
+    if args.request_file is not None:
+        flag = "--request-file"
+        try:
+            with open(args.request_file, "rb") as fh:
+                data = fh.read(MAX_REQUEST_BYTES + 1)
+        except OSError as exc:
+            parser.error(f"--request-file {args.request_file}: {exc.strerror or exc}")
+        if len(data) > MAX_REQUEST_BYTES:
+            parser.error(f"--request-file {args.request_file}: larger than {MAX_REQUEST_BYTES} bytes")
+        text = data.decode("utf-8", errors="replace")
     try:
-        request = json.loads(args.request)
-    except ValueError as exc:
-        parser.error(f"--request is not JSON: {exc}")
+        request = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        parser.error(f"{flag} is not JSON: {exc}")
     if not isinstance(request, dict):
-        parser.error("--request must be a JSON object")
+        parser.error(f"{flag} must be a JSON object")
     return request
 
 

@@ -1,5 +1,5 @@
 """Child-process probes of the Python stack and the vendor bindings:
-`python -m rocmcheck.facts.python_probe --request '{"probes": ["torch", "deepspeed"]}'`.
+`python -m rocmcheck.facts.python_probe --request '{"probes": ["torch", "deepspeed"]}'` by hand (a parent passes --request-file).
 
 Importing torch, flash_attn or deepspeed can segfault (a HIP init bug), hang (a driver), or print to stdout
 (DeepSpeed's accelerator banner). So they run in a child with a timeout, speaking rocmcheck/child.py's

@@ -133,7 +133,7 @@ def launch_ranks(cfg: TrainConfig, run: ParallelRun, progress=None) -> RunReport
     child = run_child(train_child.MODULE, train_child.train_request(cfg, run.plan, run.timeout_s), run.timeout_s,
                       env=child_env(extra), launcher=launcher, on_event=on_event, cwd=os.getcwd())
     res = child.command
-    launch = {"argv": [*launcher, "-m", train_child.MODULE, "--request", "..."], "module": train_child.MODULE,
+    launch = {"argv": [*launcher, "-m", train_child.MODULE, "--request-file", "..."], "module": train_child.MODULE,
               "returncode": res.returncode, "duration_s": res.duration_s, "timed_out": res.timed_out}
     found = child.last("report")
     if found is not None and isinstance(found.get("report"), dict) and not res.timed_out:

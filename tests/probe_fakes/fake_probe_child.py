@@ -17,7 +17,8 @@ def emit(event):
 
 
 def main():
-    plan = json.loads(sys.argv[sys.argv.index("--request") + 1])
+    with open(sys.argv[sys.argv.index("--request-file") + 1], encoding="utf-8") as fh:
+        plan = json.load(fh)
     mode, _, target = os.environ.get("ROCMCHECK_FAKE", "").partition(":")
     if mode == "nodevice":
         print("Segmentation fault in libamdhip64 (not JSON)")
