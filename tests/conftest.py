@@ -47,23 +47,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     shutil.rmtree(_FIX_LOG.parent, ignore_errors=True)
 
-# Verbatim real tool outputs live beside the repo (../shared/fixtures), never inside it.
-FIXTURES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+# Verbatim real tool outputs from public sources, each with a .source file beside it (tests/fixtures/public/README.md).
+FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures" / "public"
 
 
 def read_fixture(relpath: str) -> str:
-    """The fixture's text exactly as stored (no newline translation). Skips when ../shared/fixtures is
-    absent; fails when the folder exists but the file does not (a renamed fixture should be noticed)."""
-    if not FIXTURES_DIR.is_dir():
-        pytest.skip(f"../shared/fixtures not found: {FIXTURES_DIR}")
-    path = FIXTURES_DIR / relpath
-    if not path.is_file():
-        pytest.fail(f"fixture file missing: {path}")
-    return path.read_bytes().decode("utf-8")
+    """The fixture's text exactly as stored (no newline translation)."""
+    return (FIXTURES_DIR / relpath).read_bytes().decode("utf-8")
 
 
-# Outputs this project recorded itself, or found in public sources after ../shared was laid: inside the
-# repository, each with its source (tests/fixtures/*/README.md or a .source file beside it).
+# Outputs this project recorded itself, and public inputs gathered since: each with its source
+# (tests/fixtures/*/README.md or a .source file beside it).
 PROJECT_FIXTURES_DIR = Path(__file__).resolve().parent / "fixtures"
 
 

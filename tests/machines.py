@@ -1,4 +1,4 @@
-"""Recorded machines for check tests: Facts built from the real outputs in ../shared/fixtures.
+"""Recorded machines for check tests: Facts built from the real outputs in tests/fixtures/public.
 
 Only the tool outputs come from fixtures; the surrounding facts (device nodes, groups, env) are the
 doctor's own records, set per scenario. Torch probe records use values published in the fixtures' sources.

@@ -114,7 +114,7 @@ def test_hipconfig_rocmpath_from_a_real_fake_tool(tmp_path):
     (tmp_path / "opt/rocm-6.3.2").mkdir(parents=True)
     bin_dir = tmp_path / "bin"
     # `hipconfig --rocmpath` prints the bare ROCm root with no newline (the ROCM_PATH value that the
-    # real `hipconfig -f` output in ../shared/fixtures/hipconfig shows).
+    # real `hipconfig -f` output in tests/fixtures/public/hipconfig shows).
     make_tool(bin_dir, "hipconfig", stdout="/opt/rocm-6.3.2")
     found = detect_rocm({"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}, root=tmp_path)
     assert (found.path, found.found_by, found.version) == ("/opt/rocm-6.3.2", "hipconfig", "6.3.2")

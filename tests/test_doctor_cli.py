@@ -21,7 +21,6 @@ def doctor(*args: str, env=None, timeout: float = 120) -> subprocess.CompletedPr
 
 @pytest.fixture
 def mi300x_path(tmp_path):
-    read_fixture(MI300X)  # skips when ../shared/fixtures is absent
     bin_dir = tmp_path / "bin"
     make_tool(bin_dir, "rocminfo", stdout_file=FIXTURES_DIR / MI300X)
     make_tool(bin_dir, "rocm-smi", stdout_file=FIXTURES_DIR / "rocm-smi/mi300x-8gpu-rocm6.2.3-concise-ansi-literal.txt")

@@ -1,6 +1,6 @@
 """GPU error counters, PCIe links, throttling, host tuning and runtime variables.
 
-nvidia-smi texts are the recorded H200 outputs in ../shared/fixtures. The NVML/amdsmi records are what the
+nvidia-smi texts are the recorded H200 outputs in tests/fixtures/public. The NVML/amdsmi records are what the
 bindings child returns (tests/test_gpu_bindings.py runs the child itself); their values mirror the recorded H200
 outputs (Gen5 x16, clock event reasons 0x1 = idle, ECC 0). sysfs is a real directory tree written under tmp_path.
 """

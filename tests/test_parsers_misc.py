@@ -1,4 +1,4 @@
-"""hipconfig and version-string parsers on recorded outputs in ../shared/fixtures."""
+"""hipconfig and version-string parsers on recorded outputs in tests/fixtures/public."""
 
 from __future__ import annotations
 

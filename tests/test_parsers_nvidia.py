@@ -1,4 +1,4 @@
-"""nvidia-smi parsers on the verbatim outputs in ../shared/fixtures/nvidia-smi."""
+"""nvidia-smi parsers on the verbatim outputs in tests/fixtures/public/nvidia-smi."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import random
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES_DIR
 
 from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
 from rocmcheck.units import MIB
@@ -15,8 +16,7 @@ CSV_NAME_DEVICE_ID = "nvidia-smi/h100-nvl-query-name-pci-device-id-csv-noheader.
 # What rocmcheck asks nvidia-smi for (rocmcheck/facts/collect.py NVIDIA_QUERY_FIELDS).
 LEAD_FIELDS = ["index", "name", "memory.total", "memory.used", "driver_version", "compute_cap", "uuid"]
 # benchmarks/capture_smi_outputs.py records a real output of that exact query as
-# nvidia-smi/<gpu>-query-index-name-memory-driver-compute_cap-uuid-csv-noheader-nounits.txt; the lead
-# copies it into ../shared/fixtures. Until then the test below skips.
+# nvidia-smi/<gpu>-query-index-name-memory-driver-compute_cap-uuid-csv-noheader-nounits.txt.
 LEAD_QUERY_GLOB = "*-query-index-name-memory-driver-compute_cap-uuid-csv-noheader-nounits.txt"
 
 
@@ -57,8 +57,7 @@ def test_csv_rows_of_another_query_are_not_misread(fixture_text):
 
 
 def _lead_query_fixtures() -> list[Path]:
-    folder = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "nvidia-smi"
-    return sorted(folder.glob(LEAD_QUERY_GLOB)) if folder.is_dir() else []
+    return sorted((FIXTURES_DIR / "nvidia-smi").glob(LEAD_QUERY_GLOB))
 
 
 def test_csv_in_the_shape_rocmcheck_asks_for():

@@ -1,12 +1,12 @@
-"""parse_rocminfo on the verbatim rocminfo outputs in ../shared/fixtures/rocminfo."""
+"""parse_rocminfo on the verbatim rocminfo outputs in tests/fixtures/public/rocminfo."""
 
 from __future__ import annotations
 
 import random
 import re
-from pathlib import Path
 
 import pytest
+from conftest import FIXTURES_DIR
 
 from rocmcheck.facts.parsers.rocminfo import ERROR_KINDS, parse_rocminfo
 
@@ -18,7 +18,6 @@ HSA_OVERRIDE = "rocminfo/hsa-override-12.0.1-r9700-plus-strix-halo-npu-fedora-ro
 KFD_INVALID = "rocminfo/error-kfd-invalid-argument-mi300x-docker-rocm6.2.1.txt"
 KFD_PERMISSION = "rocminfo/error-kfd-permission-denied-rocm-terminal-container.txt"
 KIB = 1024
-FIXTURES_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 
 
 def test_mi300x_eight_gpus_unpadded(fixture_text):
@@ -169,14 +168,11 @@ _KIND_BY_NAME = {
 
 
 def _error_fixtures() -> list[str]:
-    folder = FIXTURES_DIR / "rocminfo"
-    return sorted(p.name for p in folder.glob("error-*.txt")) if folder.is_dir() else []
+    return sorted(p.name for p in (FIXTURES_DIR / "rocminfo").glob("error-*.txt"))
 
 
-@pytest.mark.parametrize("name", _error_fixtures() or ["(no ../shared/fixtures)"])
+@pytest.mark.parametrize("name", _error_fixtures())
 def test_every_error_fixture_gets_its_kind(fixture_text, name):
-    if name.startswith("("):
-        pytest.skip("../shared/fixtures not found")
     text = fixture_text(f"rocminfo/{name}")
     report = parse_rocminfo(text)
     assert report.gpus == []

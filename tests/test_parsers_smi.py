@@ -1,4 +1,4 @@
-"""rocm-smi / amd-smi parsers and merge_smi on the verbatim outputs in ../shared/fixtures."""
+"""rocm-smi / amd-smi parsers and merge_smi on the verbatim outputs in tests/fixtures/public."""
 
 from __future__ import annotations
 

@@ -1,19 +1,12 @@
 """The memory probe's fallback reader of the driver tool's totals, on a real recorded output."""
 
-from pathlib import Path
-
-import pytest
+from conftest import read_fixture
 
 from rocmcheck.probes.smi_memory import parse_rocm_smi_vram_json
 
-FIXTURES = Path(__file__).resolve().parents[1] / ".." / "shared" / "fixtures"
-
 
 def fixture(rel: str) -> str:
-    path = FIXTURES / rel
-    if not path.exists():
-        pytest.skip(f"shared fixtures not found at {FIXTURES} (they live outside the repo)")
-    return path.read_text()
+    return read_fixture(rel)
 
 
 def test_rocm_smi_json_total_vram():
