@@ -1,13 +1,22 @@
-"""`rocmcheck plan` end to end: verdicts, JSON, a real config.json, and bad input -> one line, exit 2."""
+"""`rocmcheck plan` end to end: verdicts, JSON, a real config.json, bad input -> one line, exit 2, and nothing
+judged -> NOT JUDGED, exit 3."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from rocmcheck.cli import cli
+from rocmcheck.errors import BadInput
+from rocmcheck.fixes import FixKind
+from rocmcheck.result import EXIT_NOT_JUDGED
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def plan(*args: str):
@@ -15,11 +24,18 @@ def plan(*args: str):
 
 
 def one_line_error(result) -> str:
+    """The command refused its input: with the one bad-input type, or click refused an option's value (exit 2).
+    rocmcheck.cli.main prints either as one line and exits 2 (test_the_real_cli_prints_bad_input_as_one_line_and_
+    exit_2). The message."""
+    assert result.stdout == "" and "Traceback" not in result.output
+    if isinstance(result.exception, BadInput):
+        message = str(result.exception)
+        assert len(message.splitlines()) == 1
+        return message
     assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert "Traceback" not in result.output
-    assert lines[-1].startswith("Error:")
-    return lines[-1]
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("Error:")
+    return last
 
 
 @pytest.mark.parametrize("args,says", [
@@ -41,10 +57,11 @@ def test_bad_input_is_one_line_and_exit_2(args, says):
     assert says in one_line_error(plan(*args))
 
 
-def test_our_errors_are_exactly_one_line():
-    result = plan("--model", "nope")
-    assert result.exit_code == 2
-    assert len(result.stderr.strip().splitlines()) == 1
+def test_the_real_cli_prints_bad_input_as_one_line_and_exit_2():
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "plan", "--model", "nope"], capture_output=True,
+                          text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and proc.stderr.startswith("Error: --model")
 
 
 def test_bad_config_files(tmp_path):
@@ -71,7 +88,8 @@ def test_seed_case_fails_with_checkpointing_as_the_fix():
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
     fit = next(r for r in doc["results"] if r["id"] == "plan.fit")
-    assert fit["status"] == "fail" and "gradient_checkpointing" in fit["fix"]
+    assert fit["status"] == "fail" and "gradient_checkpointing" in fit["fix"]["text"]
+    assert fit["fix"]["kind"] == FixKind.NOTE.value  # a change in the training code, in words: nothing to paste
     assert doc["estimate"]["total_bytes"] > 192 * 2**30
 
 
@@ -92,14 +110,24 @@ def test_table_shows_the_breakdown_and_the_verdict():
         assert word in result.stdout
 
 
-def test_measure_on_a_machine_without_a_gpu_says_so():
+def test_measure_on_a_machine_without_a_gpu_is_not_judged():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     result = plan("--model", "tinyllama-1.1b", "--measure", "--json")
-    assert result.exit_code == 0, result.output
-    batch = next(r for r in json.loads(result.stdout)["results"] if r["id"] == "plan.batch")
+    assert result.exit_code == EXIT_NOT_JUDGED, result.output
+    doc = json.loads(result.stdout)
+    assert doc["verdict"] == "not_judged"
+    batch = next(r for r in doc["results"] if r["id"] == "plan.batch")
     assert batch["status"] == "skip" and "no GPU" in batch["summary"]
+    text = plan("--model", "tinyllama-1.1b", "--measure")
+    assert text.exit_code == EXIT_NOT_JUDGED and "NOT JUDGED" in text.stdout and "Verdict: PASS" not in text.stdout
+
+
+def test_no_gpu_memory_given_is_not_judged():
+    result = plan("--model", "llama-2-7b", "--json")
+    assert result.exit_code == EXIT_NOT_JUDGED
+    assert json.loads(result.stdout)["verdict"] == "not_judged"
 
 
 def test_lora_flags_reach_the_estimate():

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from rocmcheck.plan.measure import find_max_micro_batch, measured_verdict
+from rocmcheck.fixes import FixKind
+from rocmcheck.plan.measure import MeasuredBatch, find_max_micro_batch, measured_verdict
 from rocmcheck.plan.search import Trial, search_max_batch
 from rocmcheck.plan.shapes import shape_from_config
 from rocmcheck.result import Status
@@ -89,6 +90,7 @@ def test_a_hung_child_becomes_a_verdict(tmp_path):
     verdict = measured_verdict(m)
     assert verdict.status is Status.FAIL
     assert "hung" in verdict.summary
+    assert verdict.fix.text.startswith("python -c 'import torch;")  # it hung before it said whether there is a GPU
 
 
 def test_a_child_that_crashes_mid_search_names_the_batch(tmp_path):
@@ -102,6 +104,7 @@ def test_a_child_that_crashes_mid_search_names_the_batch(tmp_path):
     assert verdict.status is Status.FAIL
     assert "crashed" in verdict.summary and "micro-batch 2" in verdict.summary
     assert m.running == 2 and [t.micro_batch for t in m.trials] == [1]
+    assert verdict.fix.text == "rocmcheck plan --model tiny --seq-len 32 --measure --timeout 1200"
 
 
 def test_settings_are_checked_before_a_process_starts():
@@ -125,3 +128,22 @@ def test_lora_child_starts_from_the_planner_on_cpu():
     assert len(m.trials) <= 6
     assert m.settings["lora_rank"] == 8
     assert "tries, from the planner's" in measured_verdict(m).summary
+
+
+def test_the_rerun_fix_quotes_a_model_path():
+    """A config.json path with a space and a quote stays one word of the pasted line."""
+    shape = shape_from_config({"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                               "num_key_value_heads": 2, "intermediate_size": 172, "vocab_size": 256},
+                              name="/models/it's llama/config.json")
+    capped = MeasuredBatch(shape, 512, 0.95, available=True, device={"available": True}, best=64,
+                           stop="reached the cap of 64", total_bytes=80 << 30,
+                           trials=[Trial(64, "ok", device_peak=40 << 30)])
+    r = measured_verdict(capped)
+    assert r.status is Status.WARN and r.fix.kind is FixKind.SHELL
+    assert r.fix.text == ("rocmcheck plan --model '/models/it'\"'\"'s llama/config.json' --seq-len 512 --measure "
+                          "--start-batch 64")
+    none_fits = MeasuredBatch(shape, 512, 0.95, available=True, device={"available": True}, best=0,
+                              stop="micro-batch 1 ran out of memory", total_bytes=80 << 30,
+                              settings={"gradient_checkpointing": True})
+    r = measured_verdict(none_fits)
+    assert r.status is Status.FAIL and "--seq-len 256 --gradient-checkpointing" in r.fix.text

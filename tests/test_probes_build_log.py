@@ -1,4 +1,5 @@
 """first_compiler_error on real build logs as users posted them (excerpts, verbatim; sources per case)."""
+# ruff: noqa: E501 - the logs are kept verbatim, their long compiler lines included
 
 from rocmcheck.probes.build_log import first_compiler_error
 

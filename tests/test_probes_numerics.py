@@ -8,9 +8,11 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from rocmcheck.probes import attention, compute  # noqa: E402
+from rocmcheck.probes.catalog.gemm_numerics import BF16_MAX_REL_ERR  # noqa: E402
+from rocmcheck.probes.catalog.gemm_numerics import judge as judge_gemm_numerics  # noqa: E402
+from rocmcheck.probes.context import DeviceContext  # noqa: E402
 from rocmcheck.probes.extensions import adamw_step_error  # noqa: E402
 from rocmcheck.probes.measure import relative_error  # noqa: E402
-from rocmcheck.probes.verdicts import BF16_MAX_REL_ERR, DeviceContext, judge_gemm_numerics  # noqa: E402
 from rocmcheck.result import Status  # noqa: E402
 
 CPU = torch.device("cpu")

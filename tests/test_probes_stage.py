@@ -5,9 +5,14 @@ import sys
 
 import pytest
 
-from rocmcheck.probes import PROBE_NAMES, run_gpu_stage
-from rocmcheck.probes.stage import run_stage
+from rocmcheck.child import ChildRun
+from rocmcheck.fixes import IOMMU_FIX, NUMA_FIX
+from rocmcheck.probes import PROBE_IDS, PROBE_NAMES, HostFacts, run_gpu_stage
+from rocmcheck.probes.catalog import BY_NAME
+from rocmcheck.probes.context import DeviceContext
+from rocmcheck.probes.stage import died_verdict, run_stage
 from rocmcheck.result import Status
+from rocmcheck.runner import CommandResult
 
 FAKE = "tests.probe_fakes.fake_probe_child"
 
@@ -33,18 +38,30 @@ def test_every_probe_skips_with_the_reason_when_there_is_no_gpu():
     if _torch_has_gpu():
         pytest.skip("this machine has a GPU")
     results = run_gpu_stage(timeout_s=60)
-    assert [r.id for r in results] == [f"probe.{n}" for n in PROBE_NAMES]
+    assert [r.id for r in results] == list(PROBE_IDS)
     for r in results:
         assert r.status is Status.SKIP
         assert "no GPU" in r.summary and "torch" in r.summary
 
 
-def test_run_gpu_stage_does_not_import_torch():
+# The parent's side of the probes: everything `rocmcheck probe` and the doctor import before the children start.
+PARENT_MODULES = ("rocmcheck.probes", "rocmcheck.probes.stage", "rocmcheck.probes.host", "rocmcheck.probes.across",
+                  "rocmcheck.probes.catalog", *(f"rocmcheck.probes.catalog.{n}" for n in PROBE_NAMES),
+                  "rocmcheck.commands.probe", "rocmcheck.plan.measure", "rocmcheck.commands.plan")
+
+
+def test_the_parent_side_does_not_import_torch(tmp_path):
+    """Imported with a torch that raises on import (as on a machine without torch): none of them needs it."""
     import subprocess
 
-    code = "import sys, rocmcheck.probes, rocmcheck.probes.stage; print('torch' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout.strip()
-    assert out == "False"
+    (tmp_path / "torch").mkdir()
+    (tmp_path / "torch" / "__init__.py").write_text('raise ImportError("No module named torch (hidden by the test)")\n')
+    code = (f"import sys, importlib; sys.path.insert(0, {str(tmp_path)!r})\n"
+            f"for m in {PARENT_MODULES!r}: importlib.import_module(m)\n"
+            "print('torch' in sys.modules and sys.modules['torch'] is not None)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "False"
 
 
 def test_unknown_probe_name_is_a_value_error():
@@ -145,3 +162,35 @@ def test_collective_workers_wait_for_the_go_file_and_stop_when_told(tmp_path):
     stop.write_text("stop")
     assert wait_for_go(str(stop), timeout_s=10) == "stop"
     assert wait_for_go(str(tmp_path / "never"), timeout_s=0.2) == "stop"  # nobody said go: leave quietly
+
+
+def test_the_rocm_version_passed_down_names_the_wheel_in_the_fix(fake, monkeypatch):
+    fake("nobinary:gemm_numerics")
+    monkeypatch.setenv("ROCMCHECK_FAKE_HIP", "6.3.42131")
+    r = by_id(run_stage(timeout_s=60, only={"gemm_numerics"}, main_child=FAKE,
+                        host=HostFacts(rocm_version="6.3.3")))["probe.gemm_numerics"]
+    assert r.status is Status.FAIL and "no GPU code" in r.summary
+    assert r.fix.text.endswith("--index-url https://download.pytorch.org/whl/rocm6.3") and "gfx942" in r.fix.why
+
+
+def _hung(stderr: str = "", timed_out: bool = True) -> ChildRun:
+    return ChildRun(CommandResult(argv=["python"], timed_out=timed_out, stderr=stderr, timeout_s=30.0))
+
+
+def test_a_hung_collective_is_explained_by_the_host_facts_passed_down():
+    collective = BY_NAME["collective"]
+    amd = dict(vendor="amd", name="AMD Instinct MI300X", arch="gfx942", count=8)
+    r = died_verdict(collective, _hung(), DeviceContext(**amd, kernel_cmdline="ro quiet", numa_balancing="0"), 90)
+    assert r.status is Status.FAIL and r.data["hung"] and r.fix.text == IOMMU_FIX.text
+    assert any("iommu=pt" in line for line in r.evidence)
+    r = died_verdict(collective, _hung(), DeviceContext(**amd, kernel_cmdline="ro iommu=pt", numa_balancing="1\n"), 90)
+    assert r.fix == NUMA_FIX
+    # not collected is not known: no claim about the command line, the generic debug run
+    r = died_verdict(collective, _hung(), DeviceContext(**amd), 90)
+    assert r.fix.text == "NCCL_DEBUG=INFO rocmcheck probe collective" and not any("iommu" in e for e in r.evidence)
+
+
+def test_the_watchdog_limit_is_the_probes_own():
+    r = died_verdict(BY_NAME["triton"], _hung("Timeout (0:01:00)!\nThread 0x1 (most recent call first):", False),
+                     DeviceContext(vendor="nvidia", name="NVIDIA H200", arch="sm_90"), 60)
+    assert r.data["timeout_s"] == 60 and "hung" in r.summary and r.fix.text.endswith("nvidia-smi")

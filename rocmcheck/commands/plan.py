@@ -22,7 +22,7 @@ from rocmcheck.commands.options import (
 )
 from rocmcheck.errors import BadInput
 from rocmcheck.plan.estimate import ADAPTER_DTYPES, LORA_TARGET_CHOICES, OPTIMIZERS, estimate_memory
-from rocmcheck.result import CheckResult, skipped
+from rocmcheck.result import CheckResult, exit_code, skipped
 from rocmcheck.units import GIB, fmt_bytes
 
 # The planner's own names for the attention kinds (rocmcheck/plan/estimate.py ATTENTIONS).
@@ -34,7 +34,8 @@ def _settings(opts: dict[str, Any]) -> dict[str, Any]:
             "precision": "pure-bf16" if opts["pure_bf16"] else "amp-bf16", "zero_stage": opts["zero"],
             "world_size": opts["gpus"], "offload_optimizer": opts["offload_optimizer"],
             "offload_params": opts["offload_params"], "gradient_checkpointing": opts["gradient_checkpointing"],
-            "attention": PLAN_ATTENTION[opts["attn"]], "lora_rank": opts["lora_rank"], "grad_accumulation_steps": opts["grad_accum"],
+            "attention": PLAN_ATTENTION[opts["attn"]], "lora_rank": opts["lora_rank"],
+            "grad_accumulation_steps": opts["grad_accum"],
             "optimizer": opts["optimizer"], "lora_target": opts["lora_target"], "lora_dropout": opts["lora_dropout"],
             "adapter_dtype": opts["adapter_dtype"], "autocast": not opts["no_autocast"], "qlora": opts["qlora"]}
 
@@ -129,8 +130,8 @@ def _render(est, results: list[CheckResult], gpu: tuple[str, float] | None, meas
               help="--measure's time limit in seconds.")
 @json_option()
 def plan(**opts: Any) -> None:
-    """Estimate per-GPU memory of a LLaMA fine-tune, say whether it fits, and what to change if not. Exit 1 when
-    a verdict fails."""
+    """Estimate per-GPU memory of a LLaMA fine-tune, say whether it fits, and what to change if not. Exit 0 when
+    nothing failed, 1 when a verdict fails, 3 when nothing could be judged (no --gpu, and --measure found no GPU)."""
     from rocmcheck.plan.advice import batch_verdict, fit_verdict
     from rocmcheck.plan.devices import gpu_memory_by_name
     from rocmcheck.plan.shapes import load_model_shape
@@ -199,5 +200,6 @@ def plan(**opts: Any) -> None:
         click.echo(dumps(envelope("plan", results, **payload)))
     else:
         _render(est, results, gpu, measured)
-    if any(r.status.is_problem for r in results):
-        raise SystemExit(1)
+    code = exit_code(results)
+    if code:
+        raise SystemExit(code)

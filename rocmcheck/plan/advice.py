@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from rocmcheck.fixes import Fix, note
 from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory, largest_micro_batch
 from rocmcheck.plan.shapes import ModelShape
 from rocmcheck.result import CheckResult, failed, passed, warned
@@ -27,6 +28,11 @@ class Change:
         total = self.estimate.total_bytes
         return (f"{self.label}: {self.how} -> {fmt_bytes(total)} ({total / gpu_memory_bytes:.0%}) "
                 f"[rocmcheck plan ... {' '.join(self.flags)}]")
+
+    def fix(self, gpu_memory_bytes: float) -> Fix:
+        """The change as the fix: a setting in the person's training code or DeepSpeed config, in words (the same
+        change as `rocmcheck plan` flags is in the verdict's data)."""
+        return note(self.line(gpu_memory_bytes))
 
 
 CKPT_HOW = "model.gradient_checkpointing_enable() (HF Trainer: gradient_checkpointing=True)"
@@ -86,7 +92,8 @@ def _candidates(model: ModelShape, s: dict[str, Any], mem: float) -> list[tuple[
                             {**s, "zero_stage": stage, "gradient_checkpointing": ckpt or add_ckpt}))
     stage = max(s["zero_stage"], 2)
     for add_ckpt in with_ckpt:
-        label = f"ZeRO-{stage} with the optimizer offloaded to the CPU" + (" + gradient checkpointing" if add_ckpt else "")
+        label = (f"ZeRO-{stage} with the optimizer offloaded to the CPU"
+                 + (" + gradient checkpointing" if add_ckpt else ""))
         out.append((label, _zero_how(stage, True) + (f"; {CKPT_HOW}" if add_ckpt else ""),
                     ["--zero", str(stage), "--offload-optimizer"] + ckpt_flag[add_ckpt],
                     {**s, "zero_stage": stage, "offload_optimizer": True, "gradient_checkpointing": ckpt or add_ckpt}))
@@ -149,10 +156,10 @@ def fit_verdict(est: MemoryEstimate, gpu_memory_bytes: float, gpu_label: str) ->
                        for c in changes]
     evidence += [f"option: {c.line(gpu_memory_bytes)}" for c in changes[1:]]
     if changes:
-        fix = changes[0].line(gpu_memory_bytes)
+        fix = changes[0].fix(gpu_memory_bytes)
     else:
-        fix = ("no change rocmcheck tries brings it under 90%: shorten the sequence "
-               f"(rocmcheck plan --seq-len {max(1, s['seq_len'] // 2)} ...) or use GPUs with more memory")
+        fix = note(f"no change rocmcheck tries brings it under {FIT_FRACTION:.0%}: shorten the sequence "
+                   f"(rocmcheck plan --seq-len {max(1, s['seq_len'] // 2)} ...) or use GPUs with more memory")
     if frac <= 1.0:
         return warned(f"tight: {what}; fragmentation or a longer batch can run out of memory", fix,
                       evidence, **data, id="plan.fit")
@@ -169,11 +176,13 @@ def batch_verdict(model: ModelShape, settings: dict[str, Any], gpu_memory_bytes:
     if best == 0:
         one = {**settings, "micro_batch": 1}
         changes = cheapest_changes(model, one, gpu_memory_bytes, limit=2)
-        fix = changes[0].line(gpu_memory_bytes) if changes else (
-            f"rocmcheck plan --seq-len {max(1, seq // 2)} ...  # no change rocmcheck tries fits at seq {seq}")
+        fix = changes[0].fix(gpu_memory_bytes) if changes else note(
+            f"no change rocmcheck tries fits at seq {seq}: shorten the sequence "
+            f"(rocmcheck plan --seq-len {max(1, seq // 2)} ...) or use GPUs with more memory")
         est = estimate_memory(model, **one)
         return failed(f"not even micro-batch 1 at seq {seq} fits in {budget} "
-                      f"(needs {fmt_bytes(est.total_bytes)})", fix, best=0, target_fraction=target_fraction, id="plan.batch")
+                      f"(needs {fmt_bytes(est.total_bytes)})", fix, best=0, target_fraction=target_fraction,
+                      id="plan.batch")
     est = estimate_memory(model, **{**settings, "micro_batch": best})
     nxt = estimate_memory(model, **{**settings, "micro_batch": best + 1})
     return passed(f"largest micro-batch {best} at seq {seq}: {fmt_bytes(est.total_bytes)}, {within} "

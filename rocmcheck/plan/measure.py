@@ -6,16 +6,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.child import child_env, parse_events, run_child
+from rocmcheck.child import ChildRun, child_env, run_child
+from rocmcheck.fixes import shell
 from rocmcheck.plan.estimate import estimate_memory
 from rocmcheck.plan.search import Trial
 from rocmcheck.plan.shapes import ModelShape, load_model_shape
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
-from rocmcheck.runner import CommandResult
 from rocmcheck.units import fmt_bytes
 
 CHILD = "rocmcheck.plan.probe_child"
 CHECK_ID = "plan.batch"
+_REPRODUCE_INIT = shell("python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'",
+                        "alone: the batch finder's child died before it could say whether there is a GPU")
 
 
 @dataclass
@@ -50,10 +52,11 @@ class MeasuredBatch:
                 "trials": [t.to_dict() for t in self.trials]}
 
 
-def read_events(stdout: str, result: MeasuredBatch) -> None:
-    """Fill result from the child's JSON lines; unreadable lines are ignored (the verdict names what is missing)."""
+def read_events(events: list[dict[str, Any]], result: MeasuredBatch) -> None:
+    """Fill result from the child's events (rocmcheck.child.run_child read them; lines that were no event are
+    left out, and the verdict names what is missing)."""
     started: list[int] = []
-    for event in parse_events(stdout)[0]:
+    for event in events:
         kind = event["event"]
         if kind == "device":
             result.device = event
@@ -101,21 +104,21 @@ def find_max_micro_batch(model_dir_or_shape: ModelShape | str, seq_len: int, tar
             "max_micro_batch": max_micro_batch, "max_trials": max_trials, "cpu_ceiling_bytes": cpu_ceiling_bytes,
             "init_timeout_s": max(1.0, min(180.0, timeout_s - 5)),
             "trial_timeout_s": max(1.0, min(300.0, timeout_s - 5)), **settings}
-    cmd = run_child(CHILD, plan, timeout_s, python=python,
-                    env=child_env({"TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"})).command
+    run = run_child(CHILD, plan, timeout_s, python=python, env=child_env({"TRANSFORMERS_NO_ADVISORY_WARNINGS": "1"}))
     result = MeasuredBatch(model=model, seq_len=seq_len, target_fraction=target_fraction, settings=settings)
-    read_events(cmd.stdout, result)
-    result.stderr_tail = [ln for ln in cmd.stderr.strip().splitlines() if ln.strip()][-6:]
+    read_events(run.events, result)
+    result.stderr_tail = run.stderr_tail(6)
     if not result.device:
-        result.reason = _why_dead(cmd, "before reporting the device")
+        result.reason = _why_dead(run, "before reporting the device")
     elif result.available and not result.stop:
         where = f"while trying micro-batch {result.running}" if result.running else "between tries"
-        result.reason = _why_dead(cmd, where)
+        result.reason = _why_dead(run, where)
     return result
 
 
-def _why_dead(cmd: CommandResult, where: str) -> str:
-    if cmd.timed_out or any(ln.startswith("Timeout (") for ln in cmd.stderr.splitlines()):
+def _why_dead(run: ChildRun, where: str) -> str:
+    cmd = run.command
+    if run.hung:
         return f"the batch finder hung {where} (no answer within its time limit)"
     if cmd.returncode is not None and cmd.returncode < 0:
         return f"the batch finder crashed {where} (signal {-cmd.returncode})"
@@ -128,29 +131,29 @@ def measured_verdict(m: MeasuredBatch) -> CheckResult:
     ev = [_trial_line(t) for t in m.trials]
     name = m.model.name
     if not m.device:  # the child died or hung before it could even say whether there is a GPU
-        fix = "python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'  # alone"
-        return failed(f"batch not measured: {m.reason}", fix, [f"stderr: {ln}" for ln in m.stderr_tail],
+        return failed(f"batch not measured: {m.reason}", _REPRODUCE_INIT, [f"stderr: {ln}" for ln in m.stderr_tail],
                       **data, id=CHECK_ID)
     if not m.available:
         return skipped(f"batch not measured: {m.reason or 'no GPU'}", ev, **data, id=CHECK_ID)
     if not m.finished:
-        fix = (f"rocmcheck plan --model {name} --seq-len {m.seq_len} --measure --timeout 1200  # more time; "
-               "then check dmesg for a GPU reset")
+        fix = shell("rocmcheck plan --model {model} --seq-len {seq} --measure --timeout 1200",
+                    "more time; then check dmesg for a GPU reset", model=name, seq=m.seq_len)
         return failed(f"batch search incomplete: {m.reason}", fix, ev + [f"stderr: {ln}" for ln in m.stderr_tail],
                       **data, id=CHECK_ID)
     budget = f"{m.target_fraction:.0%} of {fmt_bytes(m.total_bytes)}"
     if m.best == 0:
-        fix = f"rocmcheck plan --model {name} --seq-len {m.seq_len} --gradient-checkpointing --measure"
-        if m.settings.get("gradient_checkpointing"):
-            fix = f"rocmcheck plan --model {name} --seq-len {m.seq_len // 2} --gradient-checkpointing --measure"
+        seq = max(1, m.seq_len // 2) if m.settings.get("gradient_checkpointing") else m.seq_len
+        fix = shell("rocmcheck plan --model {model} --seq-len {seq} --gradient-checkpointing --measure",
+                    "checkpointing first, then a shorter sequence", model=name, seq=seq)
         return failed(f"not even micro-batch 1 trains within {budget} ({m.stop})", fix, ev, **data, id=CHECK_ID)
     best = next(t for t in m.trials if t.micro_batch == m.best and t.outcome == "ok")
     summary = (f"largest micro-batch {m.best} at seq {m.seq_len}: peak {fmt_bytes(best.device_peak)} within "
                f"{budget} ({m.stop}; {len(m.trials)} tries"
                + (f", from the planner's {m.guess})" if m.guess is not None else ")"))
     if "cap" in m.stop or "stopped after" in m.stop:
-        return warned(summary, f"rocmcheck plan --model {name} --seq-len {m.seq_len} --measure "
-                      f"--start-batch {m.best}  # search on from here", ev, **data, id=CHECK_ID)
+        return warned(summary, shell("rocmcheck plan --model {model} --seq-len {seq} --measure --start-batch {best}",
+                                     "search on from here", model=name, seq=m.seq_len, best=m.best),
+                      ev, **data, id=CHECK_ID)
     return passed(summary, ev, **data, id=CHECK_ID)
 
 

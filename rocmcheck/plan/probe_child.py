@@ -4,7 +4,8 @@ Builds transformers' LlamaForCausalLM from a shape (random init, nothing downloa
 micro-batch whose real forward + backward + AdamW steps peak within target_fraction of the GPU's memory.
 An out-of-memory is caught by type (torch.OutOfMemoryError: "CUDA out of memory" and ROCm's "HIP out of memory"
 alike), everything the try held is freed, and the search goes on. Its events (rocmcheck/child.py):
-  {"event": "device", ...}  (as rocmcheck.probes.child reports it)
+  {"event": "device", "available", "reason", "torch", "hip", "cuda", "count", "devices"}  (torch's GPUs as
+      rocmcheck.facts.torch_devices describes them)
   {"event": "guess", "micro_batch": b}   (the planner's answer, the first try, when no start was given)
   {"event": "start", "micro_batch": b}    {"event": "trial", ...Trial}    (per try)
   {"event": "result", "best", "stop", "total_bytes", "budget_bytes", "outside_bytes"}    {"event": "done"}
@@ -21,10 +22,32 @@ import time
 from typing import Any
 
 from rocmcheck.child import Channel, open_channel, read_request, watchdog
+from rocmcheck.facts.torch_devices import describe_devices
 from rocmcheck.plan.search import Trial, search_from_estimate, search_max_batch
-from rocmcheck.probes.child import start_torch
 
 ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
+CPU_DEVICE = {"index": 0, "name": "CPU (test mode)", "arch": "", "total_bytes": 0}
+
+
+def start_torch(channel: Channel, cpu: bool) -> Any:
+    """Import torch and send the "device" event (GPU 0 is the one measured). None, after a "done" event, when
+    torch cannot be imported or sees no GPU: the batch finder has nothing to measure."""
+    try:
+        import torch
+    except Exception as exc:
+        channel.emit("device", available=False, reason=f"torch cannot be imported: {type(exc).__name__}: {exc}")
+        channel.emit("done")
+        return None
+    devices = [dict(CPU_DEVICE)] if cpu else describe_devices(torch)
+    build = (f"HIP {torch.version.hip}" if torch.version.hip else f"CUDA {torch.version.cuda}" if torch.version.cuda
+             else "a CPU-only build")
+    channel.emit("device", available=bool(devices), torch=torch.__version__, hip=torch.version.hip,
+                 cuda=torch.version.cuda, count=len(devices), devices=devices,
+                 reason="" if devices else f"no GPU visible to torch {torch.__version__} ({build})")
+    if not devices:
+        channel.emit("done")
+        return None
+    return torch
 
 
 class CeilingTracker:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 from dataclasses import asdict, dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Any
 
 from rocmcheck.package_data import read_json
@@ -97,7 +96,7 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> Mode
         raise ValueError(f"{name}: not a JSON object")
     if isinstance(config.get("text_config"), dict) and "hidden_size" not in config:
         config = config["text_config"]  # multimodal wrappers keep the language model's shape here
-    missing = [k for k in REQUIRED if k not in config]
+    missing = [k for k in REQUIRED if config.get(k) is None]  # "hidden_size": null says no more than no key
     if missing:
         raise ValueError(f"{name}: missing {', '.join(missing)} (needs LlamaConfig fields)")
     values: dict[str, Any] = {}
@@ -141,7 +140,9 @@ def load_model_shape(spec: str) -> ModelShape:
     shape = preset_shape(spec)
     if shape is not None:
         return shape
-    path = Path(spec).expanduser()
+    from rocmcheck.safe.files import expand_user
+
+    path = expand_user(spec)  # BadInput (a ValueError) for a ~name this machine has no user of
     if path.is_dir():
         path = path / "config.json"
         if not path.is_file():

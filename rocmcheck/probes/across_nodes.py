@@ -90,7 +90,8 @@ def worker(local: int, req: dict[str, Any], counts: list[int], result_path: str)
             members = node_ranks[a] + node_ranks[b]
             if rank in members:
                 size = len(members)  # group ranks follow the global ranks' order
-                m = measure(operands(sorted(members).index(rank), size, int(nbytes * PAIR_MIB_FRACTION)), size, device, group)
+                mine_ops = operands(sorted(members).index(rank), size, int(nbytes * PAIR_MIB_FRACTION))
+                m = measure(mine_ops, size, device, group)
                 pair_results[f"{a}-{b}"] = {"all_reduce": m["all_reduce"]}
             dist.barrier()  # the next pair starts when this one is done everywhere
         if local == 0:
@@ -148,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
                 event = {"outcome": "ok", "data": data}
             except Exception as exc:  # a worker raised (NCCL error, collective timeout) or died
                 lines = str(exc).strip().splitlines()
-                event = {"outcome": "error", "data": {}, "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
+                event = {"outcome": "error", "data": {},
+                         "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
                          "traceback": lines[-8:]}
     # Node 0 holds the store: it leaves only when every node has finished with it (or a collective's time has
     # passed: a node that is that late is stuck, and its own deadline will tell it).

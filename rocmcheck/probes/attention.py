@@ -1,5 +1,5 @@
 """Attention probes: which SDPA backend really runs (and is it right and fast), and flash-attn fwd+bwd.
-Imports torch: runs inside the child process."""
+Imports torch: runs inside the child process; probes/catalog/attention.py and flash_attn.py judge the numbers."""
 
 from __future__ import annotations
 
@@ -14,14 +14,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from rocmcheck.probes.measure import finite_or_none, median_ms, relative_error
+from rocmcheck.probes.spec import ProbeSkip
 
 # LLaMA-7B attention: 32 heads of 128, 2048 tokens.
 LLAMA_SHAPE = (1, 32, 2048, 128)
 BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH")
-
-
-class ProbeSkip(Exception):
-    """Raised by a probe that cannot run here; the message is the reason shown to the person."""
 
 
 def _backend_names() -> dict[int, str]:

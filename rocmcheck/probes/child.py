@@ -1,5 +1,6 @@
-"""The GPU probe child: `python -m rocmcheck.probes.child --request JSON` (rocmcheck/child.py). Imports torch
-once, reports the devices, then runs the planned probes in sequence, one event per probe (protocol.py).
+"""The GPU probe child: `python -m rocmcheck.probes.child --request-file FILE` (rocmcheck/child.py). Imports torch
+once, reports the devices, then runs the planned probes in sequence, one event per probe (protocol.py), each with
+the runner its definition names (rocmcheck/probes/catalog).
 
 Each probe runs under faulthandler's watchdog: past its own time limit the child dumps the stuck Python
 stack to stderr and exits, so the parent can name the probe that hung and go on with the rest. The watchdog
@@ -14,16 +15,23 @@ import traceback
 from typing import Any, Callable
 
 from rocmcheck.child import Channel, open_channel, read_request, watchdog
+from rocmcheck.facts.torch_devices import describe_devices
+from rocmcheck.probes.catalog import BY_NAME
+from rocmcheck.probes.spec import ProbeSkip, RunOptions
+
+CPU_DEVICE = {"index": 0, "name": "CPU (test mode)", "arch": "", "total_bytes": 0}
 
 
-def describe_devices(torch, cpu: bool) -> dict[str, Any]:
-    info: dict[str, Any] = {"torch": torch.__version__, "hip": torch.version.hip,
-                            "cuda": torch.version.cuda, "count": 0, "devices": []}
+def device_report(torch: Any, cpu: bool) -> dict[str, Any]:
+    """The "device" event's fields: torch's build and its GPUs (rocmcheck.facts.torch_devices), or why there are
+    none."""
+    info: dict[str, Any] = {"torch": torch.__version__, "hip": torch.version.hip, "cuda": torch.version.cuda,
+                            "count": 0, "devices": []}
     if cpu:
-        info.update(available=True, cpu=True, count=1,
-                    devices=[{"index": 0, "name": "CPU (test mode)", "arch": "", "total_bytes": 0}])
+        info.update(available=True, cpu=True, count=1, devices=[dict(CPU_DEVICE)])
         return info
-    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+    devices = describe_devices(torch)
+    if not devices:
         if torch.version.hip is None and torch.version.cuda is None:
             reason = f"no GPU: torch {torch.__version__} is a CPU-only build"
         else:
@@ -31,11 +39,6 @@ def describe_devices(torch, cpu: bool) -> dict[str, Any]:
             reason = f"no GPU visible: torch {torch.__version__} ({runtime}) reports torch.cuda.is_available() False"
         info.update(available=False, reason=reason)
         return info
-    devices = []
-    for i in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(i)
-        arch = (getattr(props, "gcnArchName", "") or "").split(":", 1)[0] if torch.version.hip else f"sm_{props.major}{props.minor}"
-        devices.append({"index": i, "name": props.name, "arch": arch, "total_bytes": props.total_memory})
     info.update(available=True, count=len(devices), devices=devices)
     return info
 
@@ -49,7 +52,7 @@ def start_torch(channel: Channel, cpu: bool) -> Any:
         channel.emit("device", available=False, reason=f"torch cannot be imported: {type(exc).__name__}: {exc}")
         channel.emit("done")
         return None
-    info = describe_devices(torch, cpu)
+    info = device_report(torch, cpu)
     channel.emit("device", **info)
     if not info["available"]:
         channel.emit("done")
@@ -57,36 +60,7 @@ def start_torch(channel: Channel, cpu: bool) -> Any:
     return torch
 
 
-def probe_functions(device, allow_build: bool, cpu: bool) -> dict[str, Callable[[], dict[str, Any]]]:
-    from rocmcheck.probes import attention, compute, extensions
-
-    if cpu:  # test mode: the same code at sizes a 2-core machine runs in a second
-        return {
-            "memory": lambda: compute.memory(device),
-            "gemm_numerics": lambda: compute.gemm_numerics(device, 128, 128, 256),
-            "gemm_tflops": lambda: compute.gemm_tflops(device, 256, iters=3, warmup_s=0.0),
-            "copy_bandwidth": lambda: compute.copy_bandwidth(device, 1 << 22, iters=3),
-            "attention": lambda: attention.sdpa(device, (1, 4, 128, 64), iters=2),
-            "flash_attn": lambda: attention.flash_attn(device),
-            "triton": lambda: extensions.triton_probe(device),
-            "deepspeed_ops": lambda: extensions.deepspeed_ops(device, allow_build),
-        }
-    return {
-        "memory": lambda: compute.memory(device),
-        "gemm_numerics": lambda: compute.gemm_numerics(device),
-        "gemm_tflops": lambda: compute.gemm_tflops(device),
-        "copy_bandwidth": lambda: compute.copy_bandwidth(device),
-        "host_bandwidth": lambda: compute.host_bandwidth(device),
-        "attention": lambda: attention.sdpa(device),
-        "flash_attn": lambda: attention.flash_attn(device),
-        "triton": lambda: extensions.triton_probe(device),
-        "deepspeed_ops": lambda: extensions.deepspeed_ops(device, allow_build),
-    }
-
-
 def run_probe(name: str, fn: Callable[[], dict[str, Any]] | None, timeout_s: float, channel: Channel, torch) -> None:
-    from rocmcheck.probes.attention import ProbeSkip
-
     channel.emit("start", probe=name)
     event: dict[str, Any] = {"probe": name, "data": {}}
     t0 = time.perf_counter()
@@ -107,6 +81,12 @@ def run_probe(name: str, fn: Callable[[], dict[str, Any]] | None, timeout_s: flo
         torch.cuda.empty_cache()
 
 
+def _bound(name: str, device: Any, options: RunOptions, cpu: bool) -> Callable[[], dict[str, Any]] | None:
+    probe = BY_NAME.get(name)
+    runner = probe.runner(cpu) if probe is not None else None
+    return None if runner is None else (lambda: runner(device, options))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Request: {"probes": [[name, timeout_s], ...], "allow_build": bool, "cpu": bool, "init_timeout_s": s}."""
     plan = read_request(argv, prog="python -m rocmcheck.probes.child")
@@ -117,9 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     if torch is None:
         return 0
     device = torch.device("cpu") if cpu else torch.device("cuda", 0)
-    functions = probe_functions(device, bool(plan.get("allow_build")), cpu)
+    options = RunOptions(allow_build=bool(plan.get("allow_build")))
     for name, timeout_s in plan.get("probes", []):
-        run_probe(name, functions.get(name), float(timeout_s), channel, torch)
+        run_probe(name, _bound(name, device, options, cpu), float(timeout_s), channel, torch)
     channel.emit("done")
     return 0
 

@@ -1,6 +1,8 @@
-"""The collective probe child: `python -m rocmcheck.probes.collective --request JSON`.
+"""The collective probe child: `python -m rocmcheck.probes.collective --request-file FILE` (the runner of
+probe.collective, defined and judged in rocmcheck/probes/catalog/collective.py).
 Spawns one process per GPU, checks all-reduce and all-gather results exactly, and times them like
-nccl-tests/rccl-tests (algbw, busbw). Speaks the probes' events (protocol.py) through rocmcheck/child.py. Imports torch."""
+nccl-tests/rccl-tests (algbw, busbw). Speaks the probes' events (protocol.py) through rocmcheck/child.py.
+Imports torch."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ _IMPORTED_AT = time.perf_counter()
 _IMPORT_S = _IMPORTED_AT - _IMPORT_START
 
 from rocmcheck.child import open_channel, read_request
-from rocmcheck.probes.verdicts import bus_bandwidth_gbps
+from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
 from rocmcheck.units import MIB
 
 PROBE = "collective"
@@ -65,7 +67,8 @@ def operands(rank: int, world: int, nbytes: int) -> dict[str, Any]:
     n = max(world, nbytes // 4 // world * world)  # divisible by world for all-gather
     piece = n // world
     cpu = torch.device("cpu")
-    return {"n": n, "piece": piece, "x": _values(rank, n, cpu), "expected": sum(_values(r, n, cpu) for r in range(world)),
+    return {"n": n, "piece": piece, "x": _values(rank, n, cpu),
+            "expected": sum(_values(r, n, cpu) for r in range(world)),
             "mine": _values(rank, piece, cpu), "gathered": torch.cat([_values(r, piece, cpu) for r in range(world)])}
 
 
@@ -165,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
                     event = {"outcome": "ok", "data": json.load(fh)}
         except Exception as exc:  # a worker raised (NCCL error, timeout) or died
             lines = str(exc).strip().splitlines()
-            event = {"outcome": "error", "data": {}, "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
-                     "traceback": lines[-8:]}
+            event = {"outcome": "error", "data": {},
+                     "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}", "traceback": lines[-8:]}
     channel.emit("result", probe=PROBE, seconds=round(time.perf_counter() - t0, 3), **event)
     channel.emit("done")
     return 0

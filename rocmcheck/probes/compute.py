@@ -1,5 +1,6 @@
 """Probes of plain compute and memory: GEMM numerics and rate, device copy, pinned host copies, memory.
-Imports torch: runs inside the child process. Each returns the measurements; verdicts.py judges them."""
+Imports torch: runs inside the child process. Each returns the measurements; each probe's
+module in rocmcheck/probes/catalog judges them."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ def memory(device: torch.device) -> dict[str, Any]:
     if device.type == "cuda":
         for i in range(torch.cuda.device_count()):
             free, total = torch.cuda.mem_get_info(i)
-            devices.append({"index": i, "name": torch.cuda.get_device_name(i), "total_bytes": total, "free_bytes": free})
+            devices.append({"index": i, "name": torch.cuda.get_device_name(i), "total_bytes": total,
+                            "free_bytes": free})
     return {"devices": devices}
 
 

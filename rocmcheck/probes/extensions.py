@@ -11,9 +11,10 @@ from typing import Any, Callable
 
 import torch
 
-from rocmcheck.probes.attention import ProbeSkip, _first_line
+from rocmcheck.probes.attention import _first_line
 from rocmcheck.probes.build_log import first_compiler_error
 from rocmcheck.probes.measure import finite_or_none, relative_error, synchronize
+from rocmcheck.probes.spec import ProbeSkip
 
 
 def triton_probe(device: torch.device, n: int = 98_309) -> dict[str, Any]:
@@ -65,12 +66,14 @@ def _jit_cached(name: str) -> bool:
 
 
 def _op_report(builder, installed_ops: dict[str, Any], allow_build: bool,
-               make_optimizer: Callable[[list[torch.Tensor]], torch.optim.Optimizer], device: torch.device) -> dict[str, Any]:
+               make_optimizer: Callable[[list[torch.Tensor]], torch.optim.Optimizer],
+               device: torch.device) -> dict[str, Any]:
     name = builder.name
     report: dict[str, Any] = {"installed": bool(installed_ops.get(name)), "jit_cached": _jit_cached(name)}
     if not builder.is_compatible(False):
-        report.update(state="incompatible", error_line=(" ".join(builder.error_log or [])
-                                                        if isinstance(builder.error_log, list) else str(builder.error_log or ""))[:300] or None)
+        log = builder.error_log
+        text = " ".join(log or []) if isinstance(log, list) else str(log or "")
+        report.update(state="incompatible", error_line=text[:300] or None)
         return report
     if not (report["installed"] or report["jit_cached"] or allow_build):
         report["state"] = "not_built"

@@ -1,4 +1,5 @@
-"""What the GPU probe children say, over rocmcheck/child.py's JSON-lines channel. Reading never raises.
+"""What the GPU probe children say, over rocmcheck/child.py's JSON-lines channel (run_child reads the lines into
+events; this reads the events). Reading never raises.
 
 Events the child writes, in order:
   {"event": "device", "available": bool, "reason": str, "torch": str, "hip": str|None, "cuda": str|None,
@@ -11,10 +12,11 @@ Events the child writes, in order:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.child import parse_event
+from rocmcheck.child import ChildRun
 
 OUTCOMES = ("ok", "skip", "error")
 
@@ -49,18 +51,12 @@ def result_problem(event: dict[str, Any]) -> str | None:
     return None
 
 
-def parse_child_output(stdout: str) -> ChildReport:
-    """A probe child's whole stdout -> what it reported; a line that is no event is blamed on the probe
-    that was running when it was printed."""
+def parse_child_output(run: ChildRun) -> ChildReport:
+    """What a probe child reported, from the events rocmcheck.child.run_child read off its stdout. A line that
+    was no event is blamed on the probe still running when the child ended (the one it broke), else on no probe."""
     report = ChildReport()
-    for raw in stdout.splitlines():
-        line = raw.strip()
-        if not line:
-            continue
-        event = parse_event(line)
-        if event is None:
-            report.bad[report.unfinished() or ""] = f"unreadable output line: {line[:160]!r}"
-            continue
+    unknown: list[str] = []
+    for event in run.events:
         kind = event["event"]
         if kind == "device":
             report.device = event
@@ -75,7 +71,10 @@ def parse_child_output(stdout: str) -> ChildReport:
         elif kind == "done":
             report.done = True
         else:
-            report.bad[report.unfinished() or ""] = f"unknown event: {line[:160]!r}"
+            unknown.append(f"unknown event: {json.dumps(event, default=str)[:160]!r}")
+    culprit = report.unfinished() or ""
+    for why in unknown + [f"unreadable output line: {line[:160]!r}" for line in run.bad_lines]:
+        report.bad.setdefault(culprit, why)
     return report
 
 

@@ -21,26 +21,25 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from rocmcheck.child import child_env, run_child
-from rocmcheck.probes.catalog import BY_NAME, DEEPSPEED_BUILD_TIMEOUT_S, PROBE_NAMES, probe_id
-from rocmcheck.probes.hints import collective_hang_hints, error_fix, hang_fix
+from rocmcheck.child import ChildRun, child_env, run_child
+from rocmcheck.fixes import Fix, collective_hang_fix, shell
+from rocmcheck.probes.catalog import BY_NAME, PROBE_NAMES
+from rocmcheck.probes.context import DeviceContext, HostFacts
+from rocmcheck.probes.hints import error_fix, hang_fix
 from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output
-from rocmcheck.probes.smi_memory import read_smi_memory_bytes
-from rocmcheck.probes.verdicts import JUDGES, DeviceContext
+from rocmcheck.probes.spec import Probe
 from rocmcheck.result import CheckResult, Status, failed, skipped
-from rocmcheck.runner import CommandResult
 
 MAIN_CHILD = "rocmcheck.probes.child"
-COLLECTIVE_CHILD = "rocmcheck.probes.collective"
+# The stage's own verdict, when the GPU could not be initialised at all (every probe then skips).
+DEVICE_ID = "probe.device"
 MIN_RELAUNCH_S = 5.0  # importing torch again costs seconds: do not start a child with less than this left
 # Env variables worth showing next to the verdicts (they change which kernels run).
 RELEVANT_ENV = ("TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL", "FLASH_ATTENTION_TRITON_AMD_ENABLE",
                 "TORCH_BLAS_PREFER_HIPBLASLT", "PYTORCH_TUNABLEOP_ENABLED", "HIP_VISIBLE_DEVICES",
                 "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "NCCL_P2P_DISABLE")
-
-
-def _stderr_tail(cmd: CommandResult, n: int = 5) -> list[str]:
-    return [line for line in cmd.stderr.strip().splitlines() if line.strip()][-n:]
+_REPRODUCE_INIT = shell("python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'",
+                        "reproduce it alone; then check dmesg")
 
 
 def _signal_name(code: int) -> str:
@@ -50,61 +49,64 @@ def _signal_name(code: int) -> str:
         return f"signal {code}"
 
 
-def died_verdict(name: str, cmd: CommandResult, ctx: DeviceContext, per_probe_s: float) -> CheckResult:
+def _report_bug(probe: Probe) -> Fix:
+    return shell("rocmcheck probe {name} --json", "a rocmcheck bug: please report it with that output",
+                 name=probe.name)
+
+
+def died_verdict(probe: Probe, run: ChildRun, ctx: DeviceContext, per_probe_s: float) -> CheckResult:
     """The probe that was running when its child hung, crashed or exited."""
-    pid = probe_id(name)
-    tail = _stderr_tail(cmd)
-    watchdog = any(line.startswith("Timeout (") for line in cmd.stderr.splitlines())
-    if cmd.timed_out or watchdog:
-        limit = per_probe_s if watchdog else cmd.timeout_s
-        evidence, fix = (collective_hang_hints(ctx.vendor) if name == "collective" else ([], hang_fix(name, ctx.vendor)))
+    name, cmd = probe.name, run.command
+    tail = run.stderr_tail()
+    if run.hung:
+        limit = per_probe_s if run.watchdog_fired else cmd.timeout_s
+        if probe.child is not None:  # the collective: the kernel command line and NUMA setting explain most hangs
+            evidence, fix = collective_hang_fix(ctx.vendor, ctx.kernel_cmdline, ctx.numa_balancing)
+        else:
+            evidence, fix = [], hang_fix(name, ctx.vendor)
         return failed(f"{name} hung: it did not finish within {limit:g} s on {ctx.label()}", fix,
-                      evidence + [f"stderr: {line}" for line in tail], hung=True, timeout_s=limit, id=pid)
+                      evidence + [f"stderr: {line}" for line in tail], hung=True, timeout_s=limit, id=probe.id)
     if cmd.returncode is not None and cmd.returncode < 0:
         last = tail[-1] if tail else "(no stderr)"
         return failed(f"{name} crashed the probe process ({_signal_name(-cmd.returncode)}): {last}",
-                      hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], signal=-cmd.returncode, id=pid)
+                      hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], signal=-cmd.returncode,
+                      id=probe.id)
     why = cmd.describe_failure() if cmd.returncode else "the probe process ended without a result"
     return failed(f"{name} died: {why}" + (f": {tail[-1]}" if tail and cmd.returncode == 0 else ""),
-                  hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], returncode=cmd.returncode, id=pid)
+                  hang_fix(name, ctx.vendor), [f"stderr: {line}" for line in tail], returncode=cmd.returncode,
+                  id=probe.id)
 
 
-def result_verdict(name: str, event: dict[str, Any], ctx: DeviceContext) -> CheckResult:
-    """A probe's result event -> its verdict. A judge that cannot read the data is rocmcheck's bug: CRASH."""
-    pid = probe_id(name)
+def result_verdict(probe: Probe, event: dict[str, Any], ctx: DeviceContext) -> CheckResult:
+    """A probe's result event -> its verdict, by the probe's own judge. A judge that cannot read the data is
+    rocmcheck's bug: CRASH."""
+    name = probe.name
     outcome = event["outcome"]
     if outcome == "skip":
-        return skipped(f"{name} skipped: {event['reason']}", id=pid)
+        return skipped(f"{name} skipped: {event['reason']}", id=probe.id)
     if outcome == "error":
-        meaning, fix = error_fix(event["error"], ctx.vendor, ctx.arch, name)
+        meaning, fix = error_fix(event["error"], ctx.vendor, ctx.arch, name, ctx.rocm_version)
         return failed(f"{name} failed on {ctx.label()}: {event['error']} ({meaning})", fix,
-                      list(event.get("traceback") or [])[-5:], id=pid)
+                      list(event.get("traceback") or [])[-5:], id=probe.id)
     try:
-        result = JUDGES[name](event["data"], ctx)
+        result = probe.judge(event["data"], ctx)
     except (KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as exc:
-        return CheckResult(pid, Status.CRASH, f"{name}: rocmcheck could not read the probe's measurements "
+        return CheckResult(probe.id, Status.CRASH, f"{name}: rocmcheck could not read the probe's measurements "
                            f"({type(exc).__name__}: {exc})", [json.dumps(event.get("data"), default=str)[:300]],
-                           "please report this as a rocmcheck bug with: rocmcheck probe " + name + " --json")
+                           _report_bug(probe))
     result.data.setdefault("seconds", event.get("seconds"))
     return result
 
 
-def garbage_verdict(name: str, why: str, cmd: CommandResult) -> CheckResult:
-    return CheckResult(probe_id(name), Status.CRASH, f"{name}: the probe process reported {why}",
-                       [f"stderr: {line}" for line in _stderr_tail(cmd)],
-                       "please report this as a rocmcheck bug with: rocmcheck probe " + name + " --json")
+def garbage_verdict(probe: Probe, why: str, run: ChildRun) -> CheckResult:
+    return CheckResult(probe.id, Status.CRASH, f"{probe.name}: the probe process reported {why}",
+                       [f"stderr: {line}" for line in run.stderr_tail()], _report_bug(probe))
 
 
-def _per_probe_timeout(name: str, allow_build: bool) -> float:
-    if name == "deepspeed_ops" and allow_build:
-        return DEEPSPEED_BUILD_TIMEOUT_S
-    return BY_NAME[name].timeout_s
-
-
-def _init_failure(names: list[str], cmd: CommandResult, report: ChildReport) -> list[CheckResult]:
+def _init_failure(names: list[str], run: ChildRun, report: ChildReport) -> list[CheckResult]:
     """The child never told us about the devices: torch import or GPU init hung, crashed, or spoke garbage."""
-    tail = _stderr_tail(cmd)
-    if cmd.timed_out or any(line.startswith("Timeout (") for line in cmd.stderr.splitlines()):
+    cmd = run.command
+    if run.hung:
         why = f"importing torch / initialising the GPU hung (no answer within {cmd.timeout_s:g} s)"
     elif cmd.returncode is not None and cmd.returncode < 0:
         why = f"importing torch / initialising the GPU crashed ({_signal_name(-cmd.returncode)})"
@@ -112,42 +114,45 @@ def _init_failure(names: list[str], cmd: CommandResult, report: ChildReport) -> 
         why = f"the device report is unreadable ({device_problem(report.device)})"
     else:
         why = f"the probe process gave no device report ({cmd.describe_failure()})"
-    fix = "python -c 'import torch; print(torch.cuda.is_available(), torch.cuda.device_count())'  # reproduce it alone; then check dmesg"
-    results = [failed(f"GPU probes could not start: {why}", fix, [f"stderr: {l}" for l in tail], id="probe.device")]
-    results += [skipped(f"{n} not run: the GPU could not be initialised (see probe.device)", id=probe_id(n)) for n in names]
+    results = [failed(f"GPU probes could not start: {why}", _REPRODUCE_INIT,
+                      [f"stderr: {line}" for line in run.stderr_tail()], id=DEVICE_ID)]
+    results += [skipped(f"{n} not run: the GPU could not be initialised (see {DEVICE_ID})", id=BY_NAME[n].id)
+                for n in names]
     return results
 
 
-def run_stage(timeout_s: float = 60.0, gpu_names: list[str] | None = None, smi_memory_bytes: list[int] | None = None,
-              only: set[str] | None = None, allow_build: bool = False, cpu: bool = False,
-              python: str | None = None, main_child: str = MAIN_CHILD,
-              collective_child: str = COLLECTIVE_CHILD) -> list[CheckResult]:
-    """Run the selected probes (all when only is None) within timeout_s seconds overall.
-    cpu=True runs the probe code on the CPU at small sizes: for tests and debugging, not a verdict on a GPU."""
+def run_stage(timeout_s: float = 60.0, host: HostFacts | None = None, only: set[str] | None = None,
+              allow_build: bool = False, cpu: bool = False, python: str | None = None,
+              main_child: str = MAIN_CHILD, collective_child: str | None = None) -> list[CheckResult]:
+    """Run the selected probes (all when only is None) within timeout_s seconds overall. host: what the caller
+    collected about the machine (the judges read it; nothing is collected here). cpu=True runs the probe code on
+    the CPU at small sizes: for tests and debugging, not a verdict on a GPU."""
     unknown = set(only or ()) - set(PROBE_NAMES)
     if unknown:
         raise ValueError(f"unknown probe(s): {', '.join(sorted(unknown))}; valid: {', '.join(PROBE_NAMES)}")
     names = [n for n in PROBE_NAMES if only is None or n in only]
+    host = host or HostFacts()
     python = python or sys.executable
     env = child_env()
     deadline = time.monotonic() + timeout_s
-    collective = None
-    if "collective" in names:
-        collective = _CollectiveLauncher(python, collective_child, env, cpu, deadline)
-        # Start it now only where a second GPU may exist (the doctor passes the GPUs the system tools saw).
-        if cpu or gpu_names is None or len(gpu_names) >= 2:
-            collective.start()
+    # Probes with a child of their own (the collective: one process per GPU), started at once beside the main
+    # child where a second GPU may exist (the doctor passes the GPUs the system tools saw).
+    launchers = [_CollectiveLauncher(BY_NAME[n], python, collective_child or BY_NAME[n].child, env, cpu, deadline)
+                 for n in names if BY_NAME[n].child is not None]
+    for launcher in launchers:
+        if cpu or host.gpu_names is None or len(host.gpu_names) >= 2:
+            launcher.start()
     try:
-        verdicts = _main_child_probes(names, deadline, python, main_child, env, cpu, allow_build, gpu_names,
-                                      smi_memory_bytes, timeout_s)
+        verdicts = _main_child_probes(names, deadline, python, main_child, env, cpu, allow_build, host, timeout_s)
         ctx = verdicts.pop(_CTX, None)
-        if collective is not None and ctx is not None:
-            verdicts["collective"] = collective.verdict(ctx)
+        for launcher in launchers:
+            if ctx is not None:
+                verdicts[launcher.probe.name] = launcher.verdict(ctx)
     finally:
-        if collective is not None:
-            collective.release()
-    if "probe.device" in verdicts:  # init failure: one fail plus a skip per probe
-        return [verdicts["probe.device"]] + [verdicts[n] for n in names]
+        for launcher in launchers:
+            launcher.release()
+    if DEVICE_ID in verdicts:  # init failure: one fail plus a skip per probe
+        return [verdicts[DEVICE_ID]] + [verdicts[n] for n in names]
     return [verdicts[n] for n in names]
 
 
@@ -155,10 +160,9 @@ _CTX = "__device_context__"
 
 
 def _main_child_probes(names: list[str], deadline: float, python: str, main_child: str, env: dict[str, str],
-                       cpu: bool, allow_build: bool, gpu_names: list[str] | None,
-                       smi_memory_bytes: list[int] | None, timeout_s: float) -> dict[str, Any]:
+                       cpu: bool, allow_build: bool, host: HostFacts, timeout_s: float) -> dict[str, Any]:
     """Verdicts of the probes the main child runs, keyed by name, plus the DeviceContext under _CTX."""
-    pending = [n for n in names if BY_NAME[n].in_main_child]
+    pending = [n for n in names if BY_NAME[n].child is None]
     verdicts: dict[str, Any] = {}
     ctx: DeviceContext | None = None
 
@@ -166,31 +170,29 @@ def _main_child_probes(names: list[str], deadline: float, python: str, main_chil
         remaining = deadline - time.monotonic()
         if ctx is not None and remaining < MIN_RELAUNCH_S:
             break
-        plan = {"probes": [[n, max(1.0, min(_per_probe_timeout(n, allow_build), remaining - 1))] for n in pending],
+        plan = {"probes": [[n, max(1.0, min(BY_NAME[n].limit(allow_build), remaining - 1))] for n in pending],
                 "allow_build": allow_build, "cpu": cpu, "init_timeout_s": max(1.0, remaining - 1)}
-        cmd = run_child(main_child, plan, max(1.0, remaining), env=env, python=python).command
-        report = parse_child_output(cmd.stdout)
+        run = run_child(main_child, plan, max(1.0, remaining), env=env, python=python)
+        report = parse_child_output(run)
         if ctx is None:
             if report.device is None or device_problem(report.device):
-                failure = _init_failure(names, cmd, report)
-                return {"probe.device": failure[0], **{n: r for n, r in zip(names, failure[1:])}}
+                failure = _init_failure(names, run, report)
+                return {DEVICE_ID: failure[0], **{n: r for n, r in zip(names, failure[1:])}}
             if not report.device["available"]:
-                return {n: skipped(f"{n} skipped: {report.device['reason']}", id=probe_id(n)) for n in names}
-            ctx = DeviceContext.from_device_event(report.device, gpu_names, smi_memory_bytes,
+                return {n: skipped(f"{n} skipped: {report.device['reason']}", id=BY_NAME[n].id) for n in names}
+            ctx = DeviceContext.from_device_event(report.device, host,
                                                   {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ})
             if cpu:
                 ctx.vendor = "cpu"
-            elif "memory" in pending and ctx.smi_memory_bytes is None:
-                ctx.smi_memory_bytes = read_smi_memory_bytes(ctx.vendor)
         for name, event in report.results.items():
             if name in pending:
-                verdicts[name] = result_verdict(name, event, ctx)
+                verdicts[name] = result_verdict(BY_NAME[name], event, ctx)
         for name, why in report.bad.items():
             if name in pending and name not in verdicts:
-                verdicts[name] = garbage_verdict(name, why, cmd)
+                verdicts[name] = garbage_verdict(BY_NAME[name], why, run)
         culprit = report.unfinished()
         if culprit in pending and culprit not in verdicts:
-            verdicts[culprit] = died_verdict(culprit, cmd, ctx, plan_timeout(plan, culprit))
+            verdicts[culprit] = died_verdict(BY_NAME[culprit], run, ctx, plan_timeout(plan, culprit))
         progressed = [n for n in pending if n in verdicts]
         pending = [n for n in pending if n not in verdicts]
         if report.done or not progressed:
@@ -198,7 +200,7 @@ def _main_child_probes(names: list[str], deadline: float, python: str, main_chil
 
     for name in pending:
         verdicts[name] = skipped(f"{name} not run: the GPU stage's {timeout_s:g} s budget ran out "
-                                 f"(run it alone: rocmcheck probe {name})", id=probe_id(name))
+                                 f"(run it alone: rocmcheck probe {name})", id=BY_NAME[name].id)
     verdicts[_CTX] = ctx
     return verdicts
 
@@ -210,23 +212,25 @@ def plan_timeout(plan: dict[str, Any], name: str) -> float:
 class _CollectiveLauncher:
     """The collective child, started at once in a thread; released by writing the go file."""
 
-    def __init__(self, python: str, module: str, env: dict[str, str], cpu: bool, deadline: float) -> None:
+    def __init__(self, probe: Probe, python: str, module: str, env: dict[str, str], cpu: bool,
+                 deadline: float) -> None:
+        self.probe = probe
         self._dir = tempfile.mkdtemp(prefix="rocmcheck-go-")
         self.go_file = os.path.join(self._dir, "go")
         self.python, self.module, self.env, self.cpu, self.deadline = python, module, env, cpu, deadline
         self.timeout = 0.0
         self._pool = ThreadPoolExecutor(max_workers=1)
-        self._future: Future[CommandResult] | None = None
+        self._future: Future[ChildRun] | None = None
 
     def start(self) -> None:
         remaining = max(1.0, self.deadline - time.monotonic())
         # world 0: the child counts the GPUs itself (the parent does not import torch); tests use 2 CPU ranks.
         request = {"world": 2 if self.cpu else 0, "backend": "gloo" if self.cpu else "nccl",
-                   "timeout": min(BY_NAME["collective"].timeout_s, remaining), "go_file": self.go_file,
+                   "timeout": min(self.probe.timeout_s, remaining), "go_file": self.go_file,
                    **({"mib": 1} if self.cpu else {})}
         self.timeout = remaining
         self._future = self._pool.submit(
-            lambda: run_child(self.module, request, remaining, env=self.env, python=self.python).command)
+            lambda: run_child(self.module, request, remaining, env=self.env, python=self.python))
 
     def _go(self, word: str) -> None:
         tmp = self.go_file + ".tmp"
@@ -235,23 +239,24 @@ class _CollectiveLauncher:
         os.replace(tmp, self.go_file)  # atomic: the workers never read half a word
 
     def verdict(self, ctx: DeviceContext) -> CheckResult:
-        pid = probe_id("collective")
+        probe, name = self.probe, self.probe.name
         if ctx.count < 2 and ctx.vendor != "cpu":
             self._go("stop")
-            return skipped(f"collective skipped: {ctx.count} GPU visible, nothing to all-reduce across", id=pid)
+            return skipped(f"{name} skipped: {ctx.count} GPU visible, nothing to all-reduce across", id=probe.id)
         if self.deadline - time.monotonic() < MIN_RELAUNCH_S and self._future is None:
-            return skipped("collective not run: the GPU stage's budget ran out (run it alone: rocmcheck probe collective)", id=pid)
+            return skipped(f"{name} not run: the GPU stage's budget ran out (run it alone: rocmcheck probe {name})",
+                           id=probe.id)
         if self._future is None:
             self.start()
         self._go("go")
         assert self._future is not None
-        cmd = self._future.result()
-        report = parse_child_output(cmd.stdout)
-        if "collective" in report.results:
-            return result_verdict("collective", report.results["collective"], ctx)
-        if "collective" in report.bad:
-            return garbage_verdict("collective", report.bad["collective"], cmd)
-        return died_verdict("collective", cmd, ctx, self.timeout)
+        run = self._future.result()
+        report = parse_child_output(run)
+        if name in report.results:
+            return result_verdict(probe, report.results[name], ctx)
+        if name in report.bad:
+            return garbage_verdict(probe, report.bad[name], run)
+        return died_verdict(probe, run, ctx, self.timeout)
 
     def release(self) -> None:
         """Never leave the child waiting: tell it to stop if nobody said go, and do not wait for it here."""

@@ -2,7 +2,8 @@
 parent's handling of hangs, crashes and garbage is tested with real processes. ROCMCHECK_FAKE="mode:probe":
 hang (sleeps past every limit), watchdog (faulthandler fires, as in the real child), abort (os.abort),
 garbage (truncated JSON, then exit), missing (result without the data the judge needs), noreason (a skip
-without a reason). Other probes report a skip. No torch."""
+without a reason), nobinary (the error torch raises without kernels for the GPU). Other probes report a skip.
+ROCMCHECK_FAKE_HIP=VERSION reports a ROCm build of torch on an MI300X instead of a CUDA one on an H200. No torch."""
 
 import faulthandler
 import json
@@ -23,8 +24,11 @@ def main():
     if mode == "nodevice":
         print("Segmentation fault in libamdhip64 (not JSON)")
         sys.exit(0)
-    emit({"event": "device", "available": True, "count": 1, "torch": "fake", "hip": None, "cuda": "fake",
-          "devices": [{"index": 0, "name": "NVIDIA H200", "arch": "sm_90", "total_bytes": 0}]})
+    hip = os.environ.get("ROCMCHECK_FAKE_HIP")
+    device = ({"index": 0, "name": "AMD Instinct MI300X", "arch": "gfx942", "total_bytes": 0} if hip else
+              {"index": 0, "name": "NVIDIA H200", "arch": "sm_90", "total_bytes": 0})
+    emit({"event": "device", "available": True, "count": 1, "torch": "fake", "hip": hip,
+          "cuda": None if hip else "fake", "devices": [device]})
     for name, _timeout in plan["probes"]:
         emit({"event": "start", "probe": name})
         if name == target:
@@ -46,6 +50,10 @@ def main():
                 continue
             if mode == "noreason":
                 emit({"event": "result", "probe": name, "outcome": "skip"})
+                continue
+            if mode == "nobinary":
+                emit({"event": "result", "probe": name, "outcome": "error", "data": {},
+                      "error": "RuntimeError: HIP error: invalid device function", "traceback": []})
                 continue
         emit({"event": "result", "probe": name, "outcome": "skip", "reason": "fake child", "data": {}})
     emit({"event": "done"})
