@@ -7,6 +7,7 @@ whose symlink was lost (e.g. a zip on Windows), the top-level recipes/ folder is
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from importlib.abc import Traversable
@@ -15,6 +16,10 @@ from pathlib import Path
 from rocmcheck.errors import BadInput
 from rocmcheck.package_data import folder
 from rocmcheck.safe.files import write_atomic
+from rocmcheck.safe.structured import yaml_scalar
+from rocmcheck.safe.text import excerpt
+
+__all__ = ["Recipe", "all_recipes", "recipes_root", "write_recipe", "yaml_scalar"]
 
 RECIPE_SUFFIXES = (".json", ".yaml", ".yml")
 # `deepspeed: name.json` in a LLaMA-Factory YAML: the DeepSpeed config that `write` copies along.
@@ -68,27 +73,34 @@ def all_recipes() -> dict[str, Recipe]:
     return found
 
 
-
-
 def write_recipe(recipe: Recipe, directory: Path, *, force: bool = False) -> list[Path]:
     """Write the recipe (and, for a LLaMA-Factory YAML, the DeepSpeed config it uses) into directory.
     The YAML's deepspeed: line is made absolute: LLaMA-Factory opens it relative to the working
-    directory, not to the YAML. Raises BadInput rather than overwrite without force."""
+    directory, not to the YAML. Only the folder is resolved, never the file names in it: a symbolic link
+    planted under a recipe's name is refused (replaced itself with force), never written through.
+    Raises BadInput rather than overwrite without force."""
     catalog = all_recipes()
+    directory = Path(directory)
+    if directory.is_symlink() and not directory.is_dir():  # dangling, or a loop: mkdir would create its target
+        raise BadInput(f"cannot write into {excerpt(directory)}: it is a symbolic link to no folder")
+    try:
+        target_dir = directory.resolve()
+    except (RuntimeError, OSError) as exc:  # a symlink loop further up the folder's path
+        raise BadInput(f"cannot write into {excerpt(directory)}: {exc}") from None
     plan: list[tuple[Path, str]] = []
     dependency = recipe.deepspeed_dependency()
     text = recipe.text
     if dependency:
         dep = catalog[dependency.rsplit(".", 1)[0]]
-        dep_path = (directory / dep.filename).resolve()
+        dep_path = target_dir / dep.filename
         plan.append((dep_path, dep.text))
         quoted = yaml_scalar(str(dep_path))
         text = _DEEPSPEED_LINE.sub(lambda m: f"{m.group(1)}{quoted}{m.group(3)}", text, count=1)
-    plan.append(((directory / recipe.filename).resolve(), text))
-    existing = [p for p, _ in plan if p.exists() or p.is_symlink()]
+    plan.append((target_dir / recipe.filename, text))
+    existing = [p for p, _ in plan if os.path.lexists(p)]
     if existing and not force:
-        raise BadInput(f"not overwriting {', '.join(str(p) for p in existing)} (use --force)")
-    directory.mkdir(parents=True, exist_ok=True)
+        raise BadInput(f"not overwriting {', '.join(excerpt(p) for p in existing)} (use --force)")
+    target_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     try:
         for path, content in plan:
@@ -100,10 +112,3 @@ def write_recipe(recipe: Recipe, directory: Path, *, force: bool = False) -> lis
                 path.unlink(missing_ok=True)
         raise
     return [p for p, _ in plan]
-
-
-def yaml_scalar(value: str) -> str:
-    """value as one YAML scalar, quoted as YAML needs (a path with `#`, `: ` or a newline stays one string)."""
-    import yaml
-
-    return yaml.safe_dump(value, default_style='"', width=float("inf"), allow_unicode=True).strip()

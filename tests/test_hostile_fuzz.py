@@ -26,8 +26,8 @@ from rocmcheck.safe.structured import check_plain_data, parse_json, parse_yaml
 from rocmcheck.safe.text import clean
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SLOW = settings(max_examples=int(__import__("os").environ.get("FUZZ_BUNDLE_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                        HealthCheck.function_scoped_fixture])
+SLOW = settings(max_examples=int(__import__("os").environ.get("FUZZ_BUNDLE_EXAMPLES", 40)), deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 # Text that looks like tool output: lines of keys, values, numbers, separators, escapes and odd bytes.
 TOKENS = st.sampled_from(["Name:", "Marketing Name:", "gfx942", "GPU", "Agent 1", "*******", "  ", "\n", "\t", ":",
@@ -66,8 +66,8 @@ def test_parsers_never_raise(name, text):
 JSONISH = st.lists(st.sampled_from(['{', '}', '[', ']', '"a"', '"b"', ':', ',', '1', '-0', '1e400', 'NaN', 'true',
                                     'null', '"\\u0000"', ' ', '9' * 50, '"\\ud800"']), max_size=60).map("".join)
 YAMLISH = st.lists(st.sampled_from(["a:", " ", "\n", "- ", "&x ", "*x", "<<: ", "!!set ", "!!binary ", "2024-01-01",
-                                    "? ", "[", "]", "{", "}", ",", "1", "0x", "f" * 40, ".inf", "~", "'q'", "!!python/name:os.system",
-                                    "  ", "b: ", "---", "..."]), max_size=60).map("".join)
+                                    "? ", "[", "]", "{", "}", ",", "1", "0x", "f" * 40, ".inf", "~", "'q'",
+                                    "!!python/name:os.system", "  ", "b: ", "---", "..."]), max_size=60).map("".join)
 
 
 @FAST
@@ -220,3 +220,66 @@ def test_a_damaged_bundle_is_refused_or_checked_without_a_crash(tmp_path_factory
     crashed = [(r.id, r.summary) for r in results if r.status is Status.CRASH]
     assert not crashed, (path, junk, crashed)
     DoctorRun(facts, results, context=ctx).machine_summary()
+
+
+# --- lint: a key given twice in any YAML mapping, block or flow, is refused -----------------------------------
+
+KEY = st.from_regex(r"k[a-z0-9_]{0,8}", fullmatch=True)  # never a YAML 1.1 bool or null word
+
+
+def _yaml_key(key: str, quoted: bool) -> str:
+    return f'"{key}"' if quoted else key
+
+
+@FAST
+@given(keys=st.lists(KEY, min_size=1, max_size=6, unique=True), which=st.integers(0, 5), flow=st.booleans(),
+       nested=st.booleans(), quotes=st.lists(st.booleans(), min_size=7, max_size=7), doubled=st.booleans())
+def test_lint_refuses_a_yaml_key_given_twice_in_block_and_flow_mappings(tmp_path_factory, keys, which, flow, nested,
+                                                                         quotes, doubled):
+    from rocmcheck.lint.loading import load_mapping
+
+    names = keys + ([keys[which % len(keys)]] if doubled else [])
+    pairs = [f"{_yaml_key(k, q)}: {i}" for i, (k, q) in enumerate(zip(names, quotes))]
+    if flow:
+        body = "{" + ", ".join(pairs) + "}"
+        text = f"stage: sft\nzero_optimization: {body}\n" if nested else body + "\n"
+    else:
+        text = "stage: sft\nzero_optimization:\n" + "".join(f"  {p}\n" for p in pairs) if nested \
+            else "".join(f"{p}\n" for p in pairs)
+    path = tmp_path_factory.mktemp("dup") / "t.yaml"
+    path.write_text(text)
+    if doubled:
+        with pytest.raises(BadInput, match="appears twice") as info:
+            load_mapping(path)
+        assert "\n" not in str(info.value)
+    else:
+        data = load_mapping(path)
+        inner = data["zero_optimization"] if nested else data
+        assert list(inner) == names
+
+
+# --- the one helper for echoing user data in messages ----------------------------------------------------------
+
+@FAST
+@given(text=st.text(max_size=500), limit=st.integers(1, 300))
+def test_excerpt_is_one_line_and_bounded(text, limit):
+    from rocmcheck.safe.text import excerpt
+
+    out = excerpt(text, limit)
+    assert "\n" not in out and "\r" not in out and clean(out) == out
+    assert len(out) <= 6 * limit + 40  # an escape is at most 6 characters (\u202e), then the count left out
+    if len(text) <= limit and clean(text) == text and "\n" not in text and "\t" not in text:
+        assert out == text
+
+
+@FAST
+@given(file=st.text(max_size=80), key=st.text(max_size=300), value=st.text(max_size=300))
+def test_a_lint_message_renders_on_one_line_whatever_the_names(file, key, value):
+    from rocmcheck.lint.messages import LintMessage, Severity, key_edit
+    from rocmcheck.report.render import other_fix_lines
+
+    m = LintMessage(Severity.ERROR, "lint.deepspeed.unknown_key", file, key, f"unknown key {value}",
+                    did_you_mean=value or None, fix=key_edit(file, key, "delete it"))
+    assert "\n" not in m.render() and clean(m.render()) == m.render()
+    [line] = other_fix_lines([m.to_check_result()], m.fix.kind)
+    assert "\n" not in line

@@ -51,3 +51,18 @@ def test_build_env_auto_says_the_tools_hung_not_no_gpu(tmp_path):
     make_tool(bin_dir, "nvidia-smi", crash_signal="SEGV")
     line = one_line(cli("build-env", "--arch", "auto", env=env_with_path(bin_dir), timeout=120))
     assert "hung" in line and "crashed" in line and "no GPU found" not in line and "--arch gfx942" in line
+
+
+LONG = "x" * 100_000  # one argument below the kernel's 128 KiB limit per argument
+
+
+@pytest.mark.parametrize("argv", [
+    ["doctor", "--only", LONG], ["doctor", "--skip", "train." + LONG], ["doctor", "--arch", LONG],
+    ["plan", "--model", "llama-2-7b", "--attn", LONG], ["smoke-train", "--attn", LONG],
+    ["doctor", "--bundle", LONG], ["recipes", "show", LONG], ["recipes", "write", LONG, "out"],
+    ["lint", LONG], ["lint", "--gpus", LONG, "x.json"],
+])
+def test_a_huge_value_is_echoed_cut_not_whole(argv):
+    proc = cli(*argv, timeout=60)
+    assert proc.returncode in (2, 3) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert 0 < len(proc.stderr) < 2000 and len(proc.stdout) < 2000, (len(proc.stdout), len(proc.stderr))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+from pathlib import Path
 
 import pytest
 from hostile import cli, fsize_limit, one_line
@@ -28,13 +29,62 @@ def test_write_atomic_refuses_to_clobber_and_keeps_the_mode_when_forced(tmp_path
     assert sorted(os.listdir(tmp_path)) == ["env.sh"]  # no temporary file left
 
 
-def test_write_atomic_follows_a_symlink_to_the_file(tmp_path):
+def test_write_atomic_replaces_a_symlink_itself_never_its_target(tmp_path):
     real = tmp_path / "real.env"
     real.write_text("old")
+    real.chmod(0o600)
     link = tmp_path / "link.env"
     link.symlink_to(real)
+    with pytest.raises(BadInput, match="is a symbolic link"):
+        write_atomic(link, "new")
     write_atomic(link, "new", force=True)
-    assert link.is_symlink() and real.read_text() == "new"
+    assert not link.is_symlink() and link.read_text() == "new" and real.read_text() == "old"
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(link.stat().st_mode) == 0o666 & ~umask  # a new file's bits, not those of the link's target
+
+
+@pytest.mark.parametrize("kind", ["dangling", "loop", "to a folder"])
+def test_write_atomic_never_creates_a_file_where_a_link_points(tmp_path, kind):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    link = tmp_path / "out.json"
+    link.symlink_to({"dangling": outside / "new.json", "loop": link, "to a folder": outside}[kind])
+    with pytest.raises(BadInput, match="symbolic link") as info:
+        write_atomic(link, "{}")
+    assert "\n" not in str(info.value) and "--force" in str(info.value)
+    assert check_target(link, force=True) == link  # --force: the link itself is what gets replaced
+    write_atomic(link, "{}", force=True)
+    assert not link.is_symlink() and link.read_text() == "{}" and os.listdir(outside) == []
+
+
+def test_write_atomic_refuses_a_link_that_appears_after_the_check(tmp_path, monkeypatch):
+    from rocmcheck.safe import files
+
+    link, outside = tmp_path / "out.json", tmp_path / "planted.json"
+    real_check = files.check_target
+
+    def check_then_plant(path, **kw):
+        target = real_check(path, **kw)
+        link.symlink_to(outside)  # planted between the check and the write
+        return target
+
+    monkeypatch.setattr(files, "check_target", check_then_plant)
+    with pytest.raises(BadInput, match="exists"):
+        files.write_atomic(link, "{}")
+    assert link.is_symlink() and not outside.exists() and sorted(os.listdir(tmp_path)) == ["out.json"]
+
+
+def test_a_loop_above_the_target_is_one_line(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    with pytest.raises(BadInput, match="cannot write"):
+        check_target(tmp_path / "loop" / "x.json", force=True)
+
+
+def test_a_name_ending_in_a_slash_is_a_folder_not_a_file(tmp_path):
+    with pytest.raises(BadInput, match="names a folder"):
+        check_target(f"{tmp_path}/newdir/")
+    assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("target, words", [("/dev/null", "character device"), ("dir", "directory"),
@@ -120,3 +170,53 @@ def test_a_checkpoint_is_published_without_touching_other_files(tmp_path):
         publish_checkpoint(save_dir, out)
     assert sorted(os.listdir(out)) == ["checkpoint", "notes.txt"]
     assert os.listdir(out / "checkpoint") == ["model.safetensors"]  # no stale shard or index beside the new one
+
+
+# --- every command that writes a file: a link at the output name is never written through -----------------
+
+WRITERS = {
+    "doctor --out": lambda out: (*QUICK_DOCTOR, "--out", str(out)),
+    "build-env -o": lambda out: ("build-env", "--arch", "gfx942", "-o", str(out)),
+    "recipes write": lambda out: ("recipes", "write", "zero2", str(out.parent)),
+}
+
+
+def _planted(tmp_path, command: str, kind: str) -> tuple[Path, Path]:
+    """(the output name, a folder outside it that must stay empty) with a link planted at the output name."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    out = tmp_path / ("zero2.json" if command == "recipes write" else "out.json")
+    out.symlink_to(out if kind == "loop" else outside / "new.json")
+    return out, outside
+
+
+@pytest.mark.parametrize("kind", ["dangling", "loop"])
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_commands_refuse_a_link_at_the_output_name(tmp_path, command, kind):
+    out, outside = _planted(tmp_path, command, kind)
+    line = one_line(cli(*WRITERS[command](out)))
+    assert "symbolic link" in line or "not overwriting" in line, line
+    assert out.is_symlink() and os.listdir(outside) == []
+
+
+@pytest.mark.parametrize("command", sorted(WRITERS))
+def test_commands_with_force_replace_the_link_not_its_target(tmp_path, command):
+    out, outside = _planted(tmp_path, command, "dangling")
+    target = tmp_path / "theirs.json"
+    target.write_text("theirs")
+    out.unlink()
+    out.symlink_to(target)  # a link to somebody's file: --force replaces our name, never their file
+    proc = cli(*WRITERS[command](out), "--force")
+    assert proc.returncode in (0, 1) and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert not out.is_symlink() and out.stat().st_size > 0 and target.read_text() == "theirs"
+    assert os.listdir(outside) == []
+
+
+def test_recipes_write_into_a_dangling_folder_link_is_one_line(tmp_path):
+    link = tmp_path / "cfg"
+    link.symlink_to(tmp_path / "outside" / "cfg")
+    line = one_line(cli("recipes", "write", "llama2-7b-full-sft", str(link)))
+    assert "symbolic link" in line and not (tmp_path / "outside").exists()
+    loop = tmp_path / "loop"
+    loop.symlink_to(loop)
+    assert "cannot write" in one_line(cli("recipes", "write", "zero2", str(loop / "sub")))

@@ -54,6 +54,8 @@ def test_recipes_write_json_validates_and_names_the_files_written(tmp_path):
     doc = run("recipes", "write", "llama2-7b-full-sft", str(tmp_path / "configs"), "--json")
     validate(doc)
     assert doc["command"] == "recipes write" and doc["recipe"] == "llama2-7b-full-sft"
+    assert doc["verdict"] == "pass" and [r["id"] for r in doc["results"] if r["status"] == "pass"] == \
+        ["lint.file.clean"] * 2  # what was written, judged by lint
     written = sorted(Path(f).name for f in doc["files"])
     assert len(written) >= 2 and all(Path(f).is_file() for f in doc["files"])  # the YAML and its DeepSpeed config
     assert sorted(p.name for p in (tmp_path / "configs").iterdir()) == written
@@ -83,7 +85,7 @@ def test_compare_json_validates(tmp_path):
 
 
 def test_probe_json_validates():
-    doc = run("probe", "gemm_numerics", "--json", "--timeout", "120")
+    doc = run("probe", "gemm_numerics", "--json", "--timeout", "120", ok=(0, 1, 3))  # 3: no GPU, nothing judged
     validate(doc)
     assert doc["probe"] == "gemm_numerics" and doc["results"]
 
@@ -109,11 +111,45 @@ def test_smoke_train_without_torch_is_one_json_document_and_exit_2(tmp_path):
     assert "needs PyTorch" in proc.stderr
 
 
+def _probe_doc(result: dict) -> dict:
+    return {"schema_version": 3, "tool": "rocmcheck", "tool_version": "0", "command": "probe", "probe": "gemm",
+            "verdict": "fail", "counts": {"pass": 0, "warn": 0, "fail": 1, "skip": 0, "crash": 0}, "results": [result]}
+
+
 def test_a_document_missing_the_envelope_is_rejected():
     with pytest.raises(jsonschema.ValidationError):
         validate({"schema": 1, "results": []})
-    bad_result = {"id": "x.y", "area": "x", "status": "fail", "summary": "s", "evidence": [], "fix": None, "data": {}}
+    result = {"id": "x.y", "area": "x", "status": "fail", "summary": "s", "evidence": [], "data": {},
+              "fix": {"kind": "note", "text": "do it", "why": "", "file": ""}}
+    validate(_probe_doc(result))  # the good one passes: each rejection below is for its own reason
     with pytest.raises(jsonschema.ValidationError):  # a failure without a fix
-        validate({"schema_version": 2, "tool": "rocmcheck", "tool_version": "0", "command": "probe", "probe": "gemm",
-                  "verdict": "fail", "counts": {"pass": 0, "warn": 0, "fail": 1, "skip": 0, "crash": 0},
-                  "results": [bad_result]})
+        validate(_probe_doc(dict(result, fix=None)))
+    with pytest.raises(jsonschema.ValidationError):  # a fix as one string (schema 2)
+        validate(_probe_doc(dict(result, fix="pip install x")))
+    with pytest.raises(jsonschema.ValidationError):  # an edit that names no file
+        validate(_probe_doc(dict(result, fix={"kind": "edit", "text": "x: delete it", "why": "", "file": ""})))
+    with pytest.raises(jsonschema.ValidationError):  # an older schema version
+        validate(dict(_probe_doc(result), schema_version=2))
+
+
+def test_lint_json_of_files_it_cannot_judge_validates_and_is_never_a_pass(tmp_path):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"hello": 1}')
+    alone = run("lint", "--json", str(notes), str(tmp_path / "missing.yaml"), ok=(3,))
+    validate(alone)
+    assert alone["verdict"] == "not_judged" and len(alone["unreadable"]) == 2
+    both = run("lint", "--json", "rocmcheck/recipes_data/zero2.json", str(notes), ok=(1,))
+    validate(both)
+    assert both["verdict"] == "fail" and {r["id"] for r in both["results"]} >= {"lint.file.unknown_kind"}
+
+
+def test_lint_fixes_are_edits_of_the_file_named(tmp_path):
+    config = tmp_path / "ds.json"
+    config.write_text('{"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage": 3, "stage3_parition": 1}}')
+    doc = run("lint", "--json", str(config), ok=(1,))
+    validate(doc)
+    [typo] = [r for r in doc["results"] if r["id"] == "lint.deepspeed.unknown_key"]
+    assert typo["fix"]["kind"] == "edit" and typo["fix"]["file"] == str(config)
+    assert typo["fix"]["text"].startswith("zero_optimization.stage3_parition: ")
+    [message] = [m for m in doc["messages"] if m["code"] == "lint.deepspeed.unknown_key"]
+    assert message["fix"] == typo["fix"]

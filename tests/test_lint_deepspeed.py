@@ -9,6 +9,7 @@ import copy
 import pytest
 from lint_helpers import by_code, needs_deepspeed, seed_deepspeed_config
 
+from rocmcheck.fixes import FixKind, edit
 from rocmcheck.lint import Severity, has_errors, lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings
 
@@ -29,9 +30,10 @@ def test_seed_typo_is_caught_with_key_path_and_suggestion():
     assert typo.did_you_mean == "stage3_partition_grads"
     assert "does not exist either" in typo.hint  # no release has the corrected spelling: say so
     rendered = typo.render()
-    assert rendered.startswith("zero3_offload.json: zero_optimization.stage3_parition_grads: error:")
+    assert rendered.startswith("zero3_offload.json: zero_optimization.stage3_parition_grads: "
+                               "error [lint.deepspeed.unknown_key]:")
     assert "did you mean 'stage3_partition_grads'?" in rendered
-    assert typo.fix == 'delete "stage3_parition_grads"'
+    assert typo.fix == edit("zero3_offload.json", "zero_optimization.stage3_parition_grads: delete it")
 
 
 def test_seed_config_also_lacks_batch_keys():
@@ -67,7 +69,7 @@ def test_batch_arithmetic_against_world_size(world_size, expect_error):
     assert bool(errors) is expect_error
     if expect_error:
         assert "64 != micro batch 2 x accumulation 4 x world size 4 = 32" in errors[0].message
-        assert errors[0].fix.startswith('set "train_batch_size": 32')
+        assert errors[0].fix.kind is FixKind.EDIT and errors[0].fix.text == "train_batch_size: set it to 32"
     if world_size is None:
         [info] = by_code(messages, "lint.deepspeed.batch_world_size")
         assert "8 GPU(s)" in info.message
@@ -190,7 +192,7 @@ def test_batch_mismatch_and_hf_mismatch_on_one_key_give_one_fix():
     config = dict(BASE, train_batch_size=32, train_micro_batch_size_per_gpu="auto", gradient_accumulation_steps="auto")
     settings = TrainingSettings(per_device_train_batch_size=2, gradient_accumulation_steps=1, bf16=True, world_size=4)
     [msg] = [m for m in lint(config, training=settings, world_size=4) if m.key_path == "train_batch_size"]
-    assert msg.code == "lint.hf.mismatch" and msg.fix == 'set "train_batch_size": "auto" in the DeepSpeed config'
+    assert msg.code == "lint.hf.mismatch" and msg.fix.text == 'train_batch_size: set it to "auto"'
     assert any("micro batch 2 x accumulation 1 x world size 4 = 8" in d for d in msg.detail)
 
 

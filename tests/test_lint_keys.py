@@ -35,7 +35,8 @@ def test_strict_sections_match_the_installed_pydantic_models():
     if installed["version"] != known_keys.table()["deepspeed_version"]:
         import pytest
 
-        pytest.skip(f"table made from DeepSpeed {known_keys.table()['deepspeed_version']}, installed {installed['version']}")
+        pytest.skip(f"table made from DeepSpeed {known_keys.table()['deepspeed_version']}, "
+                    f"installed {installed['version']}")
     for section, keys in installed["sections"].items():
         assert set(keys) == known_keys.section_keys(section), section
 
@@ -47,7 +48,8 @@ def textwrap_code() -> str:
         "from deepspeed.runtime.zero.offload_config import DeepSpeedZeroOffloadParamConfig as P, "
         "DeepSpeedZeroOffloadOptimizerConfig as O\n"
         "from deepspeed.runtime.precision_config import DeepSpeedBF16Config as B, DeepSpeedFP16Config as F\n"
-        "def keys(m): return sorted({n for n in m.model_fields} | {f.alias for f in m.model_fields.values() if f.alias})\n"
+        "def keys(m):\n"
+        "    return sorted({n for n in m.model_fields} | {f.alias for f in m.model_fields.values() if f.alias})\n"
         "print(json.dumps({'version': deepspeed.__version__, 'sections': {'zero_optimization': keys(Z), "
         "'zero_optimization.offload_param': keys(P), 'zero_optimization.offload_optimizer': keys(O), "
         "'bf16': keys(B), 'fp16': keys(F)}}))\n"

@@ -10,6 +10,7 @@ import pytest
 from lint_helpers import REPO, by_code
 from packaging.version import Version
 
+from rocmcheck.fixes import FixKind
 from rocmcheck.lint import Severity, lint_file
 from rocmcheck.lint import deepspeed as lint_deepspeed
 
@@ -53,7 +54,7 @@ def test_nvme_partial_offload_is_caught():
     messages = lint_file(FIXTURES / "failing" / "deepspeed-4872-nvme-ratio.json", deep=False)
     [err] = by_code(messages, "lint.deepspeed.partial_offload_nvme")
     assert err.is_error and err.key_path == "zero_optimization.offload_optimizer.ratio" and err.line == 18
-    assert '"device": "cpu"' in err.fix
+    assert err.fix.kind is FixKind.EDIT and '"device": "cpu"' in err.fix.text and err.fix.file == err.file
 
 
 def test_torch_scheduler_under_zero_is_caught():
@@ -87,7 +88,8 @@ def test_hard_coded_values_contradicting_training_arguments_get_one_fix_each(tmp
     keyed = [(m.file, m.key_path) for m in messages if m.fix and m.severity is not Severity.INFO]
     assert len(keyed) == len(set(keyed))  # never two fixes for one key ("auto" and 128)
     [batch] = [m for m in messages if m.key_path == "train_batch_size"]
-    assert batch.fix == 'set "train_batch_size": "auto" in the DeepSpeed config' and "128" in batch.message
+    assert batch.fix.text == 'train_batch_size: set it to "auto"' and batch.fix.file == batch.file
+    assert "128" in batch.message
 
 
 def test_warmup_steps_contradicting_the_deepspeed_scheduler(tmp_path, monkeypatch):
@@ -114,7 +116,8 @@ def test_float_prefetch_bucket_is_version_aware(transformers, deepspeed, hidden,
     found = by_code(lint_file(yaml_file, deep=False, hidden_size=hidden), "lint.deepspeed.prefetch_float")
     assert [m.severity.value for m in found] == ([expect] if expect else [])
     if expect == "error":
-        assert "15099494.4" in found[0].message and found[0].fix == 'set "stage3_prefetch_bucket_size": 15099494'
+        assert "15099494.4" in found[0].message
+        assert found[0].fix.text == "zero_optimization.stage3_prefetch_bucket_size: set it to 15099494"
 
 
 def test_hidden_size_read_from_the_models_config_json(lf_root, monkeypatch):

@@ -13,6 +13,7 @@ from lint_helpers import REPO, by_code
 from packaging.version import Version
 
 from rocmcheck.errors import BadInput
+from rocmcheck.fixes import edit
 from rocmcheck.lint import Severity, lint_file, training_keys
 
 LF_YAML = """\
@@ -49,8 +50,8 @@ def test_llamafactory_misspellings_are_caught_with_line_and_suggestion(tmp_path)
         "lora_rnk": (7, "lora_rank"), "cutof_len": (12, "cutoff_len"),
         "gradient_accumulaton_steps": (16, "gradient_accumulation_steps")}
     assert all(m.is_error and "Some keys are not used by the HfArgumentParser" in m.message for m in found.values())
-    assert found["lora_rnk"].render().startswith(f"{path}:7: lora_rnk: error:")
-    assert found["lora_rnk"].fix == 'rename "lora_rnk" to "lora_rank"'
+    assert found["lora_rnk"].render().startswith(f"{path}:7: lora_rnk: error [lint.training.unknown_key]:")
+    assert found["lora_rnk"].fix == edit(str(path), 'lora_rnk: rename it to "lora_rank"')
     # LLaMA-Factory 0.9.5 accepts transformers <= 5.6.0, which still has warmup_ratio, and defines
     # overwrite_output_dir itself: both fine in its YAML
     assert not {"warmup_ratio", "overwrite_output_dir"} & {m.key_path for m in messages}
@@ -70,7 +71,8 @@ def test_training_arguments_removed_and_misspelt_keys(tmp_path, monkeypatch):
     assert removed["warmup_ratio"].did_you_mean == "warmup_steps" and removed["warmup_ratio"].line == 5
     assert "after 4.57.6" in removed["overwrite_output_dir"].message
     [typo] = by_code(messages, "lint.training.unknown_key")
-    assert (typo.key_path, typo.did_you_mean, typo.line) == ("gradient_accumulaton_steps", "gradient_accumulation_steps", 4)
+    assert (typo.key_path, typo.did_you_mean, typo.line) == ("gradient_accumulaton_steps",
+                                                             "gradient_accumulation_steps", 4)
 
 
 def test_training_arguments_judged_by_the_installed_release(tmp_path, monkeypatch):
@@ -80,7 +82,8 @@ def test_training_arguments_judged_by_the_installed_release(tmp_path, monkeypatc
     path.write_text(json.dumps({k: v for k, v in HF_ARGS.items() if k != "gradient_accumulaton_steps"}))
     messages = lint_file(path, deep=False)
     assert not [m for m in messages if m.is_error]
-    assert {m.key_path for m in by_code(messages, "lint.training.removed_later")} == {"warmup_ratio", "overwrite_output_dir"}
+    later = {m.key_path for m in by_code(messages, "lint.training.removed_later")}
+    assert later == {"warmup_ratio", "overwrite_output_dir"}
 
 
 def test_script_arguments_are_a_note_not_an_error(tmp_path):
@@ -91,14 +94,14 @@ def test_script_arguments_are_a_note_not_an_error(tmp_path):
     assert note.severity is Severity.INFO and "model_name_or_path, dataset_name" in note.message
 
 
-def test_duplicate_yaml_key_is_an_input_error_with_exit_2(tmp_path):
+def test_duplicate_yaml_key_refuses_the_file(tmp_path):
     path = tmp_path / "train.yaml"
     path.write_text(LF_YAML + "bf16: false\n")
     with pytest.raises(BadInput, match=r'key "bf16" appears twice \(lines 19 and 20\)'):
         lint_file(path, deep=False)
     out = subprocess.run([sys.executable, "-m", "rocmcheck", "lint", str(path)], capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "appears twice" in out.stderr
+    assert out.returncode == 3 and out.stderr.count("\n") == 1 and "appears twice" in out.stderr  # nothing judged
 
 
 def test_yaml_merge_keys_may_override():
@@ -121,7 +124,8 @@ def test_installed_transformers_keys_are_what_parse_dict_rejects():
     assert vocab.note is None, vocab.note  # the installed classes answered
     args = dict(HF_ARGS, use_cpu=True, lora_rnk=8)
     code = ("import json, sys\nfrom transformers import HfArgumentParser, TrainingArguments\n"
-            "try:\n    HfArgumentParser(TrainingArguments).parse_dict(json.loads(sys.argv[1]), allow_extra_keys=False)\n"
+            "try:\n"
+            "    HfArgumentParser(TrainingArguments).parse_dict(json.loads(sys.argv[1]), allow_extra_keys=False)\n"
             "except ValueError as e:\n    print(str(e))\n")
     out = subprocess.run([sys.executable, "-c", code, json.dumps(args)], capture_output=True, text=True, timeout=300)
     expected = sorted(k for k in args if k not in vocab.keys)

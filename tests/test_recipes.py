@@ -92,7 +92,8 @@ def test_deepspeed_config_classes_accept_the_recipes(ds_name):
         assert settings.bf16 and (settings.per_device_train_batch_size, settings.gradient_accumulation_steps) == \
             LF_RECIPES[user][1:]
     else:
-        settings = TrainingSettings(per_device_train_batch_size=4, gradient_accumulation_steps=8, bf16=True, world_size=8)
+        settings = TrainingSettings(per_device_train_batch_size=4, gradient_accumulation_steps=8, bf16=True,
+                                    world_size=8)
     resolution = resolve_auto(json.loads((REPO / "recipes" / f"{ds_name}.json").read_text()), settings)
     assert resolution.mismatches == []
     result = run_deep_validation(resolution.config, world_size=8)

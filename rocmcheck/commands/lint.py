@@ -23,43 +23,43 @@ from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, MAX_HIDDEN_SIZE, Bou
 def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None, grad_accum: int | None,
          hidden_size: int | None, as_json: bool) -> None:
     """Check DeepSpeed JSON configs, LLaMA-Factory YAML and TrainingArguments files (and the
-    DeepSpeed config they point to). Exit 0: no errors; 1: errors; 2: a file could not be read."""
-    from rocmcheck.errors import BadInput
-    from rocmcheck.lint import Severity, lint_file
+    DeepSpeed config they point to). Exit 0: no errors; 1: errors, or a file lint could not judge
+    beside ones it judged; 3: no file could be judged; 2: bad options."""
     from rocmcheck.lint.deepspeed_deep import one_lint_run
+    from rocmcheck.lint.messages import Severity
+    from rocmcheck.lint.run import LintRun
     from rocmcheck.report import render
     from rocmcheck.report.progress import Progress
+    from rocmcheck.result import exit_code
+    from rocmcheck.safe.text import excerpt
 
-    messages, unreadable = [], []
+    run = LintRun(options=dict(world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
+                               hidden_size=hidden_size))
     # A DeepSpeed config is checked in a child that imports DeepSpeed (seconds): a wait worth showing.
     con = render.console(stderr=True)
     with Progress(con, plain_after_s=2.0, prefix="lint ") as progress, one_lint_run():
         for name in files:
-            progress.begin(f"linting {name}")
-            try:
-                messages.extend(lint_file(name, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
-                                          hidden_size=hidden_size))
-            except BadInput as exc:
-                unreadable.append(str(exc))
-    errors = sum(m.severity is Severity.ERROR for m in messages)
-    warnings = sum(m.severity is Severity.WARNING for m in messages)
-    results = [m.to_check_result() for m in messages]
+            progress.begin(f"linting {excerpt(name)}")
+            run.lint(name)
+    results = run.results()
+    errors, warnings = run.count(Severity.ERROR), run.count(Severity.WARNING)
+    unreadable = [str(problem) for _, problem in run.refused]
     if as_json:
         from rocmcheck.report.json_report import dumps, envelope
 
         click.echo(dumps(envelope("lint", results, files=list(files), errors=errors, warnings=warnings,
-                                  unreadable=unreadable, messages=[m.to_dict() for m in messages])))
+                                  unreadable=unreadable, messages=[m.to_dict() for m in run.messages])))
     else:
         out = render.console()
-        for m in messages:  # file:line: severity code: text, the form editors and CI annotate
+        for m in run.messages:  # file:line: key: severity [code]: text, the form editors and CI annotate
             out.print(render.clean(m.render()), markup=False, soft_wrap=True)
             for line in m.detail:
                 out.print("    " + render.clean(line), markup=False, soft_wrap=True)
-        if len(files) > len(unreadable):
-            out.print(render.verdict_line(results))
-            out.print(f"{errors} error(s), {warnings} warning(s) in {len(files) - len(unreadable)} file(s)")
-            out.file.flush()
-            render.print_fixes(results, out.file, heading="Fixes (edits to the files named above):")
+        out.print(render.verdict_line(results), soft_wrap=True)
+        out.print(f"{errors} error(s), {warnings} warning(s) in {len(run.judged)} file(s)"
+                  + (f"; {len(run.refused)} file(s) not judged" if run.refused else ""))
+        out.file.flush()
+        render.print_fixes(results, out.file)
     for line in unreadable:
         click.echo(f"rocmcheck lint: error: {line}", err=True)
-    raise SystemExit(2 if unreadable else 1 if errors else 0)
+    raise SystemExit(exit_code(results))

@@ -2,7 +2,8 @@
 a product name), `--attn` (attention: HF's names), `--json`, `-o/--out` (where to write). Older spellings stay as
 hidden aliases (`--nproc`, `--world-size`, `--output`, `--save-bundle`, `--attn flash`), so scripts keep working.
 Option types reject non-finite and absurd numbers (FiniteFloat, BoundedInt): `--deadline nan`, `--timeout inf`
-or a 400-digit --seq-len is one line and exit 2. Imports only click."""
+or a 400-digit --seq-len is one line and exit 2, and a value echoed in a message is cut (safe.text.excerpt).
+Imports only click and rocmcheck's lowest layers."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any, Callable
 import click
 
 from rocmcheck.errors import BadInput
+from rocmcheck.safe.text import MAX_ECHO_CHARS, excerpt
 
 ALIAS_SUFFIX = "__alias"
 # Attention implementations by Hugging Face's attn_implementation names; "flash" was plan's spelling.
@@ -49,6 +51,8 @@ class AttnChoice(click.Choice):
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str):
             value = ATTN_ALIASES.get(value.strip().lower(), value)
+            if value not in self.choices:  # click's own message would echo the whole value
+                self.fail(f"'{excerpt(value)}' is not one of {', '.join(self.choices)}", param, ctx)
         return super().convert(value, param, ctx)
 
 
@@ -67,7 +71,9 @@ def resolve_archs(values: tuple[str, ...], flag: str = "--arch", keep: tuple[str
                 continue
             try:
                 out.append(resolve_arch(item))
-            except ValueError as exc:
+            except ValueError as exc:  # its message names the value: at most what excerpt echoes of it
+                if len(item) > MAX_ECHO_CHARS:
+                    raise BadInput(f"{flag}: '{excerpt(item)}' is not a GPU arch or product name") from None
                 raise BadInput(f"{flag}: {exc}") from None
     return tuple(dict.fromkeys(out))
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
+from rocmcheck.fixes import shell
 from rocmcheck.lint import known_keys
 from rocmcheck.lint.deepspeed_deep import DeepResult, run_deep_validation
 from rocmcheck.lint.deepspeed_rules import RULES, Context
@@ -14,8 +15,12 @@ from rocmcheck.lint.hf_auto import TrainingSettings, resolve_auto, resolve_batch
 from rocmcheck.lint.loading import load_mapping
 from rocmcheck.lint.messages import LintMessage, Severity, one_fix_per_key
 from rocmcheck.lint.training_keys import installed_transformers_version
+from rocmcheck.safe.text import excerpt
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+# How to get DeepSpeed's own config classes here (docs/lint.md): against the installed torch, no ops built.
+DEEPSPEED_INSTALL = shell("DS_BUILD_OPS=0 pip install --no-cache-dir --no-build-isolation deepspeed",
+                          "install torch first; then lint also validates with DeepSpeed's own config classes")
 
 
 def lint_deepspeed_config(
@@ -52,9 +57,11 @@ def lint_deepspeed_config(
         for key_path, ds_value, hf_name, hf_value in resolution.mismatches:
             messages.append(ctx.msg(
                 Severity.ERROR, "lint.hf.mismatch", key_path,
-                f"{ds_value!r} here but {hf_name}={hf_value!r} in the training arguments: the HF Trainer stops with "
-                "'Please correct the following DeepSpeed config values that mismatch TrainingArguments values'",
-                fix=f"set \"{key_path.rsplit('.', 1)[-1]}\": \"auto\" in the DeepSpeed config"))
+                f"{excerpt(repr(ds_value))} here but {hf_name}={excerpt(repr(hf_value))} in the training arguments: "
+                "the HF Trainer stops with 'Please correct the following DeepSpeed config values that mismatch "
+                "TrainingArguments values'",
+                fix=ctx.edit(key_path, "set it to \"auto\"",
+                             "the HF Trainer then fills it from the training arguments")))
     else:
         resolution = resolve_batch_only(config, micro_batch, grad_accum, world_size)
     resolved = resolution.config
@@ -102,7 +109,7 @@ def _merge_deep(deep: DeepResult, static: list[LintMessage], ctx: Context) -> li
         return [ctx.msg(Severity.INFO, "lint.deepspeed.deep_skipped", "",
                         f"validation by DeepSpeed's own config classes skipped: {deep.skipped_reason}; "
                         "the checks below are rocmcheck's own",
-                        fix="pip install deepspeed (see docs/lint.md) to also validate with DeepSpeed's classes")]
+                        fix=DEEPSPEED_INSTALL)]
     out: list[LintMessage] = []
     by_path = {m.key_path: m for m in static if m.severity is not Severity.INFO}
     for item in deep.messages:
@@ -114,6 +121,7 @@ def _merge_deep(deep: DeepResult, static: list[LintMessage], ctx: Context) -> li
         severity = Severity.ERROR if item["severity"] == "error" else Severity.WARNING
         out.append(ctx.msg(severity, "lint.deepspeed.rejected" if severity is Severity.ERROR else "lint.deepspeed.says",
                            item["key_path"], f"DeepSpeed {deep.deepspeed_version} says: {item['message']}",
-                           fix="change this value as DeepSpeed's message says (see https://www.deepspeed.ai/docs/config-json/)",
+                           fix=ctx.edit(item["key_path"], "change the value as DeepSpeed's message says",
+                                        "https://www.deepspeed.ai/docs/config-json/"),
                            detail=[words]))
     return out

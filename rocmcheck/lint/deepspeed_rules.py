@@ -11,9 +11,11 @@ from typing import Any, Callable
 
 from packaging.version import Version
 
+from rocmcheck.fixes import Fix, note
 from rocmcheck.lint import known_keys
 from rocmcheck.lint.hf_auto import HF_FILLED_AUTO, auto_paths
-from rocmcheck.lint.messages import LintMessage, Severity
+from rocmcheck.lint.messages import LintMessage, Severity, key_edit
+from rocmcheck.safe.text import excerpt
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
 
@@ -30,6 +32,10 @@ class Context:
 
     def msg(self, severity: Severity, code: str, key_path: str, message: str, **kw: Any) -> LintMessage:
         return LintMessage(severity, code, self.file, key_path, message, **kw)
+
+    def edit(self, key_path: str, change: str, why: str = "") -> Fix:
+        """The fix that changes key_path in this config file."""
+        return key_edit(self.file, key_path, change, why)
 
 
 def _is_on(value: Any) -> bool:
@@ -51,13 +57,13 @@ def check_top_level_keys(config: dict, ctx: Context) -> list[LintMessage]:
             out.append(ctx.msg(
                 E, "lint.deepspeed.unknown_section", key,
                 f"unknown top-level key: DeepSpeed silently ignores it, so '{guess}' is not applied",
-                did_you_mean=guess, fix=f"rename \"{key}\" to \"{guess}\"",
+                did_you_mean=guess, fix=ctx.edit(key, f"rename it to \"{guess}\""),
             ))
         else:
             out.append(ctx.msg(
                 W, "lint.deepspeed.unknown_top_level_key", key,
                 "unknown top-level key: DeepSpeed ignores it",
-                fix=f"remove \"{key}\" (or check the DeepSpeed docs for the intended name)",
+                fix=ctx.edit(key, "delete it", "or check the DeepSpeed docs for the intended name"),
             ))
     return out
 
@@ -69,7 +75,8 @@ def _removed(ctx: Context, key_path: str, gone: dict[str, str]) -> LintMessage:
         E if rejecting else W, "lint.deepspeed.removed_key", key_path,
         f"the feature behind this key was removed from DeepSpeed ({where} rejects it; "
         f"{gone['last_accepted']} still accepted it)",
-        fix=f"delete \"{key_path.rsplit('.', 1)[-1]}\" or pin deepspeed<={gone['last_accepted']}",
+        fix=ctx.edit(key_path, "delete it",
+                     f"or keep it and install deepspeed<={gone['last_accepted']}"),
     )
 
 
@@ -103,12 +110,10 @@ def check_strict_sections(config: dict, ctx: Context) -> list[LintMessage]:
             why = known_keys.phantom(f"{section}.{guess}") if guess else None
             text = "unknown key: DeepSpeed rejects it (Extra inputs are not permitted) after the model has loaded"
             hint = f"That key does not exist either: {why}" if why else None
-            if why:
-                fix = f"delete \"{key}\""
-            elif guess:
-                fix = f"rename \"{key}\" to \"{guess}\""
+            if guess and not why:
+                fix = ctx.edit(path, f"rename it to \"{guess}\"")
             else:
-                fix = f"delete \"{key}\""
+                fix = ctx.edit(path, "delete it")
             out.append(ctx.msg(E, "lint.deepspeed.unknown_key", path, text, did_you_mean=guess, hint=hint, fix=fix))
     return out
 
@@ -118,18 +123,17 @@ def _version_skew(ctx: Context, path: str, skew: dict[str, str]) -> LintMessage 
     newest = Version(known_keys.table()["deepspeed_version"])
     still_there = last >= newest
     span = f"DeepSpeed {first}" + (" and newer" if still_there else f" to {last}")
-    key = path.rsplit(".", 1)[-1]
     v = ctx.deepspeed_version
     if v is None:
         return ctx.msg(W, "lint.deepspeed.version_skew", path,
                        f"only {span} knows this key; other releases reject the whole config",
-                       fix=f"make sure the training machine runs {span}")
+                       fix=note(f"make sure the training machine runs {span}"))
     oldest_read = Version(known_keys.table()["releases_read"][0])
     too_old = v < first and first > oldest_read  # first_seen == oldest release read: no lower bound known
     if too_old or (not still_there and v > last):
         return ctx.msg(E, "lint.deepspeed.version_skew", path,
                        f"only {span} knows this key; the installed DeepSpeed {v} rejects it",
-                       fix=f"delete \"{key}\" or install a DeepSpeed that knows it ({span})")
+                       fix=ctx.edit(path, "delete it", f"or install a DeepSpeed that knows it ({span})"))
     return None
 
 
@@ -152,8 +156,9 @@ def check_batch(config: dict, ctx: Context) -> list[LintMessage]:
             continue
         number = _int_or_none(value)
         if number is None or number <= 0:
-            out.append(ctx.msg(E, "lint.deepspeed.batch_value", key, f"must be a positive integer, got {value!r}",
-                               fix=f"set \"{key}\" to a positive integer (or \"auto\" under the HF Trainer)"))
+            out.append(ctx.msg(E, "lint.deepspeed.batch_value", key,
+                               f"must be a positive integer, got {excerpt(repr(value))}",
+                               fix=ctx.edit(key, "set it to a positive integer", "or \"auto\" under the HF Trainer")))
     if out:
         return out
     autos = [k for k, v in raw.items() if v == "auto"]
@@ -164,7 +169,7 @@ def check_batch(config: dict, ctx: Context) -> list[LintMessage]:
                         "neither train_batch_size nor train_micro_batch_size_per_gpu is set: DeepSpeed stops with "
                         "'Either train_batch_size or train_micro_batch_size_per_gpu needs to be provided' "
                         "(the HF Trainer fills only keys that are present)",
-                        fix=f"add {hint}")]
+                        fix=ctx.edit("", f"add {hint}"))]
     if autos == ["train_batch_size"] and ctx.hf_managed:
         return []  # the Trainer computes it as micro x accumulation x its world size: consistent by construction
     if autos:
@@ -179,12 +184,13 @@ def check_batch(config: dict, ctx: Context) -> list[LintMessage]:
                 return [ctx.msg(E, "lint.deepspeed.batch_mismatch", "train_batch_size",
                                 f"train_batch_size {train} != micro batch {micro} x accumulation {accum} x "
                                 f"world size {ws} = {micro * accum * ws}",
-                                fix=f"set \"train_batch_size\": {micro * accum * ws} (or drop it: DeepSpeed computes it)")]
+                                fix=ctx.edit("train_batch_size", f"set it to {micro * accum * ws}",
+                                             "or delete it: DeepSpeed computes it"))]
         elif train % (micro * accum):
             return [ctx.msg(E, "lint.deepspeed.batch_mismatch", "train_batch_size",
                             f"train_batch_size {train} is not a multiple of micro batch {micro} x accumulation "
                             f"{accum}: no world size satisfies train = micro x accumulation x GPUs",
-                            fix="drop \"train_batch_size\" and let DeepSpeed compute it")]
+                            fix=ctx.edit("train_batch_size", "delete it", "DeepSpeed computes it"))]
         else:
             implied = train // (micro * accum)
             return [ctx.msg(I, "lint.deepspeed.batch_world_size", "train_batch_size",
@@ -193,19 +199,22 @@ def check_batch(config: dict, ctx: Context) -> list[LintMessage]:
         per = (micro or 1) * (accum or 1) * ws
         if train % per:
             return [ctx.msg(E, "lint.deepspeed.batch_mismatch", "train_batch_size",
-                            f"train_batch_size {train} is not divisible by {per} (the other batch values x world size {ws})",
-                            fix="make train_batch_size a multiple of micro batch x accumulation x world size")]
+                            f"train_batch_size {train} is not divisible by {per} (the other batch values x world "
+                            f"size {ws})",
+                            fix=ctx.edit("train_batch_size", f"set it to a multiple of {per}",
+                                         "micro batch x accumulation x world size"))]
     return []
 
 
 def check_precision(config: dict, ctx: Context) -> list[LintMessage]:
     bf16 = config.get("bf16") if isinstance(config.get("bf16"), dict) else config.get("bfloat16")
     fp16 = config.get("fp16")
-    if isinstance(bf16, dict) and isinstance(fp16, dict) and _is_on(bf16.get("enabled")) and _is_on(fp16.get("enabled")):
+    if isinstance(bf16, dict) and isinstance(fp16, dict) and _is_on(bf16.get("enabled")) \
+            and _is_on(fp16.get("enabled")):
         return [ctx.msg(E, "lint.deepspeed.bf16_and_fp16", "bf16.enabled",
                         "bf16 and fp16 are both enabled: DeepSpeed stops with 'bfloat16 and fp16 modes cannot be "
                         "simultaneously enabled'",
-                        fix="set \"fp16\": {\"enabled\": false} (bf16 is the one to keep on MI300X/H100)")]
+                        fix=ctx.edit("fp16.enabled", "set it to false", "bf16 is the one to keep on MI300X/H100"))]
     return []
 
 
@@ -234,7 +243,8 @@ def check_offload(config: dict, ctx: Context) -> list[LintMessage]:
             out.append(ctx.msg(E, "lint.deepspeed.offload_stage", f"zero_optimization.{name}",
                                f"offload to {device} is only used at ZeRO {label}; at stage {stage} DeepSpeed "
                                "ignores it silently and keeps everything on the GPU",
-                               fix=f"set \"zero_optimization\": {{\"stage\": {max(needs)}, ...}} or remove \"{name}\""))
+                               fix=ctx.edit("zero_optimization.stage", f"set it to {max(needs)}",
+                                            f"or remove \"{name}\"")))
         ratio = section.get("ratio")
         if name == "offload_optimizer" and device == "nvme" and isinstance(ratio, (int, float)) and ratio < 1:
             # DeepSpeed accepts the config, then fails building the optimizer ("RuntimeError: expected input
@@ -243,23 +253,27 @@ def check_offload(config: dict, ctx: Context) -> list[LintMessage]:
             out.append(ctx.msg(E, "lint.deepspeed.partial_offload_nvme", f"zero_optimization.{name}.ratio",
                                f"partial optimizer offload (ratio {ratio}) works only to the CPU: with device nvme "
                                "DeepSpeed fails when it builds the optimizer ('expected input to be on cuda')",
-                               fix="set \"device\": \"cpu\" in offload_optimizer (and drop nvme_path), or remove "
-                                   "\"ratio\" to offload all of it to NVMe"))
+                               fix=ctx.edit(f"zero_optimization.{name}",
+                                            "set \"device\": \"cpu\" and delete \"nvme_path\"",
+                                            "or delete \"ratio\" to offload all of it to NVMe")))
         if device == "cpu" and section.get("pin_memory") is False:
             out.append(ctx.msg(W, "lint.deepspeed.pin_memory", f"zero_optimization.{name}.pin_memory",
                                "CPU offload without pinned memory: GPU<->CPU copies are synchronous and slower "
                                "(DeepSpeed's default is true)",
-                               fix="set \"pin_memory\": true (needs enough locked memory: check `ulimit -l`)"))
+                               fix=ctx.edit(f"zero_optimization.{name}.pin_memory", "set it to true",
+                                            "needs enough locked memory: check `ulimit -l`")))
         if device in ("none", None) and section.get("pin_memory") is True:
             out.append(ctx.msg(W, "lint.deepspeed.pin_memory", f"zero_optimization.{name}.pin_memory",
                                "pin_memory has no effect: device is \"none\", so nothing is offloaded",
-                               fix=f"set \"device\": \"cpu\" in {name}, or remove the section"))
+                               fix=ctx.edit(f"zero_optimization.{name}.device", "set it to \"cpu\"",
+                                            "or remove the section")))
     if stage is not None and stage != 3:
         stage3_only = sorted(k for k in zero if str(k).startswith("stage3_"))
         for key in stage3_only:
             out.append(ctx.msg(W, "lint.deepspeed.stage3_key", f"zero_optimization.{key}",
                                f"only used at ZeRO stage 3; this config runs stage {stage}",
-                               fix=f"remove \"{key}\" or set \"stage\": 3"))
+                               fix=ctx.edit(f"zero_optimization.{key}", "delete it",
+                                            "or set \"stage\": 3")))
     return out
 
 
@@ -285,13 +299,13 @@ def check_auto_nobody_fills(config: dict, ctx: Context) -> list[LintMessage]:
                 f"so the run stops at start-up with '`{path}` not found in kwargs' (DeepSpeed alone would "
                 "silently use its default)",
                 did_you_mean=prefixed if fillable else None,
-                fix=f"rename \"{key}\" to \"{prefixed}\"" if fillable else f"set \"{key}\" to a number"))
+                fix=ctx.edit(path, f"rename it to \"{prefixed}\"" if fillable else "set it to a number")))
         else:
             out.append(ctx.msg(
                 E, "lint.deepspeed.auto_unfilled", path,
                 f"nothing fills \"auto\" here (the HF Trainer and accelerate fill a fixed set of keys): the run "
                 f"stops at start-up with '`{path}` not found in kwargs'",
-                fix=f"set \"{key}\" to a value"))
+                fix=ctx.edit(path, "set it to a value")))
     return out
 
 
@@ -314,13 +328,15 @@ def check_scheduler(config: dict, ctx: Context) -> list[LintMessage]:
     name = scheduler["type"]
     if name in DEEPSPEED_SCHEDULERS:
         return []
-    remedy = ("remove the \"scheduler\" section (the HF Trainer then builds its lr_scheduler_type schedule)"
-              if ctx.hf_managed else "use one of DeepSpeed's own: \"type\": \"WarmupCosineLR\" or \"WarmupDecayLR\"")
+    remedy = (ctx.edit("scheduler", "remove the section", "the HF Trainer then builds its lr_scheduler_type schedule")
+              if ctx.hf_managed else ctx.edit("scheduler.type", "set it to one of DeepSpeed's own: \"WarmupCosineLR\" "
+                                                                "or \"WarmupDecayLR\""))
     if name not in TORCH_SCHEDULERS:
         guess = known_keys.closest(name, DEEPSPEED_SCHEDULERS + TORCH_SCHEDULERS, cutoff=0.7)
         return [ctx.msg(E, "lint.deepspeed.scheduler_unknown", "scheduler.type",
-                        f"DeepSpeed stops at initialize with 'DeepSpeed does not recognize LR scheduler {name}'",
-                        did_you_mean=guess, fix=f"set \"type\": \"{guess}\"" if guess else remedy)]
+                        "DeepSpeed stops at initialize with 'DeepSpeed does not recognize LR scheduler "
+                        f"{excerpt(name)}'", did_you_mean=guess,
+                        fix=ctx.edit("scheduler.type", f"set it to \"{guess}\"") if guess else remedy)]
     stage = _stage(config)
     wrapped = (stage or 0) >= 1 or any(_is_on((config.get(k) or {}).get("enabled")) if isinstance(config.get(k), dict)
                                         else False for k in ("bf16", "fp16", "bfloat16"))
@@ -358,8 +374,8 @@ def check_client_optimizer_offload(config: dict, ctx: Context) -> list[LintMessa
                     "optimizer offload without an \"optimizer\" section: unless the optimizer given to "
                     "deepspeed.initialize is DeepSpeedCPUAdam or DeepSpeedCPULion, DeepSpeed stops with "
                     "'ZeRORuntimeException: You are using ZeRO-Offload with a client provided optimizer'",
-                    fix="add \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": <lr>}} (DeepSpeed then "
-                        "builds its CPU Adam itself)")]
+                    fix=ctx.edit("", "add \"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": <lr>}}",
+                                 "DeepSpeed then builds its CPU Adam itself"))]
 
 
 # transformers filled "auto" stage3_prefetch_bucket_size with the float 0.9 * hidden^2 up to 4.44.2 and
@@ -379,20 +395,22 @@ def check_prefetch_float(config: dict, ctx: Context) -> list[LintMessage]:
     if tv is None or dv is None or tv >= TRANSFORMERS_INT_PREFETCH or dv < DEEPSPEED_STRICT_INT:
         return []
     path = "zero_optimization.stage3_prefetch_bucket_size"
-    versions = f"transformers {tv} fills \"auto\" with 0.9 x hidden_size^2, a float, and DeepSpeed {dv} accepts only an integer"
+    versions = (f"transformers {tv} fills \"auto\" with 0.9 x hidden_size^2, a float, and DeepSpeed {dv} accepts "
+                "only an integer")
     if ctx.hidden_size is None:
         return [ctx.msg(W, "lint.deepspeed.prefetch_float", path,
                         f"{versions}: the run stops at start-up ('got a number with a fractional part') for most "
                         "models (hidden size 4096: 15099494.4); pass --hidden-size or keep the model's config.json "
                         "where model_name_or_path points to check",
-                        fix="set \"stage3_prefetch_bucket_size\" to an integer (0.9 x hidden_size^2, rounded down)")]
+                        fix=ctx.edit(path, "set it to an integer", "0.9 x hidden_size^2, rounded down"))]
     value = 0.9 * ctx.hidden_size * ctx.hidden_size
     if float(value).is_integer():
         return []
     return [ctx.msg(E, "lint.deepspeed.prefetch_float", path,
-                    f"{versions}: with hidden size {ctx.hidden_size} that is {value:.1f}, and the run stops at start-up "
+                    f"{versions}: with hidden size {ctx.hidden_size} that is {value:.1f}, and the run stops at "
+                    "start-up "
                     "('Input should be a valid integer, got a number with a fractional part')",
-                    fix=f"set \"stage3_prefetch_bucket_size\": {int(value)}")]
+                    fix=ctx.edit(path, f"set it to {int(value)}"))]
 
 
 RULES: list[Callable[[dict, Context], list[LintMessage]]] = [

@@ -23,7 +23,8 @@ HF_FILLED_AUTO = frozenset({
     "scheduler.params.warmup_min_lr", "scheduler.params.warmup_max_lr", "scheduler.params.warmup_num_steps",
     "scheduler.params.total_num_steps",
     "zero_optimization.reduce_bucket_size", "zero_optimization.stage3_prefetch_bucket_size",
-    "zero_optimization.stage3_param_persistence_threshold", "zero_optimization.stage3_gather_16bit_weights_on_model_save",
+    "zero_optimization.stage3_param_persistence_threshold",
+    "zero_optimization.stage3_gather_16bit_weights_on_model_save",
     "zero_optimization.stage", "zero_optimization.offload_optimizer.device", "zero_optimization.offload_param.device",
     "zero_optimization.offload_optimizer.nvme_path", "zero_optimization.offload_param.nvme_path",
 })
@@ -64,7 +65,7 @@ class TrainingSettings:
             train_batch = self.world_size * self.per_device_train_batch_size * self.gradient_accumulation_steps
             fills.append(("train_batch_size", train_batch, "train_batch_size (calculated)", True))
         if isinstance(self.warmup_steps, (int, float)) and not isinstance(self.warmup_steps, bool) \
-                and self.warmup_steps >= 1:  # trainer_config_finalize: max(1, args.get_warmup_steps(num_training_steps))
+                and self.warmup_steps >= 1:  # trainer_config_finalize: max(1, args.get_warmup_steps(num_steps))
             fills.append(("scheduler.params.warmup_num_steps", int(self.warmup_steps), "warmup_steps", True))
         return fills + [
             ("gradient_clipping", self.max_grad_norm, "max_grad_norm", True),
@@ -112,7 +113,8 @@ def resolve_auto(config: dict, settings: TrainingSettings) -> Resolution:
     return Resolution(resolved, filled, mismatches)
 
 
-def resolve_batch_only(config: dict, micro_batch: int | None, grad_accum: int | None, world_size: int | None) -> Resolution:
+def resolve_batch_only(config: dict, micro_batch: int | None, grad_accum: int | None,
+                       world_size: int | None) -> Resolution:
     """For a bare DeepSpeed config linted with --micro-batch/--grad-accum: fill only what was given."""
     resolved = copy.deepcopy(config)
     filled: dict[str, Any] = {}

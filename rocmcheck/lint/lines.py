@@ -1,7 +1,8 @@
 """Where each key of a JSON or YAML config file is written: dotted key path -> line number (1-based).
 
 JSON is YAML's flow syntax, so PyYAML's composer (nodes with positions, no values built, no
-aliases expanded) serves both. Used only to point messages at a line; a file it cannot read gives {}.
+aliases expanded) serves both, through the one capped reader and the limited loader. Used only to point
+messages at a line; a file it cannot read gives {}.
 """
 
 from __future__ import annotations
@@ -10,11 +11,15 @@ from pathlib import Path
 
 import yaml
 
+from rocmcheck.errors import BadInput
+from rocmcheck.safe.files import read_text_capped
+from rocmcheck.safe.structured import LimitedSafeLoader
+
 
 def key_lines(path: str | Path) -> dict[str, int]:
     try:
-        root = yaml.compose(Path(path).read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
+        root = yaml.compose(read_text_capped(path, what="config file"), Loader=LimitedSafeLoader)
+    except (BadInput, yaml.YAMLError, RecursionError):
         return {}
     lines: dict[str, int] = {}
     stack = [("", root)]

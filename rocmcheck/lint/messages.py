@@ -1,4 +1,6 @@
-"""LintMessage: one finding in a config file, with the file, the key path and (for typos) a suggestion."""
+"""LintMessage: one finding in a config file, with the file, the key path, its code and (for typos) a suggestion;
+its fix is a rocmcheck.fixes.Fix: an edit of the file named (the usual case: a key to rename, delete or set), a
+shell line only for a real command, a note otherwise."""
 
 from __future__ import annotations
 
@@ -6,7 +8,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocmcheck.fixes import Fix, FixKind, edit, note
 from rocmcheck.result import CheckResult, Status
+from rocmcheck.safe.text import excerpt
 
 
 class Severity(str, enum.Enum):
@@ -16,39 +20,73 @@ class Severity(str, enum.Enum):
 
 
 _STATUS = {Severity.ERROR: Status.FAIL, Severity.WARNING: Status.WARN, Severity.INFO: Status.SKIP}
+IN_MEMORY = "<config>"  # the file name shown for a config linted from a dict
+# A key path or suggestion longer than this is shown cut (safe.text.excerpt); a whole text field (the message, a
+# hint, a line of detail, a fix) longer than MAX_TEXT_CHARS is cut too, whatever data was formatted into it: a
+# 5 MB key is never printed whole.
+MAX_TEXT_CHARS = 1000
+
+
+def key_edit(file: str | None, key_path: str, change: str, why: str = "") -> Fix:
+    """The edit of one key: `zero_optimization.stage3_parition_grads: delete "stage3_parition_grads"`, in the
+    file named (the key path says where in it)."""
+    where = f"{excerpt(key_path)}: " if key_path else ""
+    return edit(file or IN_MEMORY, where + change, why)
+
+
+def _capped(text: str | None) -> str | None:
+    return None if text is None else excerpt(text, MAX_TEXT_CHARS)
+
+
+def _capped_fix(fix: Fix) -> Fix:
+    if len(fix.text) <= MAX_TEXT_CHARS and len(fix.why) <= MAX_TEXT_CHARS:
+        return fix
+    text, why = excerpt(fix.text, MAX_TEXT_CHARS), excerpt(fix.why, MAX_TEXT_CHARS)
+    if fix.kind is FixKind.EDIT:
+        return edit(fix.file, text, why)
+    return note(f"{text} ({why})" if why else text)
 
 
 @dataclass
 class LintMessage:
     severity: Severity
-    code: str  # stable dotted id, e.g. "lint.deepspeed.unknown_key"
+    code: str  # stable dotted id, e.g. "lint.deepspeed.unknown_key" (every code is listed in docs/lint.md)
     file: str | None  # None for a dict linted in memory
-    key_path: str  # "zero_optimization.stage3_parition_grads"; "" for the whole file
+    key_path: str  # "zero_optimization.stage3_parition_grads"; "" for the whole file (shown capped: excerpt)
     message: str  # what is wrong, one sentence
     did_you_mean: str | None = None
     hint: str | None = None  # shown after the suggestion, e.g. why the suggested key does not exist either
-    fix: str | None = None  # one concrete thing to do
+    fix: Fix | None = None  # one concrete thing to do (rocmcheck.fixes)
     detail: list[str] = field(default_factory=list)  # evidence, e.g. DeepSpeed's own error text
     line: int | None = None  # where key_path is written in file, when known
 
     def __post_init__(self) -> None:
         self.severity = Severity(self.severity)
+        if self.fix is not None and not isinstance(self.fix, Fix):
+            raise TypeError(f"{self.code}: a lint fix is a rocmcheck.fixes.Fix (key_edit, edit, note, shell), "
+                            f"not a {type(self.fix).__name__}")
+        self.message = _capped(self.message) or ""
+        self.hint = _capped(self.hint)
+        self.did_you_mean = _capped(self.did_you_mean)
+        self.detail = [excerpt(line, MAX_TEXT_CHARS) for line in self.detail]
+        if self.fix is not None:
+            self.fix = _capped_fix(self.fix)
 
     @property
     def is_error(self) -> bool:
         return self.severity is Severity.ERROR
 
     def render(self) -> str:
-        """file:line: key.path: error: message (did you mean 'x'?)"""
-        parts = [(self.file or "<config>") + (f":{self.line}" if self.line else "")]
+        """file:line: key.path: error [lint.code]: message (did you mean 'x'?), always one line."""
+        parts = [excerpt(self.file or IN_MEMORY) + (f":{self.line}" if self.line else "")]
         if self.key_path:
-            parts.append(self.key_path)
-        text = f"{': '.join(parts)}: {self.severity.value}: {self.message}"
+            parts.append(excerpt(self.key_path))
+        text = f"{': '.join(parts)}: {self.severity.value} [{self.code}]: {self.message}"
         if self.did_you_mean:
-            text += f" (did you mean '{self.did_you_mean}'?" + (f" {self.hint})" if self.hint else ")")
+            text += f" (did you mean '{excerpt(self.did_you_mean)}'?" + (f" {self.hint})" if self.hint else ")")
         elif self.hint:
             text += f" ({self.hint})"
-        return text
+        return excerpt(text, 4 * MAX_TEXT_CHARS)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,11 +94,11 @@ class LintMessage:
             "code": self.code,
             "file": self.file,
             "line": self.line,
-            "key_path": self.key_path,
+            "key_path": excerpt(self.key_path, MAX_TEXT_CHARS),
             "message": self.message,
             "did_you_mean": self.did_you_mean,
             "hint": self.hint,
-            "fix": self.fix,
+            "fix": self.fix.to_dict() if self.fix is not None else None,
             "detail": list(self.detail),
         }
 
@@ -72,7 +110,8 @@ class LintMessage:
             evidence=list(self.detail),
             fix=self.fix if self.severity is not Severity.INFO else None,
             area="lint",
-            data={"file": self.file, "line": self.line, "key_path": self.key_path, "did_you_mean": self.did_you_mean},
+            data={"file": self.file, "line": self.line, "key_path": excerpt(self.key_path, MAX_TEXT_CHARS),
+                  "did_you_mean": self.did_you_mean},
         )
 
 

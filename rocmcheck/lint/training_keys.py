@@ -24,25 +24,34 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from rocmcheck.child import child_env, run_child
+from rocmcheck.fixes import Fix
 from rocmcheck.lint import known_keys
-from rocmcheck.lint.messages import LintMessage, Severity
+from rocmcheck.lint.messages import LintMessage, Severity, key_edit
 from rocmcheck.package_data import read_json
+from rocmcheck.safe.text import excerpt
 
 CHILD_TIMEOUT_S = 120.0  # importing transformers + torch took 11 s on a loaded 2-core CPU box
 LLAMAFACTORY_PYTHON_ENV = "ROCMCHECK_LLAMAFACTORY_PYTHON"
 # What HfArgumentParser.parse_dict raises for a key no dataclass has (transformers/hf_argparser.py).
 PARSE_DICT_ERROR = "Some keys are not used by the HfArgumentParser"
 
-# What to write instead of a key a transformers release removed (transformers 5 migration).
+# What to write instead of a key a transformers release removed (transformers 5 migration): (the new key, the
+# change, why).
 REPLACEMENTS = {
-    "warmup_ratio": ("warmup_steps", "warmup_steps: <the same ratio> (transformers 5 reads a warmup_steps below 1 "
-                                     "as a fraction of the total steps)"),
-    "overwrite_output_dir": (None, 'delete "overwrite_output_dir"'),
-    "evaluation_strategy": ("eval_strategy", "rename it to eval_strategy"),
-    "no_cuda": ("use_cpu", "use_cpu: true"),
-    "per_gpu_train_batch_size": ("per_device_train_batch_size", "rename it to per_device_train_batch_size"),
-    "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "rename it to per_device_eval_batch_size"),
+    "warmup_ratio": ("warmup_steps", "rename it to warmup_steps, with the same value",
+                     "transformers 5 reads a warmup_steps below 1 as a fraction of the total steps"),
+    "overwrite_output_dir": (None, "delete it", ""),
+    "evaluation_strategy": ("eval_strategy", "rename it to eval_strategy", ""),
+    "no_cuda": ("use_cpu", "replace it with use_cpu: true", ""),
+    "per_gpu_train_batch_size": ("per_device_train_batch_size", "rename it to per_device_train_batch_size", ""),
+    "per_gpu_eval_batch_size": ("per_device_eval_batch_size", "rename it to per_device_eval_batch_size", ""),
 }
+_DELETE = (None, "delete it", "")
+
+
+def _replacement(file: str, key: str) -> tuple[str | None, Fix]:
+    newer, change, why = REPLACEMENTS.get(key, _DELETE)
+    return newer, key_edit(file, key, change, why)
 
 
 @functools.lru_cache(maxsize=None)
@@ -92,7 +101,7 @@ class Vocabulary:
     complete: bool  # True: the parser is the whole parser (LLaMA-Factory); False: scripts add their own dataclasses
     transformers_versions: list[Version] = field(default_factory=list)  # the releases the keys hold for
     note: str | None = None  # how the keys were found, when not from the installed classes
-    own: set[str] = field(default_factory=set)  # keys the owner defines itself (not transformers'), kept across releases
+    own: set[str] = field(default_factory=set)  # keys the owner defines itself (not transformers'), in every release
 
 
 def llamafactory_python() -> str | None:
@@ -169,11 +178,11 @@ def check_keys(data: dict, vocab: Vocabulary, file: str, kind: str) -> list[Lint
             warning = _removed_later(key, vocab)
             if warning:
                 out.append(LintMessage(Severity.WARNING, "lint.training.removed_later", file, key, warning,
-                                       fix=REPLACEMENTS.get(key, (None, f'delete "{key}"'))[1]))
+                                       fix=_replacement(file, key)[1]))
             continue
         last = _last_release_with(key)
         if last is not None:
-            newer, fix = REPLACEMENTS.get(key, (None, f'delete "{key}"'))
+            newer, fix = _replacement(file, key)
             out.append(LintMessage(Severity.ERROR, "lint.training.removed_key", file, key,
                                    f"removed from transformers after {last}: {rejects}",
                                    did_you_mean=newer if newer in vocab.keys else None, fix=fix))
@@ -181,16 +190,18 @@ def check_keys(data: dict, vocab: Vocabulary, file: str, kind: str) -> list[Lint
         guess = known_keys.closest(key, vocab.keys - set(data))
         if guess:
             out.append(LintMessage(Severity.ERROR, "lint.training.unknown_key", file, key, f"unknown key: {rejects}",
-                                   did_you_mean=guess, fix=f'rename "{key}" to "{guess}"'))
+                                   did_you_mean=guess, fix=key_edit(file, key, f'rename it to "{guess}"')))
         elif vocab.complete:
             out.append(LintMessage(Severity.ERROR, "lint.training.unknown_key", file, key, f"unknown key: {rejects}",
-                                   fix=f'delete "{key}" (or check the spelling in the {vocab.owner.split(" (")[0]} docs)'))
+                                   fix=key_edit(file, key, "delete it",
+                                                f'or check the spelling in the {vocab.owner.split(" (")[0]} docs')))
         else:
             script_keys.append(key)
     if script_keys:
         out.append(LintMessage(Severity.INFO, "lint.training.script_keys", file, "",
-                               f"not TrainingArguments keys: {', '.join(script_keys)}; fine if the training script's "
-                               f"own argument dataclasses define them, otherwise '{PARSE_DICT_ERROR}'"))
+                               f"not TrainingArguments keys: {excerpt(', '.join(script_keys), 600)}; fine if the "
+                               "training script's own argument dataclasses define them, otherwise "
+                               f"'{PARSE_DICT_ERROR}'"))
     if vocab.note:
         out.append(LintMessage(Severity.INFO, "lint.training.keys_source", file, "",
                                f"keys checked against {vocab.owner}: {vocab.note}"))

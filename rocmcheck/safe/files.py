@@ -3,7 +3,8 @@
 Reading: a regular file only (a FIFO would block forever, /dev/zero never ends, a directory is a mistake), at most
 `limit` bytes, UTF-8; anything else is a BadInput with one line to show. Writing: a temporary file in the
 same folder, fsync, then rename over the target, so a full disk or a file-size limit leaves the old file whole;
-an existing file is replaced only when the caller says so (--force)."""
+an existing file is replaced only when the caller says so (--force), and a symbolic link at the target is never
+followed (refused, or with --force replaced itself)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from rocmcheck.errors import BadInput
+from rocmcheck.safe.text import excerpt
 from rocmcheck.units import MIB
 
 # Config files (DeepSpeed JSON, LLaMA-Factory YAML, config.json): the largest real ones are a few KiB; a model's
@@ -24,10 +26,6 @@ MAX_BUNDLE_BYTES = 64 * MIB
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
-
-
-
-
 
 
 def _kind(mode: int) -> str | None:
@@ -48,18 +46,18 @@ def read_bytes_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES,
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise BadInput(f"{path}: no such file") from None
+        raise BadInput(f"{excerpt(path)}: no such file") from None
     except IsADirectoryError:
-        raise BadInput(f"{path}: is a directory, not a {what}") from None
+        raise BadInput(f"{excerpt(path)}: is a directory, not a {what}") from None
     except OSError as exc:
-        raise BadInput(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        raise BadInput(f"{excerpt(path)}: cannot be read: {exc.strerror or exc}") from None
     try:
         st = os.fstat(fd)
         kind = _kind(st.st_mode)
         if kind is not None:
-            raise BadInput(f"{path}: is {kind}, not a {what}")
+            raise BadInput(f"{excerpt(path)}: is {kind}, not a {what}")
         if st.st_size > limit:
-            raise BadInput(f"{path}: {_size(st.st_size)} is more than a {what} can be ({_size(limit)})")
+            raise BadInput(f"{excerpt(path)}: {_size(st.st_size)} is more than a {what} can be ({_size(limit)})")
         chunks: list[bytes] = []
         got = 0
         while got <= limit:
@@ -69,11 +67,11 @@ def read_bytes_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES,
             chunks.append(chunk)
             got += len(chunk)
     except OSError as exc:
-        raise BadInput(f"{path}: cannot be read: {exc.strerror or exc}") from None
+        raise BadInput(f"{excerpt(path)}: cannot be read: {exc.strerror or exc}") from None
     finally:
         os.close(fd)
     if got > limit:  # it grew while being read (or st_size lied, as in /proc)
-        raise BadInput(f"{path}: more than a {what} can be ({_size(limit)})")
+        raise BadInput(f"{excerpt(path)}: more than a {what} can be ({_size(limit)})")
     return b"".join(chunks)
 
 
@@ -83,7 +81,7 @@ def read_text_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, 
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadInput(f"{Path(path)}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
+        raise BadInput(f"{excerpt(path)}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
 
 
 def read_head(path: str | os.PathLike, limit: int) -> str | None:
@@ -108,30 +106,55 @@ def read_head(path: str | os.PathLike, limit: int) -> str | None:
         return None
 
 
+def expand_user(path: str | os.PathLike) -> Path:
+    """Path(path).expanduser(), with one line for a `~name` whose user does not exist here (Python raises
+    RuntimeError "Could not determine home directory")."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        user = str(path)[1:].split("/", 1)[0]
+        raise BadInput(f"{excerpt(path)}: there is no user {excerpt(user)!r} on this machine") from None
+
+
 def check_target(path: str | os.PathLike, *, force: bool = False, flag: str = "--force") -> Path:
     """Where write_atomic would write, checked before any work is done: the folder exists and is writable, the
     target is not an existing file (unless force) nor a directory, FIFO or device. BadInput otherwise.
-    A symlink to a file is followed: the file it points to is the one replaced."""
+    A symbolic link is never followed: a new file is never created where a link points (a link planted as the
+    output name, dangling or not, is refused), and with force the link itself is replaced by the file, its
+    target left alone. Returns the path, unresolved."""
+    if isinstance(path, str) and path.endswith(os.sep) and path.strip(os.sep):
+        raise BadInput(f"cannot write {excerpt(path)}: it names a folder (ends in {os.sep}); name a file")
     path = Path(path)
-    target = path.resolve() if path.is_symlink() else path
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise BadInput(f"cannot write {path}: {folder} is not a directory")
+    folder = path.parent if str(path.parent) else Path(".")
     try:
-        st = os.stat(target)
+        st = os.lstat(path)
     except FileNotFoundError:
         st = None
-    except OSError as exc:
-        raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a loop or a non-folder in the path above it
+        raise BadInput(f"cannot write {excerpt(path)}: {exc.strerror or exc}") from None
+    if not os.path.isdir(folder):
+        raise BadInput(f"cannot write {excerpt(path)}: {excerpt(folder)} is not a directory")
     if st is not None:
-        kind = _kind(st.st_mode)
-        if kind is not None:
-            raise BadInput(f"cannot write {path}: it is {kind}")
-        if not force:
-            raise BadInput(f"not overwriting {path}: it exists (add {flag} to replace it)")
+        if stat.S_ISLNK(st.st_mode):
+            if not force:
+                raise BadInput(f"not overwriting {excerpt(path)}: it is a symbolic link (to "
+                               f"{excerpt(_link_target(path))}); add {flag} to replace the link itself")
+        else:
+            kind = _kind(st.st_mode)
+            if kind is not None:
+                raise BadInput(f"cannot write {excerpt(path)}: it is {kind}")
+            if not force:
+                raise BadInput(f"not overwriting {excerpt(path)}: it exists (add {flag} to replace it)")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise BadInput(f"cannot write {path}: {folder} is not writable")
-    return target
+        raise BadInput(f"cannot write {excerpt(path)}: {excerpt(folder)} is not writable")
+    return path
+
+
+def _link_target(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
 
 
 def _umask() -> int:
@@ -153,9 +176,12 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, force: bool = Fa
     target = check_target(path, force=force, flag=flag)
     payload = data.encode("utf-8") if isinstance(data, str) else data
     try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
+        st = os.lstat(target)
     except FileNotFoundError:
-        mode = 0o666 & ~_umask()
+        st = None
+    # A regular file being replaced keeps its permission bits; a new file, or one that replaces a link, gets the
+    # umask's (never the bits of whatever the link pointed to).
+    mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         try:
@@ -167,13 +193,13 @@ def write_atomic(path: str | os.PathLike, data: str | bytes, *, force: bool = Fa
             os.fsync(fd)
         finally:
             os.close(fd)
-        if force:
+        if force:  # rename replaces the directory entry: a link there is replaced, its target untouched
             os.replace(tmp, target)
-        else:  # link, not rename: a file that appeared since the check (another node, another run) is kept
+        else:  # link, not rename: a file (or a link) that appeared since the check is kept, and never followed
             try:
                 os.link(tmp, target)
             except FileExistsError:
-                raise BadInput(f"{target} exists (use {flag} to replace it)") from None
+                raise BadInput(f"{excerpt(target)} exists (use {flag} to replace it)") from None
             except OSError:  # a file system without hard links: the check above is all there is
                 os.replace(tmp, target)
             else:
@@ -199,4 +225,4 @@ def describe_write_error(path: str | os.PathLike, exc: OSError) -> str:
     """One line for a failed write (BadInput already is one)."""
     if isinstance(exc, BadInput):
         return str(exc)
-    return f"cannot write {path}: {exc.strerror or exc}"
+    return f"cannot write {excerpt(path)}: {exc.strerror or exc}"

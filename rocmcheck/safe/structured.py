@@ -19,6 +19,7 @@ from yaml.nodes import MappingNode, SequenceNode
 
 from rocmcheck.errors import BadInput
 from rocmcheck.safe.files import MAX_CONFIG_BYTES, read_text_capped
+from rocmcheck.safe.text import excerpt
 
 # Real configs nest 4 deep (zero_optimization.offload_param.device), bundles 6; 64 is far above both and far
 # below Python's recursion limit, so nothing that walks the data later can hit RecursionError.
@@ -30,8 +31,6 @@ MAX_YAML_NODES = 100_000
 # would make arithmetic on it slow or overflow floats.
 MAX_INT_BITS = 128
 YAML_SUFFIXES = (".yaml", ".yml")
-
-
 
 
 def _where(path: tuple[Any, ...]) -> str:
@@ -189,6 +188,12 @@ def parse_yaml(text: str, *, loader: type[LimitedSafeLoader] = LimitedSafeLoader
     return data
 
 
+def yaml_scalar(value: str) -> str:
+    """value as one YAML scalar, quoted as YAML needs: a path with `#`, `: ` or a newline stays one string
+    (`deepspeed: /data/ds #1/z.json` unquoted would read as `/data/ds`)."""
+    return yaml.safe_dump(str(value), default_style='"', width=float("inf"), allow_unicode=True).strip()
+
+
 def describe_yaml_error(exc: yaml.YAMLError) -> str:
     mark = getattr(exc, "problem_mark", None)
     where = f" (line {mark.line + 1})" if mark else ""
@@ -212,4 +217,4 @@ def load_file(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, what: s
                 raise BadInput(describe_yaml_error(exc)) from None
         return parse_json(text, object_pairs_hook=object_pairs_hook, allow_nonfinite=allow_nonfinite)
     except BadInput as exc:
-        raise BadInput(f"{path}: {exc}") from None
+        raise BadInput(f"{excerpt(path)}: {exc}") from None

@@ -36,6 +36,24 @@ def clean(text: str) -> str:
     return _CONTROLS.sub("", _SEQUENCES.sub("", text))
 
 
+# How much of one piece of user data (a key from a config, a file name, an option value) a message echoes: real
+# keys, paths and names are far shorter; a 5 MB key would otherwise be printed whole in every line that names it.
+MAX_ECHO_CHARS = 200
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def excerpt(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
+    """User data as it may be echoed in a message: one line (a newline, a tab or any control character is written
+    as its escape, `\\n`, so a file name with a newline cannot start a second line), at most `limit` characters of
+    it, then how many were left out. The one helper every message uses for data it repeats."""
+    text = str(value)
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters)"
+    if _CONTROLS.search(text) or "\n" in text or "\t" in text:
+        text = "".join(_ESCAPES.get(c) or (ascii(c)[1:-1] if _CONTROLS.match(c) else c) for c in text)
+    return text
+
+
 def clean_tree(value: Any) -> Any:
     """clean() applied to every string (keys too) of a JSON-like value."""
     if isinstance(value, str):
@@ -55,11 +73,17 @@ class SanitizingStream(io.TextIOBase):
         super().__init__()
         self.raw_stream = raw
 
-    def write(self, text: str) -> int:  # type: ignore[override]
+    def write(self, text: str | bytes) -> int:  # type: ignore[override]
+        """Text, or bytes (click writes bytes where it finds no binary stream, as for its shell-completion
+        scripts, UTF-8 from str.encode()): decoded (undecodable bytes become U+FFFD), then cleaned."""
+        if isinstance(text, (bytes, bytearray, memoryview)):
+            shown = bytes(text).decode("utf-8", errors="replace")
+            self.raw_stream.write(clean(shown))
+            return len(text)
         self.raw_stream.write(clean(text))
         return len(text)
 
-    def writelines(self, lines: Iterable[str]) -> None:  # type: ignore[override]
+    def writelines(self, lines: Iterable[str | bytes]) -> None:  # type: ignore[override]
         for line in lines:
             self.write(line)
 
