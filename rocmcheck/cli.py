@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import signal
@@ -52,13 +53,68 @@ def cli() -> None:
     """Can this machine fine-tune LLaMA-class models on ROCm (or CUDA)? rocmcheck finds out and says what to fix."""
 
 
+# The signals that stop rocmcheck, and the word it says on the way out. Each one ends every process rocmcheck
+# started (rocmcheck.runner.end_descendants: the commands run in sessions of their own, so neither the terminal's
+# Ctrl-C nor its hangup reaches them) and exits 128 + its number, as a shell reports a process a signal ended.
+STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hangup"}
+# stdout could not be written (a full disk, an I/O error): as for a closed pipe (click's own rule), exit 1.
+EXIT_OUTPUT_FAILED = 1
+# Commands that run a person's own command: what that command leaves behind is the person's, so rocmcheck does
+# not adopt it (rocmcheck.runner.adopt_orphans) for those.
+RUNS_A_PERSONS_COMMAND = frozenset({"monitor"})
+
+
+class OutputError(OSError):
+    """Writing or flushing stdout failed. An OSError with the same errno, so click still treats a closed pipe
+    (EPIPE) its own way."""
+
+
+class _GuardedOutput:
+    """The real stdout, with its write errors told apart from any other OSError a command might let out."""
+
+    def __init__(self, stream: object) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)  # type: ignore[attr-defined,no-any-return]
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()  # type: ignore[attr-defined]
+        except OSError as exc:
+            raise OutputError(exc.errno, exc.strerror) from None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
+def _guard_stdout() -> None:
+    """Put _GuardedOutput under the console wrapper (install_console_streams), where click and the reports
+    write."""
+    stream = sys.stdout
+    raw = getattr(stream, "raw_stream", None)
+    if raw is not None and not isinstance(raw, _GuardedOutput):
+        stream.raw_stream = _GuardedOutput(raw)  # type: ignore[union-attr]
+
+
+def _say(line: str) -> None:
+    """One line on stderr, which may be gone (a closed terminal after a hangup, a full disk)."""
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def _stop(code: int) -> None:
     """Leave at once and leave nothing behind: every tool, probe child and training rank started through the
-    runner is killed (they run in their own process groups, so the terminal's Ctrl-C does not reach them).
-    os._exit, because worker threads still waiting on those children would otherwise be joined first."""
-    from rocmcheck.runner import kill_live_children
+    runner is ended, and whatever they left (rocmcheck.runner.end_descendants). os._exit, because worker
+    threads still waiting on those children would otherwise be joined first."""
+    from rocmcheck.runner import end_descendants
 
-    kill_live_children()
+    end_descendants()
     _flush_streams()
     os._exit(code)
 
@@ -71,33 +127,71 @@ def _flush_streams() -> None:
             pass
 
 
-def _on_sigterm(signum: int, frame: object) -> None:
-    print("rocmcheck: terminated", file=sys.stderr, flush=True)
+def _on_stop_signal(signum: int, frame: object) -> None:
+    _say(f"rocmcheck: {STOP_SIGNALS.get(signum, 'stopped')}")
     _stop(128 + signum)
+
+
+def _install_stop_signals() -> None:
+    """One policy for SIGINT, SIGTERM and SIGHUP (_on_stop_signal). A signal that was ignored when rocmcheck
+    started (nohup, a script's background job) stays ignored: that is what whoever started it asked for."""
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) != signal.SIG_IGN:
+            signal.signal(sig, _on_stop_signal)
+
+
+def _output_failed(exc: OSError, code: int | str | None = None) -> int | str:
+    """stdout cannot be written: one line on stderr (none for a closed pipe, as click does), fd 1 pointed at
+    /dev/null so the exit's own flush cannot fail again, and a non-zero exit code."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1)
+        os.close(null)
+    except OSError:
+        pass
+    if exc.errno != errno.EPIPE:
+        _say(f"rocmcheck: could not write the output: {exc.strerror or exc}")
+    return code if code not in (0, None) else EXIT_OUTPUT_FAILED  # type: ignore[return-value]
+
+
+def _command_name(argv: list[str]) -> str | None:
+    """The subcommand asked for: the group's own options (--help, --version) take no value, so it is the first
+    argument that is not an option."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
 def main() -> None:
     """Errors a person causes end as ONE line on stderr and exit 2: click's standalone mode would print a usage
-    block first, so its exceptions are caught here for every command alike. Ctrl-C exits 130 and SIGTERM 143,
-    with every child process ended."""
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    block first, so its exceptions are caught here for every command alike. SIGINT, SIGTERM and SIGHUP exit
+    128 + the signal (130, 143, 129) with every child process ended; so does every exit (rocmcheck.runner).
+    stdout that cannot be written (a full disk) is one line and exit 1."""
+    _install_stop_signals()
+    from rocmcheck.runner import adopt_orphans
     from rocmcheck.safe.text import install_console_streams
 
+    if _command_name(sys.argv[1:]) not in RUNS_A_PERSONS_COMMAND:
+        adopt_orphans()  # what a tool leaves (setsid, a daemon) stays below rocmcheck, to be ended with it
     install_console_streams()  # no escape sequence from data reaches the terminal; no UnicodeEncodeError
+    _guard_stdout()
+    code: int | str | None = 0
     try:
         result = cli.main(prog_name="rocmcheck", standalone_mode=False)
-        code: int | str | None = result if isinstance(result, int) else 0
+        code = result if isinstance(result, int) else 0
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `rocmcheck`: the help, not an error line
-        click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
-        sys.exit(0)
+        try:
+            click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        except OutputError as failure:
+            code = _output_failed(failure)
     except click.ClickException as exc:
         click.echo(f"Error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
+        code = exc.exit_code
     except BadInput as exc:  # the one bad-input type (rocmcheck/errors.py): one line, exit 2
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(EXIT_BAD_INPUT)
+        code = EXIT_BAD_INPUT
+    except OutputError as exc:
+        code = _output_failed(exc)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
-        print("rocmcheck: interrupted", file=sys.stderr, flush=True)
+        _say("rocmcheck: interrupted")
         _stop(130)
     except SystemExit as exc:  # a command's own sys.exit(code)
         code = exc.code
@@ -110,6 +204,13 @@ def _leave(code: int | str | None) -> None:
     a smoke-train (benchmarks/RESULTS.md, section 17); so then the threads are joined, the atexit handlers
     run and the streams are flushed as at a normal exit, and the process ends without that teardown. A message
     (sys.exit("...")) takes the interpreter's own way out, which prints it."""
+    from rocmcheck.runner import end_descendants
+
+    end_descendants()  # nothing a command started outlives it (a straggler, what a tool left running)
+    try:
+        sys.stdout.flush()  # buffered output fails here when it fails (a full disk): say so while we can
+    except OSError as exc:
+        code = _output_failed(exc, code)
     if "torch" not in sys.modules or not (code is None or isinstance(code, int)):
         sys.exit(code)
     import atexit

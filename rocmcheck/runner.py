@@ -1,21 +1,43 @@
-"""The one way rocmcheck runs an external command: argv list, no shell, a timeout, never raises."""
+"""The one way rocmcheck runs an external command: argv list, no shell, a timeout, never raises.
+
+Every command starts in a session of its own (so the terminal's signals do not reach it and its whole group can be
+ended) and every process it leaves is ended with it:
+- on its timeout, the command and everything below it (its descendants, its process group, its session);
+- when it has exited but something it started still holds its output pipes, that holder (found by the pipes
+  themselves, in /proc/PID/fd), so the output is read to its end instead of being given up on;
+- on the way out of rocmcheck (`end_descendants`, from the CLI's exit and signal paths), every process below
+  rocmcheck outside its own session. With `adopt_orphans` (PR_SET_CHILD_SUBREAPER) a process that left its tool's
+  group or session (setsid, setpgid, a daemon that forked twice) is handed to rocmcheck when its parent dies,
+  instead of to init, so it is still found there.
+"""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import math
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Callable, Sequence
+from typing import IO, Callable, Iterable, Sequence
 
 from rocmcheck.record import Record
 
 # Output kept per stream: enough for any real rocminfo (8 GPUs ~ 60 KB), bounded against garbage.
 MAX_OUTPUT_CHARS = 2_000_000
+# After a command exits, how long something it started may keep its pipes open (a helper finishing its last
+# write) before that holder is ended; then how long the readers get to drain what is left.
+PIPE_GRACE_S = 2.0
+DRAIN_S = 2.0
+# Passes of the final sweep: a process that forks while it is being ended leaves a child for the next pass.
+SWEEP_PASSES = 5
+PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+SHEBANG_BYTES = 256  # enough for any `#!` line the kernel accepts (BINPRM_BUF_SIZE)
 
 
 @dataclass
@@ -25,10 +47,13 @@ class CommandResult(Record):
     stdout: str = ""
     stderr: str = ""
     timed_out: bool = False
-    not_found: bool = False
-    error: str | None = None  # why it could not be run at all
+    not_found: bool = False  # no such program: not on PATH, or no file at the path given
+    error: str | None = None  # why it could not be run at all (set whenever it did not start and was found)
     duration_s: float = 0.0
     timeout_s: float | None = None
+    # The program is there but the kernel could not start it: the interpreter its `#!` line names, or the ELF
+    # loader it needs, does not exist (execve says "no such file" for the program itself). error says which.
+    interpreter_missing: bool = False
 
     @property
     def ok(self) -> bool:
@@ -51,11 +76,12 @@ class CommandResult(Record):
         return f"{name} ran"
 
 
-# Process groups started here and still running: a signal handler (cli.main) ends them all on the way out,
-# so Ctrl-C or SIGTERM never leaves a hung tool, a probe child or a training rank behind.
-_LIVE_GROUPS: set[int] = set()
-_LIVE_LOCK = threading.Lock()
-_STOPPING = threading.Event()  # set on the way out: no new command starts after the last kill
+# Commands started here and not reaped yet (each is the leader of its own session and process group). A
+# re-entrant lock: the signal handler that ends them runs on the main thread, which may hold it already.
+_LIVE: set[int] = set()
+_LIVE_LOCK = threading.RLock()
+_STOPPING = threading.Event()  # set on the way out: no new command starts after the last sweep
+_ADOPTING = threading.Event()  # this process is a child subreaper (adopt_orphans)
 READ_CHUNK = 1 << 16
 
 
@@ -67,6 +93,7 @@ class _CappedReader(threading.Thread):
     def __init__(self, pipe: IO[bytes], cap: int, on_line: Callable[[str], None] | None = None) -> None:
         super().__init__(daemon=True)
         self.pipe, self.cap, self.on_line = pipe, cap, on_line
+        self.inode = os.fstat(pipe.fileno()).st_ino  # who else holds this pipe: _pipe_holders
         self.kept = bytearray()
         self.dropped = 0
         self._partial = bytearray()
@@ -135,35 +162,31 @@ def run_command(
         result.error = f"timeout must be a positive number of seconds, not {timeout!r}"
         return result
     exe = argv[0]
-    if os.sep not in exe and shutil.which(exe, path=(env or os.environ).get("PATH")) is None:
+    search_path = (os.environ if env is None else env).get("PATH")
+    if os.sep not in exe and shutil.which(exe, path=search_path) is None:
         result.not_found = True
         return result
     start = time.monotonic()
-    if _STOPPING.is_set():
-        result.error = "rocmcheck is shutting down"
-        return result
-    try:
-        # start_new_session: on timeout we kill the whole process group, so a tool that forks
-        # helpers (rocminfo -> hsa runtime threads, wrappers) cannot keep the pipes open.
-        proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except FileNotFoundError:
-        result.not_found = True
-        return result
-    except OSError as exc:  # permission denied, exec format error, ...
-        result.error = f"{type(exc).__name__}: {exc}"
-        return result
-    with _LIVE_LOCK:
-        _LIVE_GROUPS.add(proc.pid)
-    if _STOPPING.is_set():  # the stop came while it was starting
-        _kill_group(proc.pid)
+    with _LIVE_LOCK:  # the stop path takes this lock too: a command either starts before the sweep or not at all
+        if _STOPPING.is_set():
+            result.error = "rocmcheck is shutting down"
+            return result
+        try:
+            # start_new_session: the command leads its own session and group, out of the terminal's reach; on
+            # timeout the whole of it is ended (a tool that forks helpers cannot keep the pipes open).
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            _why_not_started(result, exc, search_path, cwd)
+            return result
+        _LIVE.add(proc.pid)
     readers = [_CappedReader(proc.stdout, stdout_cap, on_stdout_line),  # type: ignore[arg-type]
                _CappedReader(proc.stderr, MAX_OUTPUT_CHARS)]  # type: ignore[arg-type]
     for reader in readers:
@@ -175,23 +198,21 @@ def run_command(
             result.returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             result.timed_out = True
-            _kill_group(proc.pid)
+            _end_command(proc.pid)
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-        # The direct child is gone; a grandchild that kept the pipes open must not hold us either.
-        for reader in readers:
-            reader.join(timeout=2 if not result.timed_out else 1)
+        # The command is gone; something it started may still hold its pipes. Give it a moment, then end it.
+        _join(readers, 1.0 if result.timed_out else PIPE_GRACE_S)
         if any(reader.is_alive() for reader in readers):
-            _kill_group(proc.pid)
-            for reader in readers:
-                reader.join(timeout=2)
+            _end_pipe_holders({reader.inode for reader in readers})
+            _join(readers, DRAIN_S)
     finally:
         if proc.poll() is None:  # interrupted (KeyboardInterrupt) while waiting: leave nothing running
-            _kill_group(proc.pid)
+            _end_command(proc.pid)
         with _LIVE_LOCK:
-            _LIVE_GROUPS.discard(proc.pid)
+            _LIVE.discard(proc.pid)
         for pipe in (proc.stdout, proc.stderr, proc.stdin):
             if pipe is not None:
                 try:
@@ -203,6 +224,49 @@ def run_command(
     return result
 
 
+def _why_not_started(result: CommandResult, exc: OSError, search_path: str | None, cwd: str | None) -> None:
+    """Fill in why Popen refused: no such program, a missing working folder, a program whose interpreter is
+    missing (execve's ENOENT for a file that exists), or anything else the kernel said."""
+    exe = result.argv[0]
+    if isinstance(exc, FileNotFoundError) and cwd is not None and exc.filename == cwd:
+        result.error = f"its working folder {cwd} does not exist"
+        return
+    if exc.errno != errno.ENOENT:  # permission denied, exec format error, ...
+        result.error = f"{type(exc).__name__}: {exc}"
+        return
+    path = exe if os.sep in exe else shutil.which(exe, path=search_path)
+    if path is not None and cwd is not None and not os.path.isabs(path):
+        path = os.path.join(cwd, path)
+    if path is None or not os.path.isfile(path):
+        result.not_found = True
+        return
+    result.interpreter_missing = True
+    interpreter = shebang_interpreter(path)
+    result.error = (f"its interpreter {interpreter} (named on its #! line) does not exist" if interpreter
+                    else "a loader or interpreter it needs does not exist")
+
+
+def shebang_interpreter(path: str) -> str | None:
+    """The interpreter a script's `#!` line names, or None (not a script, not readable, not a regular file).
+    Reads at most SHEBANG_BYTES and never blocks (a FIFO is refused before it is opened for reading)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        head = os.read(fd, SHEBANG_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if not head.startswith(b"#!"):
+        return None
+    words = head[2:].split(b"\n", 1)[0].split()
+    return words[0].decode("utf-8", errors="replace") if words else None
+
+
 def _feed(proc: subprocess.Popen, text: str) -> None:
     try:
         assert proc.stdin is not None
@@ -212,18 +276,192 @@ def _feed(proc: subprocess.Popen, text: str) -> None:
         pass  # the command did not read its input: its exit says the rest
 
 
-def _kill_group(pgid: int) -> None:
+def _join(readers: Iterable[threading.Thread], seconds: float) -> None:
+    end = time.monotonic() + seconds
+    for reader in readers:
+        reader.join(timeout=max(0.0, end - time.monotonic()))
+
+
+# ---------------------------------------------------------------- finding and ending processes
+
+def adopt_orphans() -> bool:
+    """Make this process a child subreaper: a process below it whose parent dies is handed to it, not to
+    init, so end_descendants still finds what left its tool's group or session. Linux only; False where the
+    kernel refuses (then such a process escapes, as before)."""
+    if _ADOPTING.is_set():
+        return True
     try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+        adopted = prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        adopted = False
+    if adopted:
+        _ADOPTING.set()
+    return adopted
 
 
-def kill_live_children() -> None:
-    """End every process group this process started and has not reaped yet (from a signal handler), and
-    start no new ones."""
-    _STOPPING.set()
+def _process_table() -> dict[int, tuple[int, int, int]]:
+    """pid -> (parent pid, process group, session) of every live process (zombies left out), from /proc."""
+    table: dict[int, tuple[int, int, int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                fields = fh.read().rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3 and fields[0] not in (b"Z", b"X"):
+            table[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
+def _with_descendants(roots: set[int], table: dict[int, tuple[int, int, int]]) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    found, frontier = set(roots), list(roots)
+    while frontier:
+        for child in children.get(frontier.pop(), ()):
+            if child not in found:
+                found.add(child)
+                frontier.append(child)
+    return found
+
+
+def _kill(pids: Iterable[int]) -> None:
+    me = os.getpid()
+    for pid in pids:
+        if pid != me:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+def _end_command(leader: int) -> None:
+    """End a command that has not been reaped yet (so its pid, group and session ids are still its own) with
+    everything below it and everything in its group or session, wherever those were re-parented."""
+    for _ in range(SWEEP_PASSES):
+        table = _process_table()
+        members = {pid for pid, (_, pgrp, sid) in table.items() if leader in (pgrp, sid)}
+        targets = _with_descendants(members | ({leader} if leader in table else set()), table)
+        if not targets:
+            return
+        _kill(targets)
+        try:
+            os.killpg(leader, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if targets == {leader}:
+            return
+        time.sleep(0.005)
+
+
+def _pipe_holders(inodes: set[int]) -> set[int]:
+    """Processes other than this one holding the write end of one of these pipes (read from /proc/PID/fd and
+    fdinfo). Only a command's own descendants can: the pipes were made for it and are close-on-exec here (a copy
+    of this process forked without exec holds only read ends, and is left alone)."""
+    me, found = os.getpid(), set()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    wanted = {f"pipe:[{inode}]" for inode in inodes}
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            fds = os.listdir(f"/proc/{name}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{name}/fd/{fd}") in wanted and _writes(f"/proc/{name}/fdinfo/{fd}"):
+                    found.add(int(name))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def _writes(fdinfo: str) -> bool:
+    """Whether the descriptor /proc/PID/fdinfo/FD describes was opened for writing (its flags, in octal)."""
+    with open(fdinfo, encoding="ascii", errors="replace") as fh:
+        for line in fh:
+            if line.startswith("flags:"):
+                try:
+                    return int(line.split()[1], 8) & os.O_ACCMODE != os.O_RDONLY
+                except (IndexError, ValueError):
+                    return True
+    return True
+
+
+def _end_pipe_holders(inodes: set[int]) -> None:
+    """End whatever still holds a finished command's pipes. Seen twice 50 ms apart, so a process that holds
+    them only for the instant between a fork and its exec (another thread starting a command) is left alone."""
+    holders = _pipe_holders(inodes)
+    if not holders:
+        return
+    time.sleep(0.05)
+    holders &= _pipe_holders(inodes)
+    _kill(holders)
+    _reap_adopted(holders)
+
+
+def _reap_adopted(pids: Iterable[int], within_s: float = 0.2) -> None:
+    """Collect the exit of killed processes that were handed to this one (adopt_orphans), so they do not stay
+    as zombies; one that has not died within within_s (stuck in the kernel) is left. Only those pids: a blanket
+    wait would steal the exit status of a command still being waited on."""
     with _LIVE_LOCK:
-        groups = list(_LIVE_GROUPS)
-    for pgid in groups:
-        _kill_group(pgid)
+        pending = set(pids) - _LIVE
+    end = time.monotonic() + within_s
+    while pending:
+        for pid in list(pending):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not our child (re-parented elsewhere) or already collected
+                done = pid
+            if done:
+                pending.discard(pid)
+        if not pending or time.monotonic() >= end:
+            return
+        time.sleep(0.01)
+
+
+def end_descendants() -> None:
+    """End every process rocmcheck started through this runner and everything they left behind, and start no
+    new command. Called on the way out (a normal exit and every signal that stops rocmcheck). Found as: the
+    commands not reaped yet, every process in their groups and sessions, and every child of this process
+    outside its own session (a command, or an orphan handed over by adopt_orphans), with all of their
+    descendants. A child in this process's own session (a multiprocessing helper, a watched command) is not one
+    of them."""
+    with _LIVE_LOCK:
+        _STOPPING.set()
+        live = set(_LIVE)
+    me = os.getpid()
+    try:
+        own_session = os.getsid(0)
+    except OSError:
+        own_session = -1
+    adopted: set[int] = set()
+    for _ in range(SWEEP_PASSES):
+        table = _process_table()
+        roots = {pid for pid, (ppid, pgrp, sid) in table.items()
+                 if (ppid == me and sid != own_session) or pid in live or pgrp in live or sid in live}
+        targets = _with_descendants(roots, table) - {me}
+        adopted |= {pid for pid in targets if table[pid][0] == me} - live
+        if not targets:
+            break
+        _kill(targets)
+        for leader in live:
+            try:
+                os.killpg(leader, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
+    _reap_adopted(adopted)  # what was handed to this process and ended here: no zombie left for init to reap

@@ -1,6 +1,6 @@
 """The one child protocol (rocmcheck/child.py) and the runner under it, on real processes: events as they
-arrive, library chatter kept off the channel, a watchdog that names a hang, a tool that floods, and Ctrl-C /
-SIGTERM leaving no process behind."""
+arrive, library chatter kept off the channel, a watchdog that names a hang, a tool that floods, and Ctrl-C,
+SIGTERM and SIGHUP leaving no process behind, at once."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from child_signals import default_signals
 from fakes import env_with_path
 
 from rocmcheck.child import child_env, parse_events, run_child
@@ -122,36 +123,93 @@ def test_one_endless_line_still_reaches_the_listener_bounded():
     assert res.ok and [len(line) for line in lines] == [1000]
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
-def test_a_signal_ends_doctor_and_every_child_it_started(tmp_path, sig, code):
-    # rocminfo hangs and records its pid; the doctor is interrupted while it waits for it.
-    pid_file = tmp_path / "rocminfo.pid"
-    tool = tmp_path / "bin" / "rocminfo"
-    tool.parent.mkdir()
-    tool.write_text(f"#!/bin/sh\necho $$ > {pid_file}\nexec sleep 300\n")
-    tool.chmod(0o755)
-    env = env_with_path(tool.parent, PYTHONPATH=str(REPO))
+# Every tool the doctor runs, hung: it ignores SIGTERM, SIGINT and SIGHUP, records its pid, and leaves a helper
+# in a session of its own (setsid), out of reach of its tool's process group.
+HUNG_TOOLS = ("rocminfo", "rocm-smi", "amd-smi", "hipconfig", "nvidia-smi")
+
+
+def _hung_tools(folder: Path) -> Path:
+    bin_dir = folder / "bin"
+    bin_dir.mkdir()
+    for name in HUNG_TOOLS:
+        tool = bin_dir / name
+        tool.write_text(f"#!/bin/sh\ntrap '' TERM INT HUP\necho $$ >> {folder / 'pids'}\n"
+                        f"{sys.executable} -c 'import os, time; os.setsid(); "
+                        f"open(\"{folder / 'pids'}\", \"a\").write(f\"{{os.getpid()}}\\n\"); time.sleep(300)' &\n"
+                        "exec sleep 300\n")
+        tool.chmod(0o755)
+    return bin_dir
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)],
+                         ids=["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_ends_doctor_at_once_and_every_process_it_started(tmp_path, sig, code):
+    """Ctrl-C, kill and a closed terminal alike: the doctor exits within a second or two (not when the hung
+    tools' timeouts run out) and no tool, nor the helpers they moved out of their sessions, is left."""
+    env = env_with_path(_hung_tools(tmp_path), PYTHONPATH=str(REPO))
     proc = subprocess.Popen([sys.executable, "-m", "rocmcheck", "doctor", "--no-train", "--no-gpu-probes"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=default_signals)
+    pids_file = tmp_path / "pids"
     try:
         deadline = time.monotonic() + 60
-        while not pid_file.exists() and time.monotonic() < deadline:
+        while time.monotonic() < deadline and (not pids_file.exists() or
+                                               len(pids_file.read_text().split()) < 2 * len(HUNG_TOOLS)):
             time.sleep(0.1)
-        assert pid_file.exists(), "the fake rocminfo never started"
+        assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.3)
+        sent = time.monotonic()
         proc.send_signal(sig)
         _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == code, err
     assert b"Traceback" not in err
-    tool_pid = int(pid_file.read_text())
+    assert took < 5, f"the doctor took {took:.1f} s to stop"  # measured 0.02 s; the tools' timeouts are 20 s
+    started = [int(p) for p in pids_file.read_text().split()]
+    assert len(started) >= 2 * len(HUNG_TOOLS) - 2, started  # nearly every tool ran, each with its helper
     for _ in range(50):
-        try:
-            os.kill(tool_pid, 0)
-        except ProcessLookupError:
+        left = [p for p in started if _alive(p)]
+        if not left:
             break
         time.sleep(0.1)
     else:
-        pytest.fail(f"the hung rocminfo (pid {tool_pid}) outlived the doctor")
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        pytest.fail(f"left behind after {signal.Signals(sig).name}: {left}")
+
+
+def test_a_normal_exit_ends_what_a_tool_left_running(tmp_path):
+    """rocminfo answers at once but leaves a detached helper behind (setsid, stdio closed), as a daemon an
+    import starts: rocmcheck adopts it (child subreaper) and ends it before it exits."""
+    pid_file = tmp_path / "helper.pid"
+    tool = tmp_path / "bin" / "rocminfo"
+    tool.parent.mkdir()
+    tool.write_text(f"#!/bin/sh\n{sys.executable} -c 'import os, sys, time\n"
+                    "if os.fork(): os._exit(0)\n"
+                    "os.setsid(); null = os.open(os.devnull, os.O_RDWR); [os.dup2(null, fd) for fd in (0, 1, 2)]\n"
+                    f"open(\"{pid_file}\", \"w\").write(str(os.getpid())); time.sleep(300)'\n"
+                    f"while [ ! -s {pid_file} ]; do sleep 0.05; done\necho ROCk module is loaded\n")
+    tool.chmod(0o755)
+    env = env_with_path(tool.parent, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--no-train", "--no-gpu-probes", "--only",
+                           "gpu.rocminfo"], env=env, capture_output=True, text=True, timeout=120,
+                          preexec_fn=default_signals)
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    helper = int(pid_file.read_text())
+    for _ in range(50):
+        if not _alive(helper):
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(helper, signal.SIGKILL)
+        pytest.fail("the helper rocminfo left running outlived the doctor")

@@ -67,3 +67,32 @@ def test_not_executable_file_is_an_error_result(tmp_path):
     path.write_text("not a program")
     res = run_command([str(path)], timeout=5)
     assert res.returncode is None and res.error and "PermissionError" in res.error
+
+
+def test_a_script_whose_interpreter_is_missing_is_found_but_cannot_start(tmp_path):
+    script = tmp_path / "rocminfo"
+    script.write_text("#!/opt/no-such-python3.9/bin/python3\nprint('hello')\n")
+    script.chmod(0o755)
+    for argv, env in (([str(script)], None), (["rocminfo"], env_with_path(tmp_path))):
+        res = run_command(argv, timeout=5, env=env)
+        assert not res.not_found and res.interpreter_missing and res.returncode is None
+        assert "/opt/no-such-python3.9/bin/python3" in res.error
+        assert "could not be run" in res.describe_failure() and "not found" not in res.describe_failure()
+
+
+def test_a_missing_program_and_a_missing_working_folder_are_told_apart(tmp_path):
+    gone = run_command([str(tmp_path / "no-such-tool")], timeout=5)
+    assert gone.not_found and not gone.interpreter_missing
+    res = run_command(["true"], timeout=5, cwd=str(tmp_path / "no-such-folder"))
+    assert not res.not_found and not res.interpreter_missing
+    assert "working folder" in res.error and str(tmp_path / "no-such-folder") in res.error
+
+
+def test_a_fifo_named_as_the_program_does_not_block_the_interpreter_check(tmp_path):
+    import os
+
+    from rocmcheck.runner import shebang_interpreter
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert shebang_interpreter(str(fifo)) is None

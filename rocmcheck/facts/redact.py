@@ -1,56 +1,73 @@
 """Secrets never leave the machine: bundles and reports are shared with strangers.
 
-Three rules, applied by redact_tree to every string a bundle or report holds, keys and values alike:
-- by name: the value of a secret-looking name (HF_TOKEN, AWS_SECRET_ACCESS_KEY, db_password, hfToken) is replaced,
-  whether it is a dict entry or a `NAME=value` / `NAME: value` line inside a tool's output (hipconfig --full
-  prints HIP_*/HSA_* variables);
+Four rules, applied by redact_tree to every string a bundle or report holds, keys and values alike:
+- by name: the value of a secret-looking name (HF_TOKEN, AWS_SECRET_ACCESS_KEY, db_password, hfToken, sig) is
+  replaced, whether it is a dict entry or a `NAME=value` / `NAME: value` / `"name": "value"` / `--name=value` inside
+  a tool's output, at any position (also behind another `NAME=`, inside a quoted string, in a URL's query). The
+  value runs to the end of its line (spaces, `;`, `,` and `}` included), or to its closing quote when quoted, or to
+  the closing `"` of the JSON string it sits in, or to the next `&` in a URL query, or past a JSON scalar after a
+  quoted key. Two bare names count only with a credential-shaped value: `key` (kaggle.json, a `?key=` query) and
+  `pwd` (ODBC's `Pwd=`; PWD=/a/path is the working folder). An auth scheme word (`Bearer x`, `token x`) is kept.
 - by shape: tokens recognisable anywhere (Hugging Face, GitHub classic and fine-grained, GitLab, AWS key ids,
-  Slack, OpenAI/Anthropic, Stripe, npm, PyPI, Google API keys, JWTs, Bearer/Basic headers, PEM private keys);
-- URLs: the password of scheme://user:password@host goes (an empty user, a `/` or `:` in it too), the host stays.
+  Slack tokens and webhook URLs, Discord webhooks, OpenAI/Anthropic, Stripe, npm, PyPI, Google API keys, JWTs,
+  Bearer/Basic/Token headers);
+- private key blocks: PEM (`-----BEGIN ... PRIVATE KEY-----`) and PGP (`... PRIVATE KEY BLOCK-----`), up to their
+  END line (or the end of the text, when it was cut);
+- URLs: the password of scheme://user:password@host goes (an empty user, a `/`, `:` or `@` in it too), and a
+  user name that is itself a credential (a 40-hex token, a DSN's key); the host and a port stay.
+
+Linear time, whatever the input. Each pass is a loop of `search` calls from where the last one ended, with
+patterns that can only start at the beginning of a run of their own characters (a lookbehind on that class) and
+read it possessively; the text a handler looks at past a match is either replaced (consumed) or remembered
+(the URL authority), never read again from a later position. A Meter passed to redact_value counts the
+characters handed to each call, so tests can check that the work is a small multiple of the input
+(tests/test_redact_linear.py; the wall time is benchmarks/bench_redact.py's).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 REDACTED = "<redacted>"
 
 # Name parts that mark a secret (split on _ - . and camelCase): HF_TOKEN, db-password, hfToken, GITLAB_PAT.
 _SECRET_PARTS = {"TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASS", "PASSPHRASE", "PAT",
                  "APIKEY", "CREDENTIAL", "CREDENTIALS", "CREDS", "AUTH", "AUTHORIZATION", "COOKIE", "PRIVATE",
-                 "SIGNATURE", "SAS"}
+                 "SIGNATURE", "SAS", "SIG"}
 # The same words inside a name written without separators (GITHUBTOKEN, mysecret, DBPASSWORD, awsaccesskey).
 _SECRET_INSIDE = re.compile(r"SECRET|PASSW|CREDENTIAL|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|AUTH_?TOKEN|TOKEN$", re.I)
-# Names with those words that are not secrets: tokenizer settings and token counts.
+# Names with those words that are not secrets: tokenizer settings, token counts and rates.
 _NOT_SECRET = re.compile(r"^(?:[A-Z]+_)?(?:BOS|EOS|PAD|UNK|SEP|CLS|MASK)_TOKEN|TOKEN_IDS?$|TOKENS?_PER|NUM_TOKENS|"
-                         r"MAX_(?:NEW_)?TOKENS|TOKENIZER|^PASS(?:ED)?$|BYPASS", re.I)
+                         r"MAX_(?:NEW_)?TOKENS?|TOKENIZER|^PASS(?:ED)?$|BYPASS|(?:PER|FIRST|NEXT|LAST|EACH)_TOKEN",
+                         re.I)
 _PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+# Bare names that are secret only with a credential-shaped value (or, for key, in a URL query).
+_KEY_NAMES = {"KEY"}
+_PWD_NAMES = {"PWD"}
+# A value that is itself a credential: one word of 20 to 256 token characters, letters and digits both (hex,
+# base64); a dotted name (model.layers.0.weight) is not one.
+MAX_CREDENTIAL_CHARS = 256
+_CREDENTIAL = re.compile(r"(?=[A-Za-z0-9_~+/=-]*?[0-9])(?=[A-Za-z0-9_~+/=-]*?[A-Za-z])[A-Za-z0-9_~+/=-]{20,256}")
+_AUTH_SCHEME = re.compile(r"(?:bearer|basic|token|digest|negotiate|bot)[ \t]+", re.I)
 
-# Token shapes (prefixes documented by their issuers), matched anywhere in a string.
-_TOKEN_SHAPES = re.compile(
-    r"(?<![A-Za-z0-9_])(?:"
-    r"hf_[A-Za-z0-9]{20,}"  # Hugging Face
-    r"|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,}"  # GitHub classic and fine-grained
-    r"|gl(?:pat|dt|rt|ptt|oas|cbt|imt|ft|soat|agent)-[A-Za-z0-9_.-]{16,}|GR1348941[A-Za-z0-9_-]{16,}"  # GitLab
-    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}"  # AWS key ids
-    r"|xox[abeprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}"  # Slack
-    r"|sk-[A-Za-z0-9_-]{20,}"  # OpenAI (sk-proj-...), Anthropic (sk-ant-...)
-    r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}"  # Stripe
-    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{50,}"  # npm, PyPI upload tokens
-    r"|AIza[0-9A-Za-z_-]{35}"  # Google API keys
-    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"  # JSON web tokens
-    r")"
-)
-_AUTH_HEADER = re.compile(r"\b(Bearer|Basic|Token)(\s+)[A-Za-z0-9._~+/=-]{12,}")
-_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]*)PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S)
-# scheme://[user]:password@host — the password may hold / and : (the host cannot hold @ or whitespace).
-_URL_CREDENTIALS = re.compile(r"([a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s@]+@", re.I)
-# NAME=value, NAME: value, NAME   :value, export NAME="value", "name": "value" inside text.
-_ASSIGNMENT = re.compile(
-    r"(?P<name>(?<![A-Za-z0-9_.-])[A-Za-z_][A-Za-z0-9_.-]*)(?P<sep>[\"']?[ \t]*[=:][ \t]*)"
-    r"(?P<value>\"[^\"\n]*\"?|'[^'\n]*'?|[^\s\"',;}]+)"
-)
+
+class Meter:
+    """Counts the characters redact_value hands to each regex call and each handler reads (tests only)."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def add(self, n: int) -> None:
+        self.steps += max(0, n) + 1
+
+
+class _NoMeter(Meter):
+    def add(self, n: int) -> None:
+        pass
+
+
+_NO_METER = _NoMeter()
 
 
 def is_secret_name(name: str) -> bool:
@@ -64,25 +81,298 @@ def is_secret_name(name: str) -> bool:
     return bool(_SECRET_INSIDE.search(name.replace("-", "_")))
 
 
-def _assignment(match: re.Match[str]) -> str:
-    value = match.group("value")
-    if not is_secret_name(match.group("name")) or value.startswith("//") or value in ("Bearer", "Basic", "Token"):
-        return match.group(0)  # a URL, or an auth header whose credential the header rule replaced
-    quote = value[0] if value[:1] in "\"'" else ""
-    return f"{match.group('name')}{match.group('sep')}{quote}{REDACTED}{quote if value.endswith(quote) and len(value) > 1 else ''}"
+def is_secret_pair(name: str, value: object) -> bool:
+    """Whether `name: value` holds a secret: by its name, or a bare `key` / `pwd` whose value is a credential
+    (kaggle.json's {"key": "<32 hex>"}, ODBC's Pwd=...) and not a word or a folder."""
+    if is_secret_name(name):
+        return True
+    if not isinstance(value, str) or not value:
+        return False
+    bare = name.strip("-").upper()
+    if bare in _KEY_NAMES:
+        return _CREDENTIAL.fullmatch(value) is not None
+    if bare in _PWD_NAMES:
+        return value[0] not in "/~"
+    return False
 
 
-def redact_value(value: str) -> str:
+# ---------------------------------------------------------------- the passes
+
+_Handler = Callable[[str, "re.Match[str]", Meter], "tuple[int, int, str, int] | None"]
+
+
+def _rewrite(text: str, trigger: re.Pattern[str], handle: _Handler, meter: Meter) -> str:
+    """Search trigger from where the last match (or what its handler consumed) ended; a handler returns
+    (start, end, replacement, resume) for text[start:end], or None to go on after its match."""
+    out: list[str] = []
+    pos = copied = 0
+    while True:
+        match = trigger.search(text, pos)
+        if match is None:
+            meter.add(len(text) - pos)
+            break
+        meter.add(match.end() - pos)
+        found = handle(text, match, meter)
+        if found is None:
+            pos = match.end()
+            continue
+        start, end, replacement, resume = found
+        out.append(text[copied:start])
+        out.append(replacement)
+        copied = end
+        pos = max(resume, match.end())
+    if not out:
+        return text
+    out.append(text[copied:])
+    return "".join(out)
+
+
+def _run(pattern: re.Pattern[str], text: str, pos: int, meter: Meter) -> int:
+    """The end of `pattern` (a possessive run, which always matches) read from pos."""
+    end = pattern.match(text, pos).end()  # type: ignore[union-attr]
+    meter.add(end - pos)
+    return end
+
+
+# Private key blocks: the header's label is read once; the END line is looked for forward only.
+_PEM_BEGIN = re.compile(r"-----BEGIN ")
+_PEM_LABEL = re.compile(r"[A-Z0-9 ]*+")
+_PEM_END = "-----END "
+
+
+def _pem(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
+    label_end = _run(_PEM_LABEL, text, match.end(), meter)
+    label = text[match.end():label_end]
+    if not (label.endswith("PRIVATE KEY") or label.endswith("PRIVATE KEY BLOCK")) or \
+            not text.startswith("-----", label_end):
+        return None
+    body = label_end + 5
+    search = body
+    while True:
+        end = text.find(_PEM_END, search)
+        meter.add((end if end >= 0 else len(text)) - search)
+        if end < 0:
+            return body, len(text), f" {REDACTED}", len(text)  # cut: the rest of the text is the key
+        end_label = _run(_PEM_LABEL, text, end + len(_PEM_END), meter)
+        if "PRIVATE KEY" in text[end + len(_PEM_END):end_label]:
+            return body, end, f"\n{REDACTED}\n", end
+        search = end + len(_PEM_END)
+
+
+# Token shapes (prefixes documented by their issuers). Each body is one run of its class read greedily after a
+# literal prefix; a start needs a non-word character before it, so no start falls inside a body of its own class
+# (the JWT's segments hold "-", so a JWT also needs no "-" before it).
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_])(?:"
+    r"hf_[A-Za-z0-9]{20,}+"  # Hugging Face
+    r"|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_[A-Za-z0-9_]{20,}+"  # GitHub classic and fine-grained
+    r"|gl(?:pat|dt|rt|ptt|oas|cbt|imt|ft|soat|agent)-[A-Za-z0-9_.-]{16,}+|GR1348941[A-Za-z0-9_-]{16,}+"  # GitLab
+    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16}"  # AWS key ids
+    r"|xox[abeprs]-[A-Za-z0-9-]{10,}+|xapp-[A-Za-z0-9-]{10,}+"  # Slack
+    r"|sk-[A-Za-z0-9_-]{20,}+"  # OpenAI (sk-proj-...), Anthropic (sk-ant-...)
+    r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}+"  # Stripe
+    r"|npm_[A-Za-z0-9]{30,}+|pypi-[A-Za-z0-9_-]{50,}+"  # npm, PyPI upload tokens
+    r"|AIza[0-9A-Za-z_-]{35}"  # Google API keys
+    r"|(?<!-)eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+"  # JSON web tokens
+    r")"
+)
+# Webhook URLs whose path is the credential: the host and the kind stay.
+_WEBHOOK = re.compile(r"(?:hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/"
+                      r"|discord(?:app)?\.com/api/webhooks/)(?=[A-Za-z0-9_-])")
+_WEBHOOK_PATH = re.compile(r"[A-Za-z0-9_/-]*+")
+_AUTH_HEADER = re.compile(r"(?<![A-Za-z0-9_])(?:Bearer|Basic|Token)\s++(?=[A-Za-z0-9._~+/=-]{12})")
+_AUTH_CREDENTIAL = re.compile(r"[A-Za-z0-9._~+/=-]*+")
+
+
+def _whole(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int]:
+    return match.start(), match.end(), REDACTED, match.end()
+
+
+def _after(body: re.Pattern[str]) -> _Handler:
+    """Replace the run of `body` that follows the match (the match itself stays)."""
+    def handle(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int]:
+        end = _run(body, text, match.end(), meter)
+        return match.end(), end, REDACTED, end
+    return handle
+
+
+# URLs: a scheme starts only at the beginning of a run of scheme characters. The authority part (up to
+# whitespace, a quote, < > `, ? or #) is where a password can be; its last "@" ends the user information (so a
+# password may hold "@", "/" and ":"). Later schemes inside the same authority reuse what was found for it.
+_URL_START = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*+://")
+_URL_AUTHORITY = re.compile(r"[^\s\"'<>`?#]*+")
+_PORT_THEN_PATH = re.compile(r"[0-9]{1,5}/")
+
+
+class _UrlPass:
+    """One decision per authority: the first scheme in it decides (or, when its user part holds a "/", the last
+    "://" before the "@"); later schemes inside an authority already decided are passed over."""
+
+    def __init__(self) -> None:
+        self.decided_to = -1  # the end of the last authority decided
+
+    def __call__(self, text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
+        start = match.end()
+        if start < self.decided_to:
+            return None
+        end = self.decided_to = _run(_URL_AUTHORITY, text, start, meter)
+        at = text.rfind("@", start, end)
+        meter.add(end - start)
+        if at < 0:
+            return None
+        found = _userinfo(text, start, at)
+        if found is None:
+            inner = text.rfind("://", start, at)  # x://a/y://user:password@host: the inner URL's user information
+            found = _userinfo(text, inner + 3, at) if inner >= 0 else None
+        return found
+
+
+def _userinfo(text: str, start: int, at: int) -> tuple[int, int, str, int] | None:
+    """The password (or a user name that is a credential) in text[start:at], the part before a URL's last "@"."""
+    userinfo = text[start:at]
+    first_at = userinfo.find("@")
+    colon = userinfo.find(":")
+    if first_at >= 0 and (colon < 0 or first_at < colon):  # user@host...@: the user is before the first @
+        at, userinfo, colon = start + first_at, userinfo[:first_at], -1
+    if colon < 0:  # a user name alone: a credential only when it looks like one (a token, a DSN's key)
+        if _CREDENTIAL.fullmatch(userinfo) is None:
+            return None
+        return start, at, REDACTED, at + 1
+    user, password = userinfo[:colon], userinfo[colon + 1:]
+    if "/" in user or not password or password == REDACTED or _PORT_THEN_PATH.match(password):
+        return None  # host/path, an empty password, done already, or host:port/path@...
+    return start + colon + 1, at, REDACTED, at + 1
+
+
+# NAME=value: a name starts only at the beginning of a run of name characters, and only a name holding one of
+# the secret words is looked at (the lookahead reads the run once more). "--name" (a command-line flag) counts.
+_SECRET_HINT = r"(?i:tok|secret|pass|pat(?!h)|key|cred|auth|cookie|private|sig|sas|pwd)"  # PATH is no hint
+_NAME_SEP = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?P<name>-{0,2}(?=[A-Za-z0-9_.-]*?" + _SECRET_HINT + r")[A-Za-z_][A-Za-z0-9_.-]*+)"
+    r"(?P<sep>[\"']?[ \t]*+[=:][ \t]*+)"
+)
+_DOUBLE_QUOTED = re.compile(r'(?:[^"\\\n]|\\.)*+')  # up to an unescaped " or the end of the line
+_SINGLE_QUOTED = re.compile(r"[^'\n]*+")
+_QUERY_VALUE = re.compile(r"[^&#\s\"'<>]*+")
+_JSON_SCALAR = re.compile(r"[^,}\]\s]*+")
+_WORD = re.compile(r"\S*+")  # a command-line flag's value
+# A JSON object or array under a secret key, read to its matching bracket (strings skipped whole), across lines.
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"|[{\[]|[}\]]|[^"{}\[\]]++|"', re.S)
+_LINE = re.compile(r"[^\r\n]*+")
+_QUOTE_OR_NEWLINE = re.compile(r'\\[^\n]|["\n]')
+_CREDENTIAL_RUN = re.compile(r"[A-Za-z0-9_~+/=-]*+")
+_LAST_DIGIT = re.compile(r".*[0-9]", re.S)
+_LAST_LETTER = re.compile(r".*[A-Za-z]", re.S)
+
+
+class _AssignmentPass:
+    """Tracks whether the position reached is inside a double-quoted string of its line (a JSON string that
+    quotes `password=...`), counting unescaped quotes over the text read since the last match."""
+
+    def __init__(self) -> None:
+        self.counted_to = 0
+        self.in_string = False
+        # The last run of credential characters read for a bare `key`, and where its last digit and letter are:
+        # a later `key=` inside the same run (key=a/key=a/...) is answered from them, not by reading it again.
+        self.run = (-1, -1)
+        self.last_digit = self.last_letter = -1
+
+    def _credential_at(self, text: str, start: int, meter: Meter) -> bool:
+        """Whether text[start:] begins with a credential that runs to the end of its word (_CREDENTIAL)."""
+        if not self.run[0] <= start < self.run[1]:
+            end = _run(_CREDENTIAL_RUN, text, start, meter)
+            self.run = (start, end)
+            digit, letter = _LAST_DIGIT.match(text, start, end), _LAST_LETTER.match(text, start, end)
+            meter.add(2 * (end - start))
+            self.last_digit = digit.end() - 1 if digit else -1
+            self.last_letter = letter.end() - 1 if letter else -1
+        length = self.run[1] - start
+        return (20 <= length <= MAX_CREDENTIAL_CHARS and self.last_digit >= start and self.last_letter >= start
+                and not text.startswith(".", self.run[1]))
+
+    def _advance(self, text: str, upto: int, meter: Meter) -> None:
+        if upto <= self.counted_to:
+            return
+        meter.add(upto - self.counted_to)
+        for mark in _QUOTE_OR_NEWLINE.finditer(text, self.counted_to, upto):
+            if mark.group() == "\n":
+                self.in_string = False
+            elif mark.group() == '"':
+                self.in_string = not self.in_string
+        self.counted_to = upto
+
+    def __call__(self, text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
+        name, sep, start = match.group("name"), match.group("sep"), match.end()
+        if ":" in sep and text.startswith("//", start) or text.startswith("://", max(0, match.start() - 3)):
+            return None  # scheme://, or a URL's user:password (the URL pass's business), not an assignment
+        before = text[match.start() - 1] if match.start() else ""
+        query = before in ("?", "&")
+        bare = name.strip("-").upper()
+        if not is_secret_name(name):
+            if bare in _KEY_NAMES and not query:
+                if not self._credential_at(text, start + 1 if text[start:start + 1] in ("'", '"') else start, meter):
+                    return None
+            elif bare in _PWD_NAMES:
+                if start >= len(text) or text[start] in "/~\r\n":
+                    return None
+            elif not (query and bare in _KEY_NAMES):
+                return None
+        self._advance(text, match.start(), meter)
+        quote = text[start:start + 1]
+        if quote in ("'", '"'):
+            body = _run(_DOUBLE_QUOTED if quote == '"' else _SINGLE_QUOTED, text, start + 1, meter)
+            value_start, value_end = start + 1, body
+            resume = body + 1 if text.startswith(quote, body) else body
+        elif quote in ("{", "[") and sep[:1] in ("'", '"') and before == sep[:1]:  # "credentials": {...}
+            value_start, value_end = start, _json_container_end(text, start, meter)
+            resume = value_end
+        else:
+            form = (_QUERY_VALUE if query else _WORD if name.startswith("-")
+                    else _JSON_SCALAR if sep[:1] in ("'", '"') and before == sep[:1]
+                    else _DOUBLE_QUOTED if self.in_string else _LINE)
+            value_start = start
+            value_end = resume = _run(form, text, start, meter)
+        scheme = _AUTH_SCHEME.match(text, value_start, value_end)
+        if scheme is not None:
+            value_start = scheme.end()
+        if value_end <= value_start or text.startswith(REDACTED, value_start):
+            return None  # nothing there, or redacted already (an auth header's credential)
+        return value_start, value_end, REDACTED, resume
+
+
+def _json_container_end(text: str, start: int, meter: Meter) -> int:
+    """The end of the JSON object or array opening at text[start], or the end of the text when it is not closed."""
+    depth = 0
+    for token in _JSON_TOKEN.finditer(text, start):
+        meter.add(token.end() - token.start())
+        mark = token.group()
+        if mark in ("{", "["):
+            depth += 1
+        elif mark in ("}", "]"):
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return len(text)
+
+
+def redact_value(value: str, meter: Meter | None = None) -> str:
     """A string with token-shaped values, URL passwords, auth headers, private keys and the values of
-    secret-looking NAME=value assignments replaced by <redacted>."""
+    secret-looking NAME=value assignments replaced by <redacted>. Linear in len(value) (see the module)."""
     if not value:
         return value
-    out = _PEM.sub(f"-----BEGIN \\1PRIVATE KEY----- {REDACTED}", value)
-    out = _TOKEN_SHAPES.sub(REDACTED, out)
-    out = _AUTH_HEADER.sub(rf"\1\2{REDACTED}", out)
-    out = _URL_CREDENTIALS.sub(rf"\1{REDACTED}@", out)
+    meter = meter or _NO_METER
+    out = value
+    if "-----BEGIN " in out:
+        out = _rewrite(out, _PEM_BEGIN, _pem, meter)
+    out = _rewrite(out, _TOKEN_SHAPES, _whole, meter)
+    if "hooks.slack" in out or "discord" in out:
+        out = _rewrite(out, _WEBHOOK, _after(_WEBHOOK_PATH), meter)
+    if "Bearer" in out or "Basic" in out or "Token" in out:
+        out = _rewrite(out, _AUTH_HEADER, _after(_AUTH_CREDENTIAL), meter)
+    if "://" in out:
+        out = _rewrite(out, _URL_START, _UrlPass(), meter)
     if "=" in out or ":" in out:
-        out = _ASSIGNMENT.sub(_assignment, out)
+        out = _rewrite(out, _NAME_SEP, _AssignmentPass(), meter)
     return out
 
 
@@ -102,7 +392,8 @@ def redact_tree(value: Any) -> Any:
             parent[slot] = copy
             for key, child in node.items():
                 new_key = redact_value(key) if isinstance(key, str) else key
-                if isinstance(key, str) and is_secret_name(key) and child is not None and not isinstance(child, bool):
+                if isinstance(key, str) and child is not None and not isinstance(child, bool) and \
+                        is_secret_pair(key, child):
                     copy[new_key] = REDACTED if not isinstance(child, (dict, list)) else _redact_all(child)
                 else:
                     copy[new_key] = None
@@ -132,5 +423,5 @@ def redact_env(environ: Mapping[str, str], names: Iterable[str], prefixes: Itera
     out: dict[str, str] = {}
     for key, value in environ.items():
         if key in wanted or key.startswith(prefixes):
-            out[key] = REDACTED if is_secret_name(key) else redact_value(value)
+            out[key] = REDACTED if is_secret_pair(key, value) else redact_value(value)
     return dict(sorted(out.items()))
