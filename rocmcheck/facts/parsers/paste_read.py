@@ -1,0 +1,135 @@
+"""One block of a paste -> what its tool's reader makes of it. `read_block(block)` picks the reader by the
+block's kind (and, for the tools with several output formats, by what the block holds); the GPU tools' outputs
+go to the readers in rocminfo.py, smi.py, nvidia_smi.py, hipconfig.py and kernel_log.py. Never raises.
+
+| kind | reader | returns |
+|---|---|---|
+| collect_env | collect_env.parse_collect_env | CollectEnv |
+| ds_report | ds_report.parse_ds_report | DsReport |
+| pip_list / pip_freeze / conda_list | packages.parse_pip_list / parse_pip_freeze / parse_conda_list | Packages |
+| pip_install | packages.parse_pip_install | PipInstall |
+| accelerate_env / transformers_env / llamafactory_env | env_reports.parse_env_report | EnvReport |
+| rocminfo | rocminfo.parse_rocminfo | RocminfoReport |
+| rocm_smi | smi.parse_rocm_smi (+ _productname, _meminfo, _json), merged | SmiReport |
+| amd_smi | smi.parse_amd_smi_version (+ _list, _static_json), merged | SmiReport |
+| nvidia_smi | nvidia_smi.parse_nvidia_smi_table, or parse_nvidia_smi_csv with the query's fields | SmiReport |
+| hipconfig | hipconfig.parse_hipconfig | HipConfig |
+| kernel_log | kernel_log.parse_kernel_log | list[Finding] |
+| uname, os_release, lsb_release, nvcc, dkms | system_info.parse_* | Uname, OsRelease, LsbRelease, Nvcc, DkmsStatus |
+| docker_run | docker_run.parse_docker_run | DockerRun |
+| python_session | python_session.parse_python_session | PythonSession |
+| traceback | traceback.parse_traceback | Traceback |
+| nccl_log / nccl_tests | nccl_log.parse_nccl_log / parse_nccl_tests | NcclLog / NcclTests |
+| hip_log | hip_log.parse_hip_log | HipLog |
+| text | (none) | None |
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from rocmcheck.facts.parsers.collect_env import parse_collect_env
+from rocmcheck.facts.parsers.docker_run import parse_docker_run
+from rocmcheck.facts.parsers.ds_report import parse_ds_report
+from rocmcheck.facts.parsers.env_reports import parse_env_report
+from rocmcheck.facts.parsers.hip_log import parse_hip_log
+from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
+from rocmcheck.facts.parsers.kernel_log import parse_kernel_log
+from rocmcheck.facts.parsers.nccl_log import parse_nccl_log, parse_nccl_tests
+from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
+from rocmcheck.facts.parsers.packages import parse_conda_list, parse_pip_freeze, parse_pip_install, parse_pip_list
+from rocmcheck.facts.parsers.paste import Block
+from rocmcheck.facts.parsers.python_session import parse_python_session
+from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
+from rocmcheck.facts.parsers.smi import (
+    merge_smi,
+    parse_amd_smi_list,
+    parse_amd_smi_static_json,
+    parse_amd_smi_version,
+    parse_rocm_smi,
+    parse_rocm_smi_json,
+    parse_rocm_smi_meminfo,
+    parse_rocm_smi_productname,
+)
+from rocmcheck.facts.parsers.system_info import (
+    parse_dkms_status,
+    parse_lsb_release,
+    parse_nvcc,
+    parse_os_release,
+    parse_uname,
+)
+from rocmcheck.facts.parsers.traceback import parse_traceback
+
+_QUERY = re.compile(r"--query-(?:gpu|compute-apps)[= ]([\w.,]+)")
+_CSV_HEADER = re.compile(r"^\s*([a-z_][\w.]*(?:\s*\[[^\]]*\])?(?:\s*,\s*[a-z_][\w.]*(?:\s*\[[^\]]*\])?)+)\s*$",
+                         re.MULTILINE)
+
+
+def _rocm_smi(block: Block) -> Any:
+    text = block.text
+    if text.lstrip().startswith("{"):
+        return parse_rocm_smi_json(text)
+    return merge_smi(parse_rocm_smi(text), parse_rocm_smi_productname(text), parse_rocm_smi_meminfo(text))
+
+
+def _amd_smi(block: Block) -> Any:
+    text = block.text
+    return merge_smi(parse_amd_smi_static_json(text), parse_amd_smi_list(text), parse_amd_smi_version(text))
+
+
+def _nvidia_smi(block: Block) -> Any:
+    """The default table, or `--query-gpu` CSV read with the fields of its command or of its header row."""
+    text = block.text
+    if "NVIDIA-SMI" in text or "|" in text:
+        return parse_nvidia_smi_table(text)
+    m = _QUERY.search(block.command or "")
+    if m:
+        return parse_nvidia_smi_csv(text, m.group(1).split(","))
+    header = _CSV_HEADER.search(text)
+    if header:
+        fields = [re.sub(r"\s*\[[^\]]*\]\s*$", "", f).strip() for f in header.group(1).split(",")]
+        return parse_nvidia_smi_csv(text, fields)
+    return parse_nvidia_smi_table(text)
+
+
+READERS: dict[str, Callable[[Block], Any]] = {
+    "collect_env": lambda b: parse_collect_env(b.text),
+    "ds_report": lambda b: parse_ds_report(b.text),
+    "pip_list": lambda b: parse_pip_list(b.text),
+    "pip_freeze": lambda b: parse_pip_freeze(b.text),
+    "conda_list": lambda b: parse_conda_list(b.text),
+    "pip_install": lambda b: parse_pip_install(b.text),
+    "accelerate_env": lambda b: parse_env_report(b.text),
+    "transformers_env": lambda b: parse_env_report(b.text),
+    "llamafactory_env": lambda b: parse_env_report(b.text),
+    "rocminfo": lambda b: parse_rocminfo(b.text),
+    "rocm_smi": _rocm_smi,
+    "amd_smi": _amd_smi,
+    "nvidia_smi": _nvidia_smi,
+    "hipconfig": lambda b: parse_hipconfig(b.text),
+    "nvcc": lambda b: parse_nvcc(b.text),
+    "uname": lambda b: parse_uname(b.text),
+    "os_release": lambda b: parse_os_release(b.text),
+    "lsb_release": lambda b: parse_lsb_release(b.text),
+    "dkms": lambda b: parse_dkms_status(b.text),
+    "docker_run": lambda b: parse_docker_run(b.text),
+    "kernel_log": lambda b: parse_kernel_log(b.text),
+    "python_session": lambda b: parse_python_session(b.text),
+    "traceback": lambda b: parse_traceback(b.text),
+    "nccl_log": lambda b: parse_nccl_log(b.text),
+    "nccl_tests": lambda b: parse_nccl_tests(b.text),
+    "hip_log": lambda b: parse_hip_log(b.text),
+}
+
+
+def read_block(block: Block) -> Any:
+    """What the block's reader makes of it; None for text and for a kind with no reader. Never raises: a
+    reader that faults on some block gives None for it."""
+    reader = READERS.get(block.kind)
+    if reader is None:
+        return None
+    try:
+        return reader(block)
+    except Exception:  # noqa: BLE001 - one faulty reader must not lose the rest of the paste
+        return None
