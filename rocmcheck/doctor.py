@@ -13,7 +13,7 @@ from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.health import annotate_link_with_bandwidth
 from rocmcheck.facts.collect import Facts, collect_facts
 from rocmcheck.facts.redact import redact_tree
-from rocmcheck.fixes import step
+from rocmcheck.fixes import BUG_FIX, note
 from rocmcheck.result import CheckResult, Status, skipped
 
 
@@ -47,7 +47,8 @@ class DoctorRun:
         f = self.facts
         gpus = [f"{g.arch} {g.product.name if g.product else (g.name or '')}".strip() for g in ctx.gpus]
         headline = (f"rocmcheck doctor — {f.os_info.get('name') or f.platform.get('system')}, "
-                    f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}" + (f" ({', '.join(sorted(set(gpus)))})" if gpus else "")
+                    f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
+                    + (f" ({', '.join(sorted(set(gpus)))})" if gpus else "")
                     + (f", torch {(ctx.torch or {}).get('version')}" if ctx.torch and ctx.torch.get("version") else ""))
         return {"vendor": ctx.vendor, "gpus": gpus, "os": f.os_info.get("name"), "kernel": f.platform.get("kernel"),
                 "python": f.platform.get("python"), "torch": (ctx.torch or {}).get("version"), "headline": headline}
@@ -73,12 +74,17 @@ def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResul
         return [skipped("GPU probes skipped (--no-gpu-probes)", id="probe.stage")]
     if not _gpu_present(ctx, cheap):
         return [skipped("GPU probes skipped: torch sees no GPU", id="probe.stage")]
+    from rocmcheck.probes import HostFacts
     from rocmcheck.probes import run_gpu_stage as probes_stage
 
-    names = [g.name for g in ctx.gpus if g.name] or None
-    memory = [g.memory_bytes for g in ctx.gpus if g.memory_bytes] or None
+    # What the fact collection found flows down to the probes' judges (they never collect a fact themselves).
+    host = HostFacts(gpu_names=[g.name for g in ctx.gpus if g.name] or None,
+                     smi_memory_bytes=[g.memory_bytes for g in ctx.gpus if g.memory_bytes] or None,
+                     rocm_version=ctx.rocm.version if ctx.rocm is not None else None,
+                     kernel_cmdline=ctx.facts.files.get("/proc/cmdline"),
+                     numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"))
     only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
-    return probes_stage(timeout_s=opts.gpu_stage_timeout_s, gpu_names=names, smi_memory_bytes=memory, only=only)
+    return probes_stage(timeout_s=opts.gpu_stage_timeout_s, host=host, only=only)
 
 
 def run_train_stage(ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]:
@@ -98,9 +104,7 @@ def _guarded(stage_id: str, run) -> list[CheckResult]:
     try:
         return run()
     except Exception as exc:
-        return [CheckResult(stage_id, Status.CRASH, f"this stage crashed: {type(exc).__name__}: {exc}", [],
-                            step("rocmcheck doctor --out rocmcheck-bundle.json",
-                                 "a rocmcheck bug: please report it with that bundle"))]
+        return [CheckResult(stage_id, Status.CRASH, f"this stage crashed: {type(exc).__name__}: {exc}", [], BUG_FIX)]
 
 
 class _Quiet:
@@ -158,7 +162,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
     if facts.deadline_hit:
         late = CheckResult("doctor.deadline", Status.FAIL,
                            f"stopped waiting after {opts.deadline_s:g} s for: {', '.join(facts.deadline_hit)}",
-                           [], step(None, "something on this machine hangs; the verdicts naming those tools say which"),
+                           [], note("something on this machine hangs; the verdicts naming those tools say which"),
                            area="doctor")
         results.append(late)
         emit([late], [])
@@ -215,6 +219,27 @@ def save_bundle(run: DoctorRun, path: Path, *, force: bool = False) -> Path:
     return write_atomic(path, json.dumps(bundle_document(run), indent=1, default=str), force=force)
 
 
+# What a real bundle holds: a few dozen recorded results (the GPU probes' and smoke-train's verdicts, ~50 with
+# every stage) and at most a few hundred entries in any field of its facts (env, files, commands, devices). A
+# replay redacts and renders every one of them, so a bundle far past that (a damaged or hostile file: 200 000
+# results took minutes) is refused with one line instead.
+MAX_RECORDED_RESULTS = 1_000
+MAX_BUNDLE_ENTRIES = 10_000  # per field of the facts, and lines of evidence per recorded result
+
+
+def _too_many(facts: dict[str, Any]) -> str | None:
+    """The first part of a bundle's facts that holds more than a real one could; None when none does."""
+    recorded = facts.get("recorded_results")
+    if isinstance(recorded, list) and len(recorded) > MAX_RECORDED_RESULTS:
+        return f"{len(recorded)} recorded results (a real bundle holds at most {MAX_RECORDED_RESULTS})"
+    for key, value in facts.items():
+        if isinstance(value, (dict, list)) and len(value) > MAX_BUNDLE_ENTRIES:
+            return f"{len(value)} entries in {key} (at most {MAX_BUNDLE_ENTRIES})"
+    for i, result in enumerate(recorded if isinstance(recorded, list) else []):
+        evidence = result.get("evidence") if isinstance(result, dict) else None
+        if isinstance(evidence, list) and len(evidence) > MAX_BUNDLE_ENTRIES:
+            return f"{len(evidence)} evidence lines in recorded result {i} (at most {MAX_BUNDLE_ENTRIES})"
+    return None
 
 
 def load_bundle(path: Path) -> Facts:
@@ -232,7 +257,8 @@ def load_bundle(path: Path) -> Facts:
         raise BadInput(f"cannot read bundle {exc}") from None
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
         raise BadInput(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
-    problem = type_problem(doc["facts"]) if isinstance(doc["facts"], dict) else "facts should be an object"
+    problem = (_too_many(doc["facts"]) or type_problem(doc["facts"])) if isinstance(doc["facts"], dict) \
+        else "facts should be an object"
     if problem:
         raise BadInput(f"{path}: damaged bundle: {problem}")
     try:

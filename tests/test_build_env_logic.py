@@ -80,7 +80,8 @@ def test_legacy_rocm_layout(tmp_path):
     (tmp_path / "opt/rocm-6.2.3/.info/version").write_text("6.2.3-116\n")
     os.symlink("rocm-6.2.3", tmp_path / "opt/rocm")
     found = detect_rocm(no_tools(tmp_path), root=tmp_path)
-    assert (found.path, found.layout, found.version, found.found_by) == ("/opt/rocm", "legacy", "6.2.3", "/opt/rocm/.info/version")
+    assert (found.path, found.layout, found.version, found.found_by) == ("/opt/rocm", "legacy", "6.2.3",
+                                                                         "/opt/rocm/.info/version")
 
 
 def test_therock_layout_picks_the_newest_core(tmp_path):
@@ -195,7 +196,8 @@ def test_target_features_are_kept_validated_and_ordered():
 
 
 def test_cmake_args_carry_the_same_archs_as_pytorch_rocm_arch():
-    build = compute_build_env(select_archs(["gfx942", "gfx90a:xnack+"]), ["flash-attn"], HostResources(4, 64 * GIB), None)
+    build = compute_build_env(select_archs(["gfx942", "gfx90a:xnack+"]), ["flash-attn"], HostResources(4, 64 * GIB),
+                              None)
     env = build.env()
     assert env["PYTORCH_ROCM_ARCH"] == "gfx942;gfx90a:xnack+"
     assert build.cmake_args == ["-DCMAKE_HIP_ARCHITECTURES=gfx942;gfx90a:xnack+", "-DGPU_TARGETS=gfx942;gfx90a:xnack+",
@@ -215,7 +217,8 @@ def test_torch_turns_pytorch_rocm_arch_into_one_offload_arch_each(monkeypatch):
     build = compute_build_env(select_archs(["gfx942", "gfx90a:xnack+"]), ["pytorch"], HostResources(4, 64 * GIB), None)
     monkeypatch.setenv("PYTORCH_ROCM_ARCH", build.env()["PYTORCH_ROCM_ARCH"])
     flags = cpp_extension._get_rocm_arch_flags()
-    assert [f for f in flags if f.startswith("--offload-arch")] == ["--offload-arch=gfx942", "--offload-arch=gfx90a:xnack+"]
+    assert [f for f in flags if f.startswith("--offload-arch")] == ["--offload-arch=gfx942",
+                                                                    "--offload-arch=gfx90a:xnack+"]
 
 
 def test_distro_rocm_gets_rocm_home_but_no_rocm_path(tmp_path):

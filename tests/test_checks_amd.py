@@ -38,7 +38,7 @@ def test_torch_without_the_gpu_arch_names_the_real_error():
     r = v["torch.arch_list"]
     assert r.status == Status.FAIL
     assert "gfx1151" in r.summary and "hipErrorNoBinaryForGpu" in r.summary and "invalid device function" in r.summary
-    assert "PYTORCH_ROCM_ARCH=gfx1151" in r.fix
+    assert "PYTORCH_ROCM_ARCH=gfx1151" in r.fix.line()
 
 
 def test_mi250x_container_one_gcd():
@@ -62,19 +62,20 @@ def test_hsa_override_on_strix_halo_is_flagged_with_its_effect():
 def test_hsa_override_on_instinct_fails():
     v = verdicts(amd_machine(env={"HSA_OVERRIDE_GFX_VERSION": "9.4.2"}), "env.hsa_override")
     assert v["env.hsa_override"].status == Status.FAIL
-    assert v["env.hsa_override"].fix.lower().startswith("unset hsa_override_gfx_version")
+    assert v["env.hsa_override"].fix.line().lower().startswith("unset hsa_override_gfx_version")
 
 
 def test_rocminfo_permission_denied_is_explained():
     facts = amd_machine()
     facts.commands["rocminfo"] = ran("rocminfo", "rocminfo/error-kfd-permission-denied-rocm-terminal-container.txt",
                                      returncode=1)
-    facts.devices["/dev/kfd"] = {"exists": True, "readable": False, "writable": False, "mode": "crw-rw----", "group": "render"}
+    facts.devices["/dev/kfd"] = {"exists": True, "readable": False, "writable": False, "mode": "crw-rw----",
+                                 "group": "render"}
     facts.user = {"uid": 1000, "name": None, "groups": ["nogroup"], "group_ids": {"render": None, "video": 44}}
     v = verdicts(facts, "gpu.rocminfo", "devices.kfd", "devices.groups")
     assert v["gpu.rocminfo"].status == Status.FAIL
     assert "Permission denied" in v["gpu.rocminfo"].summary
-    assert "render" in v["gpu.rocminfo"].fix
+    assert "render" in v["gpu.rocminfo"].fix.line()
     assert v["devices.kfd"].status == Status.FAIL and "no read / write access" in v["devices.kfd"].summary
     assert v["devices.groups"].status == Status.FAIL
 
@@ -86,7 +87,7 @@ def test_rocminfo_invalid_argument_in_docker():
     v = verdicts(facts, "gpu.rocminfo")
     assert v["gpu.rocminfo"].status == Status.FAIL
     assert "Invalid argument" in v["gpu.rocminfo"].summary
-    assert "--device=/dev/kfd" in v["gpu.rocminfo"].fix
+    assert "--device=/dev/kfd" in v["gpu.rocminfo"].fix.line()
 
 
 def test_hung_rocminfo_becomes_a_verdict():
@@ -123,7 +124,7 @@ def test_hipconfig_newer_than_torch_hip_warns():
     v = verdicts(facts, "rocm.hip")
     assert v["rocm.hip"].status == Status.WARN
     assert "6.3" in v["rocm.hip"].summary and "6.2" in v["rocm.hip"].summary
-    assert "whl/rocm6.3" in v["rocm.hip"].fix
+    assert "whl/rocm6.3" in v["rocm.hip"].fix.line()
 
 
 def test_two_triton_distributions_from_a_real_collect_env_fail(fixture_text):
@@ -137,7 +138,7 @@ def test_two_triton_distributions_from_a_real_collect_env_fail(fixture_text):
     v = verdicts(facts, "triton.pin")
     assert v["triton.pin"].status == Status.FAIL
     assert "2 Triton distributions" in v["triton.pin"].summary
-    assert "pip uninstall -y triton" in v["triton.pin"].fix
+    assert "pip uninstall -y triton" in v["triton.pin"].fix.line()
 
 
 def test_cpu_torch_on_amd_machine_fails():
@@ -146,13 +147,13 @@ def test_cpu_torch_on_amd_machine_fails():
                              "device_count": 0, "arch_list": [], "arch_flags": []}
     v = verdicts(facts, "torch.build", "torch.sees_gpus")
     assert v["torch.build"].status == Status.FAIL
-    assert "whl/rocm6.2" in v["torch.build"].fix
+    assert "whl/rocm6.2" in v["torch.build"].fix.line()
     assert v["torch.sees_gpus"].status == Status.FAIL
 
 
 def test_pytorch_rocm_arch_with_removed_target():
     v = verdicts(amd_machine(env={"PYTORCH_ROCM_ARCH": "gfx940;gfx941"}), "env.pytorch_rocm_arch")
-    assert v["env.pytorch_rocm_arch"].status == Status.FAIL and "gfx942" in v["env.pytorch_rocm_arch"].fix
+    assert v["env.pytorch_rocm_arch"].status == Status.FAIL and "gfx942" in v["env.pytorch_rocm_arch"].fix.line()
     v = verdicts(amd_machine(env={"PYTORCH_ROCM_ARCH": "gfx90a"}), "env.pytorch_rocm_arch")
     assert v["env.pytorch_rocm_arch"].status == Status.FAIL and "misses gfx942" in v["env.pytorch_rocm_arch"].summary
 
@@ -161,8 +162,8 @@ def test_host_settings_for_multi_gpu():
     facts = amd_machine()
     facts.files.update({"/proc/cmdline": "BOOT_IMAGE=/vmlinuz ro quiet", "/proc/sys/kernel/numa_balancing": "1\n"})
     v = verdicts(facts, "host")
-    assert v["host.iommu"].status == Status.WARN and "iommu=pt" in v["host.iommu"].fix
-    assert v["host.numa_balancing"].status == Status.WARN and "numa_balancing=0" in v["host.numa_balancing"].fix
+    assert v["host.iommu"].status == Status.WARN and "iommu=pt" in v["host.iommu"].fix.line()
+    assert v["host.numa_balancing"].status == Status.WARN and "numa_balancing=0" in v["host.numa_balancing"].fix.line()
     assert v["host.shm"].status == Status.PASS
 
 
@@ -216,4 +217,4 @@ def test_a_crashing_rocminfo_is_reported_as_a_crash_not_by_its_partial_output(tm
     v = verdicts(facts, "gpu.rocminfo")["gpu.rocminfo"]
     assert v.status == Status.FAIL
     assert v.summary.startswith("rocminfo crashed (signal 11 SIGSEGV)"), v.summary
-    assert "dmesg" in v.fix
+    assert "dmesg" in v.fix.line()

@@ -34,7 +34,7 @@ def by_id(report: dict) -> dict[str, dict]:
 def test_json_report_on_a_fake_mi300x(mi300x_path):
     proc = doctor("--json", "--no-gpu-probes", "--no-train", "--arch", "gfx942", env=env_with_path(mi300x_path))
     report = json.loads(proc.stdout)
-    assert report["schema_version"] == 2 and report["tool"] == "rocmcheck" and report["command"] == "doctor"
+    assert report["schema_version"] == 3 and report["tool"] == "rocmcheck" and report["command"] == "doctor"
     v = by_id(report)
     assert v["gpu.present"]["status"] == "pass" and "8 AMD GPU" in v["gpu.present"]["summary"]
     assert v["gpu.expected_arch"]["status"] == "pass"
@@ -73,7 +73,7 @@ def test_rocminfo_permission_denied_text(tmp_path):
     v = by_id(json.loads(proc.stdout))
     assert v["gpu.rocminfo"]["status"] == "fail"
     assert "Unable to open /dev/kfd read-write: Permission denied" in v["gpu.rocminfo"]["summary"]
-    assert "render" in v["gpu.rocminfo"]["fix"]
+    assert "render" in v["gpu.rocminfo"]["fix"]["text"]
 
 
 def test_crashing_rocminfo(tmp_path):
@@ -196,7 +196,8 @@ def test_a_damaged_bundle_is_one_line_and_exit_2(tmp_path, edit):
 
 
 @pytest.mark.parametrize("argv", [["nosuch"], ["doctor", "--bundle", "/nonexistent/b.json"], ["probe", "nope"],
-                                  ["lint", "--world-size", "0", "x.json"], ["doctor", "--save-bundle", "/nonexistent/x.json"]])
+                                  ["lint", "--world-size", "0", "x.json"],
+                                  ["doctor", "--save-bundle", "/nonexistent/x.json"]])
 def test_every_usage_error_is_exactly_one_line(argv):
     proc = subprocess.run([sys.executable, "-m", "rocmcheck", *argv], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
@@ -206,5 +207,152 @@ def test_every_usage_error_is_exactly_one_line(argv):
 def test_url_passwords_are_redacted():
     from rocmcheck.facts.redact import redact_env
 
-    env = redact_env({"HF_ENDPOINT": "https://bob:s3cretpass@mirror.example/hf", "NCCL_DEBUG": "INFO"}, [], ["HF_", "NCCL_"])
+    env = redact_env({"HF_ENDPOINT": "https://bob:s3cretpass@mirror.example/hf", "NCCL_DEBUG": "INFO"}, [],
+                     ["HF_", "NCCL_"])
     assert env["HF_ENDPOINT"] == "https://bob:<redacted>@mirror.example/hf" and env["NCCL_DEBUG"] == "INFO"
+
+
+def _bundle(tmp_path, name: str = "good.json") -> dict:
+    """A real bundle of this machine (no torch child: gpu and host checks only), as a document to edit."""
+    path = tmp_path / name
+    doctor("--json", "--no-gpu-probes", "--no-train", "--only", "gpu,host", "--save-bundle", str(path))
+    return json.loads(path.read_text())
+
+
+def _write(tmp_path, doc: dict, name: str = "edited.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("size", ["1e999", "-1e999", "NaN", "9" * 400, "true"])
+def test_a_hostile_size_from_amd_smi_still_gives_the_report(tmp_path, mi300x_path, size):
+    static = '[{"gpu": 0, "asic": {"market_name": "AMD Instinct MI300X"}, "vram": {"size": {"value": %s, ' \
+             '"unit": "MB"}}}]' % size
+    make_tool(mi300x_path, "amd-smi", stdout=static)
+    proc = doctor("--json", "--no-gpu-probes", "--no-train", "--only", "gpu", env=env_with_path(mi300x_path))
+    assert "Traceback" not in proc.stderr and proc.returncode in (0, 1)
+    v = by_id(json.loads(proc.stdout))
+    assert v["gpu.present"]["status"] == "pass" and "8 AMD GPU" in v["gpu.present"]["summary"]
+
+
+def test_a_replayed_fix_with_a_newline_never_prints_as_two_lines(tmp_path):
+    doc = _bundle(tmp_path)
+    recorded = {"area": "probe", "status": "fail", "summary": "gemm failed", "evidence": [], "data": {}}
+    doc["facts"]["recorded_results"] = [
+        {**recorded, "id": "probe.gemm", "fix": {"kind": "shell", "text": "rocmcheck probe gemm\ntouch PWNED1",
+                                                  "why": "rerun\ntouch PWNED2", "file": ""}},
+        {**recorded, "id": "probe.memory", "fix": "rocmcheck probe memory\ntouch PWNED3  # an older bundle's string"},
+        {**recorded, "id": "probe.attention", "fix": {"kind": "shell", "text": "rocmcheck probe attention",
+                                                       "why": "run it alone", "file": ""}},
+    ]
+    bundle = _write(tmp_path, doc)
+    fixes_only = doctor("--bundle", str(bundle), "--only", "probe", "--fixes-only")
+    lines = fixes_only.stdout.splitlines()
+    assert "rocmcheck probe attention  # run it alone" in lines  # a whole recorded shell fix still pastes
+    assert not [line for line in lines if "PWNED" in line and not line.startswith("#")], lines
+    assert fixes_only.returncode == 1
+    console = doctor("--bundle", str(bundle), "--only", "probe")
+    assert not [line for line in console.stdout.splitlines() if line.lstrip().startswith("touch")]
+    report = json.loads(doctor("--bundle", str(bundle), "--only", "probe", "--json").stdout)
+    kinds = {r["id"]: r["fix"]["kind"] for r in report["results"]}
+    assert kinds == {"probe.gemm": "note", "probe.memory": "note", "probe.attention": "shell"}
+
+
+def test_nothing_judged_exits_3(tmp_path):
+    doc = _bundle(tmp_path)
+    doc["facts"]["recorded_results"] = [{"id": "probe.stage", "area": "probe", "status": "skip", "fix": None,
+                                         "summary": "GPU probes skipped: torch sees no GPU", "evidence": [],
+                                         "data": {}}]
+    bundle = _write(tmp_path, doc)
+    proc = doctor("--bundle", str(bundle), "--only", "probe")
+    assert proc.returncode == 3 and "NOT JUDGED" in proc.stdout
+    assert doctor("--bundle", str(bundle), "--only", "probe", "--json").returncode == 3
+
+
+def test_a_bundle_with_too_many_recorded_results_is_refused_at_once(tmp_path):
+    from rocmcheck.doctor import MAX_RECORDED_RESULTS
+
+    doc = _bundle(tmp_path)
+    one = {"id": "probe.gemm", "area": "probe", "status": "pass", "summary": "ok", "evidence": ["e"], "fix": None,
+           "data": {}}
+    doc["facts"]["recorded_results"] = [one] * MAX_RECORDED_RESULTS
+    start = time.monotonic()
+    at_cap = doctor("--bundle", str(_write(tmp_path, doc, "at-cap.json")), "--only", "probe", "--fixes-only")
+    assert at_cap.returncode == 0 and time.monotonic() - start < 60
+    doc["facts"]["recorded_results"] = [one] * 200_000
+    start = time.monotonic()
+    proc = doctor("--bundle", str(_write(tmp_path, doc, "huge.json")), "--fixes-only")
+    assert proc.returncode == 2 and "200000 recorded results" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and time.monotonic() - start < 30
+
+
+def test_a_tool_whose_interpreter_is_missing_is_not_called_missing(tmp_path):
+    tool = tmp_path / "rocminfo"
+    tool.write_text("#!/nonexistent/interpreter\necho hello\n")
+    tool.chmod(0o755)
+    proc = doctor("--json", "--no-gpu-probes", "--no-train", "--only", "gpu.rocminfo", env=env_with_path(tmp_path))
+    r = by_id(json.loads(proc.stdout))["gpu.rocminfo"]
+    assert r["status"] == "fail" and "not found" not in r["summary"] and "/nonexistent/interpreter" in r["summary"]
+    assert r["fix"]["text"] == f"head -n 1 {tool}"
+
+
+def test_a_tool_under_rocm_path_alone_is_found(tmp_path):
+    # ROCm's installers put rocminfo in ROCM_PATH/bin without touching PATH: the one tool locator looks there.
+    rocm = tmp_path / "rocm"
+    make_tool(rocm / "bin", "rocminfo", stdout_file=FIXTURES_DIR / MI300X)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = env_with_path(empty, ROCM_PATH=str(rocm))
+    env["PATH"] = f"{empty}:/usr/bin:/bin"
+    proc = doctor("--json", "--no-gpu-probes", "--no-train", "--only", "gpu", env=env)
+    v = by_id(json.loads(proc.stdout))
+    assert v["gpu.present"]["status"] == "pass" and "8 AMD GPU" in v["gpu.present"]["summary"]
+
+
+FAKE_ROCM_TORCH = '''
+__version__ = "2.5.1+rocm6.2"
+class version:
+    hip, cuda, git_version = "6.2.41133-dd7f95766", None, "x"
+class _C:
+    @staticmethod
+    def _cuda_getArchFlags():
+        return "--offload-arch=gfx942"
+class _Props:
+    name, gcnArchName, major, minor, total_memory = "AMD Instinct MI300X", "gfx942:sramecc+:xnack-", 9, 4, 205822885888
+class cuda:
+    is_available = staticmethod(lambda: True)
+    device_count = staticmethod(lambda: 2)
+    get_arch_list = staticmethod(lambda: ["gfx942"])
+    get_device_properties = staticmethod(lambda i: _Props())
+'''
+
+
+def test_torch_devices_are_described_once_and_the_checks_read_them(tmp_path):
+    # A stand-in torch answering like a ROCm build on two MI300X (no GPU here): the probe child describes its
+    # devices with facts/torch_devices.py, and the parent reads the child's events.
+    from machines import amd_machine, verdicts
+
+    from rocmcheck.child import child_env, run_child
+    from rocmcheck.facts.collect import probe_answers
+
+    (tmp_path / "site" / "torch").mkdir(parents=True)
+    (tmp_path / "site" / "torch" / "__init__.py").write_text(FAKE_ROCM_TORCH)
+    env = child_env(base=env_with_path(tmp_path, PYTHONPATH=str(tmp_path / "site")))
+    run = run_child("rocmcheck.facts.python_probe", {"probes": ["torch"]}, 60, env=env)
+    torch = probe_answers(run.events)["torch"]
+    assert torch["devices"] == [{"index": i, "name": "AMD Instinct MI300X", "arch": "gfx942",
+                                 "gcn_arch": "gfx942:sramecc+:xnack-", "capability": [9, 4],
+                                 "total_bytes": 205822885888} for i in range(2)]
+    v = verdicts(amd_machine(probes={"torch": torch}), "torch.sees_gpus", "torch.arch_list")
+    assert v["torch.arch_list"].status.value == "pass"
+    assert "AMD Instinct MI300X (gfx942:sramecc+:xnack-)" in v["torch.sees_gpus"].evidence
+
+
+def test_only_probe_events_of_the_right_shape_are_answers():
+    from rocmcheck.facts.collect import probe_answers
+
+    events = [{"event": "probe", "probe": "torch", "data": {"version": "2.5"}}, {"event": "probe", "probe": 3,
+              "data": {}}, {"event": "probe", "probe": "nvml", "data": "x"}, {"event": "progress", "probe": "amdsmi",
+              "data": {}}, {"event": "probe", "data": {}}]
+    assert probe_answers(events) == {"torch": {"version": "2.5"}}

@@ -1,6 +1,8 @@
-"""Every fix a check, a probe hint or smoke-train can print is one shell line that parses (`bash -n`), and an
-environment variable name in it keeps its case. The checks are driven over the recorded machines (tests/machines.py)
-and variants of them that break one thing each, so every reachable fix branch is produced by the real checks."""
+"""Every fix a check, a probe hint or smoke-train can print is a Fix (rocmcheck/fixes.py): a shell fix is one line
+that parses (`bash -n`) and starts each command with a real one, whatever the machine's values (paths with spaces or
+`;`, odd versions) are, since every value is a quoted field; prose is a note. An environment variable name keeps its
+case. The checks are driven over the recorded machines (tests/machines.py) and variants of them that break one thing
+each, so every reachable fix branch is produced by the real checks."""
 
 from __future__ import annotations
 
@@ -27,11 +29,14 @@ from rocmcheck.checks.health import finding_fix
 from rocmcheck.facts.collect import ENV_NAMES, Facts
 from rocmcheck.facts.health import node_health
 from rocmcheck.facts.parsers.kernel_log import parse_kernel_log
+from rocmcheck.fixes import Fix, FixKind
 from rocmcheck.knowledge import load
 from rocmcheck.probes import hints
 from rocmcheck.runner import CommandResult
 
 CONTAINER = {"/.dockerenv": True, "/sys/module/amdgpu": True, "/dev/shm": True}
+# A ROCm root whose name a shell would split or run: it must paste as one quoted word.
+HOSTILE_ROOT = "/opt/ROCm 6.2;touch PWNED;#"
 
 
 def _with(facts: Facts, **over) -> Facts:
@@ -78,7 +83,8 @@ def machines() -> dict[str, Facts]:
                                     limits={"memlock_soft": 64 << 20, "unlimited": -1, "shm_bytes": 64 << 20}),
         "macos": Facts(platform={"system": "Darwin", "kernel": "x"}, os_info={"id": "fedora", "version": "40"}),
         "amd-no-torch": _with(amd, probes={}, packages={"transformers": "4.30.0"}),
-        "amd-torch-import-error": _with(amd, probes=_probes(torch={"installed": True, "error": "libamdhip64.so: cannot open"})),
+        "amd-torch-import-error": _with(amd, probes=_probes(torch={"installed": True,
+                                                                   "error": "libamdhip64.so: cannot open"})),
         "amd-cpu-torch": _with(amd, probes=_probes(torch={**torch_rocm, "hip": None, "version": "2.5.1+cpu",
                                                           "device_count": 0})),
         "amd-cuda-torch": _with(amd, probes=_probes(torch={**torch_rocm, "hip": None, "cuda": "12.4",
@@ -102,8 +108,9 @@ def machines() -> dict[str, Facts]:
         "amd-groups-only": _with(amd, user={"uid": 1000, "groups": ["u"], "group_ids": {"render": 110}}),
         "amd-env-instinct-override": _with(amd, env={"HSA_OVERRIDE_GFX_VERSION": "9.4.2", "PYTORCH_ROCM_ARCH": "gfx940",
                                                      "HIP_VISIBLE_DEVICES": "0,9", "CUDA_VISIBLE_DEVICES": ""}),
-        "amd-env-radeon-override": _with(amd_machine(env={"HSA_OVERRIDE_GFX_VERSION": "12.0.1", "PYTORCH_ROCM_ARCH": "gfx90a",
-                                                          "ROCR_VISIBLE_DEVICES": "0", "HIP_VISIBLE_DEVICES": "1"})),
+        "amd-env-radeon-override": _with(amd_machine(env={"HSA_OVERRIDE_GFX_VERSION": "12.0.1",
+                                                          "PYTORCH_ROCM_ARCH": "gfx90a", "ROCR_VISIBLE_DEVICES": "0",
+                                                          "HIP_VISIBLE_DEVICES": "1"})),
         "amd-host-untuned": _with(amd, files={**amd.files, "/proc/cmdline": "ro quiet",
                                               "/proc/sys/kernel/numa_balancing": "1\n"},
                                   limits={"memlock_soft": 64 << 20, "unlimited": -1, "shm_bytes": 64 << 20}),
@@ -124,6 +131,15 @@ def machines() -> dict[str, Facts]:
             "rocminfo", "rocminfo/error-kfd-permission-denied-rocm-terminal-container.txt", returncode=1)}),
         "amd-rocminfo-invalid": _with(amd, commands={"rocminfo": ran(
             "rocminfo", "rocminfo/error-kfd-invalid-argument-mi300x-docker-rocm6.2.1.txt", returncode=1)}),
+        # found at this path, then the kernel said "no such file": the interpreter of its #! line is missing (as
+        # the runner records it, and as a bundle from before it said so records it)
+        "amd-rocminfo-no-interpreter": _with(amd, commands={"rocminfo": CommandResult(
+            argv=["/opt/rocm/bin/rocminfo"], interpreter_missing=True, timeout_s=20,
+            error="its interpreter /usr/bin/python3.99 (named on its #! line) does not exist")}),
+        "amd-rocminfo-no-interpreter-old-bundle": _with(amd, commands={"rocminfo": CommandResult(
+            argv=["/opt/rocm/bin/rocminfo"], not_found=True, timeout_s=20)}),
+        "amd-rocm-version-unknown": _with(amd, env={"ROCM_PATH": HOSTILE_ROOT},
+                                          rocm_layout={"roots": {HOSTILE_ROOT: {"has_rocminfo": True}}}),
         "mi250x-old-arch": amd_machine("rocminfo/mi250x-1gcd-cray-slurm-rocm5.7-container.txt"),
         "radeon-gfx1100": amd_machine("rocminfo/rx7900xtx-gfx1100-rocm6.2.2-ubuntu24.04.txt"),
         "strix-halo": amd_machine("rocminfo/strix-halo-gfx1151-apu-rocm7.11-nightly.txt",
@@ -141,8 +157,8 @@ def machines() -> dict[str, Facts]:
                                                                 flash_attn={"installed": True, "version": "2.7.0"}),
                                             packages={"torch": "2.5.1+rocm6.2", "pytorch-triton-rocm": "3.0.0"},
                                             torch_requires=['pytorch-triton-rocm==3.1.0']),
-        "amd-probe-died": _with(amd, probes={"torch": torch_rocm}, packages={"torch": "2.5.1+rocm6.2", "flash-attn": "2.7",
-                                                                            "deepspeed": "0.15"},
+        "amd-probe-died": _with(amd, probes={"torch": torch_rocm}, packages={"torch": "2.5.1+rocm6.2",
+                                                                            "flash-attn": "2.7", "deepspeed": "0.15"},
                                 probe_runs={n: ran("python_probe", stdout="", returncode=-11)
                                             for n in ("flash_attn", "deepspeed")}),
     }
@@ -275,9 +291,9 @@ def health_machines() -> dict[str, Facts]:
     return out
 
 
-def all_fixes() -> dict[str, str]:
+def all_fixes() -> dict[str, Fix]:
     """{"machine / check id": fix} for every warn/fail verdict the checks give on every machine."""
-    found: dict[str, str] = {}
+    found: dict[str, Fix] = {}
     for name, facts in machines().items():
         for expected in ((), ("gfx90a",)):
             ctx = CheckContext(facts, expected_archs=expected)
@@ -288,11 +304,11 @@ def all_fixes() -> dict[str, str]:
                 for line in r.evidence:  # health.kernel_log lists the other findings' next steps as evidence
                     if line.startswith("next step for "):
                         title, _, step = line.removeprefix("next step for ").partition(": ")
-                        found.setdefault(f"{name} / {r.id} / {title}", step)
+                        found.setdefault(f"{name} / {r.id} / {title}", Fix.from_dict(step))
     return found
 
 
-def hint_fixes() -> dict[str, str]:
+def hint_fixes() -> dict[str, Fix]:
     out = {f"wheel {v}": hints.torch_wheel_fix(v, a) for v, a in (("amd", "gfx942"), ("nvidia", "sm_90"), ("none", ""))}
     out |= {f"error {v}": hints.error_fix(e, v, "gfx942", "gemm")[1] for v in ("amd", "nvidia")
             for e in ("HIP error: invalid device function", "CUDA out of memory", "ValueError: x")}
@@ -303,21 +319,21 @@ def hint_fixes() -> dict[str, str]:
     return out
 
 
-def kernel_log_fixes() -> dict[str, str]:
+def kernel_log_fixes() -> dict[str, Fix]:
     """Every fix in kernel_log.json (patterns and Xids, noted ones too), as health.kernel_log fills it in: with the
-    log line's PCI address, and with none."""
+    log line's PCI address, with an address a shell would split, with a GPU named by its node only, and with none."""
     (sample,) = parse_kernel_log("[   67.058794] amdgpu 0000:c4:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:40)")
     data = load("kernel_log.json")
-    texts = {f"pattern {p['id']}": p["fix"] for p in data["patterns"]}
-    texts |= {f"xid {xid}": info["fix"] for xid, info in data["xids"].items()}
+    specs = {f"pattern {p['id']}": p["fix"] for p in data["patterns"]}
+    specs |= {f"xid {xid}": info["fix"] for xid, info in data["xids"].items()}
     out = {}
-    for key, text in texts.items():
-        for device in ("0000:c4:00.0", None):
-            out[f"kernel-log {key} device={device}"] = finding_fix(dataclasses.replace(sample, fix=text, device=device))
+    for key, spec in specs.items():
+        for device in ("0000:c4:00.0", "GPU node-2", None):
+            out[f"kernel-log {key} device={device}"] = finding_fix(dataclasses.replace(sample, fix=spec, device=device))
     return out
 
 
-def train_fixes() -> dict[str, str]:
+def train_fixes() -> dict[str, Fix]:
     """Every warn/fail branch of smoke-train's verdicts (pure functions of numbers), driven with failing inputs,
     and the fixes of the runs that cannot start."""
     from rocmcheck.monitor import step_memory as memory
@@ -337,14 +353,15 @@ def train_fixes() -> dict[str, str]:
                 "attention": "sdpa", "lora_rank": None, "grad_accumulation_steps": 1, "optimizer": "fused"}
     est, _ = fit.estimate_run(huge, settings)
     curve = {"loss": [7.0 - i / 20 for i in range(30)], "recorded_on": {}}
-    numerics_bad = {"bf16": {"loss": 2.0, "grad_norm": 1.0, "blocks": {"a": 2.0}}, "fp32": {"loss": 1.0, "grad_norm": 1.0,
-                                                                                             "blocks": {"a": 1.0}}}
+    numerics_bad = {"bf16": {"loss": 2.0, "grad_norm": 1.0, "blocks": {"a": 2.0}},
+                    "fp32": {"loss": 1.0, "grad_norm": 1.0, "blocks": {"a": 1.0}}}
     per_rank = [{"global_loss": [1.0, 2.0], "local_loss": [1.0, 1.0], "grad_norm": [1.0, 2.0], "weights": w}
                 for w in (1.0, 2.0)]
     bench_rows = [{"mode": "loop", "tokens_per_s": 1.0, "step_s": 1.0}, {"mode": "hf_trainer", "tokens_per_s": 2.0,
                   "step_s": 1.0}, {"mode": "loop_compile", "tokens_per_s": 1.0, "step_s": 1.0},
                   {"mode": "compiled_x", "error": "boom"}]
-    bench_runs = {"loop": {"losses": [1.0] * 5}, "hf_trainer": {"losses": [3.0] * 5}, "loop_compile": {"losses": [5.0] * 5}}
+    bench_runs = {"loop": {"losses": [1.0] * 5}, "hf_trainer": {"losses": [3.0] * 5},
+                  "loop_compile": {"losses": [5.0] * 5}}
     results = {}
     for ok in (None, True, False):
         results[f"loss_decrease numerics={ok}"] = verdicts.check_loss_decrease(flat, 0.5, ok)
@@ -371,7 +388,8 @@ def train_fixes() -> dict[str, str]:
         "kernels math": kernels.check_kernels(rows, True, "sdpa"),
         "kernels cpu hot": kernels.check_kernels([{**rows[1], "name": "aten::mm"},
                                                   {"name": "aten::_flash_attention_forward", "count": 1,
-                                                   "self_cpu_us": 1.0, "self_device_us": 1.0, "device_us": 1.0}], True, "sdpa"),
+                                                   "self_cpu_us": 1.0, "self_device_us": 1.0, "device_us": 1.0}],
+                                                 True, "sdpa"),
         "deepspeed_parity": comparisons.check_deepspeed_parity([9.0] * 20, [1.0] * 20, "ZeRO-3"),
         "offload_cost": comparisons.check_offload_cost([10.0] * 20, [1.0] * 20, "ZeRO-3 offload", True),
         "rank_agreement": comparisons.check_rank_agreement(per_rank, True),
@@ -381,8 +399,7 @@ def train_fixes() -> dict[str, str]:
     out = {f"train {k} / {r.id}": r.fix for k, r in results.items() if r.status in (Status.WARN, Status.FAIL)}
     # Every branch above must have failed or warned: a branch that passes here is not exercised.
     assert len(out) == len(results), sorted(set(f"train {k} / {r.id}" for k, r in results.items()) - set(out))
-    out |= {f"train setup {n}": getattr(run, n) for n in ("NO_DEVICE_FIX", "NO_BF16_FIX", "PEFT_FIX", "ATTN_FIX",
-                                                          "LOAD_FIX")}
+    out |= {f"train setup {n}": getattr(run, n) for n in ("NO_DEVICE_FIX", "NO_BF16_FIX", "PEFT_FIX", "ATTN_FIX")}
     out |= {"train setup ranks": run.ranks_fix(2), "train setup seq_len": run.seq_len_fix(64)}
     return out
 
@@ -391,35 +408,45 @@ NODE_HEALTH_FIX_KEYS = ("health.", "host.cpu_governor", "host.perf_determinism",
                         "env.hipblaslt", "env.nccl_channels", "env.hsa_xnack", "env.scratch_reclaim")
 TRAIN_FIXES = train_fixes()
 FIXES = {**all_fixes(), **hint_fixes(), **kernel_log_fixes(), **TRAIN_FIXES}
+SHELL_FIXES = {key: fix for key, fix in FIXES.items() if fix.kind is FixKind.SHELL}
 
 
-def test_the_machines_reach_most_fix_branches():
-    # Each distinct fix text is a branch: the variants above must reach a broad set of them, across areas.
+def shown(fix: Fix) -> str:
+    """How a fix prints: the pasteable line of a shell fix; `note: ...` / `edit: ...` for the others."""
+    return fix.line() if fix.kind is FixKind.SHELL else f"{fix.kind.value}: {fix.line()}"
+
+
+def test_every_fix_is_a_fix_and_the_machines_reach_most_branches():
+    bad = {key: type(fix).__name__ for key, fix in FIXES.items() if not isinstance(fix, Fix)}
+    assert not bad, bad
+    # Each distinct fix is a branch: the variants above must reach a broad set of them, across areas.
     areas = {key.split(" / ")[1].split(".")[0] for key in FIXES if " / " in key}
     assert {"os", "driver", "rocm", "devices", "container", "gpu", "env", "torch", "triton", "flash_attn",
             "deepspeed", "transformers", "host", "nvidia", "health"} <= areas
     assert len(set(FIXES.values())) >= 45
+    assert len(SHELL_FIXES) >= 150 and sum(f.kind is FixKind.NOTE for f in FIXES.values()) >= 20
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash not installed")
-def test_every_fix_is_one_line_that_bash_parses():
+def test_every_shell_fix_is_one_line_that_bash_parses():
     bad = {}
-    for key, fix in FIXES.items():
-        if "\n" in fix:
+    for key, fix in SHELL_FIXES.items():
+        line = fix.line()
+        if "\n" in line or "\r" in line:
             bad[key] = "more than one line"
             continue
-        proc = subprocess.run(["bash", "-n"], input=fix + "\n", capture_output=True, text=True)
+        proc = subprocess.run(["bash", "-n"], input=line + "\n", capture_output=True, text=True)
         if proc.returncode != 0:
-            bad[key] = f"{fix!r}: {proc.stderr.strip()}"
+            bad[key] = f"{line!r}: {proc.stderr.strip()}"
     assert not bad, "\n".join(f"{k}: {v}" for k, v in bad.items())
 
 
-# The first word of every command in a fix, and the command sudo runs: prose that happens to parse ("Restart the
-# container with: docker run ...", "sudo Reset the GPU") is caught here. A new fix that needs another command adds
-# it to this list.
-COMMANDS = {"pip", "sudo", "export", "unset", "docker", "python", "rocmcheck", "echo", "rocminfo", "uname", "nvidia-smi",
-            "hipconfig", "amd-smi", "eval", "ulimit", "newgrp", "tail", "grep", "mkdir", "mv",
-            "apt", "amdgpu-install", "cpupower", "dmesg", "lspci", "mount", "reboot", "sed", "sysctl", "tee",
+# The first word of every command in a shell fix, and the command sudo runs: prose that happens to parse ("Restart
+# the container with: docker run ...", "sudo Reset the GPU") is caught here. A new fix that needs another command
+# adds it to this list.
+COMMANDS = {"pip", "sudo", "export", "unset", "docker", "python", "rocmcheck", "echo", "rocminfo", "uname",
+            "nvidia-smi", "hipconfig", "amd-smi", "eval", "ulimit", "newgrp", "tail", "grep", "mkdir", "mv", "cat",
+            "head", "apt", "amdgpu-install", "cpupower", "dmesg", "lspci", "mount", "reboot", "sed", "sysctl", "tee",
             "update-grub", "usermod", "df", "numactl"}
 
 
@@ -446,9 +473,30 @@ def _command_words(fix: str) -> list[str]:
     return words
 
 
-def test_every_fix_starts_each_command_with_a_real_command():
-    bad = [f"{key}: {w!r} in {fix!r}" for key, fix in FIXES.items() for w in _command_words(fix) if w not in COMMANDS]
+def test_every_shell_fix_starts_each_command_with_a_real_command():
+    bad = [f"{key}: {w!r} in {fix.line()!r}" for key, fix in SHELL_FIXES.items() for w in _command_words(fix.text)
+           if w not in COMMANDS]
     assert not bad, "\n".join(bad)
+
+
+def test_a_rocm_root_a_shell_would_split_pastes_as_one_word(tmp_path):
+    fix = FIXES["amd-rocm-version-unknown / rocm.install"]
+    assert fix.kind is FixKind.SHELL
+    assert fix.text == "hipconfig --version; cat " + shlex.quote(f"{HOSTILE_ROOT}/.info/version")
+    # Run as pasted (hipconfig stubbed by a shell function): cat gets one argument, nothing else runs.
+    script = f"hipconfig() {{ :; }}; cat() {{ printf '%s\\n' \"$#\" \"$1\"; }}; {fix.text}"
+    out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, cwd=tmp_path, timeout=30)
+    assert out.stdout.splitlines() == ["1", f"{HOSTILE_ROOT}/.info/version"]
+    assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_tool_that_cannot_start_is_not_called_missing():
+    for name, says in (("amd-rocminfo-no-interpreter", "/usr/bin/python3.99"),
+                       ("amd-rocminfo-no-interpreter-old-bundle", "installed (/opt/rocm/bin/rocminfo) but could not "
+                                                                  "be started")):
+        r = run_checks(select_checks(only=("gpu.rocminfo",)), CheckContext(machines()[name]))[0]
+        assert r.status.value == "fail" and "not found" not in r.summary and says in r.summary, r.summary
+        assert r.fix.text == "head -n 1 /opt/rocm/bin/rocminfo"
 
 
 KNOWN_VARS = set(ENV_NAMES) | {"HSA_OVERRIDE_GFX_VERSION", "PYTORCH_ROCM_ARCH", "ROCR_VISIBLE_DEVICES",
@@ -462,14 +510,14 @@ KNOWN_VARS = set(ENV_NAMES) | {"HSA_OVERRIDE_GFX_VERSION", "PYTORCH_ROCM_ARCH", 
 def test_env_var_names_keep_their_case():
     bad = []
     for key, fix in FIXES.items():
-        for word in re.findall(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+", fix):
+        for word in re.findall(r"[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+", fix.line()):
             if word.upper() in KNOWN_VARS and word != word.upper():
-                bad.append(f"{key}: {word!r} in {fix!r}")
+                bad.append(f"{key}: {word!r} in {fix.line()!r}")
     assert not bad, "\n".join(bad)
 
 
-# Each warn/fail branch of the node-health checks, on the variant that produces it, and how its fix begins: the
-# vendor's own tool where AMD and NVIDIA differ.
+# Each warn/fail branch of the node-health checks, on the variant that produces it, and how its fix begins as it
+# prints (shown()): the vendor's own tool where AMD and NVIDIA differ.
 NODE_HEALTH_BRANCHES = {
     "nvidia-ecc-uncorrectable / health.gpu_errors": "nvidia-smi -q -d ECC,ROW_REMAPPER -i 0 ",
     "nvidia-remap-failed / health.gpu_errors": "nvidia-smi -q -d ECC,ROW_REMAPPER -i 0 ",
@@ -502,7 +550,7 @@ NODE_HEALTH_BRANCHES = {
     "amd-alloc-two-vars-torch-2.9 / env.alloc_conf": "unset PYTORCH_HIP_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF && "
                                                      "export PYTORCH_ALLOC_CONF=max_split_size_mb:512,garbage",
     "nvidia-alloc-unknown-option / env.alloc_conf": "unset PYTORCH_CUDA_ALLOC_CONF ",
-    "amd-tunableop-tuning / env.tunableop": "# Tune once",
+    "amd-tunableop-tuning / env.tunableop": "note: Tune once",
     "amd-tunableop-tuning-with-results / env.tunableop": "export PYTORCH_TUNABLEOP_TUNING=0 ",
     "amd-tunableop-no-results / env.tunableop": "unset PYTORCH_TUNABLEOP_ENABLED ",
     "amd-tunableop-stale / env.tunableop": "mv '/home/u/llama run/tunableop_results0.csv' "
@@ -518,21 +566,39 @@ NODE_HEALTH_BRANCHES = {
     "kernel-log amdgpu-ring-timeout-reset-dmesg / health.kernel_log / amdgpu GPU reset": "sudo dmesg | grep -B20",
     "kernel-log amdgpu-sdma-timeout-reset-syslog / health.kernel_log": "sudo dmesg | grep",
     "kernel-log aer-uncorrected-fatal-nvidia-dmesg-reltime / health.kernel_log": "sudo lspci -vvv -s 0000:00:03.0 ",
-    "kernel-log nvidia-xid-79-fallen-off-bus / health.kernel_log": "# Reboot the node",
+    "kernel-log nvidia-xid-79-fallen-off-bus / health.kernel_log": "note: Reboot the node",
     "kernel-log oom-killer-dmesg-iso / health.kernel_log": "sudo dmesg | grep -i -A3 oom ",
-    "kernel-log pattern amdgpu_ras_uncorrectable device=None": "# amd-smi metric --ecc -g ADDRESS;",
+    "kernel-log pattern amdgpu_ras_uncorrectable device=None": "note: run amd-smi metric --ecc -g ADDRESS;",
+    "kernel-log pattern amdgpu_ras_uncorrectable device=GPU node-2": "note: run amd-smi metric --ecc -g ADDRESS;",
+    "kernel-log pattern amdgpu_ring_timeout device=0000:c4:00.0":
+        "sudo dmesg | grep -i -e 'ring .* timeout' -e 'GPU reset'  # if the GPU stays hung, once it is idle: sudo "
+        "amd-smi reset -G -g 0000:c4:00.0 ",
+    "kernel-log pattern amdgpu_ring_timeout device=None":
+        "sudo dmesg | grep -i -e 'ring .* timeout' -e 'GPU reset'  # if the GPU stays hung, once it is idle: sudo "
+        "amd-smi reset -G -g ADDRESS ",
 }
 
 
 def test_every_node_health_branch_gives_its_fix():
     missing = sorted(set(NODE_HEALTH_BRANCHES) - set(FIXES))
     assert not missing, missing
-    wrong = {k: FIXES[k] for k, start in NODE_HEALTH_BRANCHES.items() if not FIXES[k].startswith(start)}
+    wrong = {k: shown(FIXES[k]) for k, start in NODE_HEALTH_BRANCHES.items() if not shown(FIXES[k]).startswith(start)}
     assert not wrong, wrong
     logs = {p.stem for p in KERNEL_LOGS.glob("*.txt")}
     judged = {k.split(" / ")[0].removeprefix("kernel-log ") for k in FIXES if k.endswith(" / health.kernel_log")}
     # Only the noted-only (correctable RAS) and Xid 45 logs pass; every other recorded log gives its fix.
     assert logs - judged == {"amdgpu-ras-correctable-node-scraper-test", "nvidia-xid-45-after-nvlink-xid-journal"}
+
+
+def test_a_kernel_log_device_is_a_quoted_field():
+    (sample,) = parse_kernel_log("[   67.058794] amdgpu 0000:c4:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:40)")
+    spec = {"shell": "amd-smi metric --ecc -g {device}", "why": "the counters of {device}"}
+    fix = finding_fix(dataclasses.replace(sample, fix=spec, device="0000:c4:00.0"))
+    assert (fix.kind, fix.text, fix.why) == (FixKind.SHELL, "amd-smi metric --ecc -g 0000:c4:00.0",
+                                             "the counters of 0000:c4:00.0")
+    # A device name the parser would never give (it reads a PCI address) still could not run anything.
+    hostile = finding_fix(dataclasses.replace(sample, fix=spec, device="0000:c4:00.0; touch PWNED"))
+    assert hostile.kind is FixKind.NOTE and "PWNED" not in hostile.line()
 
 
 def _disruptive(words: list[str]) -> bool:
@@ -543,9 +609,9 @@ def _disruptive(words: list[str]) -> bool:
 
 
 def test_node_health_fixes_keep_reboots_and_gpu_resets_in_the_comment():
-    keys = [k for k in FIXES if k.startswith("kernel-log ") or any(f" / {c}" in k for c in NODE_HEALTH_FIX_KEYS)]
+    keys = [k for k in SHELL_FIXES if k.startswith("kernel-log ") or any(f" / {c}" in k for c in NODE_HEALTH_FIX_KEYS)]
     assert len(keys) > 100
-    bad = [f"{k}: {FIXES[k]}" for k in keys if any(_disruptive(c) for c in _commands(FIXES[k]))]
+    bad = [f"{k}: {FIXES[k].line()}" for k in keys if any(_disruptive(c) for c in _commands(FIXES[k].text))]
     assert not bad, "\n".join(bad)
     assert _disruptive(["sudo", "amd-smi", "reset", "-G", "-g", "0"]) and _disruptive(["sudo", "reboot"])
     assert not _disruptive(["sudo", "amd-smi", "reset", "-g", "0", "--power-cap"])
@@ -553,36 +619,32 @@ def test_node_health_fixes_keep_reboots_and_gpu_resets_in_the_comment():
 
 def test_the_hsa_override_fix_unsets_the_real_variable():
     fix = FIXES["amd-env-instinct-override / env.hsa_override"]
-    assert fix.startswith("unset HSA_OVERRIDE_GFX_VERSION")
+    assert fix.line().startswith("unset HSA_OVERRIDE_GFX_VERSION")
 
 
 def test_no_bare_pip_install_torch_and_reinstalls_force():
-    for key, fix in FIXES.items():
-        for m in re.finditer(r"pip install( --force-reinstall)? torch(?P<rest>[^&;#]*)", fix):
-            assert "--index-url" in m.group("rest"), f"{key}: bare pip install torch: {fix}"
-    assert "--force-reinstall" in FIXES["amd-torch-lacks-arch / torch.arch_list"]
-    assert "--force-reinstall" in FIXES["wheel amd"]
-    assert "/whl/cpu" in FIXES["cpu-only / torch.installed"] if "cpu-only / torch.installed" in FIXES else True
+    for key, fix in SHELL_FIXES.items():
+        for m in re.finditer(r"pip install( --force-reinstall)? torch(?P<rest>[^&;#]*)", fix.text):
+            assert "--index-url" in m.group("rest"), f"{key}: bare pip install torch: {fix.line()}"
+    assert "--force-reinstall" in FIXES["amd-torch-lacks-arch / torch.arch_list"].text
+    assert "--force-reinstall" in FIXES["wheel amd"].text
+    assert "/whl/cpu" in FIXES["cpu-only / torch.installed"].text
 
 
 def test_the_container_fix_carries_every_flag_the_host_checks_want():
     fix = FIXES["amd-no-devices-container / container.flags"]
     for flag in ("--device=/dev/kfd", "--device=/dev/dri", "--ulimit memlock=-1:-1", "--ipc=host",
                  "--security-opt seccomp=unconfined", "--group-add render"):
-        assert flag in fix
+        assert flag in fix.text
 
 
 def test_flash_attn_fix_takes_max_jobs_from_build_env():
     fix = FIXES["amd-libraries-broken / flash_attn.import"]
-    assert "MAX_JOBS=" not in fix and "rocmcheck build-env --target flash-attn --arch gfx942" in fix
+    assert "MAX_JOBS=" not in fix.text and "rocmcheck build-env --target flash-attn --arch gfx942" in fix.text
 
 
-def test_iommu_passthrough_is_one_fact_for_checks_and_probes(tmp_path):
-    cmdline = tmp_path / "cmdline"
-    cmdline.write_text("BOOT_IMAGE=/vmlinuz ro amd_iommu=pt\n")
-    numa = tmp_path / "numa"
-    numa.write_text("0\n")
-    evidence, _ = hints.collective_hang_hints("amd", str(cmdline), str(numa))
+def test_iommu_passthrough_is_one_fact_for_checks_and_probes():
+    evidence, _ = fixes.collective_hang_fix("amd", "BOOT_IMAGE=/vmlinuz ro amd_iommu=pt\n", "0\n")
     assert not any("iommu" in e for e in evidence)
     facts = amd_machine(files={"/proc/cmdline": "ro amd_iommu=pt", "/proc/sys/kernel/numa_balancing": "0\n"})
     assert [r.status.value for r in run_checks(select_checks(only=("host.iommu",)), CheckContext(facts))] == ["pass"]
@@ -590,23 +652,59 @@ def test_iommu_passthrough_is_one_fact_for_checks_and_probes(tmp_path):
 
 def test_train_fixes_are_pasteable_lines_with_their_meaning():
     # Every train verdict branch is in FIXES (so the bash -n, command and env-var tests above cover it); each is a
-    # command with its reason as a comment, or a comment alone, and keeps what it asked a person to do.
+    # command with its reason as a comment, or a note, and keeps what it asked a person to do.
     assert len(TRAIN_FIXES) >= 35
-    assert all(f.startswith(("rocmcheck ", "pip ", "df ", "numactl ", "PYTORCH_CUDA_ALLOC_CONF=", "# ")) and "  # " in f
-               or f.startswith("# ") for f in TRAIN_FIXES.values()), TRAIN_FIXES
-    fx = {k.split(" / ")[0]: v for k, v in TRAIN_FIXES.items()}
+    assert all(f.kind is FixKind.NOTE or (f.kind is FixKind.SHELL and f.why and f.text.startswith(
+        ("rocmcheck ", "pip ", "df ", "numactl ", "PYTORCH_CUDA_ALLOC_CONF="))) for f in TRAIN_FIXES.values()), \
+        {k: shown(f) for k, f in TRAIN_FIXES.items()}
+    fx = {k.split(" / ")[0]: shown(v) for k, v in TRAIN_FIXES.items()}
     assert fx["train oom"].startswith("rocmcheck smoke-train --gradient-checkpointing --micro-batch 1 ")
-    assert fx["train learns numerics=False"].startswith("# train.numerics failed")
+    assert fx["train learns numerics=False"].startswith("note: train.numerics failed")
     assert fx["train loss_decrease numerics=None"].startswith("rocmcheck smoke-train --device cpu  # ")
     assert fx["train loss_decrease numerics=True"].startswith("rocmcheck smoke-train --lr 1e-3 --steps 120  # ")
     assert fx["train fit does not fit"].startswith("rocmcheck smoke-train --model '/models/llama 70b' ")
     assert fx["train fit nothing fits"].startswith("rocmcheck plan --model '/models/llama 70b'  # ")
-    assert "loss.item()" in fx["train memory_leak"] and fx["train memory_leak"].startswith("# ")
-    assert fx["train rank_agreement"].startswith("rocmcheck smoke-train --nproc 2 --device cpu  # ")
+    assert "loss.item()" in fx["train memory_leak"] and fx["train memory_leak"].startswith("note: ")
+    assert fx["train rank_agreement"].startswith("rocmcheck smoke-train --gpus 2 --device cpu  # ")
 
 
-def test_probe_wheel_index_follows_the_installed_rocm(tmp_path, monkeypatch):
-    (tmp_path / ".info").mkdir()
-    (tmp_path / ".info" / "version").write_text("6.3.1-48\n")
-    monkeypatch.setenv("ROCM_PATH", str(tmp_path))
-    assert "/whl/rocm6.3 " in hints.torch_wheel_fix("amd", "gfx942")
+def test_probe_and_check_wheel_indexes_follow_the_same_rocm():
+    machine = _with(amd_machine(), rocm_layout={"roots": {"/opt/rocm": {"info_version": "6.3.1-48\n"}}},
+                    probes=_probes(torch={**amd_machine().probes["torch"], "arch_list": ["gfx90a"]}))
+    check_fix = run_checks(select_checks(only=("torch.arch_list",)), CheckContext(machine))[0].fix
+    probe_fix = hints.torch_wheel_fix("amd", "gfx942", "6.3.1")
+    assert check_fix.text.endswith("/whl/rocm6.3") and probe_fix.text.endswith("/whl/rocm6.3")
+
+
+# Numbers no real tool prints (thousands of digits, past int()'s 4300; infinity once parsed; digits of another
+# script), put in place of every number of a recorded machine: in tool outputs, versions, variables, sysfs texts.
+HOSTILE_NUMBERS = ("9" * 5000, "1e999", "٣٣")
+HOSTILE_MACHINES = ("amd-healthy", "nvidia-h100", "nvidia-smi-ecc-disabled", "amd-sysfs-link-x8", "amd-two-rocms",
+                    "amd-alloc-two-vars", "amd-ecc-uncorrectable", "amd-tunableop-stale", "amd-env-instinct-override",
+                    "amd-libraries-broken", "nvidia-power-capped", "kernel-log nvidia-xid-79-fallen-off-bus",
+                    "kernel-log mi300x-ras-uncorrectable-aca-dmesg", "amd-env-radeon-override",
+                    "amd-nccl-min-above-max")
+
+
+def _numbers_replaced(value, number: str):
+    if isinstance(value, str):
+        return re.sub(r"[0-9]+(?:\.[0-9]+)?", lambda m: number, value)
+    if isinstance(value, dict):
+        return {k: _numbers_replaced(v, number) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers_replaced(v, number) for v in value]
+    return value
+
+
+@pytest.mark.parametrize("number", HOSTILE_NUMBERS, ids=("5000-digits", "1e999", "arabic-indic"))
+def test_no_check_and_no_summary_crashes_on_hostile_numbers(number):
+    from rocmcheck.doctor import DoctorRun
+
+    known = machines()
+    for name in HOSTILE_MACHINES:
+        facts = Facts.from_dict(_numbers_replaced(known[name].to_dict(), number))
+        ctx = CheckContext(facts, expected_archs=("gfx942",))
+        results = run_checks(select_checks(), ctx)
+        crashed = [f"{r.id}: {r.summary}" for r in results if r.status.value == "crash"]
+        assert not crashed, (name, crashed)
+        DoctorRun(facts, results, 0.0, "bundle", ctx).machine_summary()  # outside any check: must not raise

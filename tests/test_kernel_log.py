@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from machines import amd_machine, verdicts
 
+from rocmcheck.facts.health import collect_kernel_log
 from rocmcheck.facts.parsers.kernel_log import parse_kernel_log, split_line
 from rocmcheck.result import Status
 from rocmcheck.runner import CommandResult
 
 LOGS = Path(__file__).parent / "fixtures" / "kernel-log"
+DMESG_RESTRICTED = "dmesg: read kernel buffer failed: Operation not permitted\n"  # kernel.dmesg_restrict=1
 
 
 def log(name: str) -> str:
@@ -107,7 +110,8 @@ def test_texts_without_a_real_published_excerpt_still_match_their_source_text():
     # amdgpu_ras.c and AMD node-scraper print these; no user-published log with them was found.
     found = parse_kernel_log("amdgpu 0000:c1:00.0: amdgpu: socket: 0, die: 0 2 deferred hardware errors detected in "
                              "total in umc block\nGPU detected ECC Fatal Error.")
-    assert [(f.pattern_id, f.severity) for f in found] == [("amdgpu_ras_deferred", "fail"), ("amdgpu_ecc_fatal", "fail")]
+    assert [(f.pattern_id, f.severity) for f in found] == [("amdgpu_ras_deferred", "fail"),
+                                                           ("amdgpu_ecc_fatal", "fail")]
 
 
 @settings(max_examples=200, deadline=None)
@@ -130,7 +134,7 @@ def with_log(name: str | None, *, uptime: float = 20_000.0, collected_at: float 
 def test_check_fails_on_uncorrectable_ras_and_names_gpu_and_next_step():
     facts = amd_machine(**with_log("mi300x-ras-uncorrectable-aca-dmesg.txt"))
     r = verdicts(facts, "health.kernel_log")["health.kernel_log"]
-    assert r.status == Status.FAIL and "0000:1c:00.0" in r.summary and "RMA" in r.fix
+    assert r.status == Status.FAIL and "0000:1c:00.0" in r.summary and "RMA" in r.fix.line()
     assert any("uncorrectable" in e and "since boot" in e for e in r.evidence)  # 13850 s after a 20000 s old boot
 
 
@@ -144,7 +148,8 @@ def test_check_passes_on_notes_only_and_on_a_clean_log():
     facts = amd_machine(**with_log("amdgpu-ras-correctable-node-scraper-test.txt"))
     r = verdicts(facts, "health.kernel_log")["health.kernel_log"]
     assert r.status == Status.PASS and "correctable" in r.evidence[0]
-    clean = CommandResult(argv=["journalctl"], returncode=0, stdout="2026-11-30T13:24:16+00:00 h kernel: Linux version\n")
+    clean = CommandResult(argv=["journalctl"], returncode=0,
+                          stdout="2026-11-30T13:24:16+00:00 h kernel: Linux version\n")
     r = verdicts(amd_machine(commands={"kernel-log-journalctl": clean}), "health.kernel_log")["health.kernel_log"]
     assert r.status == Status.PASS and "journalctl" in r.summary
 
@@ -153,7 +158,7 @@ def test_unreadable_kernel_log_is_said_plainly():
     # journalctl without access to the system journal, and dmesg under kernel.dmesg_restrict=1 (their real texts).
     journal = CommandResult(argv=["journalctl"], returncode=0, stdout="-- No entries --\n",
                             stderr="No journal files were found.\n")
-    dmesg = CommandResult(argv=["dmesg"], returncode=1, stderr="dmesg: read kernel buffer failed: Operation not permitted\n")
+    dmesg = CommandResult(argv=["dmesg"], returncode=1, stderr=DMESG_RESTRICTED)
     facts = amd_machine(commands={"kernel-log-journalctl": journal, "kernel-log-dmesg": dmesg})
     r = verdicts(facts, "health.kernel_log")["health.kernel_log"]
     assert r.status == Status.SKIP and "not readable" in r.summary and "sudo" in r.summary
@@ -174,3 +179,45 @@ def test_live_doctor_reads_dmesg_when_journalctl_has_nothing_and_replays_it(tmp_
     for doc in (live, replay):
         r = {x["id"]: x for x in doc["results"]}["health.kernel_log"]
         assert r["status"] == "fail" and "Xid 79" in r["summary"] and r["data"]["source"] == "dmesg"
+
+
+def test_hung_journalctl_and_dmesg_cost_one_timeout_and_are_called_hung(tmp_path):
+    bin_dir = tmp_path / "bin"
+    make_tool(bin_dir, "journalctl", hang=True)
+    make_tool(bin_dir, "dmesg", hang=True)
+    start = time.monotonic()
+    found = collect_kernel_log(2.0, env_with_path(bin_dir))
+    elapsed = time.monotonic() - start
+    assert elapsed < 3.5  # side by side: one 2 s limit, not two
+    assert set(found) == {"kernel-log-journalctl", "kernel-log-dmesg"}
+    assert all(r.timed_out and r.argv[0].startswith(str(bin_dir)) for r in found.values())
+    r = verdicts(amd_machine(commands=found), "health.kernel_log")["health.kernel_log"]
+    assert r.status == Status.SKIP and "journalctl and dmesg hung" in r.summary
+    assert "not readable" not in r.summary and "sudo" not in r.summary
+
+
+def test_a_hung_journalctl_leaves_dmesg_its_time(tmp_path):
+    bin_dir = tmp_path / "bin"
+    make_tool(bin_dir, "journalctl", hang=True)
+    make_tool(bin_dir, "dmesg", stdout_file=LOGS / "nvidia-xid-79-fallen-off-bus.txt")
+    start = time.monotonic()
+    found = collect_kernel_log(2.0, env_with_path(bin_dir))
+    assert time.monotonic() - start < 3.5 and found["kernel-log-journalctl"].timed_out
+    r = verdicts(amd_machine(commands=found), "health.kernel_log")["health.kernel_log"]
+    assert r.status == Status.FAIL and "Xid 79" in r.summary and r.data["source"] == "dmesg"
+
+
+def test_one_hung_and_one_refused_reader_names_both():
+    hung = CommandResult(argv=["/usr/bin/journalctl"], timed_out=True, timeout_s=20)
+    dmesg = CommandResult(argv=["dmesg"], returncode=1, stderr=DMESG_RESTRICTED)
+    r = verdicts(amd_machine(commands={"kernel-log-journalctl": hung, "kernel-log-dmesg": dmesg}),
+                 "health.kernel_log")["health.kernel_log"]
+    assert r.status == Status.SKIP and "(journalctl hung)" in r.summary and "sudo" in r.summary
+    assert any("did not finish within 20 s" in e for e in r.evidence)
+
+
+def test_a_usable_journal_drops_the_dmesg_copy(tmp_path):
+    bin_dir = tmp_path / "bin"
+    make_tool(bin_dir, "journalctl", stdout="2026-11-30T13:24:16+00:00 h kernel: Linux version\n")
+    make_tool(bin_dir, "dmesg", stdout="[    0.000000] Linux version\n")
+    assert set(collect_kernel_log(5.0, env_with_path(bin_dir))) == {"kernel-log-journalctl"}

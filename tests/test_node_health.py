@@ -22,7 +22,8 @@ H200_HEALTH = {"bus_id": "00000000:00:06.0", "ecc_mode_current": 1, "ecc_uncorre
                "ecc_corrected_volatile": 0, "ecc_uncorrected_aggregate": 0, "retired_pages": {"double_bit": 0},
                "retired_pages_pending": 0, "remapped_rows": [0, 0, 0, 0], "clock_event_reasons": 1,
                "pcie_gen_current": 5, "pcie_gen_max": 5, "pcie_width_current": 16, "pcie_width_max": 16,
-               "power_limit_mw": 700000, "power_default_limit_mw": 700000, "sm_clock_mhz": 345, "sm_clock_max_mhz": 1980}
+               "power_limit_mw": 700000, "power_default_limit_mw": 700000, "sm_clock_mhz": 345,
+               "sm_clock_max_mhz": 1980}
 
 
 def nvidia(health: dict | None = None, **over):
@@ -59,7 +60,8 @@ def test_healthy_h200_passes_every_health_check_by_nvml_and_by_nvidia_smi():
 def test_uncorrectable_ecc_and_remap_failure_fail():
     r = verdicts(nvidia({"ecc_uncorrected_volatile": 2, "remapped_rows": [0, 1, 0, 1]}), "health.gpu_errors")
     r = r["health.gpu_errors"]
-    assert r.status == Status.FAIL and "2 uncorrectable" in r.summary and any("remapping failed" in e for e in r.evidence)
+    assert r.status == Status.FAIL and "2 uncorrectable" in r.summary
+    assert any("remapping failed" in e for e in r.evidence)
     w = verdicts(nvidia({"retired_pages_pending": 1}), "health.gpu_errors")["health.gpu_errors"]
     assert w.status == Status.WARN and "pending" in w.summary
 
@@ -131,7 +133,7 @@ def test_sysfs_faults_are_judged(tmp_path):
     assert v["health.pcie_link"].status == Status.WARN and "Gen5 x8 (max Gen5 x16)" in v["health.pcie_link"].evidence[0]
     assert v["health.gpu_errors"].status == Status.FAIL and "3 uncorrectable" in v["health.gpu_errors"].summary
     assert v["host.cpu_governor"].status == Status.WARN and "cpupower frequency-set -g performance" in \
-        v["host.cpu_governor"].fix
+        v["host.cpu_governor"].fix.line()
     assert v["host.perf_determinism"].status == Status.WARN
 
 
@@ -141,7 +143,7 @@ def test_visibility_renumbered_twice():
     assert r.status == Status.FAIL and "renumbered twice" in r.summary
     v = verdicts(amd_machine(env={"ROCR_VISIBLE_DEVICES": "2,3", "CUDA_VISIBLE_DEVICES": "1"}), "env.visible_devices")
     r = v["env.visible_devices"]
-    assert r.status == Status.WARN and r.fix.startswith("export ROCR_VISIBLE_DEVICES=3")
+    assert r.status == Status.WARN and r.fix.line().startswith("export ROCR_VISIBLE_DEVICES=3")
 
 
 def test_runtime_variables_set_wrong_for_fine_tuning():

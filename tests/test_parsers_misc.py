@@ -86,3 +86,65 @@ def test_random_cuts_never_raise(fixture_text):
             piece = text[start : start + rng.randrange(1, len(text) + 1)]
             parse_hipconfig(piece)
             parse_rocm_version_file(piece)
+
+
+# ---- every parser is total: hostile numbers in real outputs ----------------------------------------
+# A tool (or a file in a bundle) can print a number no real one has: thousands of digits (int() refuses more than
+# 4300), 1e999 (infinity once parsed), NaN, or digits of another script. Each real fixture below is fed to its
+# parser with every number replaced by one of those: the parser must give a value (a field it cannot read stays
+# unknown), never raise.
+
+HOSTILE_NUMBERS = ("9" * 5000, "9" * 400, "1e999", "-1e999", "NaN", "inf", "٣٣", "1.2.3.4", "-0", "0x" + "f" * 80)
+
+
+def _real_outputs(fixture_text) -> list[tuple[str, object]]:
+    """(a real output, the parser that reads it) for every parser of tool or file text."""
+    from pathlib import Path
+
+    from rocmcheck.facts.collect import NVIDIA_QUERY_FIELDS
+    from rocmcheck.facts.parsers import gpu_health, kernel_log, nvidia_smi, rocminfo, smi
+
+    fixtures = {
+        "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt": rocminfo.parse_rocminfo,
+        "rocm-smi/mi300x-8gpu-rocm6.2.3-concise-ansi-literal.txt": smi.parse_rocm_smi,
+        "amd-smi/amd-smi-version-rocm6.3.3.txt": smi.parse_amd_smi_version,
+        "amd-smi/mi210x2-list-duplicate-uuid-rocm6.3.3.txt": smi.parse_amd_smi_list,
+        "amd-smi/mi300x-static-json-vram-jq.txt": smi.parse_amd_smi_static_json,
+        "amd-smi/mi300x-static-truncated.txt": smi.parse_amd_smi_static_json,
+        "nvidia-smi/h200x2-driver580.159.04-default.txt": nvidia_smi.parse_nvidia_smi_table,
+        "nvidia-smi/h200x2-driver580-query-index-name-memory-driver-compute_cap-uuid-csv-noheader-nounits.txt":
+            lambda text: nvidia_smi.parse_nvidia_smi_csv(text, NVIDIA_QUERY_FIELDS),
+        "nvidia-smi/h200x2-q-ecc-performance-clock.txt": gpu_health.parse_nvidia_smi_q,
+        HIPCONFIG: parse_hipconfig,
+    }
+    cases = [(fixture_text(name), parse) for name, parse in fixtures.items()]
+    cases += [(path.read_text(encoding="utf-8"), kernel_log.parse_kernel_log)
+              for path in sorted((Path(__file__).parent / "fixtures" / "kernel-log").glob("*.txt"))]
+    cases += [('{"card0": {"Card Series": "AMD Instinct MI300X", "VRAM Total Memory (B)": "206141652992"}}',
+               smi.parse_rocm_smi_json),
+              ("GPU[0]\t\t: VRAM Total Memory (B): 206141652992\n", smi.parse_rocm_smi_meminfo),
+              ("32.0 GT/s PCIe", gpu_health.pcie_gen), ("ue: 0\nce: 3\n", gpu_health.parse_ras_count),
+              ("0x00000001 : 0x00001000 : R\n", gpu_health.count_bad_pages), ("6.2.3-119\n", parse_rocm_version_file),
+              ("2.5.1+rocm6.2.3", parse_torch_rocm_suffix), ("6.2.41133-dd7f95766", major_minor),
+              ("6.3.42134-a9a80e791", hip_version_short)]
+    return cases
+
+
+@pytest.mark.parametrize("number", HOSTILE_NUMBERS)
+def test_every_parser_survives_hostile_numbers_in_real_outputs(number, fixture_text):
+    cases = _real_outputs(fixture_text)
+    assert len(cases) > 25
+    for text, parse in cases:
+        parse(re.sub(r"[0-9]+(?:\.[0-9]+)?", lambda m: number, text))  # a value, never an exception
+
+
+def test_hostile_sizes_in_amd_smi_json_are_not_known():
+    from rocmcheck.facts.parsers.smi import parse_amd_smi_static_json, size_bytes
+
+    for value in ("1e999", "-1e999", "NaN", "9" * 400, "-5", "true", '"9999999999999999999999999 GB"', "[1]", "{}"):
+        report = parse_amd_smi_static_json('[{"gpu": 0, "vram": {"size": {"value": %s, "unit": "MB"}}}]' % value)
+        assert report.gpus[0].vram_total_bytes is None, value
+    assert parse_amd_smi_static_json('[{"gpu": 0, "vram": {"size": {"value": 196592, "unit": "MB"}}}]') \
+        .gpus[0].vram_total_bytes == 196592 * 2**20
+    assert size_bytes(float("inf")) is None and size_bytes(float("nan")) is None and size_bytes(10**400) is None
+    assert size_bytes("192 GB") == 192 * 2**30

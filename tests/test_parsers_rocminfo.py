@@ -196,7 +196,8 @@ def test_truncated_output_keeps_what_was_read(fixture_text):
     assert parse_rocminfo(mid).agents[-1].chip_id == 0x74A1
 
 
-@pytest.mark.parametrize("garbage", ["", "   \n\n", None, b"\x00\xff\xfe binary \x1b[31m", "rocminfo: command not found"])
+@pytest.mark.parametrize("garbage", ["", "   \n\n", None, b"\x00\xff\xfe binary \x1b[31m",
+                                     "rocminfo: command not found"])
 def test_garbage_gives_an_empty_report(garbage):
     report = parse_rocminfo(garbage)
     assert report.agents == [] and report.gpus == []

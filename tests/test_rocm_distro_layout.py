@@ -97,7 +97,8 @@ def test_the_version_falls_back_source_by_source():
     runtime_only = {**no_header, "hip_version_file": None}
     found = locate_rocm({"distro": {"/usr": runtime_only}}, {}, "/usr", None)
     assert found.version == "6.4" and "libamdhip64.so.6.4.43484" in found.version_source
-    found = locate_rocm({"distro": {"/usr": {**runtime_only, "hip_runtime": ["libamdhip64.so"]}}}, {}, "/usr", "6.4.43484-9999")
+    found = locate_rocm({"distro": {"/usr": {**runtime_only, "hip_runtime": ["libamdhip64.so"]}}}, {}, "/usr",
+                        "6.4.43484-9999")
     assert found.version == "6.4" and found.version_source == "HIP 6.4.43484-9999 (hipconfig)"
     rocm_core = "#define ROCM_VERSION_MAJOR 6\n#define ROCM_VERSION_MINOR 4\n#define ROCM_VERSION_PATCH 3\n"
     found = locate_rocm({"distro": {"/usr": {**base, "rocm_version_h": rocm_core}}}, {})
@@ -123,7 +124,8 @@ def test_a_fake_distro_tree_is_observed_like_the_real_one(tmp_path):
     (tmp_path / "usr/lib/x86_64-linux-gnu").mkdir(parents=True)
     (tmp_path / "usr/lib/x86_64-linux-gnu/libamdhip64.so.6.4.43484").write_text("")
     seen = observe_layout({}, tmp_path)
-    assert seen["roots"] == {"/opt/rocm": None} and seen["distro"]["/usr"]["hip_runtime"] == ["libamdhip64.so.6.4.43484"]
+    assert seen["roots"] == {"/opt/rocm": None}
+    assert seen["distro"]["/usr"]["hip_runtime"] == ["libamdhip64.so.6.4.43484"]
     assert seen["distro"]["/usr"]["realpath"] == "/usr"
 
     def no_hipconfig(argv, **kw):
@@ -143,7 +145,8 @@ def debian_sid_facts():
                       "rocm-smi": command("rocm-smi"), "rocm-smi-json": command("rocm-smi-json"),
                       "amd-smi-version": command("amd-smi-version"), "amd-smi-static": command("amd-smi-static-json")}
     facts.probes = {"amdsmi": {"installed": True, "driver_not_loaded": True,
-                               "error": "AmdSmiLibraryException: AMDSMI_STATUS_DRIVER_NOT_LOADED - Driver not loaded (code 34)"}}
+                               "error": "AmdSmiLibraryException: AMDSMI_STATUS_DRIVER_NOT_LOADED - Driver not loaded "
+                                        "(code 34)"}}
     return facts
 
 
@@ -158,7 +161,8 @@ def test_doctor_finds_distro_rocm_and_names_the_missing_driver():
     assert any("driver not loaded (rocminfo: ROCk module is NOT loaded" in e for e in v["rocm.install"].evidence)
     assert v["driver.amdgpu"].status == Status.FAIL and "not loaded" in v["driver.amdgpu"].summary
     evidence = "\n".join(v["driver.amdgpu"].evidence)
-    for said in ("rocminfo: ROCk module is NOT loaded", "rocm-smi: Driver not initialized (amdgpu not found in modules)",
+    for said in ("rocminfo: ROCk module is NOT loaded",
+                 "rocm-smi: Driver not initialized (amdgpu not found in modules)",
                  "amd-smi: Drivers not loaded", "amdsmi (Python): AmdSmiLibraryException"):
         assert said in evidence
     assert v["gpu.rocminfo"].evidence == ["ROCk module is NOT loaded, possibly no GPU devices"]  # no colour codes

@@ -19,7 +19,8 @@ from rocmcheck import fixes
 from rocmcheck.result import Status
 
 REPO = Path(__file__).resolve().parents[1]
-STATE = "import json, sys; from rocmcheck.facts.python_probe import bytecode_state; print(json.dumps(bytecode_state(sys.argv[1])))"
+STATE = ("import json, sys; from rocmcheck.facts.python_probe import bytecode_state; "
+         "print(json.dumps(bytecode_state(sys.argv[1])))")
 
 
 def make_package(root: Path, name: str = "fakepkg") -> Path:
@@ -63,8 +64,9 @@ def test_the_pasted_fix_writes_bytecode_despite_pythondontwritebytecode(tmp_path
     site = make_package(tmp_path)
     before = state(site, "fakepkg", PYTHONDONTWRITEBYTECODE="1")
     fix = fixes.compile_bytecode(before["site_dir"], before["writable"])
-    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run(["bash", "-c", fix], env=env, timeout=120, check=True)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    subprocess.run(["bash", "-c", fix.line()], env=env, timeout=120, check=True)
     assert state(site, "fakepkg", PYTHONDONTWRITEBYTECODE="1")["cached"] is True
 
 
@@ -74,7 +76,7 @@ def test_the_read_only_fix_keeps_the_bytecode_under_the_cache_prefix(tmp_path):
     fix = fixes.compile_bytecode(str(site), writable=False)
     env = {**os.environ, "HOME": str(tmp_path / "home"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    subprocess.run(["bash", "-c", fix], env=env, timeout=120, check=True)
+    subprocess.run(["bash", "-c", fix.line()], env=env, timeout=120, check=True)
     prefix = tmp_path / "home" / ".cache" / "pycache"
     assert not (site / "fakepkg" / "__pycache__").exists()
     assert state(site, "fakepkg", PYTHONPYCACHEPREFIX=str(prefix))["cached"] is True
@@ -84,7 +86,8 @@ def test_the_verdict():
     machine = amd_machine()
     torch_rocm = machine.probes["torch"]
     site = "/opt/torch/.venv/lib/python3.12/site-packages"
-    lent_image = {"source": f"{site}/torch/__init__.py", "bytecode": f"{site}/torch/__pycache__/__init__.cpython-312.pyc",
+    lent_image = {"source": f"{site}/torch/__init__.py",
+                  "bytecode": f"{site}/torch/__pycache__/__init__.cpython-312.pyc",
                   "cached": False, "dont_write_bytecode": True, "pycache_prefix": None, "writable": True,
                   "site_dir": site}
 
@@ -94,11 +97,12 @@ def test_the_verdict():
 
     warned = verdict(lent_image)
     assert warned.status == Status.WARN and "PYTHONDONTWRITEBYTECODE is set" in warned.summary
-    assert warned.fix.startswith(f"python -m compileall -q -j 0 {site}")
+    assert warned.fix.line().startswith(f"python -m compileall -q -j 0 {site}")
     assert verdict({**lent_image, "cached": True}).status == Status.PASS
     assert verdict({**lent_image, "dont_write_bytecode": False}).status == Status.PASS  # the first import writes it
     readonly = verdict({**lent_image, "dont_write_bytecode": False, "writable": False})
-    assert readonly.status == Status.WARN and "not writable" in readonly.summary and "PYTHONPYCACHEPREFIX" in readonly.fix
+    assert readonly.status == Status.WARN and "not writable" in readonly.summary
+    assert "PYTHONPYCACHEPREFIX" in readonly.fix.line()
     assert verdict(None).status == Status.SKIP  # an older bundle
 
 

@@ -31,7 +31,8 @@ def resolve_archs(raw_archs: list[str], detect: Callable[[], list[str]]) -> Arch
             continue
         detected = detect()
         if not detected:
-            raise BadInput("--arch auto: no GPU found here (rocminfo and nvidia-smi saw none); name the arch, e.g. --arch gfx942 or --arch sm_90")
+            raise BadInput("--arch auto: no GPU found here (rocminfo and nvidia-smi saw none); name the arch, "
+                           "e.g. --arch gfx942 or --arch sm_90")
         try:
             select_archs(list(detected))
         except BadInput as exc:

@@ -106,7 +106,8 @@ def compute_build_env(
     triton_backend: bool = False,
 ) -> BuildEnv:
     if triton_backend and selection.vendor != "amd":
-        raise BadInput("--triton-backend is flash-attn's ROCm switch (FLASH_ATTENTION_TRITON_AMD_ENABLE); drop it for NVIDIA archs")
+        raise BadInput("--triton-backend is flash-attn's ROCm switch (FLASH_ATTENTION_TRITON_AMD_ENABLE); "
+                       "drop it for NVIDIA archs")
     threads = CUDA_NVCC_THREADS if selection.vendor == "nvidia" and "flash-attn" in targets else 1
     jobs = estimate_jobs(host.cores, host.available_bytes, threads_per_job=threads, memory_source=host.memory_source)
     out = BuildEnv(selection.vendor, list(selection.archs), list(targets), triton_backend, jobs, toolkit)
@@ -132,17 +133,20 @@ def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
                         "read first by torch.utils.cpp_extension in older torch"))
         v.append(EnvVar("HIP_PATH", out.toolkit.path, "the ROCm root (HIP is no longer a separate tree)"))
     else:
-        out.notes.append("ROCm not found (ROCM_PATH, ROCM_HOME, hipconfig, /opt/rocm, /opt/rocm/core*, /opt/rocm-X.Y.Z, HIP in /usr): "
+        out.notes.append("ROCm not found (ROCM_PATH, ROCM_HOME, hipconfig, /opt/rocm, /opt/rocm/core*, "
+                         "/opt/rocm-X.Y.Z, HIP in /usr): "
                          "set ROCM_PATH, ROCM_HOME and HIP_PATH to your ROCm root")
     v.append(EnvVar("USE_ROCM", "1", "build PyTorch for ROCm"))
-    v.append(EnvVar("PYTORCH_ROCM_ARCH", ";".join(sel.archs), "offload targets for PyTorch and every torch cpp_extension build"))
+    v.append(EnvVar("PYTORCH_ROCM_ARCH", ";".join(sel.archs),
+                    "offload targets for PyTorch and every torch cpp_extension build"))
     v.append(EnvVar("MAX_JOBS", str(out.jobs.max_jobs), out.jobs.explain()))
     _cmake(out, rocm_cmake_args(sel.archs))
 
     if "flash-attn" in out.targets:
         v.append(EnvVar("BUILD_TARGET", "rocm", "flash-attn: build the ROCm extension even if detection is unsure"))
         if out.triton_backend:
-            v.append(EnvVar("FLASH_ATTENTION_TRITON_AMD_ENABLE", "TRUE", "flash-attn: Triton (aiter) backend instead of CK; set it when running too"))
+            v.append(EnvVar("FLASH_ATTENTION_TRITON_AMD_ENABLE", "TRUE",
+                            "flash-attn: Triton (aiter) backend instead of CK; set it when running too"))
         else:
             allowed = facts["flash_attn"]["ck_gpu_archs"]
             bases = list(dict.fromkeys(base_gfx(a) for a in sel.archs))  # flash-attn compares plain names
@@ -151,13 +155,15 @@ def _rocm(out: BuildEnv, sel: ArchSelection) -> None:
             if not ck:
                 message = (
                     f"flash-attn's CK backend does not build for {', '.join(sel.archs)} "
-                    f"(it accepts {', '.join(allowed)}); the Triton backend (--triton-backend) covers MI200/MI300 and RDNA"
+                    f"(it accepts {', '.join(allowed)}); the Triton backend (--triton-backend) covers MI200/MI300 "
+                    "and RDNA"
                 )
                 if out.targets == ["flash-attn"]:
                     raise BadInput(message)
                 out.notes.append(message + "; GPU_ARCHS left unset")
             else:
-                v.append(EnvVar("GPU_ARCHS", ";".join(ck), "flash-attn CK kernels (an explicit list: 'native' needs a GPU at build time)"))
+                v.append(EnvVar("GPU_ARCHS", ";".join(ck),
+                                "flash-attn CK kernels (an explicit list: 'native' needs a GPU at build time)"))
                 if left_out:
                     out.notes.append(f"flash-attn CK has no kernels for {', '.join(left_out)}: left out of GPU_ARCHS")
 
@@ -179,7 +185,8 @@ def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
     capabilities = [arch_info(a).compute_capability or "" for a in sel.archs]  # type: ignore[union-attr]
     if "pytorch" in out.targets:
         v.append(EnvVar("USE_CUDA", "1", "build PyTorch for CUDA"))
-    v.append(EnvVar("TORCH_CUDA_ARCH_LIST", ";".join(capabilities), "compute capabilities for PyTorch and every torch cpp_extension build"))
+    v.append(EnvVar("TORCH_CUDA_ARCH_LIST", ";".join(capabilities),
+                    "compute capabilities for PyTorch and every torch cpp_extension build"))
     v.append(EnvVar("MAX_JOBS", str(out.jobs.max_jobs), out.jobs.explain()))
     _cmake(out, cuda_cmake_args(capabilities))
 
@@ -191,13 +198,16 @@ def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
             if value and value not in flash:
                 flash.append(value)
         if not flash:
-            message = f"flash-attn has no CUDA kernels for compute capability {', '.join(capabilities)} (needs sm_80 or newer)"
+            message = (f"flash-attn has no CUDA kernels for compute capability {', '.join(capabilities)} "
+                       "(needs sm_80 or newer)")
             if out.targets == ["flash-attn"]:
                 raise BadInput(message)
             out.notes.append(message)
         else:
-            v.append(EnvVar("FLASH_ATTN_CUDA_ARCHS", ";".join(flash), "flash-attn: -gencode only for these (sm_86/sm_89 run the sm_80 code)"))
-        v.append(EnvVar("NVCC_THREADS", str(CUDA_NVCC_THREADS), "flash-attn: nvcc threads per job; MAX_JOBS is sized for it"))
+            v.append(EnvVar("FLASH_ATTN_CUDA_ARCHS", ";".join(flash),
+                            "flash-attn: -gencode only for these (sm_86/sm_89 run the sm_80 code)"))
+        v.append(EnvVar("NVCC_THREADS", str(CUDA_NVCC_THREADS),
+                        "flash-attn: nvcc threads per job; MAX_JOBS is sized for it"))
 
     if "deepspeed" in out.targets:
         _deepspeed(out, rocm=False)
@@ -207,7 +217,8 @@ def _cuda(out: BuildEnv, sel: ArchSelection) -> None:
     out.pitfalls.extend(_deepspeed_optional(out))
     if "flash-attn" in out.targets:
         out.pitfalls.append(
-            "flash-attn's setup.py first tries to download a prebuilt wheel; FLASH_ATTENTION_FORCE_BUILD=TRUE makes it build with these settings"
+            "flash-attn's setup.py first tries to download a prebuilt wheel; FLASH_ATTENTION_FORCE_BUILD=TRUE makes "
+            "it build with these settings"
         )
 
 
@@ -249,7 +260,8 @@ def _flash_cuda_arch(capability: str, allowed: list[str]) -> str | None:
 def _deepspeed(out: BuildEnv, rocm: bool) -> None:
     ds = build_facts()["deepspeed"]
     v = out.variables
-    v.append(EnvVar("DS_ACCELERATOR", ds["accelerator"], "DeepSpeed: ROCm and CUDA both use the 'cuda' accelerator" if rocm else "DeepSpeed: the CUDA accelerator"))
+    v.append(EnvVar("DS_ACCELERATOR", ds["accelerator"], "DeepSpeed: ROCm and CUDA both use the 'cuda' accelerator"
+                    if rocm else "DeepSpeed: the CUDA accelerator"))
     v.append(EnvVar("DS_BUILD_OPS", "0", "DeepSpeed: prebuild only the ops below; the rest build on first use"))
     for op in ds["fine_tune_ops"]:
         v.append(EnvVar(op["var"], "1", "DeepSpeed: " + op["why"]))
@@ -296,7 +308,8 @@ def _common_pitfalls() -> list[str]:
     return [
         "--no-build-isolation: without it pip builds against a fresh torch from PyPI, not the torch installed here",
         "--no-cache-dir: pip otherwise reuses a wheel it cached from a build with other settings",
-        "'Killed signal terminated program cc1plus' (or a build that just dies) is the compiler running out of memory: lower MAX_JOBS",
+        "'Killed signal terminated program cc1plus' (or a build that just dies) is the compiler running out of "
+        "memory: lower MAX_JOBS",
     ]
 
 
@@ -311,7 +324,8 @@ def _rocm_pitfalls(out: BuildEnv, sel: ArchSelection) -> list[str]:
         )
         text += f": wrong for wave64 {', '.join(wave64)})" if wave64 else ")"
         text += (
-            ". Build DeepSpeed ops where rocminfo sees the target GPU (in a container: --device=/dev/kfd --device=/dev/dri); "
+            ". Build DeepSpeed ops where rocminfo sees the target GPU (in a container: --device=/dev/kfd "
+            "--device=/dev/dri); "
             "on a host with mixed GPUs only the first one's arch gets kernels"
         )
         if len(sel.archs) > 1:
@@ -322,5 +336,6 @@ def _rocm_pitfalls(out: BuildEnv, sel: ArchSelection) -> list[str]:
         "every MI300-series GPU (MI300X, MI300A, MI325X) builds as gfx942"
     )
     if "flash-attn" in out.targets and out.triton_backend:
-        pitfalls.append("flash-attn Triton backend: set FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE when running too, not only when building")
+        pitfalls.append("flash-attn Triton backend: set FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE when running too, "
+                        "not only when building")
     return pitfalls

@@ -71,7 +71,8 @@ def usable_cores(cgroup_root: str | Path = "/sys/fs/cgroup") -> int:
     return max(1, cores)
 
 
-def available_memory(meminfo: str | Path = "/proc/meminfo", cgroup_root: str | Path = "/sys/fs/cgroup") -> tuple[int | None, str]:
+def available_memory(meminfo: str | Path = "/proc/meminfo",
+                     cgroup_root: str | Path = "/sys/fs/cgroup") -> tuple[int | None, str]:
     """Bytes a build may still use: MemAvailable, or less when a container's memory limit says so.
     (Inside a container /proc/meminfo shows the host's memory, not the limit.)"""
     avail = _mem_available(Path(meminfo))

@@ -37,14 +37,16 @@ def render(build: BuildEnv, fmt: str) -> str:
         line = lambda name, value: f'ENV {name}="{_dockerfile_value(value)}"'  # noqa: E731
         usage = [
             "Paste after FROM in your Dockerfile, then RUN the build commands below.",
-            f"MAX_JOBS was sized for the machine this ran on ({build.jobs.cores} cores): re-run build-env there if the image builds elsewhere.",
+            f"MAX_JOBS was sized for the machine this ran on ({build.jobs.cores} cores): re-run build-env there if "
+            "the image builds elsewhere.",
         ]
     else:
         raise ValueError(f"unknown format {fmt!r}")
 
     out: list[str] = []
     out += _comment(
-        f"rocmcheck {__version__} build-env: {', '.join(build.archs)} ({build.vendor}); targets: {' '.join(build.targets)}"
+        f"rocmcheck {__version__} build-env: {', '.join(build.archs)} ({build.vendor}); "
+        f"targets: {' '.join(build.targets)}"
         + ("; flash-attn Triton backend" if build.triton_backend else "")
     )
     for text in usage:
@@ -81,7 +83,8 @@ def _check(name: str, value: str) -> None:
 
 def _comment(text: str, indent: str = "  ", wrap: bool = True) -> list[str]:
     text = _CONTROL.sub(" ", text)
-    lines = textwrap.wrap(text, width=100, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False) if wrap else [text]
+    lines = textwrap.wrap(text, width=100, subsequent_indent=indent, break_on_hyphens=False,
+                          break_long_words=False) if wrap else [text]
     return ["# " + ln if ln else "#" for ln in lines or [""]]
 
 

@@ -15,6 +15,7 @@ from typing import Callable, Mapping
 
 from rocmcheck.facts import rocm_location
 from rocmcheck.facts.rocm_location import usable_path
+from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 
 
@@ -34,7 +35,8 @@ class Toolkit:
 Runner = Callable[..., CommandResult]
 
 
-def detect_rocm(env: Mapping[str, str] | None = None, root: str | Path = "/", run: Runner = run_command) -> Toolkit | None:
+def detect_rocm(env: Mapping[str, str] | None = None, root: str | Path = "/",
+                run: Runner = run_command) -> Toolkit | None:
     """The ROCm install a build here would use, or None (rocm_location.find_rocm)."""
     found = rocm_location.find_rocm(env, root, run)
     if found is None:
@@ -43,16 +45,15 @@ def detect_rocm(env: Mapping[str, str] | None = None, root: str | Path = "/", ru
 
 
 def detect_cuda(env: Mapping[str, str] | None = None, root: str | Path = "/") -> Toolkit | None:
-    """CUDA_HOME the way torch.utils.cpp_extension finds it: CUDA_HOME/CUDA_PATH, nvcc on PATH, /usr/local/cuda."""
-    import shutil
-
+    """CUDA_HOME the way torch.utils.cpp_extension finds it: CUDA_HOME/CUDA_PATH, nvcc on PATH (the one tool
+    locator), /usr/local/cuda."""
     env = os.environ if env is None else env
     root = Path(root)
     for var in ("CUDA_HOME", "CUDA_PATH"):
         found = _usable_dir(env.get(var), root)
         if found:
             return Toolkit(found, var)
-    nvcc = shutil.which("nvcc", path=env.get("PATH"))
+    nvcc = find_tool("nvcc", env)
     if nvcc:
         # A wrapper script (/usr/local/bin/nvcc exec'ing the real one) would give /usr/local: only a
         # directory with the CUDA headers counts.

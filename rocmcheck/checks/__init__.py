@@ -11,11 +11,10 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
+from rocmcheck.fixes import BUG_FIX
 from rocmcheck.result import CheckResult, Status
 
 CheckOutput = Union[CheckResult, list[CheckResult], None]
-# A crash is a bug in rocmcheck: the fix is to report it, with the inputs that made it.
-BUG_FIX = "rocmcheck doctor --out rocmcheck-bundle.json  # a rocmcheck bug: please report it with that bundle"
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,7 @@ ALL_CHECK_MODULES = (
     "rocmcheck.checks.envvars",
     "rocmcheck.checks.torch_stack",
     "rocmcheck.checks.libraries",
+    "rocmcheck.checks.extensions",
     "rocmcheck.checks.host",
     "rocmcheck.checks.nvidia",
     "rocmcheck.checks.health",
@@ -55,6 +55,8 @@ AREA_TITLES = {
     "flash_attn": "flash-attention",
     "deepspeed": "DeepSpeed",
     "transformers": "transformers",
+    "extensions": "GPU code in installed libraries",
+    "bitsandbytes": "bitsandbytes",
     "host": "Host settings",
     "nvidia": "NVIDIA",
     "health": "Node health",

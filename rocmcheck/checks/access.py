@@ -5,10 +5,10 @@ from __future__ import annotations
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.host import MIN_SHM
-from rocmcheck.fixes import GROUPS_FIX, docker_run, step  # noqa: F401 - DOCKER_ROCM_FLAGS re-exported
+from rocmcheck.fixes import GROUPS_FIX, docker_run, shell
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
-DRIVER_FIX = step("sudo apt install amdgpu-dkms && sudo reboot", "install and load the amdgpu driver on the host")
+DRIVER_FIX = shell("sudo apt install amdgpu-dkms && sudo reboot", "install and load the amdgpu driver on the host")
 
 
 def _render_nodes(ctx: CheckContext) -> dict[str, dict]:
@@ -110,8 +110,10 @@ def check_container_flags(ctx: CheckContext) -> CheckResult:
         if ctx.nvidia_gpus:
             return passed("NVIDIA GPUs are visible inside this container", evidence)
         return failed("no NVIDIA GPU visible inside this container",
-                      step("docker run -it --gpus all --ipc=host --ulimit memlock=-1:-1 nvcr.io/nvidia/pytorch:24.12-py3",
-                           "restart it with --gpus all (NVIDIA Container Toolkit); your image in place of NVIDIA's"), evidence)
+                      shell("docker run -it --gpus all --ipc=host --ulimit memlock=-1:-1 "
+                            "nvcr.io/nvidia/pytorch:24.12-py3",
+                            "restart it with --gpus all (NVIDIA Container Toolkit); your image in place of NVIDIA's"),
+                      evidence)
     missing = missing_container_flags(ctx)
     if not missing:
         return passed("the ROCm devices and settings reached this container", evidence)

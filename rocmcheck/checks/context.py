@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -10,6 +11,7 @@ from rocmcheck.facts.collect import Facts
 from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiGpu, SmiReport
 from rocmcheck.facts.rocm_location import RocmLocation
 from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx, cuda_arch_from_capability
+from rocmcheck.runner import CommandResult
 
 CONTAINER_CGROUP_MARKERS = ("docker", "kubepods", "containerd", "libpod", "lxc", "podman")
 
@@ -76,7 +78,8 @@ class CheckContext:
 
         nvml = self.facts.probes.get("nvml") or {}
         if nvml.get("gpus"):  # the NVML binding (nvidia-ml-py) when present: no text to parse
-            return SmiReport("nvml", [SmiGpu(g["index"], product_name=g.get("name") or None, vram_total_bytes=g.get("memory_total"),
+            return SmiReport("nvml", [SmiGpu(g["index"], product_name=g.get("name") or None,
+                                             vram_total_bytes=g.get("memory_total"),
                                              vram_used_bytes=g.get("memory_used"), uuid=g.get("uuid"),
                                              compute_cap=g.get("compute_cap")) for g in nvml["gpus"]],
                              driver_version=nvml.get("driver_version"), cuda_version=nvml.get("cuda_version"))
@@ -250,6 +253,23 @@ class CheckContext:
         if self.nvidia_gpus or self.nvidia_signs:
             return "nvidia"
         return "none"
+
+
+def installed_but_cannot_start(res: CommandResult) -> bool:
+    """The tool is there and the kernel could not start it: the interpreter its `#!` line names (or its ELF
+    loader) is missing. The runner says so (interpreter_missing); a bundle from before it did shows it as a
+    "not found" for a path, which only that can mean, since the doctor runs a tool by the path it found it at."""
+    exe = res.argv[0] if res.argv else ""
+    return res.interpreter_missing or (res.not_found and os.sep in exe)
+
+
+def tool_failure(res: CommandResult) -> str:
+    """One line saying why a recorded tool gave no usable output; never "not found" for a tool that is there."""
+    if installed_but_cannot_start(res) and res.not_found:
+        exe = res.argv[0]
+        return (f"{exe.rsplit(os.sep, 1)[-1]} is installed ({exe}) but could not be started: the interpreter its "
+                "#! line names, or a loader it needs, is missing")
+    return res.describe_failure()
 
 
 def _last_line(text: str) -> str:

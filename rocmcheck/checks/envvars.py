@@ -16,10 +16,10 @@ def check_hsa_override(ctx: CheckContext) -> CheckResult:
     value = ctx.facts.env.get("HSA_OVERRIDE_GFX_VERSION")
     if value is None:
         return passed("HSA_OVERRIDE_GFX_VERSION is not set")
-    parts = value.split(".")
+    parts = [_index(p) for p in value.split(".")]
     faked = None
-    if len(parts) == 3 and all(p.isdigit() for p in parts):
-        faked = f"gfx{parts[0]}{parts[1]}{int(parts[2]):x}"
+    if len(parts) == 3 and None not in parts:
+        faked = f"gfx{parts[0]}{parts[1]}{parts[2]:x}"
     evidence = [f"HSA_OVERRIDE_GFX_VERSION={value}" + (f" makes every GPU report {faked}" if faked else "")]
     # A marketing name that does not belong to the reported arch shows the override at work.
     for g in ctx.amd_gpus:
@@ -29,10 +29,10 @@ def check_hsa_override(ctx: CheckContext) -> CheckResult:
     instinct = [g for g in ctx.amd_gpus if g.name and "instinct" in g.name.lower()]
     if instinct:
         return failed("HSA_OVERRIDE_GFX_VERSION is set on an Instinct GPU, which never needs it",
-                      fixes.unset("HSA_OVERRIDE_GFX_VERSION", note="and remove it from ~/.bashrc / the container's ENV"),
+                      fixes.unset("HSA_OVERRIDE_GFX_VERSION", why="and remove it from ~/.bashrc / the container's ENV"),
                       evidence)
     return warned(f"HSA_OVERRIDE_GFX_VERSION={value} runs kernels built for another arch",
-                  fixes.unset("HSA_OVERRIDE_GFX_VERSION", note="only GPUs ROCm ships no code for need it; also remove "
+                  fixes.unset("HSA_OVERRIDE_GFX_VERSION", why="only GPUs ROCm ships no code for need it; also remove "
                               "it from ~/.bashrc / the container's ENV"), evidence)
 
 
@@ -51,11 +51,13 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
     # rocminfo and nvidia-smi already apply ROCR_/CUDA_VISIBLE_DEVICES, so indices are judged against what is left
     # only for HIP_VISIBLE_DEVICES (relative to ROCR's selection, per ROCm's GPU isolation docs).
     if count and "HIP_VISIBLE_DEVICES" in setvars:
-        bad = [t for t in setvars["HIP_VISIBLE_DEVICES"].split(",") if t.strip().isdigit() and int(t) >= count]
+        bad = [t.strip() for t in setvars["HIP_VISIBLE_DEVICES"].split(",") if _index(t) is not None
+               and _index(t) >= count]
         if bad:
             return failed(f"HIP_VISIBLE_DEVICES names GPU {', '.join(bad)} but only {count} visible",
-                          fixes.step(f"export HIP_VISIBLE_DEVICES={','.join(str(i) for i in range(count))}",
-                                     f"indices 0..{count - 1}: HIP counts within what ROCR_VISIBLE_DEVICES leaves"),
+                          fixes.shell("export HIP_VISIBLE_DEVICES={indices}",
+                                      f"indices 0..{count - 1}: HIP counts within what ROCR_VISIBLE_DEVICES leaves",
+                                      indices=",".join(str(i) for i in range(count))),
                           evidence)
     twice = _renumbered_twice(ctx, setvars)
     if twice is not None:
@@ -65,7 +67,7 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
     if len(setvars) > 1 and len(distinct) > 1:
         return warned("several visibility variables set to different values",
                       fixes.unset(*[v for v in setvars if v != keep],
-                                  note=f"keep one: {keep} ({'ROCm' if keep.startswith('ROCR') else 'NVIDIA'}); "
+                                  why=f"keep one: {keep} ({'ROCm' if keep.startswith('ROCR') else 'NVIDIA'}); "
                                        "HIP_VISIBLE_DEVICES indexes within ROCR's selection"), evidence)
     return passed("GPU visibility restricted consistently", evidence)
 
@@ -83,17 +85,29 @@ def check_pytorch_rocm_arch(ctx: CheckContext) -> CheckResult:
     removed = [a for a in listed if a in ("gfx940", "gfx941")]
     if removed:
         return failed(f"PYTORCH_ROCM_ARCH lists {', '.join(removed)}, which ROCm no longer builds",
-                      fixes.step(f"export PYTORCH_ROCM_ARCH='{suggestion}'", "gfx940/gfx941 were folded into gfx942"))
+                      fixes.shell("export PYTORCH_ROCM_ARCH={archs}", "gfx940/gfx941 were folded into gfx942",
+                                  archs=suggestion))
     missing = [a for a in archs if a not in listed]
     if missing:
         return failed(f"PYTORCH_ROCM_ARCH={value} misses {', '.join(missing)}",
-                      fixes.step(f"export PYTORCH_ROCM_ARCH='{suggestion}'", "else extensions fail with 'invalid device function'"))
+                      fixes.shell("export PYTORCH_ROCM_ARCH={archs}",
+                                  "else extensions fail with 'invalid device function'", archs=suggestion))
     return passed(f"PYTORCH_ROCM_ARCH={value} covers {', '.join(archs) or 'the target'}")
+
+
+# More digits than any GPU index has: such a value is not an index (and int() of thousands of digits raises).
+MAX_INDEX_DIGITS = 6
+
+
+def _index(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= MAX_INDEX_DIGITS else None
 
 
 def _indices(value: str) -> list[int] | None:
     parts = [p.strip() for p in value.split(",") if p.strip()]
-    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+    found = [_index(p) for p in parts]
+    return [i for i in found if i is not None] if parts and None not in found else None
 
 
 def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult | None:
@@ -106,7 +120,7 @@ def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult
         return None
     evidence = [f"{k}={v!r}" for k, v in setvars.items()]
     rocr, inner = _indices(setvars["ROCR_VISIBLE_DEVICES"]), _indices(setvars[second])
-    fix = fixes.unset(second, note="set only ROCR_VISIBLE_DEVICES (physical indices or UUIDs)")
+    fix = fixes.unset(second, why="set only ROCR_VISIBLE_DEVICES (physical indices or UUIDs)")
     if rocr is None or inner is None:
         return warned(f"ROCR_VISIBLE_DEVICES and {second} are both set: {second} renumbers within ROCR's selection",
                       fix, evidence)
@@ -117,5 +131,5 @@ def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult
                       evidence)
     physical = ",".join(str(rocr[i]) for i in inner)
     return warned(f"ROCR_VISIBLE_DEVICES then {second} renumber twice: the process gets physical GPU(s) {physical}",
-                  fixes.step(f"export ROCR_VISIBLE_DEVICES={physical}; unset {second}",
-                             "the same GPUs, numbered once"), evidence, physical=physical)
+                  fixes.shell("export ROCR_VISIBLE_DEVICES={physical}; unset {second}", "the same GPUs, numbered once",
+                              physical=physical, second=second), evidence, physical=physical)

@@ -8,13 +8,14 @@ the vendor binding (NVML / amdsmi, in the bindings child), `nvidia-smi -q`, then
 from __future__ import annotations
 
 import re
-import shlex
 from typing import Any
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, tool_failure
+from rocmcheck.checks.shell_words import words
 from rocmcheck.facts.health import GPU_VENDORS, kernel_log_usable
+from rocmcheck.facts.parsers._text import to_int
 from rocmcheck.facts.parsers.gpu_health import (
     NVML_REASON_IDLE,
     NVML_REASONS_SLOWDOWN,
@@ -38,19 +39,21 @@ KERNEL_LOG_ACCESS_HINT = ("run the doctor with sudo, or add the user to the syst
 
 # ------------------------------------------------------------------------------------------------ kernel log
 
-def _kernel_log(ctx: CheckContext) -> tuple[str | None, str | None, list[str]]:
-    """(source name, text, why-not lines) of the first readable kernel log."""
-    why = []
+def _kernel_log(ctx: CheckContext) -> tuple[str | None, str | None, list[str], list[str]]:
+    """(source name, text, why-not lines, the names of the readers that hung) of the first readable kernel log."""
+    why, hung = [], []
     for key, name in (("kernel-log-journalctl", "journalctl -k -b"), ("kernel-log-dmesg", "dmesg")):
         res = ctx.facts.command(key)
         if res is None:
             continue
         if kernel_log_usable(res):
-            return name, res.stdout, why
+            return name, res.stdout, why, hung
+        if res.timed_out:
+            hung.append(name.split()[0])
         text = (res.stderr or res.stdout).strip().splitlines()
-        reason = res.describe_failure() if not res.ok else (text[-1] if text else "printed nothing")
+        reason = tool_failure(res) if not res.ok else (text[-1] if text else "printed nothing")
         why.append(f"{name}: {reason[:200]}")
-    return None, None, why
+    return None, None, why, hung
 
 
 def _when(f: Finding, boot: float | None, now: float) -> str:
@@ -65,12 +68,15 @@ def _when(f: Finding, boot: float | None, now: float) -> str:
 
 @check("health.kernel_log", "kernel log: GPU faults, resets, RAS/ECC, PCIe AER, OOM kills, Xids")
 def check_kernel_log(ctx: CheckContext) -> CheckResult:
-    source, text, why = _kernel_log(ctx)
+    source, text, why, hung = _kernel_log(ctx)
     if source is None:
         if not why:
             return skipped("kernel log not recorded (a bundle from an older rocmcheck)")
-        return skipped("kernel log not readable here: neither journalctl nor dmesg gave it; " + KERNEL_LOG_ACCESS_HINT,
-                       why)
+        if hung and len(hung) == len(why):  # a reader that hangs says nothing about permissions
+            return skipped(f"kernel log not read: {' and '.join(hung)} hung (no answer in time); "
+                           "a hung journald or a wedged kernel is worth a look of its own", why)
+        return skipped("kernel log not readable here: neither journalctl nor dmesg gave it"
+                       + (f" ({' and '.join(hung)} hung)" if hung else "") + "; " + KERNEL_LOG_ACCESS_HINT, why)
     findings = parse_kernel_log(text)
     uptime = ctx.facts.node_health.get("uptime_s")
     now = ctx.facts.collected_at
@@ -91,24 +97,29 @@ def check_kernel_log(ctx: CheckContext) -> CheckResult:
     top = [f for f in judged if f.severity == worst]
     # One line to paste: the first finding's next step; the other kinds' steps follow the evidence.
     steps = list(dict.fromkeys((f.title, finding_fix(f)) for f in top))
-    evidence += [f"next step for {title}: {fix}" for title, fix in steps[1:3]]
+    evidence += [f"next step for {title}: {fix.line()}" for title, fix in steps[1:3]]
     names = ", ".join(dict.fromkeys(f"{f.title}" + (f" ({f.device})" if f.device else "") for f in top))
     summary = f"{source} shows {names}"
     build = failed if worst == "fail" else warned
     return build(summary[:300], steps[0][1], evidence, **data)
 
 
-def finding_fix(f: Finding) -> str:
-    """The finding's fix line with {device} filled in. The fix texts in kernel_log.json are one pasteable line
-    each; one that names {device} in its command is turned into a comment when the log line named no PCI device."""
-    if "{device}" not in f.fix:
-        return f.fix
+def finding_fix(f: Finding) -> fixes.Fix:
+    """The finding's next step as kernel_log.json writes it: a note, or a shell command whose {device} is a field
+    filled with the PCI address the log line names. A command that needs a device the line did not name (none, or
+    a "GPU node-N") becomes a note, with ADDRESS in the device's place."""
+    spec = f.fix if isinstance(f.fix, dict) else {"note": str(f.fix)}
     pci = f.device if f.device and PCI_ADDRESS.fullmatch(f.device) else None
+    why = spec.get("why", "").replace("{device}", fixes.quote(pci) if pci else "ADDRESS")
+    template = spec.get("shell")
+    if not template:
+        return fixes.note(spec.get("note", ""))
+    if "{device}" not in template:
+        return fixes.shell(template, why)
     if pci:
-        return f.fix.replace("{device}", shlex.quote(pci))
-    command = "" if f.fix.startswith("#") else f.fix.split("  # ", 1)[0]
-    text = f.fix.replace("{device}", "ADDRESS")
-    return f"# {text}" if "{device}" in command else text
+        return fixes.shell(template, why, device=pci)
+    return fixes.note(f"run {template.replace('{device}', 'ADDRESS')}, with ADDRESS the GPU's PCI address (the log "
+                      f"line names none): {why}" if why else f"run {template.replace('{device}', 'ADDRESS')}")
 
 
 # ------------------------------------------------------------------------------------------------ per-GPU state
@@ -167,26 +178,39 @@ def _gpu_ids(rows: list[dict[str, Any]]) -> list[str]:
     return [] if "" in ids else list(dict.fromkeys(ids))
 
 
-def _select(vendor: str, ids: list[str]) -> str:
-    """` -g 0 1` for amd-smi, ` -i 0,1` for nvidia-smi; nothing (every GPU) when the GPUs are not known."""
+def _select(vendor: str, ids: list[str]) -> tuple[str, dict[str, str]]:
+    """(template text, its fields) that select GPUs: ` -g {gpu0} {gpu1}` for amd-smi, ` -i {gpus}` (0,1) for
+    nvidia-smi; nothing (every GPU) when the GPUs are not known."""
+    if not ids:
+        return "", {}
+    if vendor == "amd":
+        selected, values = words("gpu", ids)
+        return " -g " + selected, values
+    return " -i {gpus}", {"gpus": ",".join(ids)}
+
+
+def _selected_words(vendor: str, ids: list[str]) -> str:
+    """The same selection as words in a comment (quoted like the command's)."""
     if not ids:
         return ""
-    return f" -g {' '.join(map(shlex.quote, ids))}" if vendor == "amd" else f" -i {shlex.quote(','.join(ids))}"
+    return (" -g " + " ".join(map(fixes.quote, ids))) if vendor == "amd" else " -i " + fixes.quote(",".join(ids))
 
 
-def _memory_fix(vendor: str, ids: list[str], *, broken: bool) -> str:
+def _memory_fix(vendor: str, ids: list[str], *, broken: bool) -> fixes.Fix:
     """Read the counters now (harmless); the GPU reset that retires pages is named in the comment, for an idle
     GPU only. amd-smi: metric --ecc, bad-pages, reset -G; nvidia-smi: -q -d ECC,ROW_REMAPPER, -r."""
-    sel = _select(vendor, ids)
+    sel, values = _select(vendor, ids)
+    said = _selected_words(vendor, ids)
     if vendor == "amd":
-        look, reset = f"amd-smi metric --ecc{sel}; amd-smi bad-pages{sel}", f"sudo amd-smi reset -G{sel or ' -g all'}"
+        look, reset = f"amd-smi metric --ecc{sel}; amd-smi bad-pages{sel}", f"sudo amd-smi reset -G{said or ' -g all'}"
     else:
-        look, reset = f"nvidia-smi -q -d ECC,ROW_REMAPPER{sel}", f"sudo nvidia-smi -r{sel}"
+        look, reset = f"nvidia-smi -q -d ECC,ROW_REMAPPER{sel}", f"sudo nvidia-smi -r{said}"
     if broken:
-        return fixes.step(look, f"drain the node, then reboot it (or, once the GPU is idle: {reset}) to retire the bad "
-                                "memory; if uncorrectable errors come back, contact the vendor (RMA)")
-    return fixes.step(look, f"once the GPU is idle: {reset} (or reboot) so pending retirements take effect; "
-                            "then watch these counts")
+        why = (f"drain the node, then reboot it (or, once the GPU is idle: {reset}) to retire the bad memory; if "
+               "uncorrectable errors come back, contact the vendor (RMA)")
+    else:
+        why = f"once the GPU is idle: {reset} (or reboot) so pending retirements take effect; then watch these counts"
+    return fixes.shell(look, why, **values)
 
 
 @check("health.gpu_errors", "GPU memory errors: ECC counts, retired pages, row remapping, RAS")
@@ -238,7 +262,8 @@ def check_gpu_errors(ctx: CheckContext) -> CheckResult:
         elif len(warns) > row_warns + ecc_off:
             warn_rows.append(row)
         for label, value in (("uncorrectable (this boot)", unc if unc is not None else unc_amd),
-                             ("correctable", _num(row.get("ecc_corrected_volatile")) or _num(row.get("ecc_correctable"))),
+                             ("correctable",
+                              _num(row.get("ecc_corrected_volatile")) or _num(row.get("ecc_correctable"))),
                              ("RAS ue/ce", f"{ras_ue}/{ras_ce}" if ras_ue is not None else None),
                              ("retired pages", bad)):
             if value is not None:
@@ -254,9 +279,9 @@ def check_gpu_errors(ctx: CheckContext) -> CheckResult:
         if warn_rows:
             fix = _memory_fix(_vendor(ctx, warn_rows), _gpu_ids(warn_rows), broken=False)
         else:  # only ECC turned off; NVIDIA GPUs switch it with nvidia-smi -e, effective at the next reboot
-            sel = _select("nvidia", _gpu_ids(ecc_off_rows))
-            fix = fixes.step(f"sudo nvidia-smi{sel} -e 1", "turns ECC on from the next reboot; without it memory "
-                                                            "errors go unnoticed")
+            sel, values = _select("nvidia", _gpu_ids(ecc_off_rows))
+            fix = fixes.shell(f"sudo nvidia-smi{sel} -e 1", "turns ECC on from the next reboot; without it memory "
+                                                             "errors go unnoticed", **values)
         return warned("; ".join(warns)[:300], fix, warns + evidence)
     return passed(f"no uncorrectable memory errors on {len(evidence)} GPU(s)", evidence)
 
@@ -272,7 +297,7 @@ def _link(row: dict[str, Any]) -> tuple[int | None, int | None, int | None, int 
     s = row.get("sysfs") or {}
     up = s.get("upstream") or {}
     gen_max, up_gen = pcie_gen(s.get("max_link_speed")), pcie_gen(up.get("max_link_speed"))
-    w = lambda t: int(t.strip()) if isinstance(t, str) and t.strip().isdigit() else None  # noqa: E731
+    w = lambda t: to_int(t) if isinstance(t, str) else None  # noqa: E731
     width_max, up_width = w(s.get("max_link_width")), w(up.get("max_link_width"))
     if gen_max and up_gen:
         gen_max = min(gen_max, up_gen)
@@ -294,18 +319,19 @@ def _idle(row: dict[str, Any]) -> bool:
 PCI_VENDOR_IDS = {name: code.removeprefix("0x") for code, name in GPU_VENDORS.items()}
 
 
-def _link_fix(ctx: CheckContext, rows: list[dict[str, Any]]) -> str:
+def _link_fix(ctx: CheckContext, rows: list[dict[str, Any]]) -> fixes.Fix:
     """lspci's LnkCap (what the link can do) beside LnkSta (what it trained to), for the one slow GPU's address or
     for every GPU of the vendor."""
     buses = [_norm_bdf(r.get("bus_id")) for r in rows if r.get("bus_id")]
+    code = PCI_VENDOR_IDS.get(_vendor(ctx, rows))
     if len(rows) == 1 and buses:
-        select = f" -s {shlex.quote(buses[0])}"
+        select = " -s {bus}"
     else:
-        code = PCI_VENDOR_IDS.get(_vendor(ctx, rows))
-        select = f" -d {code}:" if code else ""
-    return fixes.step(f"sudo lspci -vv{select} | grep -e LnkCap -e LnkSta",
-                      "LnkSta below LnkCap: reseat the GPU or its riser/retimer and check the slot's link speed in "
-                      "the BIOS (Auto, or the GPU's generation); probe.host_bandwidth measures what the link gives")
+        select = " -d {vendor_id}:" if code else ""
+    return fixes.shell("sudo lspci -vv" + select + " | grep -e LnkCap -e LnkSta",
+                       "LnkSta below LnkCap: reseat the GPU or its riser/retimer and check the slot's link speed in "
+                       "the BIOS (Auto, or the GPU's generation); probe.host_bandwidth measures what the link gives",
+                       bus=buses[0] if buses else None, vendor_id=code)
 
 
 @check("health.pcie_link", "each GPU's PCIe link runs at its full generation and width")
@@ -334,24 +360,29 @@ def check_pcie_link(ctx: CheckContext) -> CheckResult:
                                                                    " and speed"), note + evidence)
 
 
-def _throttle_fix(ctx: CheckContext, slowed: list[dict[str, Any]], capped: list[dict[str, Any]]) -> str:
+def _throttle_fix(ctx: CheckContext, slowed: list[dict[str, Any]], capped: list[dict[str, Any]]) -> fixes.Fix:
     """A lowered power cap goes back to its default (nvidia-smi -pl takes watts, NVML reports milliwatts;
     `amd-smi reset --power-cap` restores the default itself); heat and power brakes are read, not changed."""
     vendor = _vendor(ctx, capped or slowed)
-    sel = _select(vendor, _gpu_ids(capped or slowed))
+    sel, values = _select(vendor, _gpu_ids(capped or slowed))
+    restore: fixes.Fix | None = None
     if vendor == "amd":
-        look = f"amd-smi metric --power --temperature{sel}"
-        restore = f"sudo amd-smi reset{sel} --power-cap"
+        look = fixes.shell(f"amd-smi metric --power --temperature{sel}", **values)
+        restore = fixes.shell(f"sudo amd-smi reset{sel} --power-cap", **values) if capped else None
     else:
-        look = f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER{sel}"
-        restore = " && ".join(
-            f"sudo nvidia-smi{_select('nvidia', _gpu_ids([r]))} -pl {r['power_default_limit_mw'] // 1000}"
-            for r in capped if _num(r.get("power_default_limit_mw")))
-    if capped and restore:
-        return fixes.step(restore, f"back to the default power cap; if clocks still drop, check cooling and power "
-                                   f"delivery ({look})")
-    return fixes.step(look, "the slowdown reasons and temperatures: check cooling (fans, airflow, inlet temperature) "
-                            "and power delivery (PSUs, cabling)")
+        look = fixes.shell(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER{sel}", **values)
+        per_gpu = []
+        for r in capped:
+            if _num(r.get("power_default_limit_mw")):
+                one, gpu = _select("nvidia", _gpu_ids([r]))
+                per_gpu.append(fixes.shell(f"sudo nvidia-smi{one} -pl {{watts}}", **gpu,
+                                           watts=r["power_default_limit_mw"] // 1000))
+        restore = fixes.then(*per_gpu) if per_gpu else None
+    if restore is not None:
+        return fixes.with_why(restore, "back to the default power cap; if clocks still drop, check cooling and power "
+                                       f"delivery ({look.text})")
+    return fixes.with_why(look, "the slowdown reasons and temperatures: check cooling (fans, airflow, inlet "
+                                "temperature) and power delivery (PSUs, cabling)")
 
 
 @check("health.throttle", "GPUs not slowed by heat, power brakes or a lowered power cap")

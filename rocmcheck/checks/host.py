@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import shlex
-
 from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.shell_words import words
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB, MIB
 
@@ -46,8 +45,8 @@ def check_numa_balancing(ctx: CheckContext) -> CheckResult:
 def check_shm(ctx: CheckContext) -> CheckResult:
     size = ctx.facts.limits.get("shm_bytes")
     if size is None:
-        return warned("/dev/shm is missing", fixes.step("sudo mount -t tmpfs -o size=16G tmpfs /dev/shm",
-                                                        "containers: --ipc=host or --shm-size 16G"))
+        return warned("/dev/shm is missing", fixes.shell("sudo mount -t tmpfs -o size=16G tmpfs /dev/shm",
+                                                         "containers: --ipc=host or --shm-size 16G"))
     in_container, _ = ctx.in_container
     where = fixes.docker_run("restart the container with --ipc=host or --shm-size 16G") if in_container else \
         fixes.SHM_FIX
@@ -89,9 +88,11 @@ def check_cpu_governor(ctx: CheckContext) -> CheckResult:
     evidence = [f"{name}: {count} CPU(s)" for name, count in sorted(governors.items())]
     others = sorted(g for g in governors if g != PERFORMANCE_GOVERNOR)
     if others:
-        return warned(f"CPU governor {', '.join(others)}: data loading and kernel launches wait for the CPU to clock up",
-                      fixes.step("sudo cpupower frequency-set -g performance",
-                                 "AMD pre-training system validation; persist it with a systemd unit or tuned profile"),
+        return warned(f"CPU governor {', '.join(others)}: data loading and kernel launches wait for the CPU to "
+                      "clock up",
+                      fixes.shell("sudo cpupower frequency-set -g performance",
+                                  "AMD pre-training system validation; persist it with a systemd unit or tuned "
+                                  "profile"),
                       evidence)
     return passed("every CPU uses the performance governor", evidence)
 
@@ -117,11 +118,12 @@ def check_perf_determinism(ctx: CheckContext) -> CheckResult:
     low = sorted(k for k, v in levels.items() if v in LOW_PERF_LEVELS)
     if low:
         # A GPU read both from sysfs and amdsmi is named twice; amd-smi takes either name.
-        gpus = " ".join(dict.fromkeys(shlex.quote(ids[k]) for k in low if k in ids)) if all(k in ids for k in low) \
-            else "all"
+        gpus = list(dict.fromkeys(ids[k] for k in low)) if all(k in ids for k in low) else ["all"]
+        selected, values = words("gpu", gpus)
         return warned(f"{len(low)} GPU(s) pinned to a low performance level: clocks stay down under load",
-                      fixes.step(f"sudo amd-smi set -g {gpus} --perf-level AUTO",
-                                 "or, as AMD's pre-training validation does: sudo rocm-smi --setperfdeterminism 1900"),
+                      fixes.shell("sudo amd-smi set -g " + selected + " --perf-level AUTO",
+                                  "or, as AMD's pre-training validation does: sudo rocm-smi --setperfdeterminism 1900",
+                                  **values),
                       evidence)
     if all(v in ("perf_determinism", "determinism") for v in levels.values()):
         return passed("performance determinism set on every GPU", evidence)

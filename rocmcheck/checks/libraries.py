@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from packaging.requirements import InvalidRequirement, Requirement
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.shell_words import words
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 # Every distribution that provides the `triton` module: PyPI's CUDA `triton`, the ROCm wheels' `pytorch-triton-rocm`
@@ -36,12 +39,22 @@ def torch_triton_pin(requires: list[str]) -> Requirement | None:
     return None
 
 
-def _rocm_index(ctx: CheckContext) -> str:
-    """ROCm Triton wheels live on PyTorch's ROCm index, not PyPI (pytorch RELEASE.md)."""
+def _pip_install(ctx: CheckContext, requirement: Requirement | str, why: str = "",
+                 uninstall: Sequence[str] = ()) -> fixes.Fix:
+    """`pip install REQUIREMENT`, after `pip uninstall -y` of the given distributions; from PyTorch's ROCm index
+    when torch is a ROCm build, where the ROCm Triton wheels live (pytorch RELEASE.md), not on PyPI."""
     from rocmcheck.checks.rocm import torch_rocm_version
 
     series = torch_rocm_version(ctx)
-    return f" --index-url https://download.pytorch.org/whl/rocm{series}" if ctx.torch_is_rocm and series else ""
+    index = fixes.torch_index_url("amd", series) if ctx.torch_is_rocm and series else None
+    if isinstance(requirement, Requirement):  # its marker was evaluated here: pip needs only name and version
+        requirement = f"{requirement.name}{requirement.specifier}"
+    install = fixes.shell("pip install {requirement}" + (" --index-url {index}" if index else ""), why,
+                          requirement=requirement, index=index)
+    if not uninstall:
+        return install
+    names, values = words("dist", uninstall)
+    return fixes.then(fixes.shell("pip uninstall -y " + names, why, **values), install)
 
 
 @check("triton.pin", "exactly one Triton, the version torch pins")
@@ -57,8 +70,8 @@ def check_triton(ctx: CheckContext) -> CheckResult:
         keep = pin.name if pin else next(iter(installed))
         drop = [d for d in installed if d != keep]
         return failed(f"{len(installed)} Triton distributions installed; they overwrite each other's "
-                      "`triton` module", f"pip uninstall -y {' '.join(drop)} {keep} && pip install "
-                      f"'{pin or keep}'" + _rocm_index(ctx),
+                      "`triton` module", _pip_install(ctx, pin or keep, "one Triton, the one torch pins",
+                                                      uninstall=[*drop, keep]),
                       evidence)
     if pin is None:
         if installed:
@@ -68,20 +81,20 @@ def check_triton(ctx: CheckContext) -> CheckResult:
     have = installed.get(pin.name.lower()) or installed.get(pin.name)
     if not installed:
         return failed(f"{pin.name} is not installed but torch requires {pin}",
-                      f"pip install '{pin}'" + _rocm_index(ctx),
-                      evidence)
+                      _pip_install(ctx, pin, "the Triton torch pins"), evidence)
     if have is None:
         other, v = next(iter(installed.items()))
         return failed(f"{other} {v} installed, but torch requires {pin}",
-                      f"pip uninstall -y {other} && pip install '{pin}'" + _rocm_index(ctx), evidence)
+                      _pip_install(ctx, pin, "the Triton torch pins, in place of the other", uninstall=[other]),
+                      evidence)
     try:
         ok = pin.specifier.contains(Version(have), prereleases=True) if pin.specifier else True
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() takes
         ok = False
     if not ok:
         return failed(f"{pin.name} {have} installed, torch requires {pin}",
-                      fixes.step(f"pip install '{pin}'" + _rocm_index(ctx),
-                                 "a mismatched Triton breaks torch.compile and flash-attn's Triton backend"),
+                      _pip_install(ctx, pin, "a mismatched Triton breaks torch.compile and flash-attn's Triton "
+                                   "backend"),
                       evidence)
     return passed(f"{pin.name} {have} as torch pins", evidence)
 
@@ -119,9 +132,9 @@ def check_flash_attn_backend(ctx: CheckContext) -> CheckResult:
         if ext:
             return passed("CK backend (flash_attn_2_cuda extension loaded)")
         return failed("neither the CK extension nor the Triton backend is available",
-                      fixes.step("export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
-                                 "the Triton backend (needs the aiter kernels); or rebuild CK: "
-                                 + fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus if g.arch})).split("  #")[0]),
+                      fixes.shell("export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
+                                  "the Triton backend (needs the aiter kernels); or rebuild CK: "
+                                  + fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus if g.arch})).text),
                       [fa.get("extension_error") or ""])
     if ext:
         return passed("CUDA extension (flash_attn_2_cuda) loaded")
@@ -148,20 +161,21 @@ def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
         return failed(f"importing deepspeed failed: {(ds.get('import_error') or ds.get('error'))[:200]}",
                       fixes.DEEPSPEED_REINSTALL)
     info = ds.get("torch_info") or {}
-    evidence = [f"deepspeed {ds.get('version')}, accelerator {ds.get('accelerator')}, built with torch {info.get('version')} "
+    evidence = [f"deepspeed {ds.get('version')}, accelerator {ds.get('accelerator')}, "
+                f"built with torch {info.get('version')} "
                 f"hip {info.get('hip_version')} cuda {info.get('cuda_version')}"]
     torch_v = ((ctx.torch or {}).get("version") or "").split("+")[0]
     torch_mm = ".".join(torch_v.split(".")[:2])
     reinstall = fixes.DEEPSPEED_REINSTALL
     if info.get("version") == "0.0":
         return warned("DeepSpeed was installed with build isolation (records torch 0.0): no op was "
-                      "prebuilt against your torch", fixes.step(reinstall, "after torch is installed"), evidence)
+                      "prebuilt against your torch", fixes.with_why(reinstall, "after torch is installed"), evidence)
     if torch_mm and info.get("version") and info["version"] != torch_mm:
         return warned(f"DeepSpeed was built with torch {info['version']}, torch is now {torch_mm}",
                       reinstall, evidence)
     if ctx.vendor == "amd" and ds.get("accelerator") not in (None, "cuda"):
         return failed(f"DeepSpeed picked accelerator '{ds.get('accelerator')}' on an AMD GPU machine",
-                      fixes.step("export DS_ACCELERATOR=cuda", "ROCm uses DeepSpeed's cuda accelerator"), evidence)
+                      fixes.shell("export DS_ACCELERATOR=cuda", "ROCm uses DeepSpeed's cuda accelerator"), evidence)
     return passed(f"DeepSpeed {ds.get('version')}", evidence)
 
 
@@ -197,12 +211,10 @@ def check_deepspeed_ops(ctx: CheckContext) -> CheckResult:
     if aio.get("known") and not aio.get("compatible"):
         evidence.append("async_io: not compatible (only NVMe offload needs it: sudo apt install libaio-dev)")
     if problems:
-        fix = ("DS_BUILD_FUSED_ADAM=1 DS_BUILD_CPU_ADAM=1 pip install --force-reinstall --no-cache-dir "
-               "--no-build-isolation deepspeed")
-        if missing_tools:
-            fix = "sudo apt install ninja-build g++ python3-dev && " + fix
-        fix = fixes.step(fix, "prebuild the ops" + (f"; the JIT build lacks {', '.join(missing_tools)}"
-                                                    if missing_tools else ""))
+        why = "prebuild the ops" + (f"; the JIT build lacks {', '.join(missing_tools)}" if missing_tools else "")
+        fix = fixes.shell(("sudo apt install ninja-build g++ python3-dev && " if missing_tools else "")
+                          + "DS_BUILD_FUSED_ADAM=1 DS_BUILD_CPU_ADAM=1 pip install --force-reinstall --no-cache-dir "
+                            "--no-build-isolation deepspeed", why)
         return failed(f"{', '.join(problems)} cannot be used", fix, evidence)
     return passed("fused_adam and cpu_adam usable", evidence)
 
@@ -212,13 +224,14 @@ def check_transformers(ctx: CheckContext) -> CheckResult:
     v = ctx.facts.packages.get("transformers")
     if not v:
         return warned("transformers is not installed",
-                      fixes.step(f"pip install 'transformers>={MIN_TRANSFORMERS}'",
-                                 "install torch first so pip keeps your torch build"))
+                      fixes.shell("pip install {requirement}", "install torch first so pip keeps your torch build",
+                                  requirement=f"transformers>={MIN_TRANSFORMERS}"))
     try:
         old = Version(v) < Version(MIN_TRANSFORMERS)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() takes
         old = False
     if old:
         return warned(f"transformers {v} predates {MIN_TRANSFORMERS}",
-                      f"pip install -U 'transformers>={MIN_TRANSFORMERS}'")
+                      fixes.shell("pip install -U {requirement}", "LlamaForCausalLM with sdpa attention and the bf16 "
+                                  "fixes", requirement=f"transformers>={MIN_TRANSFORMERS}"))
     return passed(f"transformers {v}")

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, tool_failure
 from rocmcheck.checks.gpus import describe_gpu
-from rocmcheck.fixes import step
+from rocmcheck.fixes import note, shell
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+
+CUDA_VERSIONS_FIX = shell("nvidia-smi; python -c 'import torch; print(torch.version.cuda)'",
+                          "compare the driver's CUDA Version with torch's")
 
 
 @check("nvidia.smi", "NVML (or nvidia-smi) lists the GPUs")
@@ -20,16 +23,17 @@ def check_nvidia_smi(ctx: CheckContext) -> CheckResult:
                       [describe_gpu(g) for g in ctx.nvidia_gpus])
     if res is None:
         if ctx.vendor == "nvidia":
-            return failed("nvidia-smi not found", step(None, "install the NVIDIA driver (it ships nvidia-smi)"),
+            return failed("nvidia-smi not found", note("install the NVIDIA driver (it ships nvidia-smi)"),
                           ctx.nvidia_signs)
         return skipped("not an NVIDIA machine")
     if not res.ok:
-        return failed(res.describe_failure(),
-                      step("sudo dmesg | grep -i nvrm", "the driver is not talking to the GPU; in a container use --gpus all"),
+        return failed(tool_failure(res),
+                      shell("sudo dmesg | grep -i nvrm", "the driver is not talking to the GPU; in a container use "
+                            "--gpus all"),
                       (res.stdout + res.stderr).strip().splitlines()[:3])
     gpus = ctx.nvidia_gpus
     if not gpus:
-        return failed("nvidia-smi lists no GPU", step("nvidia-smi -L", "then check the driver install"))
+        return failed("nvidia-smi lists no GPU", shell("nvidia-smi -L", "then check the driver install"))
     return passed(f"{len(gpus)} GPU(s), driver {report.driver_version if report else '?'}",
                   [describe_gpu(g) for g in gpus])
 
@@ -46,13 +50,13 @@ def check_driver_cuda(ctx: CheckContext) -> CheckResult:
         return skipped("torch is not a CUDA build")
     if not driver_cuda:
         return warned("could not read the driver's CUDA version from nvidia-smi",
-                      step("nvidia-smi; python -c 'import torch; print(torch.version.cuda)'", "compare CUDA Version with torch's"))
+                      CUDA_VERSIONS_FIX)
     evidence = [f"driver supports CUDA {driver_cuda}", f"torch built with CUDA {torch_cuda}"]
     try:
         too_old = Version(driver_cuda).major < Version(torch_cuda).major
-    except InvalidVersion:
-        return warned("CUDA versions not understood", step("nvidia-smi; python -c 'import torch; print(torch.version.cuda)'", "compare them by hand"), evidence)
+    except ValueError:  # InvalidVersion, or more digits than int() takes
+        return warned("CUDA versions not understood", CUDA_VERSIONS_FIX, evidence)
     if too_old:
         return failed(f"driver (CUDA {driver_cuda}) is older than torch's CUDA {torch_cuda}",
-                      step(None, "upgrade the NVIDIA driver, or install a torch built for an older CUDA"), evidence)
+                      note("upgrade the NVIDIA driver, or install a torch built for an older CUDA"), evidence)
     return passed(f"driver CUDA {driver_cuda} >= torch CUDA {torch_cuda}", evidence)

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, tool_failure
 from rocmcheck.facts.parsers.smi import smi_driver_error
 from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
 from rocmcheck.facts.rocm_location import rocm_installs as all_rocm_installs
-from rocmcheck.fixes import step, torch_install
+from rocmcheck.fixes import note, shell, torch_install
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
-INSTALL_FIX = step("sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-install --usecase=rocm",
-                   "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/ ; or set ROCM_PATH to where it lives")
+INSTALL_FIX = shell("sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-install --usecase=rocm",
+                    "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/ ; or set ROCM_PATH to where it "
+                    "lives")
+# hipconfig is not on PATH: ROCm's installers put it in ROCM_PATH/bin (default /opt/rocm/bin) without touching PATH.
+HIPCONFIG_PATH_FIX = shell('export PATH="${{ROCM_PATH:-/opt/rocm}}/bin:$PATH"',
+                           "or install the HIP SDK (sudo amdgpu-install --usecase=rocm); building flash-attn or "
+                           "DeepSpeed ops needs it")
 
 
 def rocm_installs(ctx: CheckContext) -> list[tuple[str, str]]:
@@ -87,24 +92,26 @@ def check_rocm_install(ctx: CheckContext) -> CheckResult:
     if location is None and not installs:
         if ctx.torch_is_rocm:
             return warned("no system ROCm found; only torch's bundled ROCm runtime is present",
-                          step("sudo amdgpu-install --usecase=rocm", "fine for running wheels; to build flash-attn "
-                               "or DeepSpeed ops install the ROCm SDK (or pip install 'rocm[libraries,devel]') and set "
-                               "ROCM_PATH"),
+                          shell("sudo amdgpu-install --usecase=rocm", "fine for running wheels; to build "
+                                "flash-attn or DeepSpeed ops install the ROCm SDK (or pip install "
+                                "'rocm[libraries,devel]') and set ROCM_PATH"),
                           evidence)
         return failed("ROCm not found (no ROCM_PATH, no /opt/rocm/.info/version, no TheRock core, no HIP in /usr, "
                       "no rocm-sdk)", INSTALL_FIX, evidence + ctx.amd_signs)
     versions = sorted({v for _, v in installs})
     if len({_mm(v) for v in versions}) > 1:
         return warned(f"several ROCm versions installed: {', '.join(versions)}",
-                      step(None, "point ROCM_PATH at the one torch was built for; remove or ignore the others"), evidence)
+                      note("point ROCM_PATH at the one torch was built for; remove or ignore the others"), evidence)
     if location is None:  # only a rocm-sdk wheel
         return passed(f"ROCm {installs[0][1]} ({installs[0][0]})", evidence)
     where = f"{location.root}, {location.layout} layout"
     if location.version:
         return passed(f"ROCm {location.version} ({where})", evidence)
     return warned(f"ROCm found in {location.root} ({location.layout} layout) but its version is unknown",
-                  step(f"hipconfig --version; cat {location.root}/.info/version",
-                       "either should name the release; reinstall ROCm (amdgpu-install --usecase=rocm) if neither does"),
+                  shell("hipconfig --version; cat {version_file}",
+                        "either should name the release; reinstall ROCm (amdgpu-install --usecase=rocm) if neither "
+                        "does",
+                        version_file=f"{location.root}/.info/version"),
                   evidence)
 
 
@@ -115,12 +122,10 @@ def check_hip(ctx: CheckContext) -> CheckResult:
     hip = ctx.hipconfig
     res = ctx.facts.command("hipconfig")
     if res is None:
-        return warned("hipconfig not found",
-                      step('export PATH="${ROCM_PATH:-/opt/rocm}/bin:$PATH"', "or install the HIP SDK (sudo "
-                           "amdgpu-install --usecase=rocm); building flash-attn or DeepSpeed ops needs it"))
+        return warned("hipconfig not found", HIPCONFIG_PATH_FIX)
     if hip is None or not hip.hip_version:
-        return warned(f"hipconfig gave no version: {res.describe_failure()}",
-                      step("hipconfig --full", "then check the ROCm install"))
+        return warned(f"hipconfig gave no version: {tool_failure(res)}",
+                      shell("hipconfig --full", "then check the ROCm install"))
     system_hip = hip.hip_version_short or _mm(hip.hip_version)
     torch_hip = _mm((ctx.torch or {}).get("hip"))
     evidence = [f"hipconfig: HIP {hip.hip_version}", f"torch.version.hip: {(ctx.torch or {}).get('hip')}"]
@@ -128,7 +133,7 @@ def check_hip(ctx: CheckContext) -> CheckResult:
         return passed(f"HIP {hip.hip_version} (torch is not a ROCm build; compared nothing)", evidence)
     if system_hip != torch_hip:
         return warned(f"system HIP {system_hip} differs from torch's HIP {torch_hip}",
-                      torch_install("amd", system_hip, reinstall=True, note=(
+                      torch_install("amd", system_hip, reinstall=True, why=(
                           f"extensions (flash-attn, DeepSpeed ops) compile against the system HIP and must match "
                           f"torch; or install ROCm {torch_hip}")), evidence)
     return passed(f"HIP {system_hip} on the system and in torch", evidence)

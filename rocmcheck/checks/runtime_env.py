@@ -6,9 +6,8 @@ Each judgement names its source; nothing here fires when the variable is unset (
 from __future__ import annotations
 
 import re
-import shlex
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
@@ -44,7 +43,7 @@ def _version(text: str | None) -> Version | None:
     m = re.match(r"^(\d+\.\d+(?:\.\d+)?)", text or "")
     try:
         return Version(m.group(1)) if m else None
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() takes
         return None
 
 
@@ -84,7 +83,7 @@ def check_alloc_conf(ctx: CheckContext) -> CheckResult:
 
 
 def _alloc_fix(ctx: CheckContext, setvars: dict[str, str], torch_version: Version | None, *,
-               drop_expandable: bool) -> str:
+               drop_expandable: bool) -> fixes.Fix:
     """One variable with the options this torch knows: the one already set when there is one, else the one this
     torch reads (PYTORCH_ALLOC_CONF from 2.9, else the HIP or CUDA one). Its value comes from that variable when
     it is set, else from the first set one in ALLOC_VARS order; unknown keys, pieces that are not key:value and
@@ -109,9 +108,9 @@ def _alloc_fix(ctx: CheckContext, setvars: dict[str, str], torch_version: Versio
     note = "one allocator variable with only options this torch knows" + \
         (f"; drops {', '.join(dropped)}" if dropped else "")
     if not kept:
-        return fixes.unset(*[v for v in ALLOC_VARS if v in setvars], note=note)
-    export = f"export {target}={shlex.quote(','.join(kept.values()))}"
-    return fixes.step(f"unset {' '.join(others)} && {export}" if others else export, note)
+        return fixes.unset(*[v for v in ALLOC_VARS if v in setvars], why=note)
+    export = fixes.shell("export {name}={value}", note, name=target, value=",".join(kept.values()))
+    return fixes.with_why(fixes.then(fixes.unset(*others), export), note) if others else export
 
 
 def _validators(head: str) -> dict[str, str]:
@@ -130,7 +129,8 @@ def check_tunableop(ctx: CheckContext) -> CheckResult:
         return passed("TunableOp off (PYTORCH_TUNABLEOP_ENABLED unset)")
     files = ctx.facts.node_health.get("tunableop_files") or {}
     tuning = env.get("PYTORCH_TUNABLEOP_TUNING", "1") != "0"
-    evidence = [f"PYTORCH_TUNABLEOP_ENABLED=1, PYTORCH_TUNABLEOP_TUNING={env.get('PYTORCH_TUNABLEOP_TUNING', '1 (default)')}",
+    evidence = [f"PYTORCH_TUNABLEOP_ENABLED=1, "
+                f"PYTORCH_TUNABLEOP_TUNING={env.get('PYTORCH_TUNABLEOP_TUNING', '1 (default)')}",
                 f"result files ({tunableop_filename(env)}): {', '.join(files) or 'none found'}"]
     torch_version = (ctx.torch or {}).get("version") or ""
     archs = _archs(ctx)
@@ -149,23 +149,22 @@ def check_tunableop(ctx: CheckContext) -> CheckResult:
             stale_paths.append(path)
     if stale:
         # Renamed, not deleted: TunableOp reads only its exact file name, and the old results stay for their stack.
-        moves = " && ".join(f"mv {shlex.quote(p)} {shlex.quote(p + '.stale')}" for p in stale_paths)
+        moves = fixes.then(*(fixes.shell("mv {path} {renamed}", path=p, renamed=p + ".stale") for p in stale_paths))
         return warned("TunableOp result file made for another stack: it is rejected and every GEMM is tuned again",
-                      fixes.step(moves, "then tune once on this machine and keep the new file (PyTorch docs: "
-                                        "torch.cuda.tunable)"), stale + evidence)
+                      fixes.with_why(moves, "then tune once on this machine and keep the new file (PyTorch docs: "
+                                            "torch.cuda.tunable)"), stale + evidence)
     if tuning:
         tune_note = "PyTorch docs: torch.cuda.tunable; AMD MI300X workload guide"
-        fix = fixes.step("export PYTORCH_TUNABLEOP_TUNING=0", "the results files above hold the tuned GEMMs: train "
-                         f"with them, tune no more ({tune_note})") if files else \
-            fixes.step(None, "Tune once on a short run (PYTORCH_TUNABLEOP_TUNING=1) to write "
-                             f"{tunableop_filename(env)}, keep it, then train with PYTORCH_TUNABLEOP_TUNING=0 "
-                             f"({tune_note})")
+        fix = fixes.shell("export PYTORCH_TUNABLEOP_TUNING=0", "the results files above hold the tuned GEMMs: train "
+                          f"with them, tune no more ({tune_note})") if files else \
+            fixes.note("Tune once on a short run (PYTORCH_TUNABLEOP_TUNING=1) to write "
+                       f"{tunableop_filename(env)}, keep it, then train with PYTORCH_TUNABLEOP_TUNING=0 ({tune_note})")
         return warned("TunableOp tunes every new GEMM shape during the run: the first steps (and every new sequence "
                       "length) are slow, and each rank tunes on its own", fix, evidence)
     if not files:
         return warned("TunableOp is on with tuning off but there is no results file: it changes nothing",
                       fixes.unset("PYTORCH_TUNABLEOP_ENABLED",
-                                  note=f"or tune once (PYTORCH_TUNABLEOP_TUNING=1 on a short run) to create "
+                                  why=f"or tune once (PYTORCH_TUNABLEOP_TUNING=1 on a short run) to create "
                                        f"{tunableop_filename(env)} in the working directory"),
                       evidence)
     return passed("TunableOp reads tuned results without tuning during training", evidence)
@@ -185,13 +184,13 @@ def check_hipblaslt(ctx: CheckContext) -> CheckResult:
     off = value in ("0", "false", "off", "no")
     if off and archs and archs <= HIPBLASLT_PREFERRED_ARCHS:
         return warned(f"{var}={env[var]} forces rocBLAS on {', '.join(sorted(archs))}, where hipBLASLt is faster and "
-                      "torch's default", fixes.unset(var, note="AMD's MI300X workload guide recommends hipBLASLt"),
+                      "torch's default", fixes.unset(var, why="AMD's MI300X workload guide recommends hipBLASLt"),
                       evidence)
     if not off and archs and not archs <= HIPBLASLT_PREFERRED_ARCHS:
         other = sorted(archs - HIPBLASLT_PREFERRED_ARCHS)
         return warned(f"{var}={env[var]} forces hipBLASLt on {', '.join(other)}, where torch defaults to rocBLAS "
                       "(hipBLASLt kernels are missing or slower there)",
-                      fixes.unset(var, note="torch picks rocBLAS for these GPUs"), evidence)
+                      fixes.unset(var, why="torch picks rocBLAS for these GPUs"), evidence)
     return passed(f"{var}={env[var]} matches the GPU", evidence)
 
 
@@ -204,20 +203,26 @@ def check_nccl_channels(ctx: CheckContext) -> CheckResult:
     lo, hi = env.get("NCCL_MIN_NCHANNELS"), env.get("NCCL_MAX_NCHANNELS")
     evidence = [f"NCCL_MIN_NCHANNELS={lo}" if lo is not None else "NCCL_MIN_NCHANNELS unset",
                 f"NCCL_MAX_NCHANNELS={hi}" if hi is not None else "NCCL_MAX_NCHANNELS unset"]
-    raise_min = f"export NCCL_MIN_NCHANNELS={RCCL_MI300X_MIN_CHANNELS}"
-    fix = fixes.step(raise_min + (" && unset NCCL_MAX_NCHANNELS" if hi is not None else ""),
-                     "AMD's training validation uses 40 channels; its MI300X inference guide 112")
+    raise_min = fixes.shell("export NCCL_MIN_NCHANNELS={channels}", channels=RCCL_MI300X_MIN_CHANNELS)
+    fix = fixes.with_why(fixes.then(raise_min, fixes.unset("NCCL_MAX_NCHANNELS")) if hi is not None else raise_min,
+                         "AMD's training validation uses 40 channels; its MI300X inference guide 112")
     for name, value in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
-        if value is not None and not value.strip().isdigit():
+        if value is not None and _channels(value) is None:
             return warned(f"{name}={value} is not a number: RCCL ignores it", fix, evidence)
-    if hi is not None and int(hi) < RCCL_MI300X_MIN_CHANNELS:
+    if hi is not None and _channels(hi) < RCCL_MI300X_MIN_CHANNELS:
         return warned(f"NCCL_MAX_NCHANNELS={hi} caps RCCL below the {RCCL_MI300X_MIN_CHANNELS} channels AMD validates "
                       "MI300X with: all-reduce bandwidth drops", fix, evidence)
-    if lo is not None and hi is not None and int(lo) > int(hi):
+    if lo is not None and hi is not None and _channels(lo) > _channels(hi):
         return warned(f"NCCL_MIN_NCHANNELS={lo} is above NCCL_MAX_NCHANNELS={hi}", fix, evidence)
     if lo is None:
-        return passed(f"RCCL chooses its channels; AMD's guides raise the minimum ({raise_min})", evidence)
+        return passed(f"RCCL chooses its channels; AMD's guides raise the minimum ({raise_min.text})", evidence)
     return passed(f"NCCL_MIN_NCHANNELS={lo}", evidence)
+
+
+def _channels(value: str) -> int | None:
+    """A channel count as RCCL reads it: a plain number (a handful of digits), else None."""
+    text = value.strip()
+    return int(text) if text.isascii() and text.isdigit() and len(text) <= 6 else None
 
 
 @check("env.hsa_xnack", "HSA_XNACK not switching the GPUs to XNACK mode")
@@ -229,7 +234,7 @@ def check_hsa_xnack(ctx: CheckContext) -> CheckResult:
     # xnack+ or xnack-any code objects, and page-fault retry costs performance.
     return warned(f"HSA_XNACK={value} turns on XNACK: code built for xnack- no longer loads ('no kernel image' / "
                   "hipErrorNoBinaryForGpu) and memory-bound kernels slow down; fine-tuning needs no unified memory",
-                  fixes.unset("HSA_XNACK", note="back to the default: XNACK off"))
+                  fixes.unset("HSA_XNACK", why="back to the default: XNACK off"))
 
 
 @check("env.scratch_reclaim", "HSA_NO_SCRATCH_RECLAIM value understood")
@@ -243,4 +248,4 @@ def check_scratch_reclaim(ctx: CheckContext) -> CheckResult:
                                                            "exits" if value.strip() == "1" else ""))
     # ROCR-Runtime environment variables: only 0 and 1 are defined.
     return warned(f"HSA_NO_SCRATCH_RECLAIM={value} is neither 0 nor 1",
-                  fixes.step("export HSA_NO_SCRATCH_RECLAIM=1", "ROCR-Runtime docs; AMD's training containers use 1"))
+                  fixes.shell("export HSA_NO_SCRATCH_RECLAIM=1", "ROCR-Runtime docs; AMD's training containers use 1"))

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.rocm import amd_driver_evidence, detected_rocm_version
-from rocmcheck.fixes import step
+from rocmcheck.fixes import note, shell
 from rocmcheck.knowledge import load
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -28,7 +28,7 @@ def supported_os_for(rocm: str | None) -> tuple[str, dict[str, list[str]]]:
             for series in releases:  # newest first
                 if Version(series) <= wanted:
                     return series, releases[series]
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() takes
             pass
     newest = next(iter(releases))
     return newest, releases[newest]
@@ -39,7 +39,7 @@ def check_os_release(ctx: CheckContext) -> CheckResult:
     f = ctx.facts
     if f.platform.get("system") != "Linux":
         return failed(f"{f.platform.get('system')} is not Linux",
-                      step(None, "ROCm fine-tuning runs on Linux: use Ubuntu 22.04 or 24.04"))
+                      note("ROCm fine-tuning runs on Linux: use Ubuntu 22.04 or 24.04"))
     dist = (f.os_info.get("id") or "").lower()
     version = f.os_info.get("version") or ""
     name = f.os_info.get("name") or f"{dist} {version}"
@@ -55,10 +55,12 @@ def check_os_release(ctx: CheckContext) -> CheckResult:
     if mm in supported or version in supported or version.split(".")[0] in supported:
         return passed(f"{name}: supported by ROCm {series}", evidence)
     if dist == "ubuntu" and mm == "20.04":
-        return failed(f"{name}: ROCm dropped Ubuntu 20.04 after 6.1", 
-                      step(None, "upgrade to Ubuntu 22.04 (or 24.04), or use a rocm/pytorch Ubuntu 22.04 container"), evidence)
+        return failed(f"{name}: ROCm dropped Ubuntu 20.04 after 6.1",
+                      note("upgrade to Ubuntu 22.04 (or 24.04), or use a rocm/pytorch Ubuntu 22.04 container"),
+                      evidence)
     return warned(f"{name} is not on ROCm {series}'s supported OS list",
-                  step(None, "use Ubuntu 22.04/24.04 on the host, or run inside a rocm/pytorch Ubuntu 22.04 container"), evidence)
+                  note("use Ubuntu 22.04/24.04 on the host, or run inside a rocm/pytorch Ubuntu 22.04 container"),
+                  evidence)
 
 
 @check("os.kernel", "Kernel version")
@@ -69,11 +71,11 @@ def check_kernel(ctx: CheckContext) -> CheckResult:
     try:
         major = int(kernel.split(".")[0])
     except ValueError:
-        return warned(f"kernel version {kernel!r} not understood", "uname -r")
+        return warned(f"kernel version {kernel!r} not understood", shell("uname -r", "the running kernel's release"))
     # ROCm 7.2 (mid-2026) did not support Linux 7.x kernels (legacy-rocm-build discussion 6225).
     if major >= 7:
         return warned(f"kernel {kernel} is newer than ROCm 7.2 supports",
-                      step(None, "boot a distribution GA/HWE kernel (Ubuntu 22.04: 5.15 or 6.8; 24.04: 6.8)"),
+                      note("boot a distribution GA/HWE kernel (Ubuntu 22.04: 5.15 or 6.8; 24.04: 6.8)"),
                       ["https://github.com/ROCm/legacy-rocm-build/discussions/6225"])
     return passed(f"kernel {kernel}")
 
@@ -86,9 +88,10 @@ def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
     version = (f.files.get("/sys/module/amdgpu/version") or "").strip()
     report = ctx.rocminfo
     if f.present.get("/sys/module/amdgpu"):
-        evidence = [f"/sys/module/amdgpu present (amdgpu-dkms {version})" if version else "/sys/module/amdgpu present (in-tree driver)"]
+        evidence = [f"/sys/module/amdgpu present (amdgpu-dkms {version})" if version
+                    else "/sys/module/amdgpu present (in-tree driver)"]
         return passed(f"amdgpu loaded{' (' + version + ')' if version else ''}", evidence)
     if report is not None and report.kfd_module_loaded:
         return passed("amdgpu loaded (rocminfo: ROCk module is loaded)")
-    fix = step("sudo apt install amdgpu-dkms && sudo reboot", "on the host: containers use the host's driver")
+    fix = shell("sudo apt install amdgpu-dkms && sudo reboot", "on the host: containers use the host's driver")
     return failed("the amdgpu kernel driver is not loaded", fix, amd_driver_evidence(ctx) + ctx.amd_signs)

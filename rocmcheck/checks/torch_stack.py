@@ -12,10 +12,17 @@ from rocmcheck.knowledge import base_gfx
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 
-def torch_install_command(ctx: CheckContext, *, reinstall: bool = False, note: str = "") -> str:
+def torch_install_command(ctx: CheckContext, *, reinstall: bool = False, why: str = "") -> fixes.Fix:
     """The wheel index follows the installed ROCm (fixes.torch_install)."""
     rocm = detected_rocm_version(ctx) if ctx.vendor == "amd" else None
-    return fixes.torch_install(ctx.vendor, rocm, reinstall=reinstall, note=note)
+    return fixes.torch_install(ctx.vendor, rocm, reinstall=reinstall, why=why)
+
+
+def _replace_torch(ctx: CheckContext) -> fixes.Fix:
+    """Uninstall the torch of the wrong kind first: pip would keep it ("already satisfied")."""
+    install = torch_install_command(ctx)
+    return fixes.with_why(fixes.then(fixes.shell("pip uninstall -y torch"), install),
+                          install.why or f"the {ctx.vendor.upper()} build of torch")
 
 
 def _build_kind(t: dict) -> str:
@@ -78,10 +85,9 @@ def check_torch_build(ctx: CheckContext) -> CheckResult:
     kind = _build_kind(t)
     if ctx.vendor == "amd" and not t.get("hip"):
         return failed(f"torch {t['version']} is a {kind} build on an AMD GPU machine",
-                      "pip uninstall -y torch && " + torch_install_command(ctx))
+                      _replace_torch(ctx))
     if ctx.vendor == "nvidia" and not t.get("cuda"):
-        return failed(f"torch {t['version']} is a {kind} build on an NVIDIA GPU machine",
-                      "pip uninstall -y torch && " + torch_install_command(ctx))
+        return failed(f"torch {t['version']} is a {kind} build on an NVIDIA GPU machine", _replace_torch(ctx))
     if ctx.vendor == "none":
         return passed(f"{kind} build (no GPU here to match)")
     return passed(f"{kind} build, matching the {ctx.vendor.upper()} GPUs")
@@ -125,14 +131,15 @@ def check_torch_arch_list(ctx: CheckContext) -> CheckResult:
     evidence = [f"torch arch list: {', '.join(compiled) or '(empty)'}"]
     if not compiled:
         return warned("could not read torch's compiled arch list",
-                      "python -c 'import torch; print(torch.cuda.get_arch_list())'", evidence)
+                      fixes.shell("python -c 'import torch; print(torch.cuda.get_arch_list())'",
+                                  "the arch list the installed torch was built for"), evidence)
     needed = sorted({g.arch for g in gpus if g.arch})
     if t.get("hip"):
         missing = [a for a in needed if a not in compiled]
         if missing:
             return failed(f"torch has no kernels for {', '.join(missing)}: expect 'hipErrorNoBinaryForGpu' / "
                           "'HIP error: invalid device function'",
-                          torch_install_command(ctx, reinstall=True, note=(
+                          torch_install_command(ctx, reinstall=True, why=(
                               f"a torch built for {', '.join(missing)} (official ROCm wheels include gfx942 since "
                               f"ROCm 6.0); or build with PYTORCH_ROCM_ARCH={';'.join(missing)}")),
                           evidence)
@@ -141,7 +148,7 @@ def check_torch_arch_list(ctx: CheckContext) -> CheckResult:
         if missing:
             return failed(f"torch has no kernels for {', '.join(missing)}: expect 'no kernel image is available for "
                           "execution on the device'",
-                          torch_install_command(ctx, reinstall=True, note=(
+                          torch_install_command(ctx, reinstall=True, why=(
                               "a CUDA wheel that covers this GPU (CUDA 12.8+ for sm_100/sm_120)")),
                           evidence)
     return passed(f"torch includes {', '.join(needed)}", evidence)
@@ -163,11 +170,11 @@ def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
     visible = [v for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in ctx.facts.env]
     if seen == 0:
         return failed(f"torch sees no GPU ({len(system)} on the system)",
-                      fixes.step("python -c 'import torch; print(torch.cuda.is_available())'",
-                                 "shows the error; the devices.* and torch.build verdicts say more"), evidence)
+                      fixes.shell("python -c 'import torch; print(torch.cuda.is_available())'",
+                                  "shows the error; the devices.* and torch.build verdicts say more"), evidence)
     if seen < len(system):
         hint = f" ({', '.join(visible)} set)" if visible else ""
         return warned(f"torch sees {seen} of {len(system)} GPUs{hint}",
-                      fixes.unset(*visible, note="if you meant to use all GPUs") if visible else
-                      fixes.step(None, "another process or a container limit hides the rest"), evidence)
+                      fixes.unset(*visible, why="if you meant to use all GPUs") if visible else
+                      fixes.note("another process or a container limit hides the rest"), evidence)
     return passed(f"torch sees {seen} GPU(s)", evidence)

@@ -20,7 +20,8 @@ from rocmcheck.knowledge import arch_of_product
     help="GPU to build for: an arch (gfx942, gfx90a, sm_90) or a product (mi300x, h100), repeatable, or 'auto' "
          "for the GPUs here. Default: auto.",
 )
-@click.option("--target", type=click.Choice([*TARGETS, "all"]), default="all", show_default=True, help="What you are building.")
+@click.option("--target", type=click.Choice([*TARGETS, "all"]), default="all", show_default=True,
+              help="What you are building.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="sh", show_default=True,
               help="sh (source/eval), dotenv, json, or dockerfile (ENV lines).")
 @json_option("The same as --format json: one JSON document (docs/json-schema.md).")
@@ -29,7 +30,8 @@ from rocmcheck.knowledge import arch_of_product
 @click.option("--force", is_flag=True, help="Replace an existing -o FILE.")
 @alias("--output", "output", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--triton-backend", is_flag=True,
-              help="flash-attn on ROCm: build the Triton (aiter) backend instead of CK (FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE).")
+              help="flash-attn on ROCm: build the Triton (aiter) backend instead of CK "
+                   "(FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE).")
 def build_env(archs: tuple[str, ...], target: str, fmt: str, as_json: bool, output: Path | None, force: bool,
               triton_backend: bool) -> None:
     """Environment variables for building PyTorch, flash-attn and DeepSpeed from source.

@@ -1,4 +1,4 @@
-"""`rocmcheck doctor`: parse options, run the doctor, stream the report, exit 0/1/2."""
+"""`rocmcheck doctor`: parse options, run the doctor, stream the report, exit by the one rule (0/1/2/3)."""
 
 from __future__ import annotations
 
@@ -29,18 +29,20 @@ def _split_names(values: tuple[str, ...], flag: str) -> tuple[str, ...]:
 
 def _validate_names(names: tuple[str, ...], flag: str) -> None:
     from rocmcheck.checks import known_names
-    from rocmcheck.probes.catalog import PROBE_NAMES
+    from rocmcheck.probes.catalog import PROBE_IDS
 
-    known = known_names() | STAGE_AREAS | {f"probe.{p}" for p in PROBE_NAMES}
+    known = known_names() | STAGE_AREAS | set(PROBE_IDS)
     for n in names:
         if n in known:
             continue
         import difflib
 
+        from rocmcheck.safe.text import excerpt
+
         if n.startswith("train."):  # the smoke-train stage is one run; its verdicts come together
-            raise BadInput(f"{flag}: no check {n!r}: the smoke-train stage runs as a whole; use train")
+            raise BadInput(f"{flag}: no check '{excerpt(n)}': the smoke-train stage runs as a whole; use train")
         close = difflib.get_close_matches(n, sorted(known), n=1)
-        raise BadInput(f"{flag}: no check or area {n!r}" + (f"; did you mean {close[0]}?" if close else "")
+        raise BadInput(f"{flag}: no check or area '{excerpt(n)}'" + (f"; did you mean {close[0]}?" if close else "")
                        + " (see --list-checks)")
 
 
@@ -58,7 +60,8 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
 @json_option()
 @click.option("--fixes-only", is_flag=True, help="Print only the fixes, as lines to paste (nothing when all is well).")
 @click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
-@click.option("--only", multiple=True, metavar="CHECK", help="Run only these checks or areas (repeat or comma-separate).")
+@click.option("--only", multiple=True, metavar="CHECK",
+              help="Run only these checks or areas (repeat or comma-separate).")
 @click.option("--skip", multiple=True, metavar="CHECK", help="Skip these checks or areas.")
 @click.option("--no-gpu-probes", is_flag=True, help="Skip the GPU probe stage.")
 @click.option("--no-train", is_flag=True, help="Skip the bundled smoke-train stage.")
@@ -78,7 +81,8 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
 @click.option("--across-timeout", type=FiniteFloat(10, MAX_DEADLINE_S), default=180.0, show_default=True,
               help="Seconds the cross-node stage may take, waiting for the other nodes included.")
 @click.option("--node-per-rank", is_flag=True,
-              help="Every launcher rank stands in for a node (its own GPU and bundle): the cross-node path on one machine.")
+              help="Every launcher rank stands in for a node (its own GPU and bundle): the cross-node path on one "
+                   "machine.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
 def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
            bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose):
@@ -117,6 +121,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     from rocmcheck.report.console import Stream
     from rocmcheck.report.json_report import build_report, dumps
     from rocmcheck.report.progress import Progress
+    from rocmcheck.result import exit_code
 
     opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
                          train=not no_train, deadline_s=deadline, launch=launch, across_nodes=across_nodes,
@@ -174,7 +179,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     if write_error:
         click.echo(f"Error: {write_error}", err=True)
         sys.exit(2)
-    sys.exit(1 if render.verdict(run.results) == "fail" else 0)
+    sys.exit(exit_code(run.results))  # the one rule (rocmcheck/result.py): 0 judged, 1 failed, 3 nothing judged
 
 
 def _launch(bundle_dir: Path | None, force: bool, across_nodes: bool, node_per_rank: bool):

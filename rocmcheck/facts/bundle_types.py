@@ -23,15 +23,22 @@ OPT_INT = (int, type(None))
 SCALAR = (str, int, float, bool, type(None))
 
 COMMAND = {"argv": [str], "returncode": OPT_INT, "stdout": str, "stderr": str, "timed_out": bool,
-           "not_found": bool, "error": OPT_STR, "duration_s": NUM, "timeout_s": OPT_NUM}
+           "not_found": bool, "error": OPT_STR, "duration_s": NUM, "timeout_s": OPT_NUM, "interpreter_missing": bool}
+
+FIX = Rule(lambda v: v is None or isinstance(v, str) or (isinstance(v, dict) and all(
+    isinstance(v.get(k), (str, type(None))) for k in ("kind", "text", "why", "file"))),
+    "null, a string or {kind, text, why, file} of strings")
 
 _TORCH = {"version": OPT_STR, "hip": OPT_STR, "cuda": OPT_STR, "git_version": OPT_STR, "arch_flags": [str],
           "cuda_available": bool, "device_count": int, "arch_list": [str], "cuda_error": OPT_STR,
-          "devices": [{"index": int, "name": OPT_STR, "gcn_arch": OPT_STR, "capability": Rule(lambda v: isinstance(v, list) and len(v) == 2 and all(
-                          type(x) is int for x in v), "a [major, minor] pair"), "total_memory": OPT_INT,
-                       "multi_processor_count": OPT_INT}]}
+          # facts/torch_devices.py's description; total_memory and multi_processor_count in older bundles
+          "devices": [{"index": int, "name": OPT_STR, "arch": OPT_STR, "gcn_arch": OPT_STR,
+                       "capability": Rule(lambda v: isinstance(v, list) and len(v) == 2 and all(
+                           type(x) is int for x in v), "a [major, minor] pair"), "total_bytes": OPT_INT,
+                       "total_memory": OPT_INT, "multi_processor_count": OPT_INT}]}
 _INSTALLED = {"installed": bool, "version": OPT_STR, "error": OPT_STR, "import_error": OPT_STR}
-_FLASH_ATTN = {**_INSTALLED, "extension": bool, "extension_error": OPT_STR, "triton_amd_enable": OPT_STR,
+_FLASH_ATTN = {**_INSTALLED, "extension": bool, "extension_error": OPT_STR,
+               "triton_amd_enable": (bool, str, type(None)),
                "func_import": bool, "func_error": OPT_STR}
 _DEEPSPEED = {**_INSTALLED, "torch_info": {"*": SCALAR}, "installed_ops": {"*": SCALAR},
               "compatible_ops_at_install": {"*": SCALAR}, "accelerator": OPT_STR,
@@ -41,6 +48,14 @@ _NVML = {**_INSTALLED, "driver_version": OPT_STR, "cuda_version": OPT_STR,
          "gpus": [{"+index": int, "name": OPT_STR, "memory_total": OPT_INT, "memory_used": OPT_INT,
                    "compute_cap": OPT_STR, "uuid": OPT_STR}]}
 _AMDSMI = {**_INSTALLED, "gpus": [{"+index": int, "name": OPT_STR, "gfx": OPT_STR, "memory_total": OPT_INT}]}
+# facts/extensions.py: each library's code objects as LibraryCode.summary() records them.
+_EXTENSIONS = {"zstandard": OPT_STR, "stopped": OPT_STR, "jit_cache": OPT_STR, "scanned": {"*": int},
+               "libraries": [{"owner": str, "path": str, "size": int, "bytes_read": int, "sections": [str],
+                              "problem": OPT_STR, "truncated": OPT_STR,
+                              "groups": [{"targets": [str], "count": int}],
+                              "unread": [{"why": str, "count": int}]}],
+               "torch_build": {"path": str, "version": OPT_STR, "hip": OPT_STR, "cuda": OPT_STR, "error": OPT_STR},
+               "bitsandbytes": {"dir": str, "version": OPT_STR, "libraries": [str]}}
 
 FACTS = {
     "schema": int, "collected_at": NUM,
@@ -61,7 +76,10 @@ FACTS = {
                "amdsmi": _AMDSMI, "*": dict},
     "probe_runs": {"*": COMMAND},
     "deadline_hit": [str],
-    "recorded_results": [{"id": str, "status": str, "summary": str, "evidence": [str], "fix": OPT_STR,
+    "extensions": _EXTENSIONS,
+    # A recorded fix is {kind, text, why, file} (JSON schema 3) or, in older bundles, one string: Fix.from_dict
+    # reads both, and turns one that no longer passes as a shell line into a note.
+    "recorded_results": [{"id": str, "status": str, "summary": str, "evidence": [str], "fix": FIX,
                           "area": OPT_STR, "data": dict}],
 }
 _ROOT = {"realpath": OPT_STR, "info_version": OPT_STR, "therock_cores": {"*": OPT_STR}, "has_rocminfo": bool}

@@ -12,7 +12,6 @@ import os
 import platform
 import pwd
 import resource
-import shutil
 import stat
 import sys
 import time
@@ -21,11 +20,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any, Callable
 
-from rocmcheck.child import run_child
+from rocmcheck.child import ChildRun, run_child
+from rocmcheck.facts.extensions import collect_extensions
 from rocmcheck.facts.health import collect_kernel_log, node_health
-from rocmcheck.facts.python_probe import parse_probe_output
 from rocmcheck.facts.redact import redact_env
-from rocmcheck.facts.rocm_location import add_root, candidate_roots, observe_layout
+from rocmcheck.facts.rocm_location import add_root, observe_layout
+from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
 from rocmcheck.units import KIB
@@ -43,7 +43,7 @@ ENV_NAMES = (
     "FLASH_ATTENTION_TRITON_AMD_ENABLE", "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL",
     "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "HSA_NO_SCRATCH_RECLAIM",
     "TORCH_BLAS_PREFER_HIPBLASLT", "PYTORCH_TUNABLEOP_ENABLED", "MAX_JOBS", "DS_ACCELERATOR", "DS_BUILD_OPS",
-    "LD_LIBRARY_PATH", "PATH", "container",
+    "LD_LIBRARY_PATH", "PATH", "container", "BNB_CUDA_VERSION", "BNB_ROCM_VERSION",
 )
 ENV_PREFIXES = ("NCCL_", "RCCL_", "HF_", "TRANSFORMERS_", "DS_BUILD_", "HSA_", "HIP_", "ROCM_")
 
@@ -84,6 +84,7 @@ class Facts:
     recorded_results: list[dict[str, Any]] = field(default_factory=list)  # GPU/train stages, for bundles
     node_health: dict[str, Any] = field(default_factory=dict)  # sysfs PCIe/RAS, governors, uptime (facts/health.py)
     launch: dict[str, Any] = field(default_factory=dict)  # the launcher's node rank / world (compare/launch.py), or {}
+    extensions: dict[str, Any] = field(default_factory=dict)  # GPU code in libraries (facts/extensions.py)
 
     def command(self, key: str) -> CommandResult | None:
         return self.commands.get(key)
@@ -175,17 +176,6 @@ def _limits() -> dict[str, Any]:
             "shm_bytes": shm, "mem_total_bytes": mem_total, "cpu_count": os.cpu_count()}
 
 
-def _find_tool(name: str, env: dict[str, str]) -> str | None:
-    found = shutil.which(name)
-    if found:
-        return found
-    for root in candidate_roots(env):
-        cand = os.path.join(root, "bin", name)
-        if os.access(cand, os.X_OK):
-            return cand
-    return None
-
-
 def _package_versions() -> tuple[dict[str, str | None], list[str]]:
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
@@ -226,26 +216,33 @@ PYTHON_PROBES = STACK_PROBES + BINDING_PROBES
 DEADLINE_GRACE_S = 5.0
 
 
-def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> CommandResult:
-    return run_child("rocmcheck.facts.python_probe", {"probes": list(names)}, timeout).command
+def probe_answers(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{probe name: its data} from a python_probe child's events (ChildRun.events: the child protocol already
+    parsed its stdout); events of another kind or shape are left out. Never raises."""
+    return {e["probe"]: e["data"] for e in events
+            if e.get("event") == "probe" and isinstance(e.get("probe"), str) and isinstance(e.get("data"), dict)}
+
+
+def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> ChildRun:
+    return run_child("rocmcheck.facts.python_probe", {"probes": list(names)}, timeout)
 
 
 def _run_group(group: tuple[str, ...], timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
     """One child for the group. If it dies part-way, the probe it was on is the culprit; the ones after it are
     re-run one per child (when it crashed) or left unreported (when it hung: the time is gone)."""
-    res = _python_probe(group, timeout)
-    probes = parse_probe_output(res.stdout)
-    runs: dict[str, CommandResult] = {name: res for name in group if name in probes}
+    run = _python_probe(group, timeout)
+    probes = probe_answers(run.events)
+    runs: dict[str, CommandResult] = {name: run.command for name in group if name in probes}
     missing = [n for n in group if n not in probes]
     if not missing:
         return probes, runs
-    runs[missing[0]] = res  # the child stopped while probing this one
+    runs[missing[0]] = run.command  # the child stopped while probing this one
     for name in missing[1:]:
-        if res.timed_out:
+        if run.hung:
             continue  # not reached: CheckContext.probe_failure says so
         single = _python_probe([name], timeout)
-        runs[name] = single
-        probes.update(parse_probe_output(single.stdout))
+        runs[name] = single.command
+        probes.update(probe_answers(single.events))
     return probes, runs
 
 
@@ -253,10 +250,13 @@ def run_python_probes(timeout: float, stack: bool = True) -> tuple[dict[str, dic
     groups = [STACK_PROBES, BINDING_PROBES] if stack else [BINDING_PROBES]
     probes: dict[str, dict[str, Any]] = {}
     runs: dict[str, CommandResult] = {}
-    with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+    pool = ThreadPoolExecutor(max_workers=len(groups))
+    try:
         for found, ran in pool.map(lambda g: _run_group(g, timeout), groups):
             probes.update(found)
             runs.update(ran)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)  # never wait on an error: see collect_facts
     return probes, runs
 
 
@@ -276,14 +276,14 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
     facts = Facts(collected_at=time.time())
 
     jobs: dict[str, Callable[[], CommandResult]] = {}
-    rocminfo = _find_tool("rocminfo", raw_env)
+    rocminfo = find_tool("rocminfo", raw_env)
     if rocminfo:
         jobs["rocminfo"] = lambda: run_command([rocminfo], timeout=command_timeout_s)
-    hipconfig = _find_tool("hipconfig", raw_env)
+    hipconfig = find_tool("hipconfig", raw_env)
     if hipconfig:
         jobs["hipconfig"] = lambda: run_command([hipconfig, "--full"], timeout=command_timeout_s)
-    amd_smi = _find_tool("amd-smi", raw_env)
-    rocm_smi = _find_tool("rocm-smi", raw_env)
+    amd_smi = find_tool("amd-smi", raw_env)
+    rocm_smi = find_tool("rocm-smi", raw_env)
     if amd_smi:
         jobs["amd-smi-static"] = lambda: run_command([amd_smi, "static", "--json"], timeout=command_timeout_s)
         jobs["amd-smi-version"] = lambda: run_command([amd_smi, "version"], timeout=command_timeout_s)
@@ -291,7 +291,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         jobs["rocm-smi"] = lambda: run_command([rocm_smi], timeout=command_timeout_s)
         jobs["rocm-smi-json"] = lambda: run_command(
             [rocm_smi, "--showproductname", "--showmeminfo", "vram", "--json"], timeout=command_timeout_s)
-    nvidia_smi = shutil.which("nvidia-smi")
+    nvidia_smi = find_tool("nvidia-smi", raw_env)
     if nvidia_smi:
         jobs["nvidia-smi-query"] = lambda: run_command(
             [nvidia_smi, "--query-gpu=" + ",".join(NVIDIA_QUERY_FIELDS), "--format=csv,noheader,nounits"],
@@ -300,14 +300,18 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         jobs["nvidia-smi-health"] = lambda: run_command([nvidia_smi, "-q", "-d", "ECC,PERFORMANCE"],
                                                         timeout=command_timeout_s)
 
-    with ThreadPoolExecutor(max_workers=len(jobs) + 1) as pool:
+    # Not `with`: its exit waits for every job, so an exception here (KeyboardInterrupt while rocminfo hangs) would
+    # be held until the last command's timeout. The jobs end on their own timeouts, or with rocmcheck's stop.
+    pool = ThreadPoolExecutor(max_workers=len(jobs) + 1)
+    try:
         futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}
         # The torch child is the one expensive fact: skipped when no selected check reads it.
         futures[pool.submit(run_python_probes, probe_timeout_s, python_probes)] = ("probe", "python")
-        futures[pool.submit(collect_kernel_log, command_timeout_s)] = ("cmds", "kernel-log-journalctl")
+        futures[pool.submit(collect_kernel_log, command_timeout_s, raw_env)] = ("cmds", "kernel-log-journalctl")
         # Cheap in-process facts while the children run.
         facts.platform = {
-            "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(), "node": platform.node(),
+            "system": platform.system(), "machine": platform.machine(), "kernel": platform.release(),
+            "node": platform.node(),
             "python": platform.python_version(), "executable": sys.executable,
         }
         facts.os_info = os_info()
@@ -322,6 +326,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         facts.rocm_layout = observe_layout(raw_env)
         facts.packages, facts.torch_requires = _package_versions()
         facts.node_health = node_health(raw_env)
+        facts.extensions = collect_extensions(PACKAGES, raw_env)
 
         # Every job's own timeout is clamped to the deadline, so they all end by then; the grace covers the
         # kill and, for the Python probes, a re-run of a crashed probe on its own.
@@ -355,6 +360,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                 facts.commands[key] = placeholder
             else:
                 facts.probe_runs = {name: placeholder for name in (PYTHON_PROBES if python_probes else BINDING_PROBES)}
+    finally:
         pool.shutdown(wait=False, cancel_futures=True)
     _observe_hipconfig_root(facts)
     return facts
@@ -383,7 +389,7 @@ def detect_gpu_archs_why(timeout: float = 10.0) -> tuple[list[str], list[str]]:
     from rocmcheck.knowledge import cuda_arch_from_capability
 
     failures: list[str] = []
-    rocminfo = _find_tool("rocminfo", dict(os.environ))
+    rocminfo = find_tool("rocminfo")
     if rocminfo:
         res = run_command([rocminfo], timeout=timeout)
         report = parse_rocminfo(res.stdout)
@@ -392,7 +398,7 @@ def detect_gpu_archs_why(timeout: float = 10.0) -> tuple[list[str], list[str]]:
             return list(dict.fromkeys(archs)), failures
         if not res.ok:
             failures.append(res.describe_failure())
-    nvidia_smi = shutil.which("nvidia-smi")
+    nvidia_smi = find_tool("nvidia-smi")
     if nvidia_smi:
         res = run_command([nvidia_smi, "--query-gpu=compute_cap", "--format=csv,noheader,nounits"], timeout=timeout)
         if not res.ok:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import glob
 import os
-import shutil
 from collections import Counter
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
 
+from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
 
@@ -49,14 +50,19 @@ def _keep_tail(res: CommandResult) -> CommandResult:
     return res
 
 
-def collect_kernel_log(timeout: float) -> dict[str, CommandResult]:
-    """journalctl -k for this boot, else dmesg. Both attempts are kept: the check says why neither worked."""
-    out: dict[str, CommandResult] = {}
-    if shutil.which("journalctl"):
-        out["kernel-log-journalctl"] = res = _keep_tail(run_command(JOURNALCTL_ARGV, timeout=timeout))
-        if kernel_log_usable(res):
-            return out
-    out["kernel-log-dmesg"] = _keep_tail(run_command(DMESG_ARGV, timeout=timeout))
+def collect_kernel_log(timeout: float, env: Mapping[str, str] | None = None) -> dict[str, CommandResult]:
+    """journalctl -k for this boot, else dmesg. The two run side by side, so together they take at most
+    `timeout`: a hung journald does not cost dmesg its time. dmesg's answer is kept only when journalctl gave
+    nothing usable, and then both attempts are kept: the check says why neither worked (and which hung)."""
+    argvs = {"kernel-log-dmesg": [find_tool("dmesg", env) or DMESG_ARGV[0], *DMESG_ARGV[1:]]}
+    journalctl = find_tool("journalctl", env)
+    if journalctl:
+        argvs = {"kernel-log-journalctl": [journalctl, *JOURNALCTL_ARGV[1:]], **argvs}
+    with ThreadPoolExecutor(max_workers=len(argvs)) as pool:
+        running = {key: pool.submit(run_command, argv, timeout=timeout) for key, argv in argvs.items()}
+        out = {key: _keep_tail(job.result()) for key, job in running.items()}  # run_command never raises
+    if kernel_log_usable(out.get("kernel-log-journalctl")):
+        del out["kernel-log-dmesg"]
     return out
 
 
@@ -80,7 +86,8 @@ def _pci_gpus(root: str) -> list[dict[str, Any]]:
             entry["upstream"] = {"bdf": parent, **{n: _read(os.path.join(parent_dev, n))
                                                    for n in ("max_link_speed", "max_link_width")}}
         if entry["vendor"] == "amd":
-            entry["ras"] = {os.path.basename(p): _read(p) for p in sorted(glob.glob(os.path.join(dev, AMDGPU_RAS_GLOB)))}
+            entry["ras"] = {os.path.basename(p): _read(p)
+                            for p in sorted(glob.glob(os.path.join(dev, AMDGPU_RAS_GLOB)))}
             bad = _read(os.path.join(dev, "ras/gpu_vram_bad_pages"))
             entry["bad_pages"] = None if bad is None else bad[:4096]
             entry["perf_level"] = _read(os.path.join(dev, "power_dpm_force_performance_level"))

@@ -104,18 +104,21 @@ def read_launch(env: Mapping[str, str], hostname: str) -> Launch:
     if "CROSS_RANK" in env:
         return _finish("deepspeed", env, common,
                        rank=_int(env, "RANK"), world=_int(env, "WORLD_SIZE"), local=_int(env, "LOCAL_RANK"),
-                       local_world=_int(env, "LOCAL_SIZE"), node=_int(env, "CROSS_RANK"), nnodes=_int(env, "CROSS_SIZE"))
+                       local_world=_int(env, "LOCAL_SIZE"), node=_int(env, "CROSS_RANK"),
+                       nnodes=_int(env, "CROSS_SIZE"))
     if "OMPI_COMM_WORLD_RANK" in env:
         return _finish("openmpi", env, common,
                        rank=_int(env, "OMPI_COMM_WORLD_RANK"), world=_int(env, "OMPI_COMM_WORLD_SIZE"),
-                       local=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"), local_world=_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE"),
+                       local=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK"),
+                       local_world=_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE"),
                        node=None, nnodes=None)
     if "SLURM_PROCID" in env and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env):
         nodelist = env.get("SLURM_STEP_NODELIST") or env.get("SLURM_JOB_NODELIST") or ""
         if not common["master_addr"] and nodelist:
             common["master_addr"] = first_host(nodelist)
         return _finish("slurm", env, common,
-                       rank=_int(env, "SLURM_PROCID"), world=_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
+                       rank=_int(env, "SLURM_PROCID"),
+                       world=_int(env, "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS"),
                        local=_int(env, "SLURM_LOCALID"), local_world=None, node=_int(env, "SLURM_NODEID"),
                        nnodes=_int(env, "SLURM_STEP_NUM_NODES", "SLURM_NNODES"))
     if "PMI_RANK" in env or "PMIX_RANK" in env:
@@ -139,7 +142,8 @@ def _finish(launcher: str, env: Mapping[str, str], common: dict[str, Any], *, ra
     local = 0 if local is None else local
     if local_world is None and launcher == "slurm":
         # SLURM_TASKS_PER_NODE is "8(x2)" or "2,1"; a uniform count is enough to place the node leader.
-        m = re.fullmatch(r"(\d+)(?:\(x\d+\))?", (env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or "").strip())
+        per_node = env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE") or ""
+        m = re.fullmatch(r"(\d+)(?:\(x\d+\))?", per_node.strip())
         local_world = int(m.group(1)) if m else None
     local_world = local_world or 1
     if node is None and nnodes is None and local_world and world % local_world == 0:

@@ -15,7 +15,9 @@ Three layouts exist in the wild:
 Observation (`observe_layout`, `observe_root`) reads files under a root directory, so tests can lay out
 fake trees, and returns plain JSON-able data (doctor keeps it in its bundle). The choice (`locate_rocm`,
 `rocm_installs`) is a pure function of what was observed, so a saved bundle gives the same answer on
-another machine. `find_rocm` ties the two together for a live machine (build-env).
+another machine. `find_rocm` ties the two together for a live machine (build-env), asking `hipconfig` (found by
+the one tool locator, facts/tools.py) when the variables do not settle it. Which paths count as roots at all is
+rocm_roots.py's rule.
 """
 
 from __future__ import annotations
@@ -27,24 +29,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from rocmcheck.facts.parsers.versions import major_minor, parse_rocm_version_file
+from rocmcheck.facts.rocm_roots import LEGACY_ROOT, ROOT_VARIABLES, candidate_roots, usable_path
+from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
 
-# Variables a person sets to say where ROCm is, in the order torch.utils.cpp_extension reads them
-# (ROCM_HOME first in older torch, ROCM_PATH in current ROCm docs: either wins over every default).
-ROOT_VARIABLES = ("ROCM_PATH", "ROCM_HOME")
-LEGACY_ROOT = "/opt/rocm"
 # Where distributions install ROCm. /usr only: a /usr/local build is made by hand and named by ROCM_PATH.
 DISTRO_PREFIXES = ("/usr",)
 HIPCONFIG_TIMEOUT_S = 10.0
 _READ_LIMIT = 20_000
 
-# A path we are willing to act on and to print into a shell script, dotenv or Dockerfile: absolute, no
-# control characters, no quotes, nothing a parser of those formats would treat specially.
-_PRINTABLE_PATH = re.compile(r"/[^\x00-\x1f\x7f'\"`$\\]*")
 _DEFINE = re.compile(r"^\s*#\s*define\s+(\w+)\s+(\d+)\b", re.MULTILINE)
 _ASSIGN = re.compile(r"^\s*(\w+)\s*=\s*(\d+)\s*$", re.MULTILINE)  # share/hip/version: HIP_VERSION_MAJOR=6
 _VERSIONED_NAME = re.compile(r"(?:rocm|core)-(\d+(?:\.\d+)*)$")
@@ -74,14 +71,6 @@ class RocmLocation:
 
 # ---- observation (reads files; never raises) ---------------------------------------------------------
 
-def usable_path(value: str | None) -> str | None:
-    """An absolute path without characters that could break out of quoting, trailing slash removed."""
-    if not value:
-        return None
-    value = value.strip().rstrip("/") or "/"
-    return value if _PRINTABLE_PATH.fullmatch(value) else None
-
-
 def _read(path: Path) -> str | None:
     return read_head(path, _READ_LIMIT)
 
@@ -108,12 +97,6 @@ def observe_root(path: str, root: str | Path = "/") -> dict[str, Any] | None:
         "hip_version_file": _read(real / "share/hip/version"),
         "hip_runtime": [os.path.basename(p) for p in libs],
     }
-
-
-def candidate_roots(env: Mapping[str, str]) -> list[str]:
-    """ROCM_PATH, ROCM_HOME, /opt/rocm: where a tool that is not on PATH may be (in their bin/)."""
-    roots = [usable_path(env.get(var)) for var in ROOT_VARIABLES] + [LEGACY_ROOT]
-    return [r for r in dict.fromkeys(roots) if r]
 
 
 def observe_layout(env: Mapping[str, str], root: str | Path = "/", extra_roots: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -161,7 +144,7 @@ def _newest(paths: list[str] | tuple[str, ...]) -> str | None:
         m = _VERSIONED_NAME.search(p)
         try:
             return (1, Version(m.group(1))) if m else (0, Version("0"))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() takes
             return (0, Version("0"))
 
     return max(paths, key=key) if paths else None
@@ -320,13 +303,18 @@ def rocm_installs(layout: Mapping[str, Any], hip_version: str | None = None) -> 
 Runner = Callable[..., CommandResult]
 
 
-def find_rocm(env: Mapping[str, str] | None = None, root: str | Path = "/", run: Runner = run_command) -> RocmLocation | None:
-    """locate_rocm on this machine: observe, ask `hipconfig --rocmpath` unless ROCM_PATH/ROCM_HOME settle it."""
+def find_rocm(env: Mapping[str, str] | None = None, root: str | Path = "/",
+              run: Runner = run_command) -> RocmLocation | None:
+    """locate_rocm on this machine: observe, ask `hipconfig --rocmpath` (found by the one tool locator) unless
+    ROCM_PATH/ROCM_HOME settle it."""
     env = os.environ if env is None else env
     layout = observe_layout(env, root)
     if any(_entry(layout, p) for p in filter(None, (usable_path(env.get(v)) for v in ROOT_VARIABLES))):
         return locate_rocm(layout, env)
-    result = run(["hipconfig", "--rocmpath"], timeout=HIPCONFIG_TIMEOUT_S, env=dict(env))
+    hipconfig = find_tool("hipconfig", env)
+    if hipconfig is None:
+        return locate_rocm(layout, env)
+    result = run([hipconfig, "--rocmpath"], timeout=HIPCONFIG_TIMEOUT_S, env=dict(env))
     hip_root = None
     if result.ok and result.stdout.strip():
         hip_root = usable_path(result.stdout.strip().splitlines()[0])

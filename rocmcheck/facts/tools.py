@@ -1,6 +1,6 @@
 """Where an external tool is: the one locator every command uses (doctor, monitor, the probes, build-env).
 
-PATH first, then the bin/ folder of each place ROCm may be (ROCM_PATH, ROCM_HOME, /opt/rocm: rocm_location's
+PATH first, then the bin/ folder of each place ROCm may be (ROCM_PATH, ROCM_HOME, /opt/rocm: rocm_roots'
 candidate roots), because ROCm's installers put rocminfo, amd-smi and hipconfig there without touching PATH.
 Pure of side effects: it only looks at the file system."""
 
@@ -10,7 +10,7 @@ import os
 import shutil
 from typing import Mapping
 
-from rocmcheck.facts.rocm_location import candidate_roots
+from rocmcheck.facts.rocm_roots import candidate_roots
 
 
 def find_tool(name: str, env: Mapping[str, str] | None = None) -> str | None:

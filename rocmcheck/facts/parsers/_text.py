@@ -9,7 +9,10 @@ from typing import Any
 # or as the literal caret text "^[3m" that a terminal copy leaves behind (rocm-smi fixture).
 _ANSI = re.compile(r"(?:\x1b|\^\[)\[?[0-9;?]*[A-Za-z]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_LEADING_INT = re.compile(r"^\s*(-?\d+)")
+_LEADING_INT = re.compile(r"^\s*(-?[0-9]+)")
+# A whole number longer than this is no count, size or index any tool prints (2**64 has 20 digits): it is damage,
+# and Python's int() refuses more than 4300 digits with a ValueError.
+MAX_INT_DIGITS = 30
 _KEY_VALUE = re.compile(r"^\s*([^:]+?)\s*:+\s*(.*?)\s*$")
 
 
@@ -35,12 +38,22 @@ def clean_lines(text: Any) -> list[str]:
     return [strip_ansi(line).rstrip() for line in to_text(text).splitlines()]
 
 
+def to_int(digits: str | None) -> int | None:
+    """A run of ASCII digits (optionally signed) as an int; None when it is not one or has more than
+    MAX_INT_DIGITS digits."""
+    text = (digits or "").strip()
+    bare = text[1:] if text[:1] in "+-" else text
+    if not (bare.isascii() and bare.isdigit()) or len(bare) > MAX_INT_DIGITS:
+        return None
+    return int(text)
+
+
 def leading_int(value: str | None) -> int | None:
     """29857 from "29857(0x74a1)", 64 from "64(0x40)", None from "N/A"."""
     if not value:
         return None
     m = _LEADING_INT.match(value)
-    return int(m.group(1)) if m else None
+    return to_int(m.group(1)) if m else None
 
 
 def split_key_value(line: str) -> tuple[str, str] | None:

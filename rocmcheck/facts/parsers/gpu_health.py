@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rocmcheck.facts.parsers._text import to_int
+
 # PCIe transfer rate per lane (GT/s) -> generation, as sysfs prints it ("16.0 GT/s PCIe").
 GTS_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 # NVML clock event (throttle) reason bits (nvml.h nvmlClocksEventReason*): the ones that mean the GPU is slowed
@@ -40,8 +42,8 @@ def _tree(text: str) -> list[tuple[int, str, str]]:
 
 
 def _int(value: str | None) -> int | None:
-    m = re.match(r"^\s*(\d+)", value or "")
-    return int(m.group(1)) if m else None
+    m = re.match(r"^\s*([0-9]+)", value or "")
+    return to_int(m.group(1)) if m else None
 
 
 def parse_nvidia_smi_q(text: str | None) -> list[dict[str, Any]]:
@@ -90,10 +92,10 @@ def parse_nvidia_smi_q(text: str | None) -> list[dict[str, Any]]:
 
 def pcie_gen(speed_text: str | None) -> int | None:
     """sysfs "32.0 GT/s PCIe" -> 5; amdsmi MT/s 32000 -> 5 (pass the number as text)."""
-    m = re.match(r"^\s*([\d.]+)", speed_text or "")
+    m = re.match(r"^\s*([0-9]+(?:\.[0-9]+)?)", speed_text or "")
     if not m:
         return None
-    rate = float(m.group(1))
+    rate = float(m.group(1))  # finite: at most digits, a point and digits
     if rate > 1000:  # MT/s
         rate /= 1000
     return GTS_TO_GEN.get(rate)
@@ -101,9 +103,9 @@ def pcie_gen(speed_text: str | None) -> int | None:
 
 def parse_ras_count(text: str | None) -> tuple[int | None, int | None]:
     """amdgpu ras/<block>_err_count: "ue: 0\\nce: 3" -> (0, 3)."""
-    ue = re.search(r"ue:\s*(\d+)", text or "")
-    ce = re.search(r"ce:\s*(\d+)", text or "")
-    return (int(ue.group(1)) if ue else None, int(ce.group(1)) if ce else None)
+    ue = re.search(r"ue:\s*([0-9]+)", text or "")
+    ce = re.search(r"ce:\s*([0-9]+)", text or "")
+    return (to_int(ue.group(1)) if ue else None, to_int(ce.group(1)) if ce else None)
 
 
 def count_bad_pages(text: str | None) -> int | None:

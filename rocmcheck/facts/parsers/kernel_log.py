@@ -14,11 +14,13 @@ people paste them and as the doctor records them:
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from rocmcheck.facts.parsers._text import to_int
 from rocmcheck.knowledge import load
 
 # Findings kept per (pattern, device): the first and last time and a count; the evidence never grows
@@ -52,7 +54,7 @@ class Finding:
     severity: str  # "fail" | "warn" | "note"
     title: str
     meaning: str
-    fix: str
+    fix: dict[str, str]  # the next step as kernel_log.json writes it: {"shell", "why"} or {"note"}
     source: str
     device: str | None  # PCI address ("0000:0b:00.0", or "0000:cb:00" from an Xid), or "GPU node-N"
     example: str  # one matching line, shortened
@@ -65,7 +67,8 @@ class Finding:
     def to_dict(self) -> dict[str, Any]:
         return {"pattern": self.pattern_id, "severity": self.severity, "title": self.title, "device": self.device,
                 "count": self.count, "xid": self.xid, "example": self.example,
-                "first": self.first.time_text if self.first else None, "last": self.last.time_text if self.last else None,
+                "first": self.first.time_text if self.first else None,
+                "last": self.last.time_text if self.last else None,
                 "processes": self.processes}
 
 
@@ -100,8 +103,10 @@ def split_line(raw: str) -> LogLine:
     line = _KERNEL_PREFIX.sub("", line, count=1)
     m = _UPTIME_PREFIX.match(line)
     if m:
-        out.uptime_s = float(m.group("uptime"))
-        out.time_text = out.time_text or f"{out.uptime_s:.0f} s after boot"
+        uptime = float(m.group("uptime"))  # digits, a point, digits: a number, infinite when absurdly long
+        out.uptime_s = uptime if math.isfinite(uptime) else None
+        if out.uptime_s is not None:
+            out.time_text = out.time_text or f"{out.uptime_s:.0f} s after boot"
         line = line[m.end():]
     else:
         line = _RELATIVE_PREFIX.sub("", line, count=1)
@@ -116,7 +121,7 @@ class _Pattern:
     severity: str
     title: str
     meaning: str
-    fix: str
+    fix: dict[str, str]
     source: str
 
 
@@ -158,7 +163,7 @@ def parse_kernel_log(text: str | None) -> list[Finding]:
             if not match:
                 continue
             device = _device(pat.id, match, line.text)
-            xid = int(match.group("xid")) if pat.id == "nvidia_xid" else None
+            xid = to_int(match.group("xid")) if pat.id == "nvidia_xid" else None
             severity, title, meaning, fix = pat.severity, pat.title, pat.meaning, pat.fix
             if xid is not None:
                 info = xids.get(str(xid), {})

@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import re
 
-from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na
+from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_int
 from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
 from rocmcheck.units import MIB
 
@@ -21,7 +21,9 @@ _HEADER = {
 # WDDM/TCC on Windows). Names may be cut with "..." when long.
 _GPU_CELL = re.compile(r"^\s*(\d+)\s+(.+?)\s+(On|Off|WDDM|TCC|N/A)\s*$")
 _BUS_CELL = re.compile(r"^\s*([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-9A-Fa-f])")
-_MEMORY = re.compile(r"(\d+)\s*MiB\s*/\s*(\d+)\s*MiB")
+# Bounded runs of digits that start a number: an unbounded \d+ searched along a line of long digit runs (a
+# damaged output) backtracks from every position, quadratic in the line's length.
+_MEMORY = re.compile(r"(?<![0-9])([0-9]{1,30})\s*MiB\s*/\s*([0-9]{1,30})\s*MiB")
 
 
 def parse_nvidia_smi_table(text: str) -> SmiReport:
@@ -47,15 +49,16 @@ def parse_nvidia_smi_table(text: str) -> SmiReport:
         if len(cells) < 2:
             continue
         m = _GPU_CELL.match(cells[0])
-        if m and _BUS_CELL.match(cells[1]):
-            last = SmiGpu(index=int(m.group(1)), product_name=m.group(2).strip())
+        if m and _BUS_CELL.match(cells[1]) and to_int(m.group(1)) is not None:
+            last = SmiGpu(index=to_int(m.group(1)), product_name=m.group(2).strip())
             last.pci_bus = _BUS_CELL.match(cells[1]).group(1)
             report.gpus.append(last)
             continue
         mem = _MEMORY.search(stripped)
         if mem and last is not None and last.vram_total_bytes is None:
-            last.vram_used_bytes = int(mem.group(1)) * MIB
-            last.vram_total_bytes = int(mem.group(2)) * MIB
+            used, total = to_int(mem.group(1)), to_int(mem.group(2))
+            last.vram_used_bytes = used * MIB if used is not None else None
+            last.vram_total_bytes = total * MIB if total is not None else None
     return report
 
 
@@ -119,5 +122,5 @@ def _mib(value: str | None) -> int | None:
     """81559 from "81559" (nounits) or "81559 MiB"; None for anything else."""
     if value is None:
         return None
-    m = re.fullmatch(r"\s*(\d+)\s*(MiB)?\s*", value)
-    return int(m.group(1)) if m else None
+    m = re.fullmatch(r"\s*([0-9]+)\s*(MiB)?\s*", value)
+    return to_int(m.group(1)) if m else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from rocmcheck.facts.parsers._text import clean_lines, leading_int, printable, split_key_value
+from rocmcheck.facts.parsers._text import clean_lines, leading_int, printable, split_key_value, to_int
 from rocmcheck.facts.parsers.models import RocmAgent, RocminfoReport
 from rocmcheck.units import UNIT_BYTES
 
@@ -78,7 +78,7 @@ def parse_rocminfo(text: str) -> RocminfoReport:
         m = _AGENT.match(line)
         if m:
             finish_agent()
-            agent = RocmAgent(index=int(m.group(1)), name="")
+            agent = RocmAgent(index=to_int(m.group(1)) or 0, name="")
             block, pool, pools = "agent", {}, []
             continue
         if agent is None:  # the "HSA System Attributes" block
@@ -221,8 +221,9 @@ def _coarse_grained_bytes(pools: list[dict[str, str]]) -> int | None:
         if [f.strip().upper() for f in flags.split(",")] != ["COARSE GRAINED"]:
             continue
         m = _SIZE.match(pool.get("Size", ""))
-        if m:
-            return int(m.group(1)) * UNIT_BYTES[(m.group(2) or "KB").upper()]
+        size = to_int(m.group(1)) if m else None
+        if size is not None:
+            return size * UNIT_BYTES[(m.group(2) or "KB").upper()]
     return None
 
 

@@ -9,11 +9,12 @@ GPUs, later {"gpu_data": [...]}), so the JSON readers walk whatever shape they g
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import fields
 from typing import Any, Iterable
 
-from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_text
+from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_int, to_text
 from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
 from rocmcheck.units import UNIT_BYTES
 
@@ -25,7 +26,7 @@ _SMI_ERRORS = re.compile(r"((?:ERROR:root:)?Drivers? not (?:initialized|loaded).
 _ROW = re.compile(r"^\s*(\d+)\s+\S")
 _PARTITION = re.compile(r"\b(NPS\d|N/A)\s*,\s*([SDTQC]PX|N/A)(?:\s*,\s*(\d+|N/A))?", re.IGNORECASE)
 _DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
-_PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
+_PERCENT = re.compile(r"(?<![0-9.])([0-9]{1,30}(?:\.[0-9]{1,30})?)%")  # bounded: see nvidia_smi._MEMORY
 _GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*(.*?)\s*:\s*(.*?)\s*$")
 _GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
 
@@ -65,8 +66,8 @@ def parse_rocm_smi(text: str) -> SmiReport:
         if not in_body:
             continue
         m = _ROW.match(line)
-        if m and ("%" in line or "Mhz" in line or "W " in line):
-            last = _concise_row(int(m.group(1)), line, columns)
+        if m and ("%" in line or "Mhz" in line or "W " in line) and to_int(m.group(1)) is not None:
+            last = _concise_row(to_int(m.group(1)), line, columns)
             report.gpus.append(last)
         elif last is not None and not _ROW.match(line) and not last.product_name and line.startswith(" "):
             last.product_name = stripped  # 6.0-era layout: "Name (20 chars)" on the line under its row
@@ -88,7 +89,7 @@ def _concise_row(index: int, line: str, columns: list[str]) -> SmiGpu:
         gpu.partition_id = leading_int(part.group(3))
     percents = _PERCENT.findall(line)
     if len(percents) >= 2 and "VRAM%" in columns and "GPU%" in columns:
-        gpu.vram_used_percent, gpu.util_percent = float(percents[-2]), float(percents[-1])
+        gpu.vram_used_percent, gpu.util_percent = _float(percents[-2]), _float(percents[-1])
     return gpu
 
 
@@ -112,9 +113,9 @@ def parse_rocm_smi_json(text: str) -> SmiReport:
     for key, value in data.items():
         if not isinstance(value, dict):
             continue
-        m = re.fullmatch(r"card(\d+)", str(key).strip(), re.IGNORECASE)
-        if m:
-            per_gpu[int(m.group(1))] = {str(k): str(v) for k, v in value.items()}
+        m = re.fullmatch(r"card([0-9]+)", str(key).strip(), re.IGNORECASE)
+        if m and to_int(m.group(1)) is not None:
+            per_gpu[to_int(m.group(1))] = {str(k): str(v) for k, v in value.items()}
         elif str(key).lower() == "system":
             for k, v in value.items():
                 if "driver version" in str(k).lower():
@@ -127,8 +128,8 @@ def _gpu_key_values(text: str) -> dict[int, dict[str, str]]:
     out: dict[int, dict[str, str]] = {}
     for line in clean_lines(text):
         m = _GPU_KV.match(line)
-        if m:
-            out.setdefault(int(m.group(1)), {})[m.group(2).strip()] = m.group(3).strip()
+        if m and to_int(m.group(1)) is not None:
+            out.setdefault(to_int(m.group(1)), {})[m.group(2).strip()] = m.group(3).strip()
     return out
 
 
@@ -239,11 +240,11 @@ def _amd_smi_blocks(text: str) -> Iterable[tuple[int, dict[str, Any]]]:
     for line in clean_lines(text):
         if not line.strip():
             continue
-        m = re.match(r"^\s*GPU:\s*(\d+)\s*$", line)
-        if m:
+        m = re.match(r"^\s*GPU:\s*([0-9]+)\s*$", line)
+        if m and to_int(m.group(1)) is not None:
             if index is not None:
                 yield index, flat
-            index, flat, sections = int(m.group(1)), {}, []
+            index, flat, sections = to_int(m.group(1)), {}, []
             continue
         if index is None:
             continue
@@ -299,9 +300,15 @@ def _amd_gpu(index: int, flat: dict[str, Any]) -> SmiGpu:
     return gpu
 
 
+# The largest size a tool's report can mean: 2**50 bytes (a PiB), thousands of times the largest GPU memory
+# (MI355X: 288 GB). Above it, or negative, NaN or infinite (`1e999` in JSON), a size is damage: not known.
+MAX_SIZE_BYTES = 1 << 50
+
+
 def size_bytes(value: Any, default_unit: str = "MB") -> int | None:
-    """{"value": 196592, "unit": "MB"}, "196592 MB", 196592 -> bytes (amd-smi's MB is MiB); None for "N/A" or
-    an unknown unit. Shared by the doctor's smi parsers and the monitor's."""
+    """{"value": 196592, "unit": "MB"}, "196592 MB", 196592 -> bytes (amd-smi's MB is MiB); None for "N/A", an
+    unknown unit, or a size that is not a finite number from 0 to MAX_SIZE_BYTES. Shared by the doctor's smi
+    parsers and the monitor's. Never raises."""
     if value is None:
         return None
     if isinstance(value, dict):
@@ -311,11 +318,12 @@ def size_bytes(value: Any, default_unit: str = "MB") -> int | None:
         if not m:
             return None
         number, unit = m.group(1), m.group(2) or default_unit
-    amount = _float(str(number))
+    amount = _float(number)
     factor = UNIT_BYTES.get(unit.strip().upper())
     if amount is None or factor is None:
         return None
-    return int(amount * factor)
+    size = amount * factor
+    return int(size) if 0 <= size <= MAX_SIZE_BYTES else None
 
 
 # ---- combining -----------------------------------------------------------------------------------
@@ -358,8 +366,13 @@ def _load_json(text: str) -> Any:
     return None
 
 
-def _float(value: str | None) -> float | None:
-    try:
-        return float(str(value).strip().rstrip("%"))
-    except (TypeError, ValueError):
+def _float(value: Any) -> float | None:
+    """A finite number from a number or its text ("12.5", "12.5%"), or None: also for true/false, NaN and the
+    infinities (`1e999` in JSON parses as infinity), and for an int too large for a float."""
+    if isinstance(value, bool):
         return None
+    try:
+        number = float(value) if isinstance(value, (int, float)) else float(str(value).strip().rstrip("%"))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None

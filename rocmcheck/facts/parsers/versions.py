@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from rocmcheck.facts.parsers._text import clean_lines
 
@@ -46,5 +46,5 @@ def _local_label(torch_version: str | None) -> str | None:
         return None
     try:
         return Version(torch_version.strip()).local
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() takes
         return torch_version.strip().split("+", 1)[1].lower()
