@@ -87,3 +87,35 @@ def step_once(seconds: int = 300, seed: int = 5) -> tuple[list[float], list[floa
     t, used = flat(seconds, seed)
     jump = seconds // 3
     return t, [u + (3 * GiB if i >= jump else 0) + rng.gauss(0, 10 * MiB) for i, u in enumerate(used)]
+
+
+def kept_logits(seconds: int = 300, step_s: float = 2.0, seed: int = 6,
+                capacity: float = H200) -> tuple[list[float], list[float]]:
+    """A LoRA run that keeps each step's logits: weights 13.5 GiB loaded in 20 s, adapters and their AdamW state
+    under 0.5 GiB, activations of micro-batch 4 x 2048 (~12 GiB, freed after each step); every step keeps its
+    fp32 logits alive (4 x 2048 x 32000 x 4 bytes = 1 GiB). The floor starts low and climbs far: the case
+    where measuring loading against the final floor called the first minutes of the leak "loading"."""
+    rng = random.Random(seed)
+    used = _loading(rng, 20, 13.5 * GiB)
+    base = 14 * GiB
+    for i in range(seconds - len(used)):
+        step = int(i // step_s)
+        phase = (i % step_s) / step_s
+        value = base + step * GiB + (12 * GiB if phase < 0.5 else 0) + rng.gauss(0, 20 * MiB)
+        used.append(min(value, capacity - 256 * MiB))
+    return [float(t) for t in range(seconds)], used
+
+
+def rising_peaks(seconds: int = 300, step_s: float = 6.0, seed: int = 7) -> tuple[list[float], list[float]]:
+    """A sawtooth back to the same floor whose peaks rise: batches grouped by length, longest last (the cache is
+    released after each step, so the floor stays). The floor does not move, its median does: a rule on medians
+    calls this a leak, a rule on floors does not."""
+    rng = random.Random(seed)
+    used = _loading(rng, 40, 14 * GiB)
+    base = 14 * GiB + 50 * GiB
+    steps = (seconds - len(used)) / step_s
+    for i in range(seconds - len(used)):
+        phase = (i % step_s) / step_s
+        act = (10 + 30 * (i // step_s) / steps) * GiB
+        used.append(base + (act if phase < 0.6 else 0) + rng.gauss(0, 20 * MiB))
+    return [float(t) for t in range(seconds)], used

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +15,24 @@ import pytest
 from conftest import FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
 
-from rocmcheck.compare.judge import judge_metric, judge_statuses, judge_values
+from rocmcheck.compare.bundles import GPU_FACETS, METRICS, VERSION_FACETS
+from rocmcheck.compare.judge import (
+    AGREE_ID,
+    CHECK_STATUS_ID,
+    FACET_IDS,
+    KERNEL_LOG_ID,
+    METRIC_IDS,
+    judge_metric,
+    judge_statuses,
+    judge_values,
+)
 from rocmcheck.errors import BadInput
+from rocmcheck.fixes import FixKind, note
 from rocmcheck.outliers import slow_nodes
 from rocmcheck.safe.files import write_atomic
 
 MI300X = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"
+MI300X_SMI = "rocm-smi/mi300x-8gpu-rocm6.2.3-concise-ansi-literal.txt"
 KERNEL_LOG_DIR = Path(__file__).parent / "fixtures" / "kernel-log"
 # bf16 8192^3 GEMM on an H200 x2 in five runs and two sessions (benchmarks/RESULTS.md): the ordinary spread.
 H200_GEMM_TFLOPS = [688.0, 694.0, 681.2, 690.5, 685.0]
@@ -44,9 +57,10 @@ def amd_bundle(tmp_path_factory) -> dict:
     read_fixture(MI300X)
     tmp = tmp_path_factory.mktemp("amd")
     make_tool(tmp / "bin", "rocminfo", stdout_file=FIXTURES_DIR / MI300X)
-    make_tool(tmp / "bin", "rocm-smi", stdout_file=FIXTURES_DIR / "rocm-smi/mi300x-8gpu-rocm6.2.3-concise-ansi-literal.txt")
+    make_tool(tmp / "bin", "rocm-smi", stdout_file=FIXTURES_DIR / MI300X_SMI)
     path = tmp / "amd.json"
-    proc = run_cli("doctor", "--no-gpu-probes", "--no-train", "--save-bundle", str(path), env=env_with_path(tmp / "bin"))
+    proc = run_cli("doctor", "--no-gpu-probes", "--no-train", "--save-bundle", str(path),
+                   env=env_with_path(tmp / "bin"))
     assert proc.returncode in (0, 1), proc.stderr
     doc = json.loads(path.read_text())
     # What a node with the driver loaded records (this box has no amdgpu module).
@@ -81,7 +95,9 @@ def compare_json(*paths: Path) -> tuple[dict, int]:
 
 
 def findings(doc: dict) -> dict[str, list[str]]:
-    return {f["id"]: f["data"]["nodes"] for f in doc["results"]}
+    """{verdict id: the nodes it names}; a check that differs is `compare.check_status[<check id>]`."""
+    return {f["id"] + (f"[{f['data']['check']}]" if f["id"] == "compare.check_status" else ""): f["data"]["nodes"]
+            for f in doc["results"] if f["status"] != "pass"}
 
 
 # ------------------------------------------------------------------------------------------ end to end
@@ -89,7 +105,8 @@ def findings(doc: dict) -> dict[str, list[str]]:
 def test_identical_nodes_name_nothing(cpu_bundle, tmp_path):
     folder = write(tmp_path / "b", {f"node-{i}": as_node(cpu_bundle, f"node-{i}") for i in range(3)})
     doc, rc = compare_json(folder)
-    assert rc == 0 and doc["comparison"] == "same" and doc["results"] == []
+    assert rc == 0 and doc["comparison"] == "same" and doc["verdict"] == "pass"
+    assert [(r["id"], r["status"]) for r in doc["results"]] == [("compare.nodes_agree", "pass")]
     assert [n["label"] for n in doc["nodes"]] == ["node-0", "node-1", "node-2"]
     # gpu.present fails on this CPU box: a problem of every node, reported as such, naming no node.
     assert "gpu.present" in {s["id"] for s in doc["shared_problems"]}
@@ -123,8 +140,10 @@ def test_kernel_log_faults_on_one_node_are_named(amd_bundle, tmp_path):
         "argv": ["journalctl", "-k", "-b"], "returncode": 0, "stdout": journal, "stderr": "", "timed_out": False,
         "not_found": False, "error": None, "duration_s": 0.1, "timeout_s": 20}
     doc, rc = compare_json(write(tmp_path / "b", nodes))
-    assert rc == 1 and list(findings(doc)) == ["compare.kernel_log"]
-    assert findings(doc)["compare.kernel_log"] == ["gpu-2"]
+    assert list(findings(doc)) == ["compare.kernel_log"] and findings(doc)["compare.kernel_log"] == ["gpu-2"]
+    # A GPU reset is a warning: the one exit rule says 0 for warnings (1 is for a failure).
+    assert doc["results"][0]["status"] == "warn" and doc["verdict"] == "warn" and rc == 0
+    assert doc["results"][0]["fix"]["kind"] == "shell"
     assert "gpu-2:" in doc["results"][0]["summary"] and "reset" in doc["results"][0]["summary"].lower()
 
 
@@ -140,7 +159,8 @@ def test_one_machine_over_time_says_what_changed(amd_bundle, tmp_path):
     assert labels == ["gpu-007@2025-11-24 16:00", "gpu-007@2025-12-01 14:40"]
     f = {x["id"]: x for x in doc["results"]}
     assert set(f) == {"compare.driver", "compare.gemm_tflops"}
-    assert f["compare.driver"]["summary"].startswith("GPU driver changed since gpu-007@2025-11-24 16:00: amdgpu 6.8.5 -> amdgpu 6.7.0")
+    assert f["compare.driver"]["summary"].startswith(
+        "GPU driver changed since gpu-007@2025-11-24 16:00: amdgpu 6.8.5 -> amdgpu 6.7.0")
     assert ("gpu-007@2025-12-01 14:40 540.0 TFLOP/s (-22%) against 688.0 TFLOP/s in gpu-007@2025-11-24 16:00"
             in f["compare.gemm_tflops"]["summary"])
 
@@ -150,7 +170,8 @@ def test_cpu_box_against_an_amd_node_names_the_real_differences(cpu_bundle, amd_
     doc, rc = compare_json(folder)
     found = findings(doc)
     assert rc == 1
-    assert {"compare.gpu_count", "compare.gpu_model", "compare.driver", "compare.gpu.present"} <= set(found)
+    assert {"compare.gpu_count", "compare.gpu_model", "compare.driver",
+            "compare.check_status[gpu.present]"} <= set(found)
     row = {r["key"]: r["cells"] for r in doc["table"]}
     assert row["gpu_count"] == {"mi300x-box": "8", "cpu-box": "0"}
     # Versions that are the same on both (same Python environment) are not named.
@@ -188,7 +209,8 @@ def test_per_node_doctor_one_bundle_per_node(tmp_path):
     again = run_cli(*args, env={**base, "RANK": "0", "LOCAL_RANK": "0"})
     assert again.returncode == 2 and "use --force" in again.stderr and again.stderr.count("\n") == 1
     forced = run_cli(*args, "--force", env={**base, "RANK": "0", "LOCAL_RANK": "0"})
-    assert forced.returncode == 0 and json.loads(bundle.read_text())["facts"]["collected_at"] > doc["facts"]["collected_at"]
+    assert forced.returncode == 0
+    assert json.loads(bundle.read_text())["facts"]["collected_at"] > doc["facts"]["collected_at"]
 
 
 # ------------------------------------------------------------------------------------------ pure judges
@@ -205,10 +227,13 @@ def test_slow_nodes_uses_median_and_mad():
 
 
 def test_metric_judge_names_only_the_slow_side():
-    fast = judge_metric("gemm_tflops", "bf16 GEMM", "TFLOP/s", {"a": 680.0, "b": 690.0, "c": 900.0}, "probe.gemm_tflops")
+    fast = judge_metric("gemm_tflops", "bf16 GEMM", "TFLOP/s", {"a": 680.0, "b": 690.0, "c": 900.0},
+                        "probe.gemm_tflops")
     assert fast is None  # a faster node is not a problem
-    slow = judge_metric("allreduce_busbw", "all-reduce", "GB/s", {"a": 279.5, "b": 260.8, "c": 140.0}, "probe.collective")
-    assert slow is not None and slow.data["nodes"] == ["c"] and "rocmcheck probe collective" in slow.fix
+    slow = judge_metric("allreduce_busbw", "all-reduce", "GB/s", {"a": 279.5, "b": 260.8, "c": 140.0},
+                        "probe.collective")
+    assert slow is not None and slow.data["nodes"] == ["c"] and slow.fix.text == "rocmcheck probe collective --json"
+    assert slow.id == "compare.allreduce_busbw"
 
 
 def test_values_judge_majority_and_split():
@@ -223,9 +248,13 @@ def test_values_judge_majority_and_split():
 
 def test_status_judge_ignores_absent_checks_and_names_the_worse_node():
     assert judge_statuses("x.y", {"a": "pass", "b": None}, {}, {}) is None
-    r = judge_statuses("host.iommu", {"a": "pass", "b": "fail", "c": "pass"},
-                       {"b": "iommu=pt missing"}, {"b": "add iommu=pt"})
-    assert r is not None and r.data["nodes"] == ["b"] and r.fix == "add iommu=pt" and "iommu=pt missing" in r.summary
+    fix = note("add iommu=pt")
+    r = judge_statuses("host.iommu", {"a": "pass", "b": "fail", "c": "pass"}, {"b": "iommu=pt missing"}, {"b": fix})
+    assert r is not None and r.data["nodes"] == ["b"] and r.fix is fix and "iommu=pt missing" in r.summary
+    assert r.id == "compare.check_status" and r.data["check"] == "host.iommu" and "host.iommu" in r.summary
+    # Without a recorded fix: the doctor on that node, the check's id a quoted word of the line.
+    r = judge_statuses("host.iommu", {"a": "pass", "b": "fail"}, {}, {})
+    assert r.fix.kind is FixKind.SHELL and r.fix.text == "rocmcheck doctor --only host.iommu -v"
     # Over time, getting better is not a finding.
     assert judge_statuses("host.iommu", {"old": "fail", "new": "pass"}, {}, {}, over_time=True) is None
 
@@ -240,3 +269,93 @@ def test_bundle_is_written_whole_and_never_overwritten_without_force(tmp_path):
     write_atomic(target, json.dumps({"a": 3}), force=True)
     assert json.loads(target.read_text()) == {"a": 3}
     assert [p.name for p in target.parent.iterdir()] == ["node-1.json"]  # no temporary file left behind
+
+
+# ------------------------------------------------------------------------------------------ hostile bundles
+
+def _paste_block(stdout: str) -> list[str]:
+    """The lines under "Fixes (paste a line ...)": what a person pastes."""
+    if "paste a line" not in stdout:
+        return []
+    block = stdout.split("paste a line", 1)[1].split("\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line.startswith(("Edit these files:", "What to do by hand:")):
+            break
+        if line.strip():
+            lines.append(line)
+    return lines
+
+
+def test_host_names_and_versions_from_bundles_are_data_in_every_fix(cpu_bundle, tmp_path):
+    """A newline in a host name must not start a command, a `;` in a version must not run one (the fix block is
+    pasted into a shell): both stay inside one quoted word or a comment."""
+    evil_host = "node3\ntouch PWNED_HOST #"
+    evil_version = "2.5.1; touch PWNED_VALUE; #"
+    nodes = {f"n{i}": as_node(cpu_bundle, host) for i, host in enumerate(["node1", "node2", evil_host])}
+    for name in ("n0", "n1"):
+        nodes[name]["facts"]["packages"]["torch"] = evil_version
+        nodes[name]["facts"]["probes"]["torch"]["version"] = evil_version
+    folder = write(tmp_path / "b", nodes)
+    proc = run_cli("compare", str(folder))
+    assert proc.returncode == 1, proc.stderr
+    lines = _paste_block(proc.stdout)
+    pip = [line for line in lines if line.startswith("pip install torch")]
+    assert pip == ["pip install torch=='2.5.1; touch PWNED_VALUE; #'  # on node3 touch PWNED_HOST #: every node "
+                   "must run the same torch build (or the same image)"]
+    assert not [line for line in lines if line.lstrip().startswith("touch")]
+    checked = subprocess.run(["bash", "-n"], input="\n".join(lines) + "\n", text=True, capture_output=True)
+    assert checked.returncode == 0, checked.stderr
+    doc, _ = compare_json(folder)
+    assert all("\n" not in n["label"] for n in doc["nodes"])
+
+
+def test_a_warning_alone_exits_0_and_a_failure_1(amd_bundle, tmp_path):
+    nodes = {f"gpu-{i}": as_node(amd_bundle, f"gpu-{i}", gemm=H200_GEMM_TFLOPS[i]) for i in range(3)}
+    nodes["gpu-3"] = as_node(amd_bundle, "gpu-3", gemm=round(690.0 * 0.8, 1))  # slower GEMM: a warning
+    doc, rc = compare_json(write(tmp_path / "warn", nodes))
+    assert list(findings(doc)) == ["compare.gemm_tflops"] and doc["verdict"] == "warn" and rc == 0
+    nodes["gpu-1"]["facts"]["files"]["/sys/module/amdgpu/version"] = "6.7.0\n"  # another driver: a failure
+    doc, rc = compare_json(write(tmp_path / "fail", nodes))
+    assert doc["verdict"] == "fail" and rc == 1
+
+
+def test_collection_times_no_clock_can_show_are_unknown(cpu_bundle, tmp_path):
+    nodes = {f"t{i}": as_node(cpu_bundle, "gpu-007", collected_at=when)
+             for i, when in enumerate([float("nan"), 1.0, -1e18])}
+    proc = run_cli("compare", "--json", str(write(tmp_path / "b", nodes)))
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["mode"] == "over_time" and sorted(n["collected_at"] for n in doc["nodes"]) == [0.0, 0.0, 1.0]
+    # Two unknown times cannot tell their bundles apart: their file names do.
+    assert sorted(n["label"] for n in doc["nodes"]) == ["gpu-007:t0.json", "gpu-007:t2.json",
+                                                        "gpu-007@1970-01-01 00:00"]
+
+
+def test_facets_of_a_bundle_that_was_not_redacted_are_redacted(cpu_bundle, tmp_path):
+    token = "hf_" + "Zq9" * 10
+    nodes = {f"n{i}": as_node(cpu_bundle, f"n{i}") for i in range(3)}
+    nodes["n2"]["facts"]["packages"]["transformers"] = f"4.0.0 token={token}"
+    nodes["n2"]["facts"]["os_info"]["name"] = "Linux https://admin:s3cretpass@mirror.example.com/"
+    folder = write(tmp_path / "b", nodes)
+    for args in (("--json",), ("-v",)):
+        proc = run_cli("compare", *args, str(folder))
+        assert proc.returncode in (0, 1), proc.stderr
+        assert token not in proc.stdout and "s3cretpass" not in proc.stdout
+        assert "<redacted>" in proc.stdout and "mirror.example.com" in proc.stdout
+
+
+def test_a_fifo_is_named_for_what_it_is(cpu_bundle, tmp_path):
+    fifo = tmp_path / "node.json"
+    os.mkfifo(fifo)
+    one = write(tmp_path / "one", {"a": cpu_bundle})
+    proc = run_cli("compare", str(fifo), str(one / "a.json"), timeout=60)
+    assert proc.returncode == 2 and "FIFO" in proc.stderr and "no such file" not in proc.stderr
+    assert proc.stderr.count("\n") == 1
+
+
+def test_verdict_ids_are_written_out_and_documented():
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "compare.md").read_text()
+    assert set(FACET_IDS) == {key for key, _ in VERSION_FACETS + GPU_FACETS} and set(METRIC_IDS) == set(METRICS)
+    for verdict_id in [*FACET_IDS.values(), *METRIC_IDS.values(), CHECK_STATUS_ID, KERNEL_LOG_ID, AGREE_ID]:
+        assert f"`{verdict_id}`" in docs, verdict_id

@@ -13,9 +13,10 @@ from rocmcheck.facts.launch import DEFAULT_MASTER_PORT, Launch, first_host, node
 from rocmcheck.probes.across import judge_cross_node, run_cross_node_stage
 
 # What srun -N2 --ntasks-per-node=8 gives task 11 (Slurm 22.05 seen here under srun -N1 -n2, scaled to two nodes).
-SLURM = {"SLURM_JOB_ID": "4211", "SLURM_STEP_ID": "0", "SLURM_PROCID": "11", "SLURM_LOCALID": "3", "SLURM_NODEID": "1",
-         "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "16", "SLURM_NTASKS": "16", "SLURM_STEP_TASKS_PER_NODE": "8(x2)",
-         "SLURM_STEP_NODELIST": "gpu-[007-008]", "SLURM_JOB_NODELIST": "gpu-[007-008]"}
+SLURM = {"SLURM_JOB_ID": "4211", "SLURM_STEP_ID": "0", "SLURM_PROCID": "11", "SLURM_LOCALID": "3",
+         "SLURM_NODEID": "1", "SLURM_NNODES": "2", "SLURM_STEP_NUM_NODES": "2", "SLURM_STEP_NUM_TASKS": "16",
+         "SLURM_NTASKS": "16", "SLURM_STEP_TASKS_PER_NODE": "8(x2)", "SLURM_STEP_NODELIST": "gpu-[007-008]",
+         "SLURM_JOB_NODELIST": "gpu-[007-008]"}
 # torchrun's agent (local_elastic_agent.py) for node 1 of 2 with 8 processes each, c10d rendezvous.
 TORCHRUN = {"RANK": "9", "LOCAL_RANK": "1", "GROUP_RANK": "1", "GROUP_WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "8",
             "WORLD_SIZE": "16", "MASTER_ADDR": "gpu-007", "MASTER_PORT": "29500", "TORCHELASTIC_RUN_ID": "doc1",
@@ -91,7 +92,8 @@ def test_torchrun_really_sets_what_is_read():
             "print(json.dumps(read_launch(os.environ, platform.node()).to_dict()))")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
                            "--no-python", sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    seen = sorted((json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")), key=lambda d: d["rank"])
+    seen = sorted((json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")),
+                  key=lambda d: d["rank"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert [(d["launcher"], d["rank"], d["local_rank"], d["node_rank"], d["nnodes"]) for d in seen] == [
         ("torchrun", 0, 0, 0, 1), ("torchrun", 1, 1, 0, 1)]
@@ -129,7 +131,7 @@ def test_a_node_that_never_comes_is_named_within_the_deadline():
     only_first = _nodes(2)[0]
     r = run_cross_node_stage(only_first, timeout_s=16, cpu=True)[0]
     assert r.status.value == "fail" and r.data["missing_nodes"] == [1]
-    assert "node(s) 1 of 2 never joined the rendezvous at 127.0.0.1:" in r.summary and "nc -zv" in r.fix
+    assert "node(s) 1 of 2 never joined the rendezvous at 127.0.0.1:" in r.summary and "nc -zv" in r.fix.text
 
 
 def test_a_node_that_joins_then_goes_silent_ends_as_a_verdict():
@@ -153,7 +155,7 @@ def test_a_node_that_joins_then_goes_silent_ends_as_a_verdict():
     # gloo gives up on the missing rank (an error) or the child's deadline ends it (a hang): a verdict either way.
     assert (r.summary.startswith("cross-node collective failed across 2 nodes")
             or "hung: no answer within 30 s (after all 2 nodes joined)" in r.summary), r.summary
-    assert "NCCL_DEBUG=INFO" in r.fix
+    assert "NCCL_DEBUG=INFO" in r.fix.text
 
 
 def test_no_rank_no_rendezvous():
@@ -162,7 +164,7 @@ def test_no_rank_no_rendezvous():
     assert "no launcher told this process its node rank" in run_cross_node_stage(pdsh_like)[0].summary
     hydra = read_launch(HYDRA, "n2")
     r = run_cross_node_stage(hydra)[0]
-    assert r.status.value == "fail" and "MASTER_ADDR" in r.fix
+    assert r.status.value == "fail" and "MASTER_ADDR" in r.fix.text
 
 
 def _pair(busbw: float) -> dict:
@@ -172,7 +174,8 @@ def _pair(busbw: float) -> dict:
 def test_cross_node_judge_names_the_node_slow_in_both_its_pairs():
     op = {"ok": True, "bytes": 67108864, "ms": 4.0, "algbw_gbps": 20.0, "busbw_gbps": 35.0}
     data = {"world": 32, "backend": "nccl", "hosts": ["a", "b", "c", "d"], "procs": [8, 8, 8, 8],
-            "all_reduce": op, "all_gather": op, "nodes": {str(i): {"local": {"all_reduce": _pair(300.0)["all_reduce"]}} for i in range(4)},
+            "all_reduce": op, "all_gather": op,
+            "nodes": {str(i): {"local": {"all_reduce": _pair(300.0)["all_reduce"]}} for i in range(4)},
             # c's NIC is slow: both pairs with c crawl; its neighbours b and d each have one good pair.
             "pairs": {"0-1": _pair(45.0), "1-2": _pair(11.0), "2-3": _pair(10.5), "3-0": _pair(44.0)}}
     r = judge_cross_node(data, 2)

@@ -17,7 +17,8 @@ import pytest
 from conftest import FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
 
-from rocmcheck.facts.python_probe import parse_probe_output
+from rocmcheck.child import parse_events
+from rocmcheck.facts.collect import probe_answers
 
 MI300X_ROCMINFO = "rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt"
 
@@ -49,7 +50,7 @@ def probe(name: str, env=None) -> dict:
     out = subprocess.run([sys.executable, "-m", "rocmcheck.facts.python_probe", "--request",
                           json.dumps({"probes": [name]})], capture_output=True, text=True,
                          env=env, timeout=60).stdout
-    return parse_probe_output(out)[name]
+    return probe_answers(parse_events(out)[0])[name]
 
 
 def stand_in(tmp_path, module: str, source: str) -> dict:
@@ -97,7 +98,8 @@ def test_amdsmi_memory_and_names_feed_the_gpu_list(tmp_path):
 def test_amdsmi_absent_or_failing_is_recorded(tmp_path):
     real = probe("amdsmi")  # absent, or AMD's PyPI package without ROCm's library (the test extra installs it)
     assert real == {"installed": False} or real.get("library_missing") is True
-    env = stand_in(tmp_path, "amdsmi", "def amdsmi_init():\n    raise RuntimeError('AMDSMI_STATUS_DRIVER_NOT_LOADED')\n")
+    failing = "def amdsmi_init():\n    raise RuntimeError('AMDSMI_STATUS_DRIVER_NOT_LOADED')\n"
+    env = stand_in(tmp_path, "amdsmi", failing)
     data = probe("amdsmi", env)
     assert data["installed"] is True and "DRIVER_NOT_LOADED" in data["error"] and data["driver_not_loaded"] is True
 
@@ -120,3 +122,63 @@ def test_real_amdsmi_without_its_library_is_a_recorded_fact():
                            "--only", "gpu,rocm,driver"], capture_output=True, text=True, timeout=120)
     report = json.loads(proc.stdout)
     assert not [r for r in report["results"] if r["status"] == "crash"]
+
+
+# ---- one binding for the doctor and the monitor ---------------------------------------------------------------
+
+def test_only_facts_bindings_imports_the_vendor_bindings():
+    """NVML and amdsmi are bound once (rocmcheck/facts/bindings.py): the doctor's probe and the monitor's
+    readers both go through it."""
+    import ast
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "rocmcheck"
+    importers = set()
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n.split(".")[0] in ("pynvml", "amdsmi") for n in names):
+                importers.add(str(path.relative_to(package.parent)))
+    assert importers == {"rocmcheck/facts/bindings.py"}
+
+
+READ_WITH_MONITOR = ("import json, sys; from rocmcheck.monitor.sampler import open_reader; "
+                     "reader, tried = open_reader(sys.argv[1]); assert reader is not None, tried; "
+                     "samples, procs = reader.read(); reader.close(); "
+                     "print(json.dumps({'samples': [s.to_dict() for s in samples], 'uuids': reader.uuids}))")
+
+
+def monitor_reading(backend: str, env: dict) -> dict:
+    proc = subprocess.run([sys.executable, "-c", READ_WITH_MONITOR, backend], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_doctor_and_monitor_read_one_nvml_stand_in_alike(tmp_path):
+    env = stand_in(tmp_path, "pynvml", FAKE_PYNVML)
+    doctor = probe("nvml", env)
+    monitor = monitor_reading("nvml", env)
+    assert [s["used_bytes"] for s in monitor["samples"]] == [g["memory_used"] for g in doctor["gpus"]]
+    assert [s["total_bytes"] for s in monitor["samples"]] == [g["memory_total"] for g in doctor["gpus"]]
+    assert list(monitor["uuids"].values()) == [g["uuid"] for g in doctor["gpus"]]
+    # The stand-in has no power or clock calls (an old binding): those fields are unknown, the reading stands.
+    assert monitor["samples"][0]["power_w"] is None and monitor["samples"][0]["sm_clock_mhz"] is None
+
+
+FAKE_AMDSMI_MONITORED = FAKE_AMDSMI + '''
+def amdsmi_get_gpu_vram_usage(h): return {"vram_total": 196592, "vram_used": 283}
+def amdsmi_get_gpu_device_uuid(h): return "uuid-" + h
+def amdsmi_get_power_info(h): return {"current_socket_power": "N/A", "average_socket_power": 131}
+def amdsmi_get_gpu_process_list(h): return [{"pid": 4242, "memory_usage": {"vram_mem": 1048576}}] if h == "h1" else []
+'''
+
+
+def test_doctor_and_monitor_read_one_amdsmi_stand_in_alike(tmp_path):
+    env = stand_in(tmp_path, "amdsmi", FAKE_AMDSMI_MONITORED)
+    doctor = probe("amdsmi", env)
+    monitor = monitor_reading("amdsmi", env)
+    assert [s["total_bytes"] for s in monitor["samples"]] == [g["memory_total"] for g in doctor["gpus"]]
+    assert monitor["samples"][0]["used_bytes"] == 283 * 2**20 and monitor["samples"][0]["power_w"] == 131
+    assert monitor["uuids"] == {"0": "uuid-h0", "1": "uuid-h1"}

@@ -10,7 +10,15 @@ import textwrap
 
 import pytest
 
-from rocmcheck.monitor.leak import find_filling_line, group_by_stack, keep_instead, surviving_allocations
+from rocmcheck.fixes import FixKind
+from rocmcheck.monitor.leak import (
+    advice_fix,
+    code_of,
+    find_filling_line,
+    group_by_stack,
+    keep_instead,
+    surviving_allocations,
+)
 from rocmcheck.units import MIB as MiB
 
 TORCH = "/usr/lib/python3.11/site-packages/torch"
@@ -104,8 +112,25 @@ def test_filling_line_and_advice(user_code):
     lines = open(user_code).read().splitlines()
     assert find_filling_line(lines, 1, "losses") == (16, "losses.append(loss)")
     assert find_filling_line(lines, 1, "nothing") is None
-    assert keep_instead("losses.append(loss)", 1, True) == "keep `loss.item()` instead"
-    assert keep_instead("cache[k] = out", 4096, True).startswith("keep `out.detach()`")
+    assert keep_instead("losses.append(loss)", 1, True).text == "keep `loss.item()` instead"
+    assert keep_instead("cache[k] = out", 4096, True).text.startswith("keep `out.detach()`")
+    fix = advice_fix(keep_instead("losses.append(loss)", 1, True), user_code, 16, "losses.append(loss)")
+    assert fix.kind is FixKind.EDIT and fix.file == user_code
+    assert fix.text == "line 16: `losses.append(loss)` -> `losses.append(loss.item())`"
+
+
+def test_advice_for_a_view_is_a_copy_and_never_pastes_the_comment():
+    line = "kept.append(out.logits[:, -1])  # LEAK: keeps the whole logits alive"
+    advice = keep_instead(line, 4 * 32000, True, view=True)
+    assert advice.instead == "out.logits[:, -1].detach().clone()" and "#" not in advice.text
+    assert "LEAK" not in advice_fix(advice, "train.py", 88, line).text
+    # Already detached: .detach() of a view keeps its base's storage, so the advice is the copy, not .detach().
+    detached = keep_instead("kept.append(out.logits[:, -1].detach())", 4 * 32000, False, view=True, on_gpu=True)
+    assert detached.instead == "out.logits[:, -1].detach().cpu()"
+    # Without the line there is no expression to name: words, never `the tensor.detach()`.
+    unknown = keep_instead("", 4096, True)
+    assert "the tensor" not in unknown.text and advice_fix(unknown, None, None, "").kind is FixKind.NOTE
+    assert code_of('name = "a # b"  # comment') == 'name = "a # b"'
 
 
 def run_script(tmp_path, body: str) -> subprocess.CompletedProcess:
@@ -130,7 +155,7 @@ LOOP = """
             opt.zero_grad()
             {keep}
     r = watch.report.result() if watch.report else None
-    print("RESULT", r.status.value if r else None, "|", r.summary if r else "", "|", r.fix if r else "")
+    print("RESULT", r.status.value if r else None, "|", r.summary if r else "", "|", r.fix.line() if r else "")
 """
 
 
@@ -176,3 +201,61 @@ def test_trainer_callback_is_a_real_trainer_callback(tmp_path):
     cb.on_train_end(args, state, control)
     assert cb.watch.report is not None and cb.watch.report.holders
     assert cb.watch.report.holders[0].holder.startswith("list `kept`")
+
+
+LOGITS_LOOP = """
+    import torch
+    from rocmcheck.monitor.leak import leak_watch
+
+    torch.manual_seed(0)
+    vocab, hidden, batch, seq = 4000, 64, 8, 256  # logits: 8 x 256 x 4000 fp32 = 31 MiB a step
+    model = torch.nn.Sequential(torch.nn.Embedding(vocab, hidden), torch.nn.Linear(hidden, vocab))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    kept = []
+    with leak_watch(opt, out_dir=".") as watch:
+        for step in range(12):
+            tokens = torch.randint(0, vocab, (batch, seq))
+            logits = model(tokens)
+            loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), tokens.flatten())
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            {keep}
+            del logits, loss
+    r = watch.report.result() if watch.report else None
+    print("RESULT", r.status.value if r else None, "|", r.summary if r else "")
+    if r is not None:
+        import json
+        print("FIX", json.dumps(r.fix.to_dict()))
+"""
+
+
+def _leak_run(tmp_path, keep: str) -> tuple[str, dict | None]:
+    import json
+
+    proc = run_script(tmp_path, LOGITS_LOOP.format(keep=keep))
+    result = next(line for line in proc.stdout.splitlines() if line.startswith("RESULT"))
+    fix = next((json.loads(line[4:]) for line in proc.stdout.splitlines() if line.startswith("FIX ")), None)
+    return result, fix
+
+
+FIXED_LINE = "kept.append(logits[:, -1].detach().clone())"
+
+
+@pytest.mark.parametrize("keep", ["kept.append(logits[:, -1])  # LEAK: the last position, for a metric",
+                                  "kept.append(logits[:, -1].detach())  # LEAK: detached, still the whole logits"])
+def test_a_kept_slice_of_the_logits_gets_an_edit_that_keeps_a_copy(tmp_path, keep):
+    """A real leaking loop keeps the last position's logits: the slice (graph or not) holds the whole 31 MiB
+    logits tensor of its step, and resident memory climbs by that much a step. The finder's fix is an edit of
+    the loop's line (its code, not its comment) that keeps a copy."""
+    result, fix = _leak_run(tmp_path, keep)
+    assert result.startswith("RESULT fail") and "list `kept`" in result, result
+    assert fix["kind"] == "edit" and fix["file"].endswith("loop.py")
+    before, after = fix["text"].split(": ", 1)[1].split(" -> ")
+    assert before == f"`{code_of(keep)}`" and "#" not in fix["text"] and "LEAK" not in fix["text"]
+    assert after == f"`{FIXED_LINE}`"
+
+
+def test_the_loop_with_that_edit_no_longer_leaks(tmp_path):
+    result, _ = _leak_run(tmp_path, FIXED_LINE)
+    assert result.startswith("RESULT None"), result  # the baseline no longer rises: nothing to watch

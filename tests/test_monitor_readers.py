@@ -3,12 +3,17 @@ PATH that print recorded outputs, fail, or print nothing."""
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
+import subprocess
+import sys
 
 import pytest
 from conftest import PROJECT_FIXTURES_DIR, read_fixture
 from fakes import env_with_path, make_tool
 
+from rocmcheck.facts.tools import find_tool
 from rocmcheck.monitor.sampler import READERS, ReaderError, open_reader
 from rocmcheck.units import MIB
 
@@ -69,3 +74,23 @@ def test_a_failing_or_silent_tool_is_refused_with_its_reason(bin_dir, tool):
     assert reader is None and tried == [f"{tool}: {tool} printed no GPU"]
     with pytest.raises(ReaderError):
         READERS[tool]()
+
+
+def test_a_tool_only_under_the_rocm_root_is_found_as_the_doctor_finds_it(tmp_path):
+    """ROCm's installers put amd-smi in $ROCM_PATH/bin without touching PATH: the doctor finds it there
+    (rocmcheck.facts.tools.find_tool), and so must the monitor."""
+    root = tmp_path / "rocm-6.2.0"
+    make_tool(root / "bin", "amd-smi", stdout_file=AMD_MONITOR)
+    env = {"PATH": "/usr/bin:/bin", "ROCM_PATH": str(root)}
+    assert find_tool("amd-smi", env) == str(root / "bin" / "amd-smi")
+    reader, _ = open_reader("amd-smi", env)
+    assert reader is not None and reader.tool == str(root / "bin" / "amd-smi")
+    assert reader.read()[0][0].used_bytes == 1235 * MIB
+    # End to end: PATH has no amd-smi; the monitor reads it from under ROCM_PATH.
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "monitor", "--quiet", "--backend", "amd-smi", "--out",
+                           str(out), "--", sys.executable, "-c", "import time; time.sleep(0.5)"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert proc.returncode in (0, 3), proc.stderr
+    verdict = json.loads(next(out.glob("verdict-*.json")).read_text())
+    assert verdict["reader"] == "amd-smi" and "via amd-smi" in proc.stderr

@@ -61,10 +61,20 @@ def test_exit_code_and_output_pass_through_byte_exact(tmp_path):
 
 
 def test_child_that_exits_at_once_and_one_killed_by_a_signal(tmp_path):
-    assert monitor(["--", "true"], tmp_path).returncode == 0
+    # No GPU reader here: the command succeeded, nothing could be judged: NOT JUDGED, exit 3 (the one rule).
+    proc = monitor(["--", "true"], tmp_path)
+    assert proc.returncode == 3 and b"Verdict: NOT JUDGED" in proc.stderr and b"PASS" not in proc.stderr
+    # With a GPU to read the same command is judged (the peak against capacity): exit 0.
+    assert monitor(["--", "true"], tmp_path / "gpu", env=fake_nvidia_smi(tmp_path / "gpu")).returncode == 0
     killed = monitor(["--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
                      tmp_path / "b")
     assert killed.returncode == 128 + signal.SIGKILL
+
+
+def test_a_failed_command_exits_with_its_own_code_whatever_the_verdicts(tmp_path):
+    env = fake_nvidia_smi(tmp_path)
+    assert monitor(["--", sys.executable, "-c", "import sys; sys.exit(5)"], tmp_path, env=env).returncode == 5
+    assert monitor(["--", sys.executable, "-c", "import sys; sys.exit(5)"], tmp_path / "n").returncode == 5
 
 
 def test_command_not_found_is_127(tmp_path):
@@ -116,7 +126,8 @@ def test_attach_to_a_running_pid(tmp_path):
         proc = monitor(["--pid", str(sleeper.pid)], tmp_path)
     finally:
         sleeper.wait(timeout=30)
-    assert proc.returncode == 0 and f"pid {sleeper.pid}".encode() in proc.stderr
+    # Nothing to read the GPUs with here: the one rule's "nothing could be judged", exit 3.
+    assert proc.returncode == 3 and f"pid {sleeper.pid}".encode() in proc.stderr
     assert monitor(["--pid", "999999999"], tmp_path / "x").returncode == 2  # bad input: one line, exit 2
 
 
@@ -138,7 +149,8 @@ args = " ".join(sys.argv[1:])
 if "--query-compute-apps" in args:
     print("gpu_uuid, pid, used_gpu_memory [MiB]")
     sys.exit(0)
-print("index, uuid, memory.used [MiB], memory.total [MiB], power.draw [W], utilization.gpu [%], temperature.gpu, clocks.sm [MHz], clocks.mem [MHz]")
+print("index, uuid, memory.used [MiB], memory.total [MiB], power.draw [W], utilization.gpu [%], "
+      "temperature.gpu, clocks.sm [MHz], clocks.mem [MHz]")
 for i, uuid in enumerate({uuids!r}):
     print(f"{{i}}, {{uuid}}, {{1024 * n + 500 * i}}, 143771, 412.50, 97, 61, 1980, 3201")
 '''
@@ -168,7 +180,8 @@ def test_readings_from_nvidia_smi_are_recorded(tmp_path):
     assert {r["gpu"] for r in rows} == {0, 1} and len(rows) >= 6
     gpu0 = [r["used_bytes"] for r in rows if r["gpu"] == 0]
     assert gpu0 == sorted(gpu0) and gpu0[-1] > gpu0[0]
-    assert rows[0]["total_bytes"] == 143771 * 1024**2 and rows[0]["power_w"] == 412.5 and rows[0]["sm_clock_mhz"] == 1980
+    assert rows[0]["total_bytes"] == 143771 * 1024**2
+    assert rows[0]["power_w"] == 412.5 and rows[0]["sm_clock_mhz"] == 1980
     verdict = json.loads(next(out.glob("verdict-*.json")).read_text())
     assert verdict["reader"] == "nvidia-smi" and verdict["exit_code"] == 0
     assert {r["id"] for r in verdict["results"]} == {"monitor.memory_curve", "monitor.memory_peak"}

@@ -1,5 +1,6 @@
-"""`rocmcheck compare BUNDLE... | DIR`: several nodes' doctor bundles side by side, the odd node named. Exit 0 when
-the nodes agree, 1 when one differs, 2 on bad input."""
+"""`rocmcheck compare BUNDLE... | DIR`: several nodes' doctor bundles side by side, the odd node named. Exit code:
+the one rule (rocmcheck.result.exit_code): 0 when no node differs or the differences are warnings, 1 when one
+is a failure (another driver, ROCm, torch, GPU count...), 2 on bad input."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import click
 
 from rocmcheck.commands.options import json_option
 from rocmcheck.errors import BadInput
+from rocmcheck.result import exit_code
 
 
 @click.command()
@@ -17,7 +19,10 @@ from rocmcheck.errors import BadInput
 @click.option("-v", "--verbose", is_flag=True, help="Show the rows where every node agrees too.")
 def compare(bundles, as_json, verbose):
     """Compare doctor bundles (`doctor --out` / `--bundle-dir`) of several nodes, or of one machine over
-    time, and name the node that differs: versions, GPUs, failing checks, slow probes, kernel-log faults."""
+    time, and name the node that differs: versions, GPUs, failing checks, slow probes, kernel-log faults.
+
+    Exit code: 0 no node differs, or only in warnings (a slower GEMM, another OS); 1 a difference that fails
+    (another driver, ROCm, torch, GPU count or model, a check that fails on one node); 2 bad input."""
     from rocmcheck.compare.bundles import bundle_paths, load_nodes
     from rocmcheck.compare.report import compare_nodes, render, to_json
     paths = bundle_paths(list(bundles))
@@ -33,4 +38,4 @@ def compare(bundles, as_json, verbose):
         from rocmcheck.report import render as report
 
         render(comp, report.console(), verbose=verbose)
-    sys.exit(1 if comp.findings else 0)
+    sys.exit(exit_code(comp.results))

@@ -4,6 +4,7 @@ shared folder lives here too. No torch."""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,13 @@ from typing import Any
 
 from rocmcheck.errors import BadInput
 from rocmcheck.facts.collect import Facts
+from rocmcheck.facts.redact import redact_tree, redact_value
+from rocmcheck.fixes import one_line
 from rocmcheck.result import CheckResult
+
+# Collection times compare can place: from the epoch to the end of year 9999 (what time.gmtime can show). A NaN,
+# a negative or an absurd one (a damaged bundle) is an unknown time.
+LATEST_TIME = 253402300799.0
 
 # Stage markers that say only that a stage was skipped or left out; they differ between a GPU node and a replay
 # with --no-train for reasons that are not the node's.
@@ -42,7 +49,8 @@ class NodeBundle:
 
     @property
     def collected_at(self) -> float:
-        return float(self.facts.collected_at or 0.0)
+        """Seconds since the epoch; 0.0 when the bundle holds none that is a real time."""
+        return known_time(self.facts.collected_at)
 
     @property
     def statuses(self) -> dict[str, str]:
@@ -54,8 +62,18 @@ class NodeBundle:
 
 
 
+def known_time(value: Any) -> float:
+    """A collection time as compare uses it: a finite number of seconds between the epoch and LATEST_TIME, else
+    0.0 (not known)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0.0
+    number = float(value) if not isinstance(value, int) or value.bit_length() < 64 else math.inf
+    return number if math.isfinite(number) and 0 <= number <= LATEST_TIME else 0.0
+
+
 def bundle_paths(args: list[str]) -> list[Path]:
-    """Files as given; a folder gives its *.json files (sorted). Missing paths are an error."""
+    """Files as given; a folder gives its *.json files (sorted). Missing paths are an error; anything else that
+    exists (a FIFO, a device) goes to the loader, which says what it is instead of reading it."""
     paths: list[Path] = []
     for arg in args:
         p = Path(arg)
@@ -64,7 +82,7 @@ def bundle_paths(args: list[str]) -> list[Path]:
             if not found:
                 raise BadInput(f"{p} holds no *.json bundles")
             paths += found
-        elif p.is_file():
+        elif p.exists():
             paths.append(p)
         else:
             raise BadInput(f"no such file or folder: {p}")
@@ -73,13 +91,21 @@ def bundle_paths(args: list[str]) -> list[Path]:
 
 
 def _when(ts: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts)) if ts else "unknown time"
+    ts = known_time(ts)
+    if not ts:
+        return "unknown time"
+    try:
+        return time.strftime("%Y-%m-%d %H:%M", time.gmtime(ts))
+    except (OverflowError, OSError, ValueError):  # a platform whose gmtime stops earlier
+        return "unknown time"
 
 
 def host_of(facts: Facts, path: Path) -> str:
     """The node's name: as the launch named it (a stand-in node is host-rankN), the host name the doctor recorded,
-    else the bundle's file name."""
-    return str((facts.launch or {}).get("hostname") or facts.platform.get("node") or path.stem)
+    else the bundle's file name. One line (a newline in a recorded name cannot start a line of the output), and
+    redacted like everything else a bundle shows."""
+    name = one_line(redact_value(str((facts.launch or {}).get("hostname") or facts.platform.get("node") or "")))
+    return name or one_line(path.stem) or "node"
 
 
 def load_nodes(paths: list[Path]) -> list[NodeBundle]:
@@ -92,7 +118,9 @@ def load_nodes(paths: list[Path]) -> list[NodeBundle]:
         # The same checks as `doctor --bundle`: live verdicts on the recorded facts, GPU and train stages as recorded.
         run = run_doctor(DoctorOptions(gpu_probes=False, train=False), facts)
         node = NodeBundle(label="", host=host_of(facts, path), path=str(path), facts=facts, results=run.results)
-        node.facets = facets(run)
+        # Redacted as the checks' own output is: a bundle written by an older rocmcheck, or edited, may hold a
+        # token in a version string or a password in a URL.
+        node.facets = redact_tree(facets(run))
         node.numbers = numbers(node.results)
         node.kernel_log = kernel_log_findings(node.results)
         nodes.append(node)

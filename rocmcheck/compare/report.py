@@ -3,12 +3,20 @@ node differs first, and renders the table (rich) or the JSON document."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 from rocmcheck.compare.bundles import GPU_FACETS, METRICS, VERSION_FACETS, NodeBundle
-from rocmcheck.compare.judge import judge_kernel_logs, judge_metric, judge_statuses, judge_values, shared_problems
-from rocmcheck.result import CheckResult, Status
+from rocmcheck.compare.judge import (
+    AGREE_ID,
+    judge_kernel_logs,
+    judge_metric,
+    judge_statuses,
+    judge_values,
+    shared_problems,
+)
+from rocmcheck.result import CheckResult, Status, passed
 
 MAX_NODE_COLUMNS = 8  # more nodes than this: the table shows the odd nodes and one column for the rest
 
@@ -42,6 +50,16 @@ class Comparison:
     def odd_nodes(self) -> list[str]:
         return list(dict.fromkeys(n for f in self.findings for n in f.data.get("nodes", [])))
 
+    @property
+    def results(self) -> list[CheckResult]:
+        """The verdicts the one exit rule reads: the findings, or the one pass when no node differs (a warning
+        alone is exit 0, a failure 1)."""
+        if self.findings:
+            return list(self.findings)
+        what = "over time" if self.over_time else "side by side"
+        return [passed(f"{len(self.nodes)} bundles compared {what}: no node differs in the {len(self.rows)} rows",
+                       id=AGREE_ID, nodes=[n.label for n in self.nodes])]
+
 
 def _fmt(value: float | None) -> str:
     return "-" if value is None else (f"{value:,.1f}" if value >= 10 else f"{value:.2f}")
@@ -62,19 +80,22 @@ def compare_nodes(nodes: list[NodeBundle]) -> Comparison:
         nodes = sorted(nodes, key=lambda n: n.collected_at)
     comp = Comparison(nodes, over_time)
     labels = [n.label for n in nodes]
+    hosts = {n.label: n.host for n in nodes}
+    folders = {os.path.dirname(os.path.abspath(n.path)) for n in nodes}
+    bundle_dir = folders.pop() if len(folders) == 1 else None
 
     for key, label in VERSION_FACETS + GPU_FACETS:
         values = {n.label: n.facets.get(key) for n in nodes}
         if all(v is None for v in values.values()):
             continue
         comp.rows.append(Row(key, label, {k: "-" if v is None else str(v) for k, v in values.items()},
-                             judge_values(key, label, values, over_time)))
+                             judge_values(key, label, values, over_time, hosts)))
 
     for key, (label, unit, check_id, _path) in METRICS.items():
         measured = {n.label: n.numbers[key] for n in nodes if key in n.numbers}
         if not measured:
             continue
-        finding = judge_metric(key, label, unit, measured, check_id, over_time)
+        finding = judge_metric(key, label, unit, measured, check_id, over_time, hosts, bundle_dir)
         comp.rows.append(Row(key, f"{label} ({unit})", {lab: _fmt(measured.get(lab)) for lab in labels}, finding))
 
     kernel = {n.label: (n.kernel_log if n.result("health.kernel_log") is not None
@@ -108,11 +129,11 @@ def compare_nodes(nodes: list[NodeBundle]) -> Comparison:
 # ------------------------------------------------------------------------------------------------ output
 
 def to_json(comp: Comparison) -> dict[str, Any]:
-    """The shared JSON envelope (rocmcheck/report/json_report.py): the findings are its results; the nodes, the
-    table and the problems every node shares are the command's payload."""
+    """The shared JSON envelope (rocmcheck/report/json_report.py): the findings (or the one pass) are its results;
+    the nodes, the table and the problems every node shares are the command's payload."""
     from rocmcheck.report.json_report import envelope
 
-    return envelope("compare", comp.findings,
+    return envelope("compare", comp.results,
                     mode="over_time" if comp.over_time else "nodes",
                     comparison=comp.verdict,
                     odd_nodes=comp.odd_nodes,
@@ -130,6 +151,9 @@ def _columns(comp: Comparison) -> tuple[list[str], int]:
     odd = [lab for lab in labels if lab in comp.odd_nodes][:MAX_NODE_COLUMNS - 1]
     rest = [lab for lab in labels if lab not in odd]
     return odd + rest[:1], len(rest) - 1  # one ordinary node stands for the rest
+
+
+_WORDS = {Status.FAIL: ("FAIL", "red"), Status.CRASH: ("FAIL", "red"), Status.WARN: ("WARN", "yellow")}
 
 
 def render(comp: Comparison, console: Any, verbose: bool = False) -> None:
@@ -150,8 +174,7 @@ def render(comp: Comparison, console: Any, verbose: bool = False) -> None:
         table.add_column(col + (f" (+{hidden} like it)" if hidden and col == columns[-1] else ""), overflow="fold")
     shown = [r for r in comp.rows if r.finding is not None or r.differs or verbose]
     for row in shown:
-        word, style = {Status.FAIL: ("FAIL", "red"), Status.CRASH: ("FAIL", "red"), Status.WARN: ("WARN", "yellow")}.get(
-            row.finding.status if row.finding else None, ("    ", ""))
+        word, style = _WORDS.get(row.finding.status if row.finding else None, ("    ", ""))
         cells = []
         odd = set(row.finding.data.get("nodes", [])) if row.finding else set()
         for col in columns:
@@ -168,7 +191,8 @@ def render(comp: Comparison, console: Any, verbose: bool = False) -> None:
     for s in comp.shared:
         console.print(Text(clean(f"{s['status']:>5} on every node: {s['id']}: {s['summary']}")))
     if comp.findings:
-        console.print(Text(clean(f"Verdict: the nodes differ; look at {', '.join(comp.odd_nodes) or 'the rows above'}.")))
+        where = ", ".join(comp.odd_nodes) or "the rows above"
+        console.print(Text(clean(f"Verdict: the nodes differ; look at {where}.")))
         console.file.flush()
         print_fixes(comp.findings, console.file)
     else:

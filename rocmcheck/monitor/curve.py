@@ -8,43 +8,33 @@ released between steps, saws up and back down to the same floor every step. A le
 autograd graph alive, as in the field report: "the curve stepped up and did not come back after the optimizer
 step") raises the *floor* every step: a staircase, or a sawtooth whose baseline keeps moving up. So the judge
 looks at the lower envelope (the floor) over the run, not at single readings: a noisy reading or one spike
-cannot decide.
+cannot decide. Whether the floor keeps rising is the one leak rule (monitor/staircase.py), the same that judges
+smoke-train's post-step baselines (train.memory_leak).
 """
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from rocmcheck.fixes import note
+from rocmcheck.monitor import staircase
+from rocmcheck.monitor.staircase import FLOOR_QUANTILE, MIN_POINTS, quantile
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB, MIB, fmt_bytes
 
-# Fewer readings, or a shorter steady span, than this and the shape is not judged (at the default 1 s interval,
-# half a minute of training after the model is loaded; a staircase of one step per second shows 30 steps).
-MIN_SAMPLES = 10
+# A shorter steady span than this is not judged: at the default 1 s interval, half a minute of training after the
+# model is loaded; a staircase of one step per second shows 30 steps. (The fewest readings: the leak rule's
+# MIN_POINTS, monitor/staircase.py.)
 MIN_SPAN_S = 30.0
-# The judged span starts when memory first reaches this share of the run's final floor: model loading and the
-# first optimizer step (AdamW allocates its state there) are climbs that happen once. A leak that climbs from
-# 40 to 140 GiB is still judged from 60 GiB on, so the rule cannot hide one.
+# Loading and the first optimizer step (AdamW allocates its state there) are climbs that happen once: a reading
+# under this share of the floor the run has *at that moment* is loading. On a flat run that floor is the final
+# one; on a leaking run it is the floor line of the leak, followed back to that moment -- measured against the
+# final floor, the first minutes of a leak would be called loading.
 WARMUP_LEVEL = 0.5
 # Readings at the end under this share of the peak are the process freeing its memory as it exits (or after an
 # out-of-memory error): teardown, not part of the training curve.
 TEARDOWN_LEVEL = 0.5
-# The floor may rise this much over the judged span before it counts as growth: the allocator grows its cache in
-# whole segments (2 MiB small-pool and 20 MiB+ large-pool blocks, rounded up; a new batch shape adds a few), and
-# a leak of the field report's kind adds a step's activations -- hundreds of MiB to GiB on a 7B model -- every step.
-GROWTH_TOLERANCE_BYTES = 512 * MIB
-GROWTH_TOLERANCE_FRACTION = 0.01  # of the GPU's capacity, when known (1.4 GiB on a 141 GiB H200 / 1.9 GiB on MI300X)
-# A staircase keeps rising: the rise is present in both halves of the judged span (first third -> middle, middle
-# -> last third) with at least this share of the whole rise each. One step up that then stays flat (a lazily
-# created workspace, a longer batch) is not a leak.
-KEEPS_RISING_SHARE = 0.25
-# Lower envelope: this quantile of the readings in a window. Robust to a single low glitch and follows the troughs
-# of a sawtooth.
-FLOOR_QUANTILE = 0.1
-# Windows for the floor's slope (Theil-Sen over window floors): enough points for a robust median slope.
-SLOPE_WINDOWS = 24
 # A sawtooth: the curve swings at least this far above its floor (p90 - p10) ...
 SAWTOOTH_MIN_AMPLITUDE_BYTES = 256 * MIB
 SAWTOOTH_MIN_AMPLITUDE_FRACTION = 0.02  # ... or this share of the floor, whichever is larger
@@ -76,6 +66,7 @@ class CurveVerdict:
     capacity_bytes: int | None = None
     eta_oom_s: float | None = None  # staircase only: seconds until the top of the curve meets capacity
     notes: list[str] = field(default_factory=list)
+    judged_span: tuple[int, int] = (0, 0)  # [first, last) of the readings with a memory figure that were judged
 
     @property
     def peak_fraction(self) -> float | None:
@@ -84,24 +75,8 @@ class CurveVerdict:
         return self.peak_bytes / self.capacity_bytes
 
 
-def _quantile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        raise ValueError("no values")
-    pos = q * (len(ordered) - 1)
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def _theil_sen(xs: Sequence[float], ys: Sequence[float]) -> float:
-    slopes = [(ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs))
-              if xs[j] != xs[i]]
-    return statistics.median(slopes) if slopes else 0.0
-
-
-def _steady_span(times: list[float], used: list[float]) -> tuple[int, int, list[str]]:
-    """[start, end) of the readings after warmup and before teardown."""
+def _steady_span(times: list[float], used: list[float], tolerance: float) -> tuple[int, int, list[str]]:
+    """[start, end) of the readings after loading and before teardown."""
     notes = []
     end = len(used)
     peak = max(used)
@@ -110,10 +85,14 @@ def _steady_span(times: list[float], used: list[float]) -> tuple[int, int, list[
     if end < len(used):
         notes.append(f"last {len(used) - end} reading(s) left out: memory freed as the process ended")
     tail = used[max(0, end - max(3, end // 4)):end]
-    final_floor = _quantile(tail, FLOOR_QUANTILE)
+    final_floor = quantile(tail, FLOOR_QUANTILE)
     start = next((i for i in range(end) if used[i] >= WARMUP_LEVEL * final_floor), 0)
+    rule = staircase.judge_staircase(times[start:end], used[start:end], tolerance)
+    if rule.rising:  # the floor was lower earlier: measure each reading against the floor at its own time
+        start = next((i for i in range(start + 1) if used[i] >= WARMUP_LEVEL * rule.floor_at(times[i])), start)
     if start:
-        notes.append(f"first {times[start] - times[0]:.0f} s left out: loading (memory under half its final floor)")
+        notes.append(f"first {times[start] - times[0]:.0f} s left out: loading (memory under half the floor the "
+                     "run had by then)")
     return start, end, notes
 
 
@@ -125,26 +104,21 @@ def classify_curve(times: Sequence[float], used: Sequence[float | int | None],
         return CurveVerdict("too short", 0, 0, 0.0, capacity_bytes=capacity_bytes, notes=["no memory readings"])
     ts, us = [p[0] for p in pairs], [p[1] for p in pairs]
     verdict = CurveVerdict("too short", len(us), 0, 0.0, peak_bytes=int(max(us)), capacity_bytes=capacity_bytes)
-    start, end, verdict.notes = _steady_span(ts, us)
+    tolerance = staircase.tolerance("gpu-driver", capacity_bytes)
+    start, end, verdict.notes = _steady_span(ts, us, tolerance)
+    verdict.judged_span = (start, end)
     t, u = ts[start:end], us[start:end]
     verdict.judged_samples = len(u)
     verdict.span_s = (t[-1] - t[0]) if t else 0.0
-    if len(u) < MIN_SAMPLES or verdict.span_s < MIN_SPAN_S:
+    if len(u) < MIN_POINTS or verdict.span_s < MIN_SPAN_S:
         verdict.notes.append(f"{len(u)} readings over {verdict.span_s:.0f} s after loading; "
-                             f"need {MIN_SAMPLES} over {MIN_SPAN_S:.0f} s")
+                             f"need {MIN_POINTS} over {MIN_SPAN_S:.0f} s")
         return verdict
 
+    rule = staircase.judge_staircase(t, u, tolerance)
+    verdict.floor_start, verdict.floor_end, verdict.growth_bytes = rule.floor_start, rule.floor_end, rule.growth_bytes
     n = len(u)
-    third = max(1, n // 3)
-    first = _quantile(u[:third], FLOOR_QUANTILE)
-    middle = _quantile(u[third:n - third] or u[third:third + 1], FLOOR_QUANTILE)
-    last = _quantile(u[n - third:], FLOOR_QUANTILE)
-    verdict.floor_start, verdict.floor_end = first, last
-    verdict.growth_bytes = growth = last - first
-    tolerance = max(GROWTH_TOLERANCE_BYTES, GROWTH_TOLERANCE_FRACTION * (capacity_bytes or 0))
-    keeps_rising = min(middle - first, last - middle) > KEEPS_RISING_SHARE * growth
-
-    p10, p90 = _quantile(u, 0.1), _quantile(u, 0.9)
+    p10, p90 = quantile(u, 0.1), quantile(u, 0.9)
     verdict.amplitude_bytes = amplitude = p90 - p10
     floor_band = p10 + SAWTOOTH_RETURN_BAND * amplitude
     top_band = p10 + 0.5 * amplitude
@@ -157,25 +131,15 @@ def classify_curve(times: Sequence[float], used: Sequence[float | int | None],
             was_high = False
     verdict.returns = returns
 
-    if growth > tolerance and keeps_rising:
+    if rule.rising:
         verdict.shape = "staircase"
-        windows = min(SLOPE_WINDOWS, n)
-        size = n / windows
-        wx, wy = [], []
-        for w in range(windows):
-            lo, hi = int(w * size), max(int((w + 1) * size), int(w * size) + 1)
-            wx.append(statistics.fmean(t[lo:hi]))
-            wy.append(_quantile(u[lo:hi], FLOOR_QUANTILE) if hi - lo > 2 else min(u[lo:hi]))
-        slope = _theil_sen(wx, wy)  # bytes per second
-        if slope <= 0:  # the thirds say it rises; a median slope of zero means steps too rare to fit
-            slope = growth / max(verdict.span_s, 1e-9)
-        verdict.rise_per_min = slope * 60
+        verdict.rise_per_min = rule.slope * 60  # bytes per second -> per minute
         top = max(u[-max(3, n // 10):])
-        if capacity_bytes and slope > 0:
-            verdict.eta_oom_s = max(0.0, (capacity_bytes - top) / slope)
+        if capacity_bytes and rule.slope > 0:
+            verdict.eta_oom_s = max(0.0, (capacity_bytes - top) / rule.slope)
         return verdict
-    if growth > tolerance:
-        verdict.notes.append(f"the floor stepped up once by {growth / GIB:.2f} GiB, then stayed flat")
+    if rule.one_step:
+        verdict.notes.append(f"the floor stepped up once by {rule.growth_bytes / GIB:.2f} GiB, then stayed flat")
     min_amplitude = max(SAWTOOTH_MIN_AMPLITUDE_BYTES, SAWTOOTH_MIN_AMPLITUDE_FRACTION * p10)
     verdict.shape = "sawtooth" if amplitude >= min_amplitude and returns >= SAWTOOTH_MIN_RETURNS else "flat"
     return verdict
@@ -191,15 +155,18 @@ def fmt_duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-LEAK_FIX = ("Find the tensor that survives each step: HF Trainer: `from rocmcheck.monitor.leak import "
-            "LeakWatchCallback; trainer.add_callback(LeakWatchCallback())`; own loop: "
-            "`from rocmcheck.monitor.leak import leak_watch` and run the loop inside `with leak_watch(optimizer):` "
-            "(docs/monitor.md). The usual cause: keeping `loss` (or outputs) in a list or dict across steps; "
-            "keep `loss.item()` or `.detach()` instead.")
+LEAK_FIX = note(
+    "Find the tensor that survives each step: HF Trainer: `from rocmcheck.monitor.leak import LeakWatchCallback; "
+    "trainer.add_callback(LeakWatchCallback())`; own loop: `from rocmcheck.monitor.leak import leak_watch` and run "
+    "the loop inside `with leak_watch(optimizer):` (docs/monitor.md). The usual cause: keeping `loss` (or the "
+    "model's outputs) in a list or dict across steps; keep `loss.item()`, or a copy of what you need "
+    "(`.detach().clone()`, `.cpu()`, `.tolist()`): `.detach()` of a slice such as `out.logits[:, -1]` still "
+    "holds the whole logits tensor.")
 
-PEAK_FIX = ("Leave headroom: lower the micro-batch (per_device_train_batch_size) or enable gradient checkpointing "
-            "(model.gradient_checkpointing_enable()); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
-            "(PYTORCH_HIP_ALLOC_CONF on ROCm) cuts fragmentation of the allocator's cache.")
+PEAK_FIX = note(
+    "Leave headroom: lower the micro-batch (per_device_train_batch_size) or enable gradient checkpointing "
+    "(model.gradient_checkpointing_enable()); PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "
+    "(PYTORCH_HIP_ALLOC_CONF on ROCm) cuts fragmentation of the allocator's cache.")
 
 
 def describe(gpu: str, v: CurveVerdict) -> str:
@@ -207,11 +174,13 @@ def describe(gpu: str, v: CurveVerdict) -> str:
     cap = f" of {fmt_bytes(v.capacity_bytes, 1)}" if v.capacity_bytes else ""
     line = f"GPU {gpu}: {v.shape}, peak {fmt_bytes(v.peak_bytes, 1)}{cap}"
     if v.shape == "staircase":
-        line += f", floor {fmt_bytes(v.floor_start, 1)} -> {fmt_bytes(v.floor_end, 1)}, +{fmt_bytes(v.rise_per_min, 1)}/min"
+        line += (f", floor {fmt_bytes(v.floor_start, 1)} -> {fmt_bytes(v.floor_end, 1)}, "
+                 f"+{fmt_bytes(v.rise_per_min, 1)}/min")
         if v.eta_oom_s is not None:
             line += f", out of memory in ~{fmt_duration(v.eta_oom_s)}"
     elif v.shape == "sawtooth":
-        line += f", swings {fmt_bytes(v.amplitude_bytes, 1)} and returns to {fmt_bytes(v.floor_start, 1)} ({v.returns}x)"
+        line += (f", swings {fmt_bytes(v.amplitude_bytes, 1)} and returns to {fmt_bytes(v.floor_start, 1)} "
+                 f"({v.returns}x)")
     elif v.shape == "flat":
         line += f", floor {fmt_bytes(v.floor_start, 1)} -> {fmt_bytes(v.floor_end, 1)}"
     line += f"; {v.judged_samples}/{v.samples} readings over {fmt_duration(v.span_s)}"

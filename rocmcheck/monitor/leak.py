@@ -36,9 +36,13 @@ import warnings
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from rocmcheck.fixes import Fix, edit, note
 from rocmcheck.units import MIB, fmt_bytes
+
+if TYPE_CHECKING:
+    from rocmcheck.result import CheckResult
 
 # Steps left alone at the start: AdamW creates its state at step 1, allocators grow their caches once.
 WARMUP_STEPS = 2
@@ -153,15 +157,85 @@ def find_filling_line(lines: list[str], first_line: int, name: str) -> tuple[int
     return None
 
 
-def keep_instead(source: str, numel: int, has_graph: bool) -> str:
-    """What to keep instead of the tensor the line stores."""
-    m = re.search(r"\.\s*(?:append|add|put)\s*\(\s*(.+?)\s*\)\s*$", source) or re.search(r"=\s*(.+?)\s*$", source)
-    expr = m.group(1) if m else "the tensor"
-    if has_graph and numel == 1:
-        return f"keep `{expr}.item()` instead"
-    if has_graph:
-        return f"keep `{expr}.detach()` instead (its autograd graph stays alive otherwise)"
-    return f"keep `{expr}.detach().cpu()` or drop the reference after use"
+def code_of(line: str) -> str:
+    """The code of one source line without its comment: `kept.append(x)  # LEAK` -> `kept.append(x)`. A `#`
+    inside a string literal is code."""
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1
+            elif line.startswith(quote, i):
+                i += len(quote) - 1
+                quote = ""
+        elif ch in "\"'":
+            quote = line[i:i + 3] if line[i:i + 3] in ('"""', "'''") else ch
+            i += len(quote) - 1
+        elif ch == "#":
+            return line[:i].rstrip()
+        i += 1
+    return line.rstrip()
+
+
+_KEPT = (re.compile(r"\.\s*(?:append|add|put)\s*\(\s*(.+?)\s*\)\s*$"),  # kept.append(x)
+         re.compile(r"\+=\s*\[\s*(.+?)\s*,?\s*\]\s*$"),  # kept += [x]
+         re.compile(r"(?<![=!<>])=(?!=)\s*(.+?)\s*$"))  # cache[k] = x, self.last = x
+
+
+@dataclass
+class Advice:
+    """What to keep instead of a tensor that survives: in words, and (when the line that stores it is known) the
+    expression to store instead."""
+
+    text: str  # "keep `loss.item()` instead"
+    kept: str | None = None  # the expression the line stores: `loss`
+    instead: str | None = None  # what to store instead: `loss.item()`
+    why: str = ""
+
+
+def keep_instead(source: str, numel: int, has_graph: bool, *, view: bool = False, on_gpu: bool = False) -> Advice:
+    """What to keep instead of the tensor the line `source` stores. A copy of what is needed stops the leak;
+    `.detach()` alone does not when the tensor is a view (a slice of the logits, one row of a batch): the view
+    keeps its base's whole storage alive, graph or not. view: the tensor's storage is larger than its own
+    elements. on_gpu: it lives on a GPU (`.cpu()` copies it to host memory and frees the GPU's)."""
+    code = code_of(source)
+    expr = next((m.group(1) for pattern in _KEPT if (m := pattern.search(code))), None)
+    shown = expr or "the tensor"
+    base = expr[:-len(".detach()")] if expr and expr.endswith(".detach()") else expr
+    if numel == 1:
+        instead, why = f"{base}.item()" if base else None, "a Python number: no tensor, no graph"
+        text = f"keep `{instead}` instead" if instead else "keep `.item()` of it instead (a Python number)"
+    elif view:
+        copy = ".detach().cpu()" if on_gpu else ".detach().clone()"
+        instead = f"{base}{copy}" if base else None
+        why = ("a copy of the elements it shows: a view, even detached, keeps the whole storage it was cut from "
+               "alive")
+        text = (f"keep `{instead}` instead" if instead else f"keep a copy of it instead (`{copy}`)") + \
+            f" ({why}{'; without the autograd graph' if has_graph else ''})"
+    elif has_graph:
+        instead, why = (f"{base}.detach()" if base else None), "its autograd graph stays alive otherwise"
+        text = (f"keep `{instead}` instead" if instead else "keep `.detach()` of it instead") + f" ({why})"
+    elif on_gpu:
+        instead, why = (f"{base}.cpu()" if base else None), "a copy in host memory frees the GPU's"
+        text = (f"keep `{instead}` or drop the reference after use" if instead else
+                "move it off the GPU (`.cpu()`) or drop the reference after use")
+    else:
+        instead, why = None, ""
+        text = f"drop the reference to `{shown}` after use, or keep fewer of them (a running sum, the last few)"
+    return Advice(text, expr, instead, why)
+
+
+def advice_fix(advice: Advice, path: str | None, line_no: int | None, source: str) -> Fix:
+    """The advice as a fix: an edit of the named file and line when both and the expression are known (the
+    line's code, never its comment), else the advice in words."""
+    code = code_of(source)
+    if path and line_no and advice.kept and advice.instead and advice.kept in code:
+        at = code.rfind(advice.kept)
+        changed = code[:at] + advice.instead + code[at + len(advice.kept):]
+        return edit(path, f"line {line_no}: `{code.strip()}` -> `{changed.strip()}`", advice.why)
+    return note(advice.text[0].upper() + advice.text[1:])
 
 
 # ---- the holders of live tensors (gc) -----------------------------------------------------------------------
@@ -175,6 +249,8 @@ class HolderFinding:
     example: str  # "float32[] grad_fn=NllLossBackward0"
     advice: str
     has_graph: bool = False
+    fix: Fix | None = None  # the advice as an edit of the line (or a note when the line is not known)
+    view: bool = False  # a view: its storage is larger than its own elements
 
     def describe(self) -> str:
         where = f", put there at {self.line}" if self.line else ""
@@ -305,20 +381,31 @@ def find_holders(tensors: list[Any], exclude: Iterable[Any] = ()) -> list[Holder
             description, path, lines, first = _name_in(container)
         var = re.search(r"`(?:self\.)?([\w.]+)`", description)
         found = find_filling_line(lines, first, var.group(1)) if var and lines else None
-        line = f"{os.path.basename(path or '?')}:{found[0]} (`{found[1]}`)" if found else None
+        line = f"{os.path.basename(path or '?')}:{found[0]} (`{code_of(found[1])}`)" if found else None
         sample = held[0]
         has_graph = any(getattr(t, "grad_fn", None) is not None for t in held)
+        view = any(_storage_bytes(t) > _own_bytes(t) for t in held)
         grad = f" grad_fn={type(sample.grad_fn).__name__}" if getattr(sample, "grad_fn", None) is not None else ""
         example = f"{str(sample.dtype).replace('torch.', '')}{list(sample.shape)}{grad}"
-        advice = keep_instead(found[1] if found else "", int(sample.numel()), has_graph)
+        on_gpu = getattr(getattr(sample, "device", None), "type", "cpu") != "cpu"
+        advice = keep_instead(found[1] if found else "", int(sample.numel()), has_graph, view=view, on_gpu=on_gpu)
+        fix = advice_fix(advice, path if found else None, found[0] if found else None, found[1] if found else "")
         size = sum(_storage_bytes(t) for t in held)
-        findings.append(HolderFinding(description, line, len(held), size, example, advice, has_graph))
+        findings.append(HolderFinding(description, line, len(held), size, example, advice.text, has_graph, fix, view))
     return sorted(findings, key=lambda f: (f.count, f.total_bytes), reverse=True)
 
 
 def _storage_bytes(t: Any) -> int:
     try:
         return int(t.untyped_storage().nbytes())
+    except Exception:
+        return 0
+
+
+def _own_bytes(t: Any) -> int:
+    """The bytes of the tensor's own elements (less than its storage's for a view)."""
+    try:
+        return int(t.numel()) * int(t.element_size())
     except Exception:
         return 0
 
@@ -343,22 +430,26 @@ class LeakReport:
             out.append(f"allocator snapshot: {self.snapshot_path} (open it at https://pytorch.org/memory_viz)")
         return out
 
-    def result(self):
+    def result(self) -> "CheckResult":
         from rocmcheck.result import failed, warned
 
         data = {"rise_per_step_bytes": self.rise_per_step, "snapshot": self.snapshot_path,
-                "groups": [g.__dict__ for g in self.groups[:20]], "holders": [h.__dict__ for h in self.holders]}
+                "groups": [g.__dict__ for g in self.groups[:20]],
+                "holders": [{k: v for k, v in h.__dict__.items() if k != "fix"} for h in self.holders]}
         if self.holders:
             top = self.holders[0]
-            summary = top.describe()
-            return failed(summary, top.advice[0].upper() + top.advice[1:], self.lines(), id="monitor.leak", **data)
+            return failed(top.describe(), top.fix or note(top.advice), self.lines(), id="monitor.leak", **data)
         if self.groups:
-            return failed(self.groups[0].describe(), "Look at the allocation sites above: something keeps what "
-                          "they allocate from one step to the next (a list, a cache, a tensor kept with its graph); "
-                          "keep `.item()` / `.detach()` of it instead.", self.lines(), id="monitor.leak", **data)
+            return failed(self.groups[0].describe(), GROUPS_FIX, self.lines(), id="monitor.leak", **data)
         return warned("the baseline rose, but nothing born in one step survived the next: growth is in the "
-                      "allocator's cache or outside PyTorch", "Run under `rocmcheck monitor -- ...` to see whether "
-                      "the driver's memory keeps rising.", self.lines(), id="monitor.leak", **data)
+                      "allocator's cache or outside PyTorch", CACHE_FIX, self.lines(), id="monitor.leak", **data)
+
+
+GROUPS_FIX = note("Look at the allocation sites above: something keeps what they allocate from one step to the next "
+                  "(a list, a cache, a tensor kept with its graph); keep `.item()` of a scalar, or a copy "
+                  "(`.detach().clone()`, `.cpu()`) of what you need: `.detach()` of a slice keeps the whole tensor.")
+CACHE_FIX = note("Run the training under `rocmcheck monitor -- <your command>` to see whether the driver's memory "
+                 "keeps rising.")
 
 
 class LeakWatch:
@@ -396,7 +487,8 @@ class LeakWatch:
             from rocmcheck.monitor.step_memory import MemorySampler
 
             self._cpu = MemorySampler(self._device, trim=True)
-        self.min_rise = self._min_rise if self._min_rise is not None else MIN_RISE_BYTES["gpu" if self.on_gpu else "cpu"]
+        default_rise = MIN_RISE_BYTES["gpu" if self.on_gpu else "cpu"]
+        self.min_rise = self._min_rise if self._min_rise is not None else default_rise
 
     def baseline(self) -> int:
         self._setup()

@@ -1,82 +1,106 @@
 """The monitor's files and what it prints while the command runs.
 
 Files are per node (`<host>` in every name), so one monitor per node writing into a shared folder gives files
-that sit side by side and read back together (`read_samples` takes a folder). Each reading is written and
-flushed as it is taken: a monitor killed with the job still leaves its curve.
+that sit side by side and read back together (monitor/recording.py reads a folder). Each reading is written and
+flushed as it is taken: a monitor killed with the job still leaves its curve. An existing file is never replaced
+unless asked (--force), and never written through a symbolic link: the files are created new (O_EXCL,
+O_NOFOLLOW); the plot and the verdict go through the one atomic writer (rocmcheck/safe/files.py). A disk that
+fills up during the run stops the recording, never the sampling or the command: the readings stay in memory and
+are judged at the end.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import IO, Iterable
 
+from rocmcheck.errors import BadInput
 from rocmcheck.monitor.sample import COLUMNS, GpuSample
+from rocmcheck.report.progress import StatusLine  # noqa: F401 - the status line is the one progress display's
+from rocmcheck.safe.files import describe_write_error, write_atomic
 from rocmcheck.units import GIB, MIB, fmt_bytes
+
+_NOT_IN_FILE_NAMES = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def file_host(name: str) -> str:
+    """This machine's name as it goes into file names: characters other than letters, digits, '.', '_' and '-'
+    (a `/` in a name set with sethostname, a space) become '_'."""
+    cleaned = _NOT_IN_FILE_NAMES.sub("_", name)[:253].lstrip(".")
+    return cleaned or "host"
+
+
+def _create(path: Path, force: bool) -> IO[str]:
+    """A new file at path, opened for writing: never through a symbolic link, never over an existing file
+    unless force (then the old one, or the link, is removed first)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    if force and os.path.lexists(path) and not os.path.isdir(path):
+        os.unlink(path)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except FileExistsError:
+        raise BadInput(f"not overwriting {path}: it exists (add --force to replace it, or choose another --out)") \
+            from None
+    return open(fd, "w", newline="", encoding="utf-8")
 
 
 class SampleWriter:
-    def __init__(self, out_dir: Path, host: str) -> None:
+    def __init__(self, out_dir: Path, host: str, force: bool = False, stream: IO[str] | None = None) -> None:
         self.out_dir = out_dir
         self.csv_path = out_dir / f"memory-{host}.csv"
         self.jsonl_path = out_dir / f"memory-{host}.jsonl"
-        for path in (self.csv_path, self.jsonl_path):
-            if path.exists():
-                raise FileExistsError(str(path))
-        out_dir.mkdir(parents=True, exist_ok=True)
-        self._csv_file = open(self.csv_path, "w", newline="", encoding="utf-8")
-        self._csv = csv.DictWriter(self._csv_file, fieldnames=COLUMNS)
-        self._csv.writeheader()
-        self._jsonl = open(self.jsonl_path, "w", encoding="utf-8")
+        self.failed: str | None = None  # why the recording stopped (a full disk), once it did
+        self.written = 0
+        self._stream = stream
+        files: list[IO[str]] = []
+        try:  # before the command starts: a read-only or full file system is bad input, said in one line
+            out_dir.mkdir(parents=True, exist_ok=True)
+            for path in (self.csv_path, self.jsonl_path):
+                files.append(_create(path, force))
+            self._csv_file, self._jsonl = files
+            self._csv = csv.DictWriter(self._csv_file, fieldnames=COLUMNS)
+            self._csv.writeheader()
+            self._csv_file.flush()
+        except OSError as exc:
+            for f in files:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            raise BadInput(describe_write_error(out_dir, exc)) from None
 
     def write(self, samples: Iterable[GpuSample]) -> None:
-        for s in samples:
-            row = s.to_dict()
-            self._csv.writerow(row)
-            self._jsonl.write(json.dumps(row) + "\n")
-        self._csv_file.flush()
-        self._jsonl.flush()
+        """Write and flush the readings; on a write error (ENOSPC, EFBIG, EIO) stop recording, say so once on
+        stderr, and keep going: the caller keeps the readings."""
+        if self.failed is not None:
+            return
+        try:
+            for s in samples:
+                row = s.to_dict()
+                self._csv.writerow(row)
+                self._jsonl.write(json.dumps(row) + "\n")
+                self.written += 1
+            self._csv_file.flush()
+            self._jsonl.flush()
+        except (OSError, ValueError) as exc:
+            self.failed = f"cannot write {self.jsonl_path.parent}: {getattr(exc, 'strerror', None) or exc}"
+            stream = self._stream or sys.stderr
+            print(f"rocmcheck monitor: {self.failed}; the recording stops after {self.written} readings (the "
+                  "command and the sampling go on; the verdict judges every reading)", file=stream, flush=True)
+            self.close()
 
     def close(self) -> None:
-        self._csv_file.close()
-        self._jsonl.close()
-
-
-def read_samples(paths: Iterable[Path]) -> list[GpuSample]:
-    """Readings from JSONL/CSV files or folders of them (several nodes' files merge here). Bad lines are skipped."""
-    files: list[Path] = []
-    for p in paths:
-        if p.is_dir():
-            jsonl = sorted(p.glob("memory-*.jsonl"))
-            files += jsonl or sorted(p.glob("memory-*.csv"))
-        else:
-            files.append(p)
-    out = []
-    for f in files:
-        with open(f, encoding="utf-8") as fh:
-            if f.suffix == ".csv":
-                for row in csv.DictReader(fh):
-                    out.append(GpuSample.from_dict({k: _csv_value(k, v) for k, v in row.items()}))
-            else:
-                for line in fh:
-                    try:
-                        out.append(GpuSample.from_dict(json.loads(line)))
-                    except (ValueError, TypeError):
-                        continue
-    return out
-
-
-def _csv_value(key: str, value: str | None):
-    if value in (None, ""):
-        return None if key != "host" else ""
-    if key == "host":
-        return value
-    if key == "gpu" or key.endswith("bytes"):
-        return int(float(value))
-    return float(value)
+        for f in (self._csv_file, self._jsonl):
+            try:
+                f.close()
+            except OSError:  # the last flush on a full disk
+                pass
 
 
 def trend_arrow(values: list[float]) -> str:
@@ -92,40 +116,6 @@ def trend_arrow(values: list[float]) -> str:
     return "→"
 
 
-class StatusLine:
-    """One line on a terminal (redrawn in place on stderr); a plain line every `every` seconds otherwise."""
-
-    def __init__(self, stream: IO[str] | None = None, every: float = 30.0) -> None:
-        self.stream = stream or sys.stderr
-        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.every = every
-        self._last_plain = -1e9
-        self._drawn = False
-
-    def show(self, t: float, text: str) -> None:
-        if self.tty:
-            width = _width()
-            self.stream.write("\r\x1b[K" + text[: width - 1])
-            self._drawn = True
-        elif t - self._last_plain >= self.every:
-            self.stream.write(text + "\n")
-            self._last_plain = t
-        self.stream.flush()
-
-    def clear(self) -> None:
-        if self.tty and self._drawn:
-            self.stream.write("\r\x1b[K")
-            self.stream.flush()
-            self._drawn = False
-
-
-def _width() -> int:
-    try:
-        return os.get_terminal_size(sys.stderr.fileno()).columns
-    except OSError:
-        return 120
-
-
 def status_text(t: float, latest: dict[int, GpuSample], history: dict[int, list[float]]) -> str:
     parts = []
     for gpu, s in sorted(latest.items()):
@@ -137,8 +127,9 @@ def status_text(t: float, latest: dict[int, GpuSample], history: dict[int, list[
     return f"[rocmcheck monitor {t:.0f}s] " + ("  ".join(parts) if parts else "no GPU reading yet")
 
 
-def plot(samples: list[GpuSample], path: Path, capacity: dict[str, int | None]) -> Path | None:
-    """memory-<host>.png: used memory per GPU over time, capacity dashed. None without matplotlib."""
+def plot(samples: list[GpuSample], path: Path, capacity: dict[str, int | None], force: bool = False) -> Path | None:
+    """memory-<host>.png: used memory per GPU over time, capacity dashed, written through the atomic writer.
+    None without matplotlib. OSError/BadInput from the writer pass to the caller."""
     try:
         import matplotlib
 
@@ -152,7 +143,8 @@ def plot(samples: list[GpuSample], path: Path, capacity: dict[str, int | None]) 
         if s.used_bytes is not None:
             series.setdefault(_label(s), []).append((s.t, s.used_bytes / GIB))
     for label, pts in sorted(series.items()):
-        line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label, linewidth=1.2)
+        # `$` starts matplotlib's mathtext: a label is shown as the text it is
+        line, = ax.plot([p[0] for p in pts], [p[1] for p in pts], label=label.replace("$", r"\$"), linewidth=1.2)
         cap = capacity.get(label)
         if cap:
             ax.axhline(cap / GIB, color=line.get_color(), linestyle="--", linewidth=0.8)
@@ -162,9 +154,10 @@ def plot(samples: list[GpuSample], path: Path, capacity: dict[str, int | None]) 
     if series:
         ax.legend(loc="upper left", fontsize="small")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=110)
     plt.close(fig)
-    return path
+    return write_atomic(path, image.getvalue(), force=force)
 
 
 def _label(s: GpuSample) -> str:

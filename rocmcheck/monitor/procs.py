@@ -35,6 +35,12 @@ def is_running(pid: int, started: int | None = None) -> bool:
     return started is None or start_time(pid) == started
 
 
+def is_stopped(pid: int) -> bool:
+    """PID is stopped by a signal (state T) or at a tracer's stop (t)."""
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] in ("T", "t")
+
+
 def descendants(pid: int) -> set[int]:
     """PID and every process below it, from one scan of /proc."""
     children: dict[int, list[int]] = {}

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 
+from rocmcheck.facts.parsers.smi_monitor import GpuReading
 from rocmcheck.record import Record
 
 
@@ -20,6 +21,11 @@ class GpuSample(Record):
     mem_clock_mhz: float | None = None
     proc_bytes: int | None = None  # memory held by the watched processes on this GPU, where the tool says
     host: str = ""  # node name: files from several nodes merge
+
+    @classmethod
+    def of(cls, reading: GpuReading, t: float = 0.0) -> "GpuSample":
+        """A tool's or binding's reading (facts/parsers/smi_monitor.py), stamped with its time."""
+        return cls(t=t, **asdict(reading))
 
 
 COLUMNS = [f.name for f in fields(GpuSample)]

@@ -25,9 +25,9 @@ import ctypes
 import ctypes.util
 import os
 import resource
-import statistics
 from dataclasses import dataclass
 
+from rocmcheck.monitor import staircase
 from rocmcheck.units import GIB as GiB  # noqa: F401 (re-exported: the train package spells them so)
 from rocmcheck.units import MIB as MiB
 
@@ -67,16 +67,10 @@ class MemorySampler:
         return MemorySample(_rss_bytes(), before, peak_rss_bytes())
 
     def tolerance_bytes(self, baseline: int) -> float:
-        """How much the post-step baseline may grow over a run before it counts as a leak.
-
-        GPU: the allocator counts exact tensor bytes, and a clean run is flat to the byte after step 1;
-        4 MiB or 2% of the baseline leaves room for lazily created buffers (cuBLAS workspaces, the
-        profiler). CPU: RSS moves by heap fragmentation; measured clean runs of the bundled model here
-        wander by < 8 MiB after malloc_trim, and their medians of thirds by < 2 MiB without it (120 and 398
-        steps; single samples within 17 MiB), so 32 MiB or 5% of the baseline."""
-        if self.is_gpu:
-            return max(4 * MiB, 0.02 * baseline)
-        return max(32 * MiB, 0.05 * baseline)
+        """How much the post-step baseline may grow over a run before it counts as a leak: the allocator's or
+        resident memory's tolerance in the one leak rule (monitor/staircase.py, TOLERANCES, with the
+        measurements behind them)."""
+        return staircase.tolerance(self.kind, baseline)
 
 
 def _malloc_trim():
@@ -103,37 +97,29 @@ def peak_rss_bytes() -> int:
 @dataclass
 class LeakDecision:
     leaking: bool
-    growth_bytes: float  # median of the last third minus median of the first third (after warmup)
-    per_step_bytes: float  # least-squares slope
+    growth_bytes: float  # floor of the last third minus floor of the first third (after warmup)
+    per_step_bytes: float  # the floor's slope per step (Theil-Sen)
     rising_fraction: float  # share of steps whose baseline rose
     tolerance_bytes: float
     steps_judged: int
     reason: str
+    judged: bool = True  # enough steps after warmup for the rule (staircase.MIN_POINTS)
 
 
 def detect_leak(baselines: list[int | float], tolerance_bytes: float, warmup: int = 2) -> LeakDecision:
-    """Decide whether post-step baselines climb over the run (the staircase) beyond `tolerance_bytes`.
+    """Decide whether post-step baselines climb over the run (the staircase) beyond `tolerance_bytes`: the one
+    leak rule (monitor/staircase.py), also behind `monitor.memory_curve`, over one point per step.
 
     The first `warmup` steps are left out: the optimizer allocates its state at step 1 and allocators
-    grow their caches once. The run after warmup is cut in thirds and compared by medians, so a noisy
-    sample cannot decide. A leak keeps rising: last third above first by more than the tolerance, and
-    the rise present in both halves of that span (first->middle and middle->last). A one-off step up
-    (a lazily created workspace, the profiler) that then stays flat is not a leak."""
+    grow their caches once. A one-off step up (a lazily created workspace, the profiler) that then stays flat is
+    not a leak."""
     values = [float(v) for v in baselines[warmup:]]
     n = len(values)
-    if n < 6:
-        return LeakDecision(False, 0.0, 0.0, 0.0, tolerance_bytes, n, f"too few steps to judge ({n} after warmup; need 6)")
-    third = n // 3
-    first, middle, last = (statistics.median(values[:third]), statistics.median(values[third:n - third]),
-                           statistics.median(values[n - third:]))
-    growth = last - first
-    xs = range(n)
-    mean_x, mean_y = (n - 1) / 2, sum(values) / n
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, values)) / sum((x - mean_x) ** 2 for x in xs)
-    rising = sum(b > a for a, b in zip(values, values[1:])) / (n - 1)
-    keeps_rising = min(middle - first, last - middle) > 0.25 * growth
-    leaking = growth > tolerance_bytes and slope > 0 and keeps_rising
-    reason = (f"baseline rose {growth / MiB:.1f} MiB over {n} steps ({slope / MiB:.2f} MiB/step, "
-              f"{rising:.0%} of steps rising{'' if keeps_rising or growth <= tolerance_bytes else '; a one-off step, then flat'}); "
+    rule = staircase.judge_staircase(range(n), values, tolerance_bytes)
+    if not rule.judged:
+        return LeakDecision(False, 0.0, 0.0, 0.0, tolerance_bytes, n,
+                            f"too few steps to judge ({n} after warmup; need {staircase.MIN_POINTS})", judged=False)
+    reason = (f"baseline rose {rule.growth_bytes / MiB:.1f} MiB over {n} steps ({rule.slope / MiB:.2f} MiB/step, "
+              f"{rule.rising_fraction:.0%} of steps rising{'; a one-off step, then flat' if rule.one_step else ''}); "
               f"tolerance {tolerance_bytes / MiB:.1f} MiB")
-    return LeakDecision(leaking, growth, slope, rising, tolerance_bytes, n, reason)
+    return LeakDecision(rule.rising, rule.growth_bytes, rule.slope, rule.rising_fraction, tolerance_bytes, n, reason)

@@ -8,8 +8,13 @@ process group, so a signal meant for the job reaches every process a launcher st
 - On a terminal, the child's group is made the terminal's foreground group while it runs, so Ctrl-C reaches it
   straight from the terminal (as without the monitor) and a program that reads the terminal (a debugger, a
   login prompt) is not stopped for reading from the background. The monitor takes the terminal back at the end.
-- The exit code is the child's; 128+N when a signal N killed it; 124 when --timeout ended it (as coreutils
-  `timeout`); 127 / 126 when the command is not found / not executable (as a shell).
+- A command that stops (Ctrl-Z, SIGSTOP, SIGTSTP): on a terminal the monitor stops with it, so the shell holds
+  the job as stopped, and continues it when the job is continued (`fg`, `bg`). With no terminal nothing could
+  ever continue it: after STOP_GRACE_S the monitor says so and ends the command's process group (128+N for stop
+  signal N, as a shell reports a stopped job).
+- The child's exit status is kept: 128+N when a signal N killed it; 124 when --timeout ended it (as coreutils
+  `timeout`); 127 when the command is not found, 126 when it cannot be run (not executable, not a program, a
+  `#!` interpreter that does not exist), as a shell says.
 
 Sampling runs on a thread of the monitor process at the interval asked for: the training process is never
 paused or instrumented, it only shares the machine with one reader.
@@ -17,7 +22,9 @@ paused or instrumented, it only shares the machine with one reader.
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,9 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from rocmcheck.facts.redact import REDACTED, is_secret_name, redact_value
 from rocmcheck.monitor import procs
 from rocmcheck.monitor.curve import CurveVerdict, classify_curve
-from rocmcheck.monitor.output import SampleWriter, StatusLine, status_text
+from rocmcheck.monitor.output import SampleWriter, StatusLine, file_host, status_text
 from rocmcheck.monitor.sample import GpuSample
 
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -42,6 +50,77 @@ EXIT_NOT_EXECUTABLE = 126
 EXIT_NOT_FOUND = 127
 # The history kept in memory for the trend arrow of the status line (readings per GPU).
 TREND_WINDOW = 60
+# A command stopped with no terminal to continue it from is ended after this long (counted while the monitor itself
+# runs). A scheduler that suspends a job (Slurm's `scontrol suspend`) stops every process of it, the monitor too,
+# and continues them together, so a stop the monitor watches for this long is the command's alone.
+STOP_GRACE_S = 5.0
+STOP_POLL_S = 0.1
+
+
+class CannotRun(Exception):
+    """The command did not start: str() is the one line a shell would print, .exit_code what it would exit."""
+
+    def __init__(self, exit_code: int, message: str) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def _interpreter(path: str) -> str | None:
+    """The `#!` interpreter a script names, None when it names none (or cannot be read)."""
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    return words[0] if words else None
+
+
+def start_failure(command: str, exc: OSError) -> CannotRun:
+    """Why Popen could not start `command`, as a shell would say it."""
+    found = command if os.sep in command else shutil.which(command)
+    if isinstance(exc, FileNotFoundError):
+        interpreter = _interpreter(found) if found and os.path.isfile(found) else None
+        if interpreter is not None:
+            return CannotRun(EXIT_NOT_EXECUTABLE, f"{command}: bad interpreter: {interpreter}: no such file")
+        return CannotRun(EXIT_NOT_FOUND, f"{command}: command not found")
+    if isinstance(exc, PermissionError):
+        return CannotRun(EXIT_NOT_EXECUTABLE, f"{command}: permission denied")
+    if exc.errno == errno.ENOEXEC:
+        return CannotRun(EXIT_NOT_EXECUTABLE, f"{command}: cannot execute: not a program for this machine, nor a "
+                                              "script with a #! line (Exec format error)")
+    return CannotRun(EXIT_NOT_EXECUTABLE, f"{command}: cannot run: {exc.strerror or exc}")
+
+
+def this_host() -> str:
+    """This node's short name, as it goes into the monitor's file names."""
+    return file_host(socket.gethostname().split(".")[0] or "host")
+
+
+def redacted_command(argv: list[str]) -> list[str]:
+    """The command line as it may be written and shown: the value of every secret-looking option
+    (`--hub_token X`, `--wandb_api_key=X`, `--db-password X`) and every token-shaped word replaced by
+    <redacted> (rocmcheck.facts.redact's names and shapes)."""
+    out: list[str] = []
+    secret_next = False
+    for arg in argv:
+        if secret_next:
+            out.append(REDACTED)
+            secret_next = False
+            continue
+        name, eq, value = arg.partition("=")
+        flag = name.lstrip("-")
+        if arg.startswith("-") and flag and is_secret_name(flag):
+            if eq:
+                out.append(f"{name}={REDACTED}")
+            else:
+                out.append(arg)
+                secret_next = True
+            continue
+        out.append(redact_value(arg))
+    return out
 
 
 @dataclass
@@ -115,10 +194,13 @@ class Sampler(threading.Thread):
             keep.append(s)
         self.samples.extend(keep)
         if self.writer is not None:
-            self.writer.write(keep)
+            self.writer.write(keep)  # a full disk stops the recording, never this thread
         if self.status is not None:
             shown = {s.gpu: s for s in keep if not self.used_gpus or s.gpu in self.used_gpus}
-            self.status.show(t, status_text(t, shown, self._history))
+            try:
+                self.status.show(t, status_text(t, shown, self._history))
+            except (OSError, ValueError):  # stderr closed or full: the status line is not worth the sampling
+                self.status = None
 
     def watched(self) -> tuple[list[int], str]:
         if self.used_gpus:
@@ -156,10 +238,11 @@ def _exit_code(status: int) -> int:
 class Monitor:
     def __init__(self, reader: Any, *, interval: float = 1.0, out_dir: Path | None = None, host: str | None = None,
                  status: StatusLine | None = None, env: dict[str, str] | None = None,
-                 timeout: float | None = None, on_start: Callable[[int], None] | None = None) -> None:
-        self.host = host or socket.gethostname().split(".")[0] or "host"
+                 timeout: float | None = None, on_start: Callable[[int], None] | None = None,
+                 force: bool = False) -> None:
+        self.host = file_host(host or this_host())
         self.t0 = time.monotonic()
-        self.writer = SampleWriter(out_dir, self.host) if out_dir is not None and reader is not None else None
+        self.writer = SampleWriter(out_dir, self.host, force) if out_dir is not None and reader is not None else None
         self.sampler = Sampler(reader, interval, self.writer, status, self.host, dict(env or os.environ), self.t0) \
             if reader is not None else None
         self.reader, self.status, self.timeout, self.on_start = reader, status, timeout, on_start
@@ -204,18 +287,16 @@ class Monitor:
 
     # -- the two ways in ------------------------------------------------------------------------------------
     def run_command(self, argv: list[str]) -> Outcome:
+        """Run argv to its end. CannotRun when it does not start."""
         old = self._install()
         kwargs: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
         try:
             child = subprocess.Popen(argv, **kwargs)
-        except FileNotFoundError:
+        except OSError as exc:
             self._restore(old)
-            self.outcome.exit_code = EXIT_NOT_FOUND
-            raise
-        except PermissionError:
-            self._restore(old)
-            self.outcome.exit_code = EXIT_NOT_EXECUTABLE
-            raise
+            failure = start_failure(argv[0], exc)
+            self.outcome.exit_code = failure.exit_code
+            raise failure from None
         self._child_pgid = child.pid
         self._done = threading.Event()
         tty = _terminal_fd()
@@ -228,14 +309,17 @@ class Monitor:
         if timer is not None:
             timer.daemon = True
             timer.start()
+        stop_code = None
         try:
             while True:
                 try:
-                    _, status = os.waitpid(child.pid, 0)
-                    break
+                    _, status = os.waitpid(child.pid, os.WUNTRACED)
                 except ChildProcessError:
                     status = 0
                     break
+                if not os.WIFSTOPPED(status):
+                    break
+                stop_code = self._stopped(child.pid, os.WSTOPSIG(status), tty)
         finally:
             self._done.set()
             if timer is not None:
@@ -246,8 +330,39 @@ class Monitor:
             self._restore(old)
         code = _exit_code(status)
         child.returncode = code if not os.WIFSIGNALED(status) else -os.WTERMSIG(status)
-        self.outcome.exit_code = EXIT_TIMEOUT if self.outcome.timed_out else code
+        ended_stopped = stop_code is not None and os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+        self.outcome.exit_code = EXIT_TIMEOUT if self.outcome.timed_out else stop_code if ended_stopped else code
         return self.outcome
+
+    def _stopped(self, pid: int, signum: int, tty: int | None) -> int | None:
+        """The command's process stopped. On a terminal: stop with it (the shell holds the job) and continue it when
+        continued; None. Else wait STOP_GRACE_S for something to continue it, then end its group: 128 + signum."""
+        if tty is not None:
+            _give_terminal(tty, os.getpgrp())
+            os.kill(os.getpid(), signal.SIGSTOP)  # returns once the shell continues this job
+            _give_terminal(tty, pid)
+            try:
+                os.killpg(pid, signal.SIGCONT)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return None
+        try:
+            name = signal.Signals(signum).name
+        except ValueError:
+            name = f"signal {signum}"
+        print(f"rocmcheck monitor: the command stopped ({name}) and no terminal can continue it; it is ended in "
+              f"{STOP_GRACE_S:.0f} s unless something continues it (kill -CONT -{pid})", file=sys.stderr, flush=True)
+        for _ in range(int(STOP_GRACE_S / STOP_POLL_S)):  # polls, not a deadline: time this process was stopped
+            if not procs.is_stopped(pid):               # (a suspended job) does not count
+                return None
+            time.sleep(STOP_POLL_S)
+        print(f"rocmcheck monitor: the command is still stopped after {STOP_GRACE_S:.0f} s: ending it",
+              file=sys.stderr, flush=True)
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return 128 + signum
 
     def attach(self, pid: int, poll_s: float = 0.2) -> Outcome:
         started = procs.start_time(pid)

@@ -21,7 +21,7 @@ DEFAULTS_RUN = "rocmcheck smoke-train --lr 1e-3 --steps 120"
 SEE_FINITE = fixes.step(None, "see train.finite's fix: a loss that is not finite cannot fall")
 
 
-def _learning_fix(numerics_ok: bool | None, command: str | None, note: str) -> str:
+def _learning_fix(numerics_ok: bool | None, command: str | None, note: str) -> fixes.Fix:
     """What to do when a run does not learn, naming the likely cause from train.numerics: one pasteable line."""
     if numerics_ok is False:
         return fixes.step(None, "train.numerics failed: this device's bf16 kernels compute wrongly, which explains a "
@@ -46,7 +46,8 @@ def check_loss_decrease(losses: list[float], min_drop: float, numerics_ok: bool 
     if not (math.isfinite(first) and math.isfinite(last)):
         return failed("loss is not finite, so it cannot fall", SEE_FINITE, evidence, **data, id="train.loss_decrease")
     if last <= target:
-        return passed(f"loss fell {first:.3f} -> {last:.3f} ({1 - last / first:.0%} drop, needed {min_drop:.0%})", evidence, **data, id="train.loss_decrease")
+        return passed(f"loss fell {first:.3f} -> {last:.3f} ({1 - last / first:.0%} drop, needed {min_drop:.0%})",
+                      evidence, **data, id="train.loss_decrease")
     return failed(f"loss fell only {first:.3f} -> {last:.3f} (needed a {min_drop:.0%} drop)",
                   _learning_fix(numerics_ok, DEFAULTS_RUN, "rerun with the defaults, which this threshold was set "
                                 "for"), evidence, **data, id="train.loss_decrease")
@@ -66,9 +67,9 @@ def check_finite(losses: list[float], grad_norms: list[float], stopped_at: int |
     if stopped_at is not None:
         evidence.append(f"run stopped at step {stopped_at}")
     return failed(f"{what} became NaN/inf at step {first}",
-                  fixes.step("rocmcheck smoke-train --attn eager", "without --pure-bf16: if that stays finite, the fused "
-                             "attention or bf16 kernels of this build are at fault; report the torch/ROCm versions "
-                             "(rocmcheck doctor) with the evidence"), evidence, **data, id="train.finite")
+                  fixes.step("rocmcheck smoke-train --attn eager", "without --pure-bf16: if that stays finite, the "
+                             "fused attention or bf16 kernels of this build are at fault; report the torch/ROCm "
+                             "versions (rocmcheck doctor) with the evidence"), evidence, **data, id="train.finite")
 
 
 def check_accuracy(before: float | None, after: float | None, threshold: float, n_prompts: int,
@@ -79,7 +80,8 @@ def check_accuracy(before: float | None, after: float | None, threshold: float, 
     ev = [f"exact match on {n_prompts} held-out prompts: before fine-tune {before:.0%}, after {after:.0%}"]
     if after >= threshold:
         learned = "" if before is None or after > before else " (the model could already do the task)"
-        return passed(f"held-out exact match {after:.0%} (needed {threshold:.0%}){learned}", ev, **data, id="train.task_accuracy")
+        return passed(f"held-out exact match {after:.0%} (needed {threshold:.0%}){learned}", ev, **data,
+                      id="train.task_accuracy")
     return failed(f"held-out exact match only {after:.0%} (needed {threshold:.0%})",
                   _learning_fix(numerics_ok, DEFAULTS_RUN, "rerun with the defaults: the threshold is set for "
                                 "them"), ev, **data, id="train.task_accuracy")
@@ -91,7 +93,8 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
     two forwards of the trained model are from each other (0 where kernels are deterministic)."""
     if error:
         return failed(f"save -> reload failed: {error}",
-                      fixes.step("df -h .", "free disk space; the --out folder must also be writable"), [error], id="train.reload")
+                      fixes.step("df -h .", "free disk space; the --out folder must also be writable"), [error],
+                      id="train.reload")
     data = {"max_abs_diff": max_abs_diff, "forward_noise": noise, "weights_equal": weights_equal}
     if weights_equal and max_abs_diff is not None and max_abs_diff <= noise:
         how = "identical logits" if max_abs_diff == 0 else f"logits within {bound_label} ({noise:.2g})"
@@ -100,7 +103,8 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
         f"reloaded model's logits differ (max |diff| {max_abs_diff:.3g}, allowed: {bound_label} {noise:.2g})"
     return failed(what, fixes.step("pip install -U safetensors transformers", "a saved checkpoint does not "
                                    "reproduce the trained model: newer savers and loaders"),
-                  [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"], **data, id="train.reload")
+                  [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"],
+                  **data, id="train.reload")
 
 
 def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why_not: str, kind: str) -> CheckResult:
@@ -116,12 +120,14 @@ def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why
                  f"{'ok' if w['ok'] else 'OUT'})" for w in cmp["windows"]]
     data = {"kind": kind, "windows": cmp["windows"]}
     if cmp["ok"]:
-        return passed(f"loss curve matches the {kind} reference within tolerance", evidence, **data, id="train.reference_curve")
+        return passed(f"loss curve matches the {kind} reference within tolerance", evidence, **data,
+                      id="train.reference_curve")
     w = cmp["worst"]
     return failed(f"loss curve departs from the {kind} reference at steps {w['steps']} "
                   f"({w['run']:.3f} vs {w['reference']:.3f})",
                   fixes.step("rocmcheck smoke-train --attn eager; rocmcheck smoke-train --device cpu", "the first run "
-                             "that matches points at the faulty kernel (fused attention, bf16 GEMM)"), evidence, **data, id="train.reference_curve")
+                             "that matches points at the faulty kernel (fused attention, bf16 GEMM)"), evidence, **data,
+                  id="train.reference_curve")
 
 
 def check_memory_leak(decision: LeakDecision, kind: str, baselines: list[int]) -> CheckResult:
@@ -129,7 +135,7 @@ def check_memory_leak(decision: LeakDecision, kind: str, baselines: list[int]) -
     evidence = [f"post-step baseline ({kind}, MiB): {shown}", decision.reason]
     data = {"kind": kind, "growth_bytes": decision.growth_bytes, "per_step_bytes": decision.per_step_bytes,
             "tolerance_bytes": decision.tolerance_bytes, "rising_fraction": decision.rising_fraction}
-    if decision.steps_judged < 6:
+    if not decision.judged:  # fewer steps than the one leak rule needs (monitor/staircase.py)
         return skipped(decision.reason, evidence, **data, id="train.memory_leak")
     if not decision.leaking:
         return passed(f"memory after each step is flat ({decision.growth_bytes / MiB:+.1f} MiB over "
@@ -158,7 +164,8 @@ def check_memory_headroom(peak_bytes: int, total_bytes: int | None, kind: str, e
                             f"these settings ({gap / GiB:+.2f} GiB); a gap over {gap_ratio:.0%} and "
                             f"{gap_floor_bytes / MiB:.0f} MiB is a finding")
             if abs(gap) > max(gap_ratio * planned, gap_floor_bytes):
-                gap_finding = ("above" if gap > 0 else "below") + f" rocmcheck plan's estimate ({planned / GiB:.2f} GiB) by {abs(gap) / GiB:.2f} GiB"
+                gap_finding = (("above" if gap > 0 else "below") + f" rocmcheck plan's estimate ({planned / GiB:.2f} "
+                               f"GiB) by {abs(gap) / GiB:.2f} GiB")
         else:
             evidence.append(f"rocmcheck plan estimates {planned / GiB:.2f} GiB for the step; not compared with the "
                             f"CPU's resident memory, which also holds the interpreter, libraries and data")
@@ -166,7 +173,8 @@ def check_memory_headroom(peak_bytes: int, total_bytes: int | None, kind: str, e
     if total_bytes:
         summary += f" of {total_bytes / GiB:.0f} GiB ({peak_bytes / total_bytes:.0%})"
     if total_bytes and peak_bytes / total_bytes > 0.9:
-        return warned(summary + ": a longer batch will run out of memory", CKPT_FIX, evidence, **data, id="train.memory")
+        return warned(summary + ": a longer batch will run out of memory", CKPT_FIX, evidence, **data,
+                      id="train.memory")
     if gap_finding:
         fix = (fixes.step("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True rocmcheck smoke-train",
                           "above the estimate: with this run's flags; a lower peak means fragmentation; check "
@@ -214,7 +222,8 @@ def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_to
     else:
         mfu_text = ", MFU n/a (no datasheet bf16 peak for this device)"
     summary = f"{tok_s:,.0f} tokens/s, step {median * 1e3:.1f} ms median{mfu_text}"
-    evidence = [f"{len(steady)} steady steps; median {median * 1e3:.1f} ms, p90 {p90 * 1e3:.1f} ms; {tokens_per_step} tokens/step"]
+    evidence = [f"{len(steady)} steady steps; median {median * 1e3:.1f} ms, p90 {p90 * 1e3:.1f} ms; "
+                f"{tokens_per_step} tokens/step"]
     # Stalls: a GPU step should take the same time every step; 3x spread means syncs, recompiles or
     # allocator thrash. CPU timing shares cores with everything else, so only gross stalls count.
     stall_ratio = 3.0 if on_gpu else 6.0
@@ -259,15 +268,18 @@ def check_numerics(m: dict[str, Any] | None, on_gpu: bool) -> CheckResult:
     worst = max(blocks, key=blocks.__getitem__) if blocks else None
     worst_rel = blocks[worst] if worst else 0.0
     finite = math.isfinite(low["loss"]) and math.isfinite(low["grad_norm"])
-    data = {"loss_bf16": low["loss"], "loss_fp32": ref["loss"], "loss_rel_diff": loss_rel, "grad_norm_bf16": low["grad_norm"],
-            "grad_norm_fp32": ref["grad_norm"], "worst_block": worst, "worst_block_rel_diff": worst_rel,
-            "blocks_compared": len(blocks), "reference_device": m.get("reference_device"), "precision": m.get("precision"),
+    data = {"loss_bf16": low["loss"], "loss_fp32": ref["loss"], "loss_rel_diff": loss_rel,
+            "grad_norm_bf16": low["grad_norm"], "grad_norm_fp32": ref["grad_norm"], "worst_block": worst,
+            "worst_block_rel_diff": worst_rel, "blocks_compared": len(blocks),
+            "reference_device": m.get("reference_device"), "precision": m.get("precision"),
             "loss_tolerance": NUMERICS_LOSS_REL_TOL, "block_tolerance": NUMERICS_BLOCK_REL_TOL}
-    evidence = [f"{m.get('precision', 'bf16')} vs fp32 ({m.get('reference_device')}), the same {m.get('rows', '?')} rows "
-                f"({m.get('tokens', '?')} tokens) and weights, forward and backward",
-                f"loss {low['loss']:.5f} vs {ref['loss']:.5f} (relative {loss_rel:.1e}, tolerance {NUMERICS_LOSS_REL_TOL:g})",
+    evidence = [f"{m.get('precision', 'bf16')} vs fp32 ({m.get('reference_device')}), the same {m.get('rows', '?')} "
+                f"rows ({m.get('tokens', '?')} tokens) and weights, forward and backward",
+                f"loss {low['loss']:.5f} vs {ref['loss']:.5f} (relative {loss_rel:.1e}, tolerance "
+                f"{NUMERICS_LOSS_REL_TOL:g})",
                 f"gradient norm {low['grad_norm']:.4g} vs {ref['grad_norm']:.4g}; largest block difference "
-                f"{worst_rel:.1%} ({worst or 'none'}) over {len(blocks)} blocks (tolerance {NUMERICS_BLOCK_REL_TOL:.0%})"]
+                f"{worst_rel:.1%} ({worst or 'none'}) over {len(blocks)} blocks (tolerance "
+                f"{NUMERICS_BLOCK_REL_TOL:.0%})"]
     bad = []
     if not finite:
         bad.append("the bf16 pass gave a non-finite loss or gradient")
@@ -279,7 +291,8 @@ def check_numerics(m: dict[str, Any] | None, on_gpu: bool) -> CheckResult:
         return failed(("GPU" if on_gpu else "bf16") + " numerics are suspect: " + "; ".join(bad),
                       fixes.step("rocmcheck smoke-train --attn eager", "if that passes, the fused attention kernel "
                                  "of this build computes wrongly in bf16; otherwise the bf16 GEMMs do; report the "
-                                 "torch/ROCm or CUDA versions (rocmcheck doctor) with this evidence"), evidence, **data, id="train.numerics")
+                                 "torch/ROCm or CUDA versions (rocmcheck doctor) with this evidence"), evidence, **data,
+                      id="train.numerics")
     return passed(f"bf16 matches fp32 on the same batch: loss within {loss_rel:.1e}, block gradient norms within "
                   f"{worst_rel:.1%}", evidence, **data, id="train.numerics")
 
@@ -317,13 +330,15 @@ def check_learns(losses: list[float], numerics_ok: bool | None, min_drop: float 
                       f"{min_drop:.0%})", evidence, **data, id="train.learns")
     return failed(f"does not overfit one batch: loss {first:.3f} -> {last:.3f} (needed a {min_drop:.0%} drop)",
                   _learning_fix(numerics_ok, None, "a learning rate too low or too high for this model: rerun with "
-                                "--lr 10x higher and 10x lower, and with more --steps"), evidence, **data, id="train.learns")
+                                "--lr 10x higher and 10x lower, and with more --steps"), evidence, **data,
+                  id="train.learns")
 
 
 def oom_result(step: int, error_type: str, first_line: str, peak_bytes: int, total_bytes: int | None, kind: str,
                settings: str) -> CheckResult:
     evidence = [f"{error_type} at step {step}: {first_line}",
-                f"peak memory {peak_bytes / GiB:.2f} GiB" + (f" of {total_bytes / GiB:.0f} GiB" if total_bytes else "") + f" ({kind})",
+                f"peak memory {peak_bytes / GiB:.2f} GiB" + (f" of {total_bytes / GiB:.0f} GiB" if total_bytes else "")
+                + f" ({kind})",
                 f"settings: {settings}"]
     return failed(f"out of memory at step {step} (peak {peak_bytes / GiB:.2f} GiB)", CKPT_FIX, evidence,
                   step=step, peak_bytes=peak_bytes, total_bytes=total_bytes, error=first_line, id="train.oom")
@@ -342,7 +357,8 @@ def check_memory_snapshot(report: dict | None, survivors: bool, held: bool) -> C
     data = dict(report.get("data") or {})
     evidence = list(report.get("evidence") or [])
     if held:
-        return failed(report["summary"], report.get("fix") or fixes.step(None, "keep .item() of what you store"),
+        return failed(report["summary"], fixes.Fix.from_dict(report.get("fix"))
+                      or fixes.step(None, "keep .item() of what you store"),
                       evidence, **data, id="train.memory_snapshot")
     if survivors:
         return warned(report["summary"], fixes.step(None, "look at the allocation sites in the evidence: something "

@@ -1,4 +1,5 @@
-"""Pure parsers of the monitoring outputs the CLI readers ask for. Never raise; unknown values become None.
+"""Pure parsers of the GPU monitoring outputs `rocmcheck monitor`'s command-line readers ask for: one GpuReading
+per GPU (what the tool says about it now). Never raise; unknown values become None.
 
 - `nvidia-smi --query-gpu=<fields> --format=csv,nounits`: read by its header row, so a driver that prints the
   fields in another order or with units ("81559 MiB", "245.12 W", "100 %") reads the same.
@@ -15,16 +16,33 @@ from __future__ import annotations
 import csv
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from rocmcheck.facts.parsers._text import clean_lines, none_if_na
 from rocmcheck.facts.parsers.smi import size_bytes
-from rocmcheck.monitor.sample import GpuSample
 from rocmcheck.units import MIB
 
+
+@dataclass
+class GpuReading:
+    """One GPU as a monitoring tool or binding reads it at one moment (None: the tool did not say)."""
+
+    gpu: int  # index as the reading tool numbers it (NVML / amd-smi / nvidia-smi index)
+    used_bytes: int | None = None  # device memory in use (all processes, as the driver counts it)
+    total_bytes: int | None = None
+    power_w: float | None = None
+    util_pct: float | None = None
+    temp_c: float | None = None
+    sm_clock_mhz: float | None = None  # NVIDIA SM clock / AMD GFX clock
+    mem_clock_mhz: float | None = None
+
+
+# Above any memory size (bytes), power, clock or index a GPU reports (2^63: what a signed 64-bit counter holds).
+MAX_VALUE = float(2**63)
 _NUMBER = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*([A-Za-z°/%]*)\s*$")
 
-# nvidia-smi query field -> GpuSample attribute and unit multiplier (memory is MiB in csv).
+# nvidia-smi query field -> GpuReading attribute and unit multiplier (memory is MiB in csv).
 NVIDIA_FIELDS = {
     "index": ("gpu", None),
     "uuid": (None, None),
@@ -48,14 +66,29 @@ def _number(value: str | None) -> float | None:
     if value is None:
         return None
     m = _NUMBER.match(value)
-    return float(m.group(1)) if m else None
+    number = float(m.group(1)) if m else None
+    # A reading no GPU can show (a 400-digit "index" is infinite as a float) is not a number either.
+    return number if number is not None and abs(number) <= MAX_VALUE else None
+
+
+def _size(value: str | None) -> int | None:
+    """size_bytes, bounded like _number: a size past MAX_VALUE is not a reading."""
+    try:
+        size = size_bytes(value)
+    except (OverflowError, ValueError):
+        return None
+    return size if size is not None and 0 <= size <= MAX_VALUE else None
 
 
 # ---- nvidia-smi -----------------------------------------------------------------------------------------------
 
 def _header_name(cell: str) -> str:
-    """'memory.used [MiB]' -> 'memory.used'."""
-    return re.sub(r"\s*\[.*?\]\s*$", "", cell).strip().lower()
+    """'memory.used [MiB]' -> 'memory.used'. (Not a regular expression: a lazy match up to the end of the cell takes
+    quadratic time on a cell of many `[`.)"""
+    cell = cell.strip()
+    if cell.endswith("]") and "[" in cell:
+        cell = cell[:cell.rfind("[")]
+    return cell.strip().lower()
 
 
 def _csv_rows(text: str) -> list[list[str]]:
@@ -66,7 +99,7 @@ def _csv_rows(text: str) -> list[list[str]]:
         return [[c.strip() for c in line.split(",")] for line in lines]
 
 
-def parse_nvidia_query(text: str, fields: list[str] | None = None) -> tuple[list[GpuSample], dict[int, str]]:
+def parse_nvidia_query(text: str, fields: list[str] | None = None) -> tuple[list[GpuReading], dict[int, str]]:
     """Readings per GPU and {index: uuid}. The header row names the columns; without one (noheader), `fields`
     does. Rows of another width (a warning line, an error) are skipped."""
     rows = _csv_rows(text)
@@ -81,7 +114,7 @@ def parse_nvidia_query(text: str, fields: list[str] | None = None) -> tuple[list
             continue
         values = dict(zip(names, (c.strip() for c in row)))
         index = _number(values.get("index"))
-        sample = GpuSample(t=0.0, gpu=int(index) if index is not None else len(samples))
+        sample = GpuReading(gpu=int(index) if index is not None else len(samples))
         for name, (attr, scale) in NVIDIA_FIELDS.items():
             if attr is None or attr == "gpu" or name not in values:
                 continue
@@ -117,7 +150,7 @@ def parse_nvidia_compute_apps(text: str, fields: list[str] | None = None) -> lis
 
 # ---- amd-smi --------------------------------------------------------------------------------------------------
 
-# GpuSample attribute -> the column names amd-smi monitor has used for it, newest last.
+# GpuReading attribute -> the column names amd-smi monitor has used for it, newest last.
 AMD_COLUMNS = {
     "power_w": ("POWER",),
     "temp_c": ("GPU_TEMP", "GPU_T"),  # hotspot/junction on MI-series
@@ -132,9 +165,9 @@ def _table_cells(line: str) -> list[str]:
     return [c for c in re.split(r"\s{2,}", line.strip()) if c]
 
 
-def parse_amd_smi_monitor(text: str) -> tuple[list[GpuSample], list[dict[str, Any]]]:
+def parse_amd_smi_monitor(text: str) -> tuple[list[GpuReading], list[dict[str, Any]]]:
     """Readings per GPU and the PROCESS INFO rows ([{"gpu", "pid", "used_bytes"}]) of `amd-smi monitor`."""
-    samples: list[GpuSample] = []
+    samples: list[GpuReading] = []
     procs: list[dict[str, Any]] = []
     header: list[str] | None = None
     in_procs = False
@@ -154,32 +187,32 @@ def parse_amd_smi_monitor(text: str) -> tuple[list[GpuSample], list[dict[str, An
         if in_procs:
             pid = _number(values.get("PID"))
             if pid is not None:
-                procs.append({"gpu": int(cells[0]), "pid": int(pid), "used_bytes": size_bytes(values.get("VRAM_MEM"))})
+                procs.append({"gpu": int(cells[0]), "pid": int(pid), "used_bytes": _size(values.get("VRAM_MEM"))})
             continue
-        sample = GpuSample(t=0.0, gpu=int(cells[0]))
+        sample = GpuReading(gpu=int(cells[0]))
         for attr, names in AMD_COLUMNS.items():
             for name in names:
                 if name in values:
                     setattr(sample, attr, _number(values[name]))
                     break
-        sample.used_bytes = size_bytes(values.get("VRAM_USED"))
-        sample.total_bytes = size_bytes(values.get("VRAM_TOTAL"))
+        sample.used_bytes = _size(values.get("VRAM_USED"))
+        sample.total_bytes = _size(values.get("VRAM_TOTAL"))
         usage = values.get("VRAM_USAGE")  # "0.3/192.0 GB" (6.4.1+ default table)
         m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(\d+(?:\.\d+)?)\s*([A-Za-z]+)\s*$", usage or "")
         if m and sample.used_bytes is None:
-            sample.used_bytes = size_bytes(f"{m.group(1)} {m.group(3)}")
-            sample.total_bytes = size_bytes(f"{m.group(2)} {m.group(3)}")
+            sample.used_bytes = _size(f"{m.group(1)} {m.group(3)}")
+            sample.total_bytes = _size(f"{m.group(2)} {m.group(3)}")
         samples.append(sample)
     return samples, procs
 
 
 # ---- rocm-smi -------------------------------------------------------------------------------------------------
 
-def parse_rocm_smi_monitor_json(text: str) -> list[GpuSample]:
+def parse_rocm_smi_monitor_json(text: str) -> list[GpuReading]:
     """`rocm-smi --showuse --showmeminfo vram --showpower --showtemp --json`: {"card0": {...}, "system": {...}}."""
     try:
         data = json.loads(text[text.find("{"):]) if "{" in text else None
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(data, dict):
         return []
@@ -189,7 +222,7 @@ def parse_rocm_smi_monitor_json(text: str) -> list[GpuSample]:
         if not m or not isinstance(value, dict):
             continue
         fields = {str(k).lower(): str(v) for k, v in value.items()}
-        sample = GpuSample(t=0.0, gpu=int(m.group(1)))
+        sample = GpuReading(gpu=int(m.group(1)))
         used, total = _number(fields.get("vram total used memory (b)")), _number(fields.get("vram total memory (b)"))
         sample.used_bytes = int(used) if used is not None else None
         sample.total_bytes = int(total) if total is not None else None
