@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from live_memory import live_peak
 from saved_tensors import saved_bytes
 
 from rocmcheck.plan import formulas as F
@@ -193,24 +194,6 @@ def test_the_h200_run_covers_the_spread():
 
 # --- live bytes across forward and backward, counted by torch's memory profiler (CPU) -------------------
 
-def _live_peak(torch, step) -> int:
-    """The largest sum of live tensor bytes while step() runs: torch.profiler's memory timeline (every
-    allocation and free, with tensors existing before the profile counted from the start)."""
-    memory_profiler = pytest.importorskip("torch.profiler._memory_profiler")
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True,
-                                record_shapes=True, with_stack=True) as prof:
-        step()
-    live = peak = 0
-    action = memory_profiler.Action
-    for _, what, _, size in prof._memory_profile().timeline:
-        if what in (action.CREATE, action.PREEXISTING):
-            live += size
-        elif what == action.DESTROY:
-            live -= size
-        peak = max(peak, live)
-    return peak
-
-
 def test_loss_peak_is_12_bytes_per_logit_once_the_output_is_dropped():
     """ForCausalLMLoss forward + backward on the CPU: 12 B per token per vocabulary entry above the inputs when
     the model output is dropped before backward (HF Trainer), 14 B when the caller keeps the bf16 logits."""
@@ -231,8 +214,8 @@ def test_loss_peak_is_12_bytes_per_logit_once_the_output_is_dropped():
         loss.backward()
 
     inputs = 2 * (vocab * h + n * h)
-    dropped = (_live_peak(torch, lambda: step(False)) - inputs) / (n * vocab)
-    held = (_live_peak(torch, lambda: step(True)) - inputs) / (n * vocab)
+    dropped = (live_peak(torch, lambda: step(False)) - inputs) / (n * vocab)
+    held = (live_peak(torch, lambda: step(True)) - inputs) / (n * vocab)
     assert dropped == pytest.approx(F.LOGITS_BACKWARD_BYTES, abs=0.05)
     # the held run also keeps the weight's bf16 gradient (vocab x h): a few hundredths of a byte per logit
     assert held == pytest.approx(F.LOGITS_BACKWARD_BYTES + F.LOGITS_KEPT_OUTPUT_BYTES, abs=0.2)
@@ -258,7 +241,7 @@ def test_step_peak_grows_as_the_estimate(ckpt):
             loss.backward()
 
         model.zero_grad(set_to_none=True)
-        return _live_peak(torch, step)
+        return live_peak(torch, step)
 
     measured = peak(4) - peak(2)
     shape = shape_from_config(config)
