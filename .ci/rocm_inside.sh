@@ -25,4 +25,7 @@ python3 /src/.ci/rocm_doctor_check.py /out/doctor.json /out/replay.json /out/bun
 
 step "build-env proven by building (hipcc, CMake; code objects read back)"
 python3 /src/.ci/rocm_build_env_check.py /out/build-env
+
+step "code objects: the fixtures rebuilt with this hipcc, read by rocmcheck and by llvm-objdump"
+python3 /src/.ci/code_objects_check.py /out/code-objects
 step "done"
