@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rocmcheck.checks import run_checks, select_checks
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.health import annotate_link_with_bandwidth
 from rocmcheck.facts.collect import Facts, collect_facts
 from rocmcheck.facts.redact import redact_tree
@@ -28,6 +28,8 @@ class DoctorOptions:
     command_timeout_s: float = 20.0
     probe_timeout_s: float = 45.0
     gpu_stage_timeout_s: float = 120.0
+    level: int = 1  # GPU probes: 1 quick, 2 numerics, 3 stress (rocmcheck/probes/levels.py)
+    duration_s: float | None = None  # level 3: seconds the stress probes run in all (None: their default)
     train_timeout_s: float = 300.0
     launch: Any = None  # facts.launch.Launch when run under a launcher (recorded in the bundle)
     across_nodes: bool = False  # the cross-node collective on the launcher's rendezvous
@@ -45,13 +47,15 @@ class DoctorRun:
     def machine_summary(self) -> dict[str, Any]:
         ctx = self.context or CheckContext(self.facts)  # the checks' context: its parsed tool outputs are reused
         f = self.facts
-        gpus = [f"{g.arch} {g.product.name if g.product else (g.name or '')}".strip() for g in ctx.gpus]
+        torch = known_or_none(lambda: ctx.torch) or {}  # a fact not collected is left out of the summary
+        gpus = [f"{g.arch} {g.product.name if g.product else (g.name or '')}".strip()
+                for g in known_or_none(lambda: ctx.gpus) or []]
         headline = (f"rocmcheck doctor — {f.os_info.get('name') or f.platform.get('system')}, "
                     f"{len(gpus)} GPU{'s' if len(gpus) != 1 else ''}"
                     + (f" ({', '.join(sorted(set(gpus)))})" if gpus else "")
-                    + (f", torch {(ctx.torch or {}).get('version')}" if ctx.torch and ctx.torch.get("version") else ""))
+                    + (f", torch {torch.get('version')}" if torch.get("version") else ""))
         return {"vendor": ctx.vendor, "gpus": gpus, "os": f.os_info.get("name"), "kernel": f.platform.get("kernel"),
-                "python": f.platform.get("python"), "torch": (ctx.torch or {}).get("version"), "headline": headline}
+                "python": f.platform.get("python"), "torch": torch.get("version"), "headline": headline}
 
 
 # Areas whose checks read the child-process probe of torch / flash-attn / DeepSpeed.
@@ -65,11 +69,14 @@ def _stage_wanted(opts: DoctorOptions, area: str) -> bool:
 
 
 def _gpu_present(ctx: CheckContext, results: list[CheckResult]) -> bool:
-    torch = ctx.torch or {}
+    torch = known_or_none(lambda: ctx.torch) or {}
     return bool(torch.get("device_count")) or any(r.id == "gpu.present" and r.status == Status.PASS for r in results)
 
 
-def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult]) -> list[CheckResult]:
+def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
+                  on_result: Callable[[CheckResult], None] | None = None, progress: Any = None) -> list[CheckResult]:
+    """The probes of opts.level (or those --only names); on_result hears each verdict the moment it is known,
+    progress.begin each probe as it starts."""
     if not opts.gpu_probes:
         return [skipped("GPU probes skipped (--no-gpu-probes)", id="probe.stage")]
     if not _gpu_present(ctx, cheap):
@@ -78,19 +85,28 @@ def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResul
     from rocmcheck.probes import run_gpu_stage as probes_stage
 
     # What the fact collection found flows down to the probes' judges (they never collect a fact themselves).
-    host = HostFacts(gpu_names=[g.name for g in ctx.gpus if g.name] or None,
-                     smi_memory_bytes=[g.memory_bytes for g in ctx.gpus if g.memory_bytes] or None,
-                     rocm_version=ctx.rocm.version if ctx.rocm is not None else None,
+    gpus, rocm = known_or_none(lambda: ctx.gpus) or [], known_or_none(lambda: ctx.rocm)
+    host = HostFacts(gpu_names=[g.name for g in gpus if g.name] or None,
+                     smi_memory_bytes=[g.memory_bytes for g in gpus if g.memory_bytes] or None,
+                     rocm_version=rocm.version if rocm is not None else None,
                      kernel_cmdline=ctx.facts.files.get("/proc/cmdline"),
                      numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"))
+    from rocmcheck.probes.stage import StageListener
+
     only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
-    return probes_stage(timeout_s=opts.gpu_stage_timeout_s, host=host, only=only)
+    skip = {o.split(".", 1)[1] for o in opts.skip if o.startswith("probe.")} or None
+    shown = progress or _Quiet()
+    listener = StageListener(result=on_result or (lambda result: None),
+                             start=lambda name, number, total: shown.begin(f"GPU probe {number}/{total}: {name}"),
+                             note=lambda name, text: getattr(shown, "note", lambda _text: None)(text))
+    return probes_stage(timeout_s=opts.gpu_stage_timeout_s, host=host, only=only, level=opts.level,
+                        duration_s=opts.duration_s, skip=skip, listener=listener)
 
 
 def run_train_stage(ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]:
     if not opts.train:
         return [skipped("smoke-train skipped (--no-train)", id="train.stage")]
-    torch = ctx.torch or {}
+    torch = known_or_none(lambda: ctx.torch) or {}
     if not torch.get("version"):
         return [skipped("smoke-train skipped: torch is not importable", id="train.stage")]
     from rocmcheck.train.doctor_stage import run_train_stage as train_stage
@@ -182,9 +198,15 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         if _stage_wanted(opts, "probe"):
             if opts.gpu_probes:
                 progress.begin("GPU probes (child process per probe)")
-            new = _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results))
+            shown: list[CheckResult] = []
+
+            def show(result: CheckResult) -> None:  # each probe's verdict, printed the moment the stage has it
+                shown.append(result)
+                emit([result], [])
+
+            new = _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results, show, progress))
             staged += new
-            emit(new, [])
+            emit([r for r in new if all(r is not s for s in shown)], [])
         if _stage_wanted(opts, "train"):
             if opts.train:
                 progress.begin("smoke-train (the bundled tiny LLaMA)")

@@ -9,6 +9,7 @@ import click
 
 from rocmcheck.commands.options import Command, FiniteFloat, alias, json_option, resolve_archs
 from rocmcheck.errors import BadInput
+from rocmcheck.probes.levels import DEFAULT_DURATION_S, MAX_DURATION_S, MIN_DURATION_S
 
 MAX_DEADLINE_S = 3600.0  # an hour for the fact collection: every tool has a 20 s limit of its own
 
@@ -65,6 +66,11 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
 @click.option("--skip", multiple=True, metavar="CHECK", help="Skip these checks or areas.")
 @click.option("--no-gpu-probes", is_flag=True, help="Skip the GPU probe stage.")
 @click.option("--no-train", is_flag=True, help="Skip the bundled smoke-train stage.")
+@click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
+              help="GPU probe depth: 1 quick; 2 adds the numerics of every path a fine-tune takes (up to 2 min); "
+                   "3 adds stress probes for --duration.")
+@click.option("--duration", type=FiniteFloat(MIN_DURATION_S, MAX_DURATION_S), default=None, metavar="SECONDS",
+              help=f"With --level 3: seconds the stress probes run in all (default {DEFAULT_DURATION_S:g}).")
 @click.option("-o", "--out", "save_bundle", type=click.Path(dir_okay=False, path_type=Path),
               help="Write every raw input the checks used to FILE, a bundle (secrets redacted; a new file, --force "
                    "replaces one).")
@@ -85,7 +91,7 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
                    "machine.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
 def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
-           bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose):
+           bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose, level, duration):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix.
     Verdicts print as each stage finishes; the fixes follow as lines to paste."""
     from rocmcheck.checks import select_checks
@@ -113,6 +119,11 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
 
     if bundle is not None and (bundle_dir is not None or across_nodes):
         raise BadInput("--bundle replays a saved bundle: it cannot be combined with --bundle-dir or --across-nodes")
+    from rocmcheck.probes.levels import level_problem
+
+    problem = level_problem(level, duration, gpu_probes=not no_gpu_probes, replay=bundle is not None)
+    if problem:
+        raise BadInput(problem)
     launch, node_bundle = _launch(bundle_dir, force, across_nodes, node_per_rank)
 
     from rocmcheck.doctor import DoctorOptions, load_bundle, run_doctor
@@ -125,7 +136,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
 
     opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
                          train=not no_train, deadline_s=deadline, launch=launch, across_nodes=across_nodes,
-                         across_timeout_s=across_timeout)
+                         across_timeout_s=across_timeout, level=level, duration_s=duration)
     facts = None
     if bundle is not None:
         facts = load_bundle(bundle)

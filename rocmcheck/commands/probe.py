@@ -9,16 +9,19 @@ import click
 from rocmcheck.commands.options import MAX_SECONDS, Command, FiniteFloat, json_option
 from rocmcheck.errors import BadInput
 from rocmcheck.probes.catalog import BY_NAME, PROBE_NAMES, PROBES
+from rocmcheck.probes.levels import MAX_DURATION_S, MIN_DURATION_S
 
 DEFAULT_TIMEOUT_S = 60.0
-ALL_TIMEOUT_S = 180.0
+ALL_TIMEOUT_S = 180.0  # `all` at level 1; a higher --level adds its budget (rocmcheck/probes/levels.py)
 BUILD_EXTRA_S = 60.0  # a probe allowed to build: its build limit plus the torch import and the run itself
+# A level-2 or level-3 probe by name: its own limit (plus its run time) and this for the torch import around it.
+RUN_EXTRA_S = BUILD_EXTRA_S
 
 
 def _list(as_json: bool) -> None:
     if not as_json:
         for spec in PROBES:
-            click.echo(f"{spec.name:15} {spec.proves}")
+            click.echo(f"{spec.name:15} level {spec.level}  {spec.proves}")
         return
     from rocmcheck.report.json_report import dumps, envelope
 
@@ -31,7 +34,12 @@ def _list(as_json: bool) -> None:
 @json_option()
 @click.option("--timeout", "timeout_s", type=FiniteFloat(1.0, MAX_SECONDS), default=None,
               help="Overall time limit in seconds (default 60; 180 for all; deepspeed_ops may JIT-build: 960).")
-def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | None) -> None:
+@click.option("--level", type=click.IntRange(1, 3), default=None,
+              help="With all: the probes of doctor --level N (default 1).")
+@click.option("--duration", type=FiniteFloat(MIN_DURATION_S, MAX_DURATION_S), default=None, metavar="SECONDS",
+              help="Seconds the level-3 stress probes run in all.")
+def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | None, level: int | None,
+          duration: float | None) -> None:
     """Run one GPU probe (or all) in a child process and print its verdict. Exit 0 when nothing failed, 1 when a
     probe failed, 3 when nothing could be judged (no torch, no GPU)."""
     if list_only:
@@ -42,7 +50,10 @@ def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | N
         raise BadInput(f"give a probe name; valid names: {valid}")
     if name != "all" and name not in PROBE_NAMES:
         raise BadInput("NAME: " + f"unknown probe {name!r}; valid names: {valid}")
+    if level is not None and name != "all":
+        raise BadInput(f"--level chooses the probes of `rocmcheck probe all`; {name} runs whatever its level")
     from rocmcheck.probes.host import read_host_facts
+    from rocmcheck.probes.levels import durations, probes_at, stage_budget_s
     from rocmcheck.probes.stage import run_stage
     from rocmcheck.report import render
     from rocmcheck.report.json_report import dumps, envelope
@@ -53,15 +64,25 @@ def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | N
     # Asked for by name, a probe that builds what it tests may do so (deepspeed_ops: minutes); doctor's stage never.
     spec = BY_NAME.get(name)
     allow_build = spec is not None and spec.builds
+    chosen = probes_at(level or 1) if spec is None else (spec,)
+    if duration is not None and not durations(chosen, duration):
+        raise BadInput("--duration sets how long the level-3 stress probes run: none of them is asked for")
     if timeout_s is None:
-        timeout_s = (ALL_TIMEOUT_S if spec is None else
-                     spec.limit(True) + BUILD_EXTRA_S if allow_build else DEFAULT_TIMEOUT_S)
+        if spec is None:
+            timeout_s = stage_budget_s(ALL_TIMEOUT_S, level or 1, chosen, duration)
+        elif allow_build:
+            timeout_s = spec.limit(True) + BUILD_EXTRA_S
+        elif spec.level > 1:
+            timeout_s = spec.limit(False, durations(chosen, duration).get(spec.name)) + RUN_EXTRA_S
+        else:
+            timeout_s = DEFAULT_TIMEOUT_S
     con = render.console(stderr=as_json)
     with Progress(con, plain=not as_json or con.is_terminal, plain_after_s=2.0, prefix="probe ") as progress:
         progress.begin("reading the GPU tools, the ROCm version and /proc")
         host = read_host_facts()
         progress.begin(f"GPU probe {name} (child process, up to {timeout_s:g} s)")
-        results = run_stage(timeout_s=timeout_s, host=host, only=only, allow_build=allow_build)
+        results = run_stage(timeout_s=timeout_s, host=host, only=only, allow_build=allow_build, level=level or 1,
+                            duration_s=duration)
     if as_json:
         click.echo(dumps(envelope("probe", results, probe=name)))
     else:

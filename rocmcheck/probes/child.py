@@ -1,6 +1,7 @@
 """The GPU probe child: `python -m rocmcheck.probes.child --request-file FILE` (rocmcheck/child.py). Imports torch
 once, reports the devices, then runs the planned probes in sequence, one event per probe (protocol.py), each with
-the runner its definition names (rocmcheck/probes/catalog).
+the runner its definition names (rocmcheck/probes/catalog). A probe given a duration (level 3) gets it in its
+RunOptions; a probe that reports progress does so through RunOptions.note, sent as a "note" event.
 
 Each probe runs under faulthandler's watchdog: past its own time limit the child dumps the stuck Python
 stack to stderr and exits, so the parent can name the probe that hung and go on with the rest. The watchdog
@@ -9,6 +10,7 @@ Anything a library prints (DeepSpeed logs on stdout, ninja, HIP runtime) goes to
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 import traceback
@@ -87,8 +89,17 @@ def _bound(name: str, device: Any, options: RunOptions, cpu: bool) -> Callable[[
     return None if runner is None else (lambda: runner(device, options))
 
 
+def probe_options(base: RunOptions, name: str, durations: dict[str, Any], channel: Channel) -> RunOptions:
+    """The options one probe runs with: its duration when it has one, and its note line to the parent."""
+    duration = durations.get(name)
+    return dataclasses.replace(
+        base, duration_s=float(duration) if isinstance(duration, (int, float)) else None,
+        note=lambda text: channel.emit("note", probe=name, text=" ".join(str(text).split())[:300]))
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Request: {"probes": [[name, timeout_s], ...], "allow_build": bool, "cpu": bool, "init_timeout_s": s}."""
+    """Request: {"probes": [[name, timeout_s], ...], "durations": {name: s}, "allow_build": bool, "cpu": bool,
+    "init_timeout_s": s}."""
     plan = read_request(argv, prog="python -m rocmcheck.probes.child")
     channel = open_channel()
     cpu = bool(plan.get("cpu"))
@@ -98,8 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     device = torch.device("cpu") if cpu else torch.device("cuda", 0)
     options = RunOptions(allow_build=bool(plan.get("allow_build")))
+    durations = plan.get("durations") if isinstance(plan.get("durations"), dict) else {}
     for name, timeout_s in plan.get("probes", []):
-        run_probe(name, _bound(name, device, options, cpu), float(timeout_s), channel, torch)
+        own = probe_options(options, name, durations, channel)
+        run_probe(name, _bound(name, device, own, cpu), float(timeout_s), channel, torch)
     channel.emit("done")
     return 0
 

@@ -68,3 +68,16 @@ def median_ms(fn: Callable[[], Any], device: torch.device, iters: int = 10, warm
               warmup_iters: int = 2) -> float:
     warm_up(fn, device, warmup_s, warmup_iters)
     return statistics.median(time_ms(fn, device, iters))
+
+
+def seeded_normal(shape: tuple[int, ...], seed: int, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+    """N(shift, scale^2) fp32 values on the CPU from their own generator: the same numbers in every run and every
+    probe (the numerics probes share one operand set and its float64 reference between paths)."""
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=gen, dtype=torch.float32) * scale + shift
+
+
+def error_line(exc: BaseException) -> str:
+    """An exception as one short line: "RuntimeError: CUDA error: HIPBLAS_STATUS_NOT_SUPPORTED ..."."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300] if text else ''}"

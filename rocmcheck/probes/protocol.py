@@ -5,6 +5,7 @@ Events the child writes, in order:
   {"event": "device", "available": bool, "reason": str, "torch": str, "hip": str|None, "cuda": str|None,
    "count": int, "devices": [{"index", "name", "arch", "total_bytes"}]}
   {"event": "start", "probe": name}
+  {"event": "note", "probe": name, "text": str}   (progress of a long probe; any number, or none)
   {"event": "result", "probe": name, "outcome": "ok"|"skip"|"error", "data": {...},
    "reason": str|None, "error": str|None, "traceback": [str], "seconds": float}
   {"event": "done"}
@@ -68,6 +69,8 @@ def parse_child_output(run: ChildRun) -> ChildReport:
                 report.bad[event["probe"]] = f"malformed result: {problem}"
             else:
                 report.results[event["probe"]] = event
+        elif kind == "note":
+            pass  # a running probe's progress line: the stage shows it as it arrives (stage.py), nothing to keep
         elif kind == "done":
             report.done = True
         else:

@@ -7,26 +7,37 @@ watchdog. When a probe hangs or kills the child, that probe gets the verdict and
 while the stage budget lasts. The collective runs in its own child (one process per GPU), started together
 with the main child so its torch imports and process-group set-up overlap the other probes; it waits on a
 "go" file and only touches the GPUs' interconnect once the main child is done, so it does not disturb the
-performance probes."""
+performance probes. At level 2 and above the main child runs longer than the collective waits, so the collective
+starts when the main child is done.
+
+Which probes run: the ones asked for by name, else those of the doctor level (rocmcheck/probes/levels.py), less
+any skipped by name. Each verdict goes to the caller's listener the moment it is known (a result as its event
+arrives, while the child goes on with the next probe), together with each probe's start and progress notes, all
+on the caller's thread; the returned list holds the same verdicts in run order."""
 
 from __future__ import annotations
 
 import json
 import os
+import queue
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from rocmcheck.child import ChildRun, child_env, run_child
 from rocmcheck.fixes import Fix, collective_hang_fix, shell
 from rocmcheck.probes.catalog import BY_NAME, PROBE_NAMES
 from rocmcheck.probes.context import DeviceContext, HostFacts
+from rocmcheck.probes.gpu_fault import hw_exception_verdict
 from rocmcheck.probes.hints import error_fix, hang_fix
-from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output
+from rocmcheck.probes.levels import DEFAULT_LEVEL, durations, names_at
+from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output, result_problem
 from rocmcheck.probes.spec import Probe
 from rocmcheck.result import CheckResult, Status, failed, skipped
 
@@ -58,6 +69,9 @@ def died_verdict(probe: Probe, run: ChildRun, ctx: DeviceContext, per_probe_s: f
     """The probe that was running when its child hung, crashed or exited."""
     name, cmd = probe.name, run.command
     tail = run.stderr_tail()
+    fault = hw_exception_verdict(probe.id, name, cmd.stderr, ctx.label())  # ROCr's "HW Exception ... GPU Hang"
+    if fault is not None:
+        return fault
     if run.hung:
         limit = per_probe_s if run.watchdog_fired else cmd.timeout_s
         if probe.child is not None:  # the collective: the kernel command line and NUMA setting explain most hangs
@@ -121,88 +135,188 @@ def _init_failure(names: list[str], run: ChildRun, report: ChildReport) -> list[
     return results
 
 
-def run_stage(timeout_s: float = 60.0, host: HostFacts | None = None, only: set[str] | None = None,
-              allow_build: bool = False, cpu: bool = False, python: str | None = None,
-              main_child: str = MAIN_CHILD, collective_child: str | None = None) -> list[CheckResult]:
-    """Run the selected probes (all when only is None) within timeout_s seconds overall. host: what the caller
-    collected about the machine (the judges read it; nothing is collected here). cpu=True runs the probe code on
-    the CPU at small sizes: for tests and debugging, not a verdict on a GPU."""
-    unknown = set(only or ()) - set(PROBE_NAMES)
+def _ignore(*_args: Any) -> None:
+    pass
+
+
+@dataclass
+class StageListener:
+    """What the caller hears while the stage runs, each on the caller's own thread: `result(verdict)` once per
+    verdict, the moment it is known; `start(name, number, total)` when a probe starts; `note(name, text)` when a
+    running probe reports progress (a long stress probe)."""
+
+    result: Callable[[CheckResult], None] = _ignore
+    start: Callable[[str, int, int], None] = _ignore
+    note: Callable[[str, str], None] = _ignore
+
+
+def select_names(only: set[str] | None = None, skip: set[str] | None = None,
+                 level: int = DEFAULT_LEVEL) -> list[str]:
+    """The probes to run, in run order: those named in `only`, else the level's, less those in `skip`."""
+    unknown = (set(only or ()) | set(skip or ())) - set(PROBE_NAMES)
     if unknown:
         raise ValueError(f"unknown probe(s): {', '.join(sorted(unknown))}; valid: {', '.join(PROBE_NAMES)}")
-    names = [n for n in PROBE_NAMES if only is None or n in only]
+    chosen = set(only) if only is not None else set(names_at(level))
+    return [n for n in PROBE_NAMES if n in chosen and n not in (skip or ())]
+
+
+class _Verdicts:
+    """Every verdict of the stage, by probe name (or DEVICE_ID), each handed to the listener once, when first put."""
+
+    def __init__(self, listener: StageListener) -> None:
+        self.by_name: dict[str, CheckResult] = {}
+        self.listener = listener
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.by_name
+
+    def put(self, name: str, verdict: CheckResult) -> None:
+        if name not in self.by_name:
+            self.by_name[name] = verdict
+            self.listener.result(verdict)
+
+
+def run_stage(timeout_s: float = 60.0, host: HostFacts | None = None, only: set[str] | None = None,
+              allow_build: bool = False, cpu: bool = False, python: str | None = None,
+              main_child: str = MAIN_CHILD, collective_child: str | None = None, *, level: int = DEFAULT_LEVEL,
+              duration_s: float | None = None, skip: set[str] | None = None,
+              listener: StageListener | None = None) -> list[CheckResult]:
+    """Run the selected probes (select_names: `only` by name, else the `level`'s, less `skip`) within timeout_s
+    seconds overall. host: what the caller collected about the machine (the judges read it; nothing is collected
+    here). duration_s: what the level-3 probes share (levels.durations). listener: hears every verdict as it is
+    known. cpu=True runs the probe code on the CPU at small sizes: for tests and debugging, not a verdict on a GPU."""
+    names = select_names(only, skip, level)
     host = host or HostFacts()
     python = python or sys.executable
+    listener = listener or StageListener()
+    verdicts = _Verdicts(listener)
     env = child_env()
     deadline = time.monotonic() + timeout_s
+    seconds = durations([BY_NAME[n] for n in names], duration_s)
+    main = [n for n in names if BY_NAME[n].child is None]
     # Probes with a child of their own (the collective: one process per GPU), started at once beside the main
-    # child where a second GPU may exist (the doctor passes the GPUs the system tools saw).
+    # child where a second GPU may exist (the doctor passes the GPUs the system tools saw) and the main child's
+    # probes are quick ones: the collective's workers wait for their go within the collective's own limit.
     launchers = [_CollectiveLauncher(BY_NAME[n], python, collective_child or BY_NAME[n].child, env, cpu, deadline)
                  for n in names if BY_NAME[n].child is not None]
+    quick_main = all(BY_NAME[n].level == 1 for n in main)
     for launcher in launchers:
-        if cpu or host.gpu_names is None or len(host.gpu_names) >= 2:
+        if quick_main and (cpu or host.gpu_names is None or len(host.gpu_names) >= 2):
             launcher.start()
     try:
-        verdicts = _main_child_probes(names, deadline, python, main_child, env, cpu, allow_build, host, timeout_s)
-        ctx = verdicts.pop(_CTX, None)
+        ctx = _main_child_probes(names, main, deadline, python, main_child, env, cpu, allow_build, host, timeout_s,
+                                 seconds, verdicts)
         for launcher in launchers:
             if ctx is not None:
-                verdicts[launcher.probe.name] = launcher.verdict(ctx)
+                name = launcher.probe.name
+                listener.start(name, names.index(name) + 1, len(names))
+                verdicts.put(name, launcher.verdict(ctx))
     finally:
         for launcher in launchers:
             launcher.release()
-    if DEVICE_ID in verdicts:  # init failure: one fail plus a skip per probe
-        return [verdicts[DEVICE_ID]] + [verdicts[n] for n in names]
-    return [verdicts[n] for n in names]
+    head = [verdicts.by_name[DEVICE_ID]] if DEVICE_ID in verdicts else []  # init failure: one fail, then skips
+    return head + [verdicts.by_name[n] for n in names]
 
 
-_CTX = "__device_context__"
+def _run_streaming(module: str, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str,
+                   take: Callable[[dict[str, Any]], None]) -> ChildRun:
+    """run_child, with each event handed to `take` on this thread as it arrives (the child's reader thread only
+    queues it). The child runs in a daemon thread: Ctrl-C here is not held up by it (the CLI ends the child)."""
+    events: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+    done: list[ChildRun] = []
+    worker = threading.Thread(target=lambda: done.append(run_child(module, plan, timeout_s, env=env, python=python,
+                                                                   on_event=events.put)),
+                              name="rocmcheck-probe-child", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        try:
+            take(events.get(timeout=0.1))
+        except queue.Empty:
+            continue
+    worker.join()
+    while True:  # what arrived between the last look and the end
+        try:
+            take(events.get_nowait())
+        except queue.Empty:
+            break
+    return done[0]
 
 
-def _main_child_probes(names: list[str], deadline: float, python: str, main_child: str, env: dict[str, str],
-                       cpu: bool, allow_build: bool, host: HostFacts, timeout_s: float) -> dict[str, Any]:
-    """Verdicts of the probes the main child runs, keyed by name, plus the DeviceContext under _CTX."""
-    pending = [n for n in names if BY_NAME[n].child is None]
-    verdicts: dict[str, Any] = {}
+class _Events:
+    """One child's events as they arrive: the device context from the device event, each probe's start, note and
+    result (judged at once, so its verdict is known while the child runs the next probe)."""
+
+    def __init__(self, names: list[str], pending: list[str], ctx: DeviceContext | None, host: HostFacts, cpu: bool,
+                 verdicts: _Verdicts) -> None:
+        self.names, self.pending, self.ctx = names, pending, ctx
+        self.host, self.cpu, self.verdicts = host, cpu, verdicts
+
+    def take(self, event: dict[str, Any]) -> None:
+        kind, name = event.get("event"), event.get("probe")
+        if kind == "device" and self.ctx is None and not device_problem(event) and event["available"]:
+            self.ctx = DeviceContext.from_device_event(event, self.host,
+                                                       {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ})
+            if self.cpu:
+                self.ctx.vendor = "cpu"
+        if not isinstance(name, str) or name not in self.pending or name in self.verdicts:
+            return
+        if kind == "start":
+            self.verdicts.listener.start(name, self.names.index(name) + 1, len(self.names))
+        elif kind == "note" and isinstance(event.get("text"), str):
+            self.verdicts.listener.note(name, event["text"])
+        elif kind == "result" and self.ctx is not None and result_problem(event) is None:
+            self.verdicts.put(name, result_verdict(BY_NAME[name], event, self.ctx))
+
+
+def _main_child_probes(names: list[str], main: list[str], deadline: float, python: str, main_child: str,
+                       env: dict[str, str], cpu: bool, allow_build: bool, host: HostFacts, timeout_s: float,
+                       seconds: dict[str, float], verdicts: _Verdicts) -> DeviceContext | None:
+    """Run the main child's probes (relaunching it after a probe that hung or killed it), putting every verdict;
+    the device context, or None when there is no GPU to run on (every probe then has its skip or the init fail)."""
+    pending = list(main)
     ctx: DeviceContext | None = None
 
     while ctx is None or pending:
         remaining = deadline - time.monotonic()
         if ctx is not None and remaining < MIN_RELAUNCH_S:
             break
-        plan = {"probes": [[n, max(1.0, min(BY_NAME[n].limit(allow_build), remaining - 1))] for n in pending],
+        plan = {"probes": [[n, max(1.0, min(BY_NAME[n].limit(allow_build, seconds.get(n)), remaining - 1))]
+                           for n in pending],
+                "durations": {n: seconds[n] for n in pending if n in seconds},
                 "allow_build": allow_build, "cpu": cpu, "init_timeout_s": max(1.0, remaining - 1)}
-        run = run_child(main_child, plan, max(1.0, remaining), env=env, python=python)
+        events = _Events(names, pending, ctx, host, cpu, verdicts)
+        run = _run_streaming(main_child, plan, max(1.0, remaining), env, python, events.take)
         report = parse_child_output(run)
         if ctx is None:
-            if report.device is None or device_problem(report.device):
-                failure = _init_failure(names, run, report)
-                return {DEVICE_ID: failure[0], **{n: r for n, r in zip(names, failure[1:])}}
-            if not report.device["available"]:
-                return {n: skipped(f"{n} skipped: {report.device['reason']}", id=BY_NAME[n].id) for n in names}
-            ctx = DeviceContext.from_device_event(report.device, host,
-                                                  {k: os.environ[k] for k in RELEVANT_ENV if k in os.environ})
-            if cpu:
-                ctx.vendor = "cpu"
+            ctx = events.ctx
+            if ctx is None:
+                if report.device is None or device_problem(report.device):
+                    failure = _init_failure(names, run, report)
+                    verdicts.put(DEVICE_ID, failure[0])
+                    for n, r in zip(names, failure[1:]):
+                        verdicts.put(n, r)
+                else:  # the child answered: torch cannot be imported, or it sees no GPU
+                    for n in names:
+                        verdicts.put(n, skipped(f"{n} skipped: {report.device['reason']}", id=BY_NAME[n].id))
+                return None
         for name, event in report.results.items():
-            if name in pending:
-                verdicts[name] = result_verdict(BY_NAME[name], event, ctx)
+            if name in pending and name not in verdicts:
+                verdicts.put(name, result_verdict(BY_NAME[name], event, ctx))
         for name, why in report.bad.items():
             if name in pending and name not in verdicts:
-                verdicts[name] = garbage_verdict(BY_NAME[name], why, run)
+                verdicts.put(name, garbage_verdict(BY_NAME[name], why, run))
         culprit = report.unfinished()
         if culprit in pending and culprit not in verdicts:
-            verdicts[culprit] = died_verdict(BY_NAME[culprit], run, ctx, plan_timeout(plan, culprit))
+            verdicts.put(culprit, died_verdict(BY_NAME[culprit], run, ctx, plan_timeout(plan, culprit)))
         progressed = [n for n in pending if n in verdicts]
         pending = [n for n in pending if n not in verdicts]
         if report.done or not progressed:
             break  # finished, or the child died between probes: do not loop on it
 
     for name in pending:
-        verdicts[name] = skipped(f"{name} not run: the GPU stage's {timeout_s:g} s budget ran out "
-                                 f"(run it alone: rocmcheck probe {name})", id=BY_NAME[name].id)
-    verdicts[_CTX] = ctx
-    return verdicts
+        verdicts.put(name, skipped(f"{name} not run: the GPU stage's {timeout_s:g} s budget ran out "
+                                   f"(run it alone: rocmcheck probe {name})", id=BY_NAME[name].id))
+    return ctx
 
 
 def plan_timeout(plan: dict[str, Any], name: str) -> float:

@@ -27,19 +27,23 @@ class Stream:
         self.verbose = verbose
         self.id_width = id_width
         self.header_done = False
+        self.area: str | None = None  # the area the last piece printed ended in
 
     def title(self, text: str) -> None:
         self.console.print(Text(r.clean(text), style="bold"))
 
     def results(self, new: list[CheckResult], revised: list[CheckResult]) -> None:
-        if new:
+        if new:  # one verdict at a time as the GPU probes finish: the area's title row once, not per verdict
             self.console.print(r.table(new, area_titles=AREA_TITLES, verbose=self.verbose,
-                                       show_header=not self.header_done, id_width=self.id_width))
+                                       show_header=not self.header_done, id_width=self.id_width,
+                                       after_area=self.area))
             self.header_done = True
+            self.area = new[-1].area
         if revised:  # the note stays out of the table: a long title row would widen the check column
             self.console.print(Text("judged again now that every fact is in:", style="dim"))
             self.console.print(r.table(revised, area_titles=AREA_TITLES, verbose=self.verbose, show_header=False,
                                        id_width=self.id_width))
+            self.area = None  # the next piece names its area again, below the note
         self.console.file.flush()
 
     def finish(self, results: list[CheckResult], fixes: bool = True) -> None:

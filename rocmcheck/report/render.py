@@ -61,15 +61,17 @@ def needs_fix(r: CheckResult) -> bool:
 
 
 def table(results: list[CheckResult], *, area_titles: dict[str, str] | None = None, verbose: bool = False,
-          title: str | None = None, show_header: bool = True, id_width: int | None = None) -> Table:
-    """One row per verdict, an area title row where the area changes. Fixes are not wrapped into cells:
+          title: str | None = None, show_header: bool = True, id_width: int | None = None,
+          after_area: str | None = None) -> Table:
+    """One row per verdict, an area title row where the area changes (after_area: the area the piece printed
+    before this one ended in, so a table printed in pieces names it once). Fixes are not wrapped into cells:
     a row that has one says so, and `fixes_block` prints it whole."""
     t = Table(title=clean(title) if title else None, title_justify="left", show_header=show_header,
               header_style="bold", box=None, pad_edge=False, expand=False)
     t.add_column("", no_wrap=True, width=5)
     t.add_column("check", no_wrap=True, min_width=id_width or 0)
     t.add_column("verdict", overflow="fold")
-    current = None
+    current = after_area
     for r in results:
         if area_titles is not None and r.area != current:
             current = r.area

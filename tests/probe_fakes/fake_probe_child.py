@@ -2,7 +2,9 @@
 parent's handling of hangs, crashes and garbage is tested with real processes. ROCMCHECK_FAKE="mode:probe":
 hang (sleeps past every limit), watchdog (faulthandler fires, as in the real child), abort (os.abort),
 garbage (truncated JSON, then exit), missing (result without the data the judge needs), noreason (a skip
-without a reason), nobinary (the error torch raises without kernels for the GPU). Other probes report a skip.
+without a reason), nobinary (the error torch raises without kernels for the GPU), slow (its result comes 1.5 s
+late), note (a progress note before its result). Other probes report a skip, naming the duration and limit the
+plan gave a probe that has a duration.
 ROCMCHECK_FAKE_HIP=VERSION reports a ROCm build of torch on an MI300X instead of a CUDA one on an H200. No torch."""
 
 import faulthandler
@@ -29,9 +31,14 @@ def main():
               {"index": 0, "name": "NVIDIA H200", "arch": "sm_90", "total_bytes": 0})
     emit({"event": "device", "available": True, "count": 1, "torch": "fake", "hip": hip,
           "cuda": None if hip else "fake", "devices": [device]})
-    for name, _timeout in plan["probes"]:
+    durations = plan.get("durations", {})
+    for name, timeout in plan["probes"]:
         emit({"event": "start", "probe": name})
         if name == target:
+            if mode == "slow":
+                time.sleep(1.5)
+            if mode == "note":
+                emit({"event": "note", "probe": name, "text": "half way"})
             if mode == "hang":
                 time.sleep(600)
             if mode == "watchdog":
@@ -55,7 +62,8 @@ def main():
                 emit({"event": "result", "probe": name, "outcome": "error", "data": {},
                       "error": "RuntimeError: HIP error: invalid device function", "traceback": []})
                 continue
-        emit({"event": "result", "probe": name, "outcome": "skip", "reason": "fake child", "data": {}})
+        reason = "fake child" + (f" (duration {durations[name]:g} s, limit {timeout:g} s)" if name in durations else "")
+        emit({"event": "result", "probe": name, "outcome": "skip", "reason": reason, "data": {}})
     emit({"event": "done"})
 
 
