@@ -25,7 +25,8 @@ def test_loop_and_hf_trainer_train_the_same_way():
     assert by_id["train.bench_loss_parity"].status.value == "pass", by_id["train.bench_loss_parity"].evidence
     assert by_id["train.bench_vs_trainer"].status.value in ("pass", "warn")  # timing is not asserted
     rows = {r["mode"]: r for r in report.info["bench"]}
-    assert rows["loop"]["first_loss"] == pytest.approx(rows["hf_trainer"]["first_loss"], abs=1e-3)  # same init, same data
+    # same init, same data
+    assert rows["loop"]["first_loss"] == pytest.approx(rows["hf_trainer"]["first_loss"], abs=1e-3)
 
 
 def test_compile_trains_like_the_eager_loop():
@@ -46,3 +47,24 @@ def test_a_compile_curve_that_drifts_fails_parity():
     by_id = {r.id: r for r in bench_verdicts(rows, runs)}
     assert by_id["train.bench_compile_loss_parity"].status.value == "fail"
     assert "2.200" in by_id["train.bench_compile_loss_parity"].summary
+
+
+def test_bench_on_a_cpu_judges_nothing_and_says_so_exit_3():
+    """One skip is not a pass: NOT JUDGED, exit 3 (rocmcheck.result.exit_code), as text and as JSON."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(repo) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1")
+    for extra in ([], ["--json"]):
+        proc = subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", "--bench", "--device", "cpu", *extra],
+                              capture_output=True, text=True, env=env, cwd=repo, timeout=300)
+        assert proc.returncode == 3, proc.stderr[-2000:]
+        if extra:
+            report = json.loads(proc.stdout)
+            assert report["verdict"] == "not_judged" and [r["status"] for r in report["results"]] == ["skip"]
+        else:
+            assert "NOT JUDGED" in proc.stdout and "PASS" not in proc.stdout

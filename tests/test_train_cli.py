@@ -56,7 +56,8 @@ def test_doctor_stage_crashing_child_becomes_a_fail(tmp_path, monkeypatch):
 
 
 def test_doctor_stage_garbage_output_is_a_crash_not_a_pass(tmp_path, monkeypatch):
-    monkeypatch.setattr(sys, "executable", str(make_tool(tmp_path, "python", stdout="Segmentation fault?\n", exit_code=1)))
+    fake = make_tool(tmp_path, "python", stdout="Segmentation fault?\n", exit_code=1)
+    monkeypatch.setattr(sys, "executable", str(fake))
     [verdict] = doctor_stage.run_train_stage(timeout_s=30, device="cpu")
     assert verdict.status.value == "crash"
 

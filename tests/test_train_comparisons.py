@@ -50,8 +50,9 @@ def test_offload_cost_is_a_number_and_warns_only_when_absurd():
     seed_like = check_offload_cost([0.9, 0.8, 0.7] + [0.118] * 20, base, "ZeRO-3 + offload", on_gpu=True)
     assert seed_like.status is Status.PASS and seed_like.data["cost_percent"] == pytest.approx(18.0)
     assert "+18%" in seed_like.summary
-    absurd = check_offload_cost([0.9] * 3 + [0.100 * (OFFLOAD_ABSURD_RATIO + 0.5)] * 20, base, "ZeRO-3 + offload", on_gpu=True)
-    assert absurd.status is Status.WARN and "pin_memory" in absurd.fix
+    absurd = check_offload_cost([0.9] * 3 + [0.100 * (OFFLOAD_ABSURD_RATIO + 0.5)] * 20, base, "ZeRO-3 + offload",
+                                on_gpu=True)
+    assert absurd.status is Status.WARN and "pin_memory" in absurd.fix.why
     cpu = check_offload_cost(base, base, "ZeRO-3 + offload", on_gpu=False)
     assert cpu.status is Status.PASS and any("host memory" in e for e in cpu.evidence)
     assert check_offload_cost([], base, "x", on_gpu=True).status is Status.SKIP
@@ -72,7 +73,8 @@ def test_rank_agreement_passes_when_ranks_agree():
 
 
 @pytest.mark.parametrize("break_it, words", [
-    (lambda rs: rs[1]["global_loss"].__setitem__(7, rs[1]["global_loss"][7] + 1e-6), "global loss differs between ranks"),
+    (lambda rs: rs[1]["global_loss"].__setitem__(7, rs[1]["global_loss"][7] + 1e-6),
+     "global loss differs between ranks"),
     (lambda rs: rs[1]["grad_norm"].__setitem__(3, 5.0), "not synchronised"),
     (lambda rs: rs[1].__setitem__("local_loss", list(rs[0]["local_loss"])), "not sharded"),
     (lambda rs: rs[1].__setitem__("weights", 1234.6), "weights differ"),

@@ -68,7 +68,8 @@ def test_training_call_reaches_sdpa_unmasked_and_trains_like_eager(masks_seen):
     assert masks_seen == [False, False]  # both layers: no mask, so SDPA ran with is_causal=True
     assert out.loss.item() == pytest.approx(ref.loss.item(), abs=1e-5)
     assert torch.allclose(out.logits, ref.logits, atol=1e-5)
-    grad, ref_grad = model.model.layers[0].self_attn.q_proj.weight.grad, eager.model.layers[0].self_attn.q_proj.weight.grad
+    grad = model.model.layers[0].self_attn.q_proj.weight.grad
+    ref_grad = eager.model.layers[0].self_attn.q_proj.weight.grad
     assert torch.allclose(grad, ref_grad, atol=1e-6)
     assert model.config._attn_implementation == "sdpa"  # switched only for the call: eval and save see "sdpa"
 

@@ -26,7 +26,8 @@ RECIPES = REPO / "recipes"
 pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None, reason="deepspeed is not installed"),
     pytest.mark.skipif(not (shutil.which("g++") and shutil.which("ninja")),
-                       reason="DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) with g++ and ninja; one is missing"),
+                       reason="DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) with g++ and ninja; one is "
+                              "missing"),
 ]
 SHORT = ["--device", "cpu", "--steps", "10", "--micro-batch", "8", "--no-profile", "--json"]
 
@@ -61,7 +62,8 @@ def test_zero3_offload_recipe_runs_as_is_with_cpu_adam(offload_run):
     assert list(phases) == ["plain", "ZeRO-3", "ZeRO-3 + optimizer+param offload"]
     assert phases["ZeRO-3 + optimizer+param offload"]["strategy"]["optimizer"] == "DeepSpeedCPUAdam"
     assert phases["ZeRO-3"]["strategy"]["optimizer"] == "AdamW"  # the Trainer's AdamW as client optimizer
-    assert {p["strategy"].get("zero_optimizer") for n, p in phases.items() if n != "plain"} == {"DeepSpeedZeroOptimizer_Stage3"}
+    zero = {p["strategy"].get("zero_optimizer") for n, p in phases.items() if n != "plain"}
+    assert zero == {"DeepSpeedZeroOptimizer_Stage3"}
     assert all(len(p["losses"]) == 10 for p in phases.values())
     ds = report["info"]["deepspeed"]
     assert ds["filled"]["zero_optimization.reduce_bucket_size"] == 128 * 128  # hidden size of the bundled model
@@ -101,7 +103,9 @@ def test_zero2_with_accumulation(tmp_path, torch_extensions_dir):
                                  "--no-profile", "--json", "--deepspeed", str(RECIPES / "zero2.json")], tmp_path,
                                 torch_extensions_dir)
     config = report["info"]["deepspeed"]["config"]
-    assert (config["train_micro_batch_size_per_gpu"], config["gradient_accumulation_steps"], config["train_batch_size"]) == (4, 2, 8)
+    batch = tuple(config[k] for k in ("train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                                      "train_batch_size"))
+    assert batch == (4, 2, 8)
     assert report["info"]["phases"]["ZeRO-2"]["strategy"]["zero_optimizer"] == "DeepSpeedZeroOptimizer"
     assert by_id["train.deepspeed_parity"]["status"] == "pass", by_id["train.deepspeed_parity"]
     assert by_id["train.reload"]["data"]["max_abs_diff"] == 0.0
@@ -126,7 +130,8 @@ def test_a_model_that_cannot_load_is_a_failed_verdict_not_a_crash(tmp_path, torc
     """flash_attention_2 without the flash_attn package (not installable on this CPU machine)."""
     if importlib.util.find_spec("flash_attn") is not None:
         pytest.skip("flash_attn is installed here")
-    proc, _, by_id = smoke([*SHORT, "--attn", "flash_attention_2", "--deepspeed", str(RECIPES / "zero2.json")], tmp_path,
+    proc, _, by_id = smoke([*SHORT, "--attn", "flash_attention_2", "--deepspeed", str(RECIPES / "zero2.json")],
+                           tmp_path,
                            torch_extensions_dir)
     assert proc.returncode == 1 and list(by_id) == ["train.attn"]
-    assert by_id["train.attn"]["status"] == "fail" and "--attn sdpa" in by_id["train.attn"]["fix"]
+    assert by_id["train.attn"]["status"] == "fail" and "--attn sdpa" in by_id["train.attn"]["fix"]["why"]

@@ -17,7 +17,8 @@ from test_train_deepspeed import RECIPES, ds_env
 
 REPO = Path(__file__).resolve().parents[1]
 SHORT = ["--device", "cpu", "--steps", "10", "--micro-batch", "8", "--no-profile", "--json"]
-needs_ds = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None or not (shutil.which("g++") and shutil.which("ninja")),
+needs_ds = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None
+                              or not (shutil.which("g++") and shutil.which("ninja")),
                               reason="needs deepspeed, and g++ + ninja for its JIT-built shm_comm op")
 
 
@@ -33,7 +34,8 @@ def report_of(proc) -> tuple[dict, dict]:
 
 
 def test_nproc_2_ddp_ranks_agree(tmp_path, torch_extensions_dir):
-    proc = run([sys.executable, "-m", "rocmcheck", "smoke-train", *SHORT, "--nproc", "2"], tmp_path, torch_extensions_dir)
+    proc = run([sys.executable, "-m", "rocmcheck", "smoke-train", *SHORT, "--nproc", "2"], tmp_path,
+               torch_extensions_dir)
     report, by_id = report_of(proc)
     assert proc.stdout.count("\n") == 1  # only the report on stdout: the ranks' output stays out of it
     agree = by_id["train.rank_agreement"]
@@ -81,7 +83,7 @@ def test_a_launch_that_outlives_its_timeout_is_a_verdict(tmp_path, torch_extensi
     report, by_id = report_of(proc)
     launch = by_id["train.launch"]
     assert proc.returncode == 1 and launch["status"] == "fail" and "within 4 s" in launch["summary"]
-    assert "iommu=pt" in launch["fix"]
+    assert "iommu=pt" in launch["fix"]["why"] and launch["fix"]["text"].startswith("NCCL_DEBUG=INFO rocmcheck")
     leftovers = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

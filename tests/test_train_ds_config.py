@@ -11,13 +11,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from rocmcheck.errors import BadInput
 from rocmcheck.train.child import parse_request, train_request
 from rocmcheck.train.config import BUNDLED_MODEL, TrainConfig
 from rocmcheck.train.ds_config import finalize_auto, model_hidden_size, prepare_deepspeed_config
-from rocmcheck.train.launch import prepare_parallel, torchrun_launcher
+from rocmcheck.train.launch import torchrun_launcher
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPES = REPO / "recipes"
@@ -59,7 +58,7 @@ def test_the_seed_typo_is_refused_with_one_line_per_error(tmp_path):
         prepare_deepspeed_config(write(tmp_path, config), TrainConfig(), 1, HIDDEN)
     lines = str(err.value).splitlines()
     assert len(lines) == 2 and "stage3_parition_grads" in lines[0] and "stage3_partition_grads" in lines[0]
-    assert ": error: " in lines[0] and "1 lint error(s)" in lines[1]
+    assert ": error [lint." in lines[0] and "1 lint error(s)" in lines[1]
     # The misspelt section alone is a lint warning (DeepSpeed ignores it): the run goes on and says so.
     del config["zero_optimization"]["stage3_parition_grads"]
     plan = prepare_deepspeed_config(write(tmp_path, config), TrainConfig(), 1, HIDDEN)
@@ -86,7 +85,8 @@ def test_scheduler_step_counts_and_hidden_size_keys():
     config = {"zero_optimization": {"stage": 2, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto"},
               "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": "auto", "warmup_num_steps": "auto"}}}
     filled = finalize_auto(config, 64, steps=50, warmup_steps=0)
-    assert config["scheduler"]["params"] == {"total_num_steps": 50, "warmup_num_steps": 1}  # >= 1 for deepspeed >= 0.19.6
+    # warmup_num_steps >= 1 for deepspeed >= 0.19.6
+    assert config["scheduler"]["params"] == {"total_num_steps": 50, "warmup_num_steps": 1}
     assert config["zero_optimization"]["reduce_bucket_size"] == 64 * 64
     assert config["zero_optimization"]["stage3_prefetch_bucket_size"] == "auto"  # only ZeRO-3 fills the stage3_ keys
     assert set(filled) == {"scheduler.params.total_num_steps", "scheduler.params.warmup_num_steps",
@@ -95,14 +95,17 @@ def test_scheduler_step_counts_and_hidden_size_keys():
     assert model_hidden_size({}) is None
 
 
-@pytest.mark.skipif(not HAS_DS, reason="needs deepspeed, transformers and accelerate (the real HfTrainerDeepSpeedConfig)")
+@pytest.mark.skipif(not HAS_DS,
+                    reason="needs deepspeed, transformers and accelerate (the real HfTrainerDeepSpeedConfig)")
 @pytest.mark.parametrize("recipe", ["zero2", "zero3", "zero3-offload", "with-scheduler"])
 def test_fill_equals_the_real_hf_trainer(recipe):
     if recipe == "with-scheduler":
         config = json.loads((RECIPES / "zero3.json").read_text())
-        config["optimizer"] = {"type": "AdamW", "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}}
-        config["scheduler"] = {"type": "WarmupDecayLR", "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto",
-                                                                   "warmup_num_steps": "auto", "total_num_steps": "auto"}}
+        config["optimizer"] = {"type": "AdamW",
+                               "params": {"lr": "auto", "betas": "auto", "eps": "auto", "weight_decay": "auto"}}
+        config["scheduler"] = {"type": "WarmupDecayLR",
+                               "params": {"warmup_min_lr": "auto", "warmup_max_lr": "auto", "warmup_num_steps": "auto",
+                                          "total_num_steps": "auto"}}
     else:
         config = json.loads((RECIPES / f"{recipe}.json").read_text())
     cfg = TrainConfig(micro_batch=4, grad_accum=3, steps=40)
@@ -118,7 +121,8 @@ def test_fill_equals_the_real_hf_trainer(recipe):
         "hf.trainer_config_finalize(args, model, r['steps'])\n"
         "print(json.dumps(hf.config))\n"
     )
-    args = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 3, "world_size": 2, "max_grad_norm": cfg.grad_clip,
+    args = {"per_device_train_batch_size": 4, "gradient_accumulation_steps": 3, "world_size": 2,
+            "max_grad_norm": cfg.grad_clip,
             "learning_rate": cfg.lr, "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_epsilon": 1e-8,
             "weight_decay": cfg.weight_decay, "fp16": False, "bf16": True, "warmup_steps": cfg.warmup_steps}
     env = dict(os.environ, DS_ACCELERATOR="cpu", PYTHONPATH=str(REPO))
@@ -140,32 +144,33 @@ def test_fill_equals_the_real_hf_trainer(recipe):
 
 # -- the CLI: bad input is one clear message and exit 2, before torch or a launcher ----------------------
 
-def smoke(args: list[str], env: dict[str, str] | None = None):
-    from rocmcheck.commands.smoke_train import smoke_train
-
-    return CliRunner().invoke(smoke_train, args, env=env)
+def smoke(args: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """The real command (rocmcheck.cli.main turns BadInput into one line and exit 2), in a child process."""
+    full = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {}))
+    return subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", *args], capture_output=True, text=True,
+                          env=full, cwd=REPO, timeout=120)
 
 
 def test_cli_refuses_a_config_with_lint_errors(tmp_path):
     config = json.loads((RECIPES / "zero3.json").read_text())
     config["zero_optimization"]["stage3_parition_grads"] = True
-    result = smoke(["--deepspeed", str(write(tmp_path, config)), "--device", "cpu"])
-    assert result.exit_code == 2
-    assert "stage3_parition_grads" in result.output and "Traceback" not in result.output
-    assert result.output.startswith("Error: ") and "did you mean 'stage3_partition_grads'" in result.output
+    proc = smoke(["--deepspeed", str(write(tmp_path, config)), "--device", "cpu"])
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "stage3_parition_grads" in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("Error: ") and "did you mean 'stage3_partition_grads'" in proc.stderr
 
 
 @pytest.mark.parametrize("args, env, words", [
     (["--nproc", "0"], None, "0 is not in the range 1<=x"),
-    (["--nproc", "2", "--bench"], None, "cannot be combined"),
+    (["--nproc", "2", "--bench"], None, "--bench runs in one process"),
     (["--nproc", "2", "--pure-bf16"], None, "cannot be combined"),
     (["--nproc", "2"], {"WORLD_SIZE": "2", "RANK": "1"}, "already one of 2 ranks"),
-    (["--nproc", "2", "--timeout", "0"], None, "--timeout must be positive"),
+    (["--nproc", "2", "--timeout", "0"], None, "0 is not in the range 0<x"),
 ])
 def test_cli_bad_parallel_flags(args, env, words):
-    result = smoke(args, env)
-    assert result.exit_code == 2, result.output
-    assert words in result.output and "Traceback" not in result.output
+    proc = smoke(args, env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert words in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_the_ranks_request_carries_the_run_settings_and_the_filled_plan():
@@ -180,21 +185,15 @@ def test_the_ranks_request_carries_the_run_settings_and_the_filled_plan():
                                         "--max-restarts", "0"]
 
 
-def test_plain_single_run_is_not_rerouted(monkeypatch):
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert prepare_parallel(TrainConfig(), None, 1, 60.0, MODEL_CONFIG) is None
-    run = prepare_parallel(TrainConfig(), None, 2, 60.0, MODEL_CONFIG)
-    assert run.nproc == 2 and run.plan is None and not run.is_rank
-
-
 def test_without_deepspeed_installed_the_run_is_a_failed_verdict_with_the_install_command(tmp_path):
     """sys.modules["deepspeed"] = None makes this child see no DeepSpeed (importlib finds no spec)."""
     code = ("import sys; sys.modules['deepspeed'] = None\n"
             "from rocmcheck.cli import cli\n"
             f"cli.main(['smoke-train', '--deepspeed', {str(RECIPES / 'zero2.json')!r}, '--device', 'cpu', '--json'])\n")
     env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=300)
     assert out.returncode == 1, out.stderr[-2000:]
     (result,) = json.loads(out.stdout)["results"]
     assert result["id"] == "train.deepspeed" and result["status"] == "fail"
-    assert "--no-build-isolation deepspeed" in result["fix"]
+    assert result["fix"]["kind"] == "shell" and "--no-build-isolation deepspeed" in result["fix"]["text"]

@@ -49,7 +49,7 @@ def test_leaking_run_is_caught(clean_and_leaking):
     leak = by_id(leaking)["train.memory_leak"]
     assert leak.status.value == "fail", leak.evidence
     assert leak.data["per_step_bytes"] > 1 * MiB
-    assert "loss.item()" in leak.fix and "no_grad" in leak.fix
+    assert "loss.item()" in leak.fix.line() and "no_grad" in leak.fix.line()
 
 
 def test_clean_run_is_not_flagged(clean_and_leaking):
@@ -100,7 +100,7 @@ def test_out_of_memory_is_caught_by_type_with_peak_and_advice():
     oom = by_id(report)["train.oom"]
     assert oom.status.value == "fail" and oom.data["step"] == 2
     assert "HIP out of memory" in oom.evidence[0] and oom.data["peak_bytes"] > 0
-    assert "--gradient-checkpointing" in oom.fix and "--micro-batch" in oom.fix
+    assert "--gradient-checkpointing" in oom.fix.text and "--micro-batch" in oom.fix.text
     assert len(report.metrics) == 2 and by_id(report)["train.task_accuracy"].status.value == "skip"
 
 
@@ -129,7 +129,7 @@ def test_memory_snapshot_names_the_line_that_keeps_the_graph(tmp_path):
                              RunHooks(on_model=model_box.append, on_step_end=keep_validation_loss))
     snap = by_id(report)["train.memory_snapshot"]
     assert snap.status.value == "fail", (snap.summary, snap.evidence)
-    assert "kept" in snap.summary and "test_train_faults.py" in snap.summary and "item()" in snap.fix
+    assert "kept" in snap.summary and "test_train_faults.py" in snap.summary and "item()" in snap.fix.line()
 
 
 def test_memory_snapshot_verdict_judges_the_finders_report():

@@ -91,7 +91,7 @@ def test_a_model_that_cannot_fit_stops_before_loading(tmp_path):
     verdict = by_id["train.fit"]
     assert verdict["status"] == "fail" and "stopped before loading" in verdict["summary"]
     assert verdict["data"]["estimate_bytes"] > verdict["data"]["device_bytes"]  # the planner's numbers
-    assert verdict["fix"].startswith(f"rocmcheck smoke-train --model {path}")
+    assert verdict["fix"]["text"].startswith(f"rocmcheck smoke-train --model {path}")
 
 
 @pytest.fixture()
@@ -124,7 +124,7 @@ def _short_bundled_run():
 def test_planted_attention_fault_fails_numerics(attention_without_scale_in_bf16):
     numerics = _short_bundled_run()["train.numerics"]
     assert numerics.status.value == "fail", numerics.evidence
-    assert "numerics are suspect" in numerics.summary and "--attn eager" in numerics.fix
+    assert "numerics are suspect" in numerics.summary and "--attn eager" in numerics.fix.text
     assert numerics.data["worst_block_rel_diff"] > verdicts.NUMERICS_BLOCK_REL_TOL
 
 
@@ -139,14 +139,15 @@ def test_the_same_run_without_the_fault_passes_numerics():
 def test_learns_fails_a_flat_curve_and_names_numerics_only_when_they_failed():
     flat = [4.7] * 30
     assert verdicts.check_learns(flat, numerics_ok=True).status.value == "fail"
-    assert "settings are the likely cause" in verdicts.check_learns(flat, numerics_ok=True).fix
-    assert "train.numerics failed" in verdicts.check_learns(flat, numerics_ok=False).fix
+    assert "settings are the likely cause" in verdicts.check_learns(flat, numerics_ok=True).fix.line()
+    assert "train.numerics failed" in verdicts.check_learns(flat, numerics_ok=False).fix.line()
     assert verdicts.check_learns([4.7] + [1.0] * 29, numerics_ok=True).status.value == "pass"
 
 
 def test_memory_gap_against_the_plan_is_a_finding_on_gpu_only():
     gib = 1 << 30
-    near = verdicts.check_memory_headroom(int(20.5 * gib), 141 * gib, "gpu-allocator", {"allocated_peak_bytes": 20 * gib})
+    near = verdicts.check_memory_headroom(int(20.5 * gib), 141 * gib, "gpu-allocator",
+                                          {"allocated_peak_bytes": 20 * gib})
     assert near.status.value == "pass" and near.data["estimate_bytes"] == 20 * gib
     far = verdicts.check_memory_headroom(40 * gib, 141 * gib, "gpu-allocator", {"allocated_peak_bytes": 20 * gib})
     assert far.status.value == "warn" and "above rocmcheck plan's estimate" in far.summary
@@ -164,7 +165,8 @@ def test_mfu_is_shown_only_for_models_large_enough():
 
 
 def test_fit_suggestions_are_smoke_train_options():
-    assert fit.smoke_train_flags(["--zero", "3", "--offload-optimizer", "--offload-params", "--gradient-checkpointing"]) \
+    assert fit.smoke_train_flags(["--zero", "3", "--offload-optimizer", "--offload-params",
+                                  "--gradient-checkpointing"]) \
         == "--gradient-checkpointing --deepspeed recipes/zero3-offload.json"
     assert fit.smoke_train_flags(["--lora-rank", "16"]) == "--lora-rank 16"
-    assert fit.smoke_train_flags(["--gpus", "8", "--zero", "3"]) == "--nproc 8 --deepspeed recipes/zero3.json"
+    assert fit.smoke_train_flags(["--gpus", "8", "--zero", "3"]) == "--gpus 8 --deepspeed recipes/zero3.json"

@@ -100,3 +100,15 @@ def test_png_written(report, tmp_path):
     path = plot_loss_memory(report, tmp_path / "loss_memory.png")
     assert path.endswith("loss_memory.png") and (tmp_path / "loss_memory.png").read_bytes()[:4] == b"\x89PNG"
     assert plot_loss_memory({"metrics": []}, tmp_path / "x.png").startswith("skipped")
+
+
+def test_a_dollar_in_the_model_folder_is_literal_text_not_mathtext(report, tmp_path):
+    odd = copy.deepcopy(report)
+    odd["info"]["model"]["path"] = "/data/m$\\bogus$"  # mathtext would raise ParseFatalException on \bogus
+    odd["info"]["reference_curve"]["recorded_on"]["device"] = "GPU $x^2$"
+    fig = loss_memory_figure(odd)
+    assert "m$\\bogus$" in fig._suptitle.get_text() and not fig._suptitle.get_parse_math()
+    path = plot_loss_memory(odd, tmp_path / "loss_memory.png")
+    assert path.endswith("loss_memory.png") and (tmp_path / "loss_memory.png").read_bytes()[:4] == b"\x89PNG"
+    legend = [t for t in fig.axes[0].get_legend().get_texts() if "GPU $x^2$" in t.get_text()]
+    assert legend and not legend[0].get_parse_math()

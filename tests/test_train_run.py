@@ -32,7 +32,8 @@ def offline_env(tmp: Path) -> dict[str, str]:
 def cpu_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("smoke")
     out = tmp / "out"
-    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", "--device", "cpu", "--json", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", "--device", "cpu", "--json", "--out",
+                           str(out)],
                           capture_output=True, text=True, env=offline_env(tmp), cwd=tmp, timeout=300)
     report = json.loads(proc.stdout)  # --json: stdout is exactly one JSON object, whatever libraries print
     return proc, report, out, {r["id"]: r for r in report["results"]}
@@ -41,7 +42,8 @@ def cpu_run(tmp_path_factory):
 def test_exit_zero_and_every_verdict_passes(cpu_run):
     proc, _, _, by_id = cpu_run
     assert proc.returncode == 0, proc.stderr[-2000:]
-    expected = {"train.fit", "train.numerics", "train.finite", "train.loss_decrease", "train.task_accuracy", "train.reload", "train.reference_curve",
+    expected = {"train.fit", "train.numerics", "train.finite", "train.loss_decrease", "train.task_accuracy",
+                "train.reload", "train.reference_curve",
                 "train.memory_leak", "train.memory", "train.throughput", "train.kernels"}
     assert set(by_id) == expected
     # Throughput warns on stalls, which a shared CI box can cause; its status is timing, so not asserted.
@@ -55,7 +57,8 @@ def test_one_metrics_row_per_step(cpu_run):
     assert [m["step"] for m in report["metrics"]] == list(range(steps))
     lines = (out / "metrics.jsonl").read_text().splitlines()
     assert len(lines) == steps
-    assert {"loss", "grad_norm", "lr", "step_s", "tokens_per_s", "mem_allocated", "mem_reserved", "mem_peak"} <= set(json.loads(lines[0]))
+    columns = {"loss", "grad_norm", "lr", "step_s", "tokens_per_s", "mem_allocated", "mem_reserved", "mem_peak"}
+    assert columns <= set(json.loads(lines[0]))
 
 
 def test_plot_and_report_files(cpu_run):
@@ -118,3 +121,23 @@ def test_the_report_says_where_the_time_went(cpu_run):
     assert sum(parts.values()) <= report["info"]["wall_s"] + 0.01  # writing the outputs included
     line = timings_line(report["info"])
     assert line.startswith(f"time: {report['info']['wall_s']:.1f} s: train ")
+
+
+def test_lora_on_the_bundled_model_learns_the_task(tmp_path):
+    """--lora-rank 8: the adapters' own lr (0.02 / sqrt(8)) and threshold (config.py has the measurements); at the
+    full fine-tune's lr the same run scored 0%."""
+    pytest.importorskip("peft")
+    from rocmcheck.train.config import BUNDLED_LORA_LR_SCALE, LORA_MIN_ACCURACY, default_lr
+
+    assert default_lr(True, None, 128) == 1e-3 and default_lr(True, 8, 128) == pytest.approx(0.02 / 8 ** 0.5)
+    assert default_lr(True, 1, 128) == 1e-2  # capped at the largest lr measured healthy
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", "--device", "cpu", "--json",
+                           "--lora-rank", "8", "--no-profile"], capture_output=True, text=True,
+                          env=offline_env(tmp_path), cwd=tmp_path, timeout=300)
+    report = json.loads(proc.stdout)
+    by_id = {r["id"]: r for r in report["results"]}
+    assert proc.returncode == 0, {k: (r["status"], r["summary"]) for k, r in by_id.items()}
+    assert report["info"]["config"]["lr"] == pytest.approx(BUNDLED_LORA_LR_SCALE / 8 ** 0.5)
+    accuracy = by_id["train.task_accuracy"]
+    assert accuracy["status"] == "pass" and accuracy["data"]["threshold"] == LORA_MIN_ACCURACY
+    assert accuracy["data"]["accuracy_before"] <= 0.05  # what it scores is what the adapters learned

@@ -7,7 +7,7 @@ import pytest
 
 from rocmcheck.monitor.step_memory import MiB, detect_leak
 from rocmcheck.train import verdicts
-from rocmcheck.train.runner import error_result
+from rocmcheck.train.report import error_result
 
 BASE = 2048 * MiB  # a post-optimizer baseline (weights + AdamW state)
 
@@ -60,7 +60,8 @@ def test_mfu_from_the_datasheet_peak_and_stall_warning():
 
 
 def test_gpu_runtime_errors_are_verdicts_other_errors_are_crashes():
-    hip = RuntimeError("HIP error: invalid device function\nHIP kernel errors might be asynchronously reported at some other API call")
+    hip = RuntimeError("HIP error: invalid device function\nHIP kernel errors might be asynchronously reported at "
+                       "some other API call")
     assert error_result(hip).status.value == "fail" and error_result(hip).id == "train.run"
     nobin = RuntimeError("hipErrorNoBinaryForGpu: Unable to find code object for all current devices!")
     assert error_result(nobin).status.value == "fail"
@@ -77,25 +78,28 @@ def test_device_name_to_datasheet_peak():
     assert datasheet_peak("Some Unknown GPU", None) == (None, None)
 
 
+@pytest.fixture(scope="module")
+def profiles():
+    """Real profiles of an attention step: fused (SDPA's own choice) and forced onto the math path."""
+    torch = pytest.importorskip("torch")
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.functional import scaled_dot_product_attention as sdpa
+
+    from rocmcheck.train.kernels import profile_step
+
+    q = torch.randn(4, 8, 256, 64, requires_grad=True)
+
+    def attention_step():
+        sdpa(q, q, q, is_causal=True).sum().backward()
+
+    def math_attention_step():
+        with sdpa_kernel([SDPBackend.MATH]):
+            attention_step()
+
+    return profile_step(attention_step, on_gpu=False), profile_step(math_attention_step, on_gpu=False)
+
+
 class TestKernelReportOnRealProfiles:
-    @pytest.fixture(scope="class")
-    def profiles(self):
-        torch = pytest.importorskip("torch")
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-        from torch.nn.functional import scaled_dot_product_attention as sdpa
-
-        from rocmcheck.train.kernels import profile_step
-
-        q = torch.randn(4, 8, 256, 64, requires_grad=True)
-
-        def attention_step():
-            sdpa(q, q, q, is_causal=True).sum().backward()
-
-        def math_attention_step():
-            with sdpa_kernel([SDPBackend.MATH]):
-                attention_step()
-
-        return profile_step(attention_step, on_gpu=False), profile_step(math_attention_step, on_gpu=False)
 
     def test_fused_attention_passes(self, profiles):
         from rocmcheck.train.kernels import check_kernels

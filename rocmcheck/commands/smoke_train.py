@@ -1,9 +1,9 @@
 """`rocmcheck smoke-train`: a short bf16 fine-tune of a real LLaMA that proves the stack end to end.
-Only parses options and calls one function; torch is imported inside, after the input is validated."""
+Only parses options and calls one function (rocmcheck.train.runner.smoke_train), which decides what to run once,
+refuses bad input before torch is imported, runs it, shows it and returns the exit code."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -20,23 +20,15 @@ from rocmcheck.commands.options import (
     alias,
     json_option,
 )
-from rocmcheck.errors import BadInput
-from rocmcheck.train.config import (
-    ATTN_CHOICES,
-    BUNDLED_MODEL,
-    TrainConfig,
-    default_lr,
-    validate_model_dir,
-    validate_numbers,
-)
-from rocmcheck.train.launch import prepare_parallel, world_size_from_env
+from rocmcheck.train.config import ATTN_CHOICES, BUNDLED_MODEL, TrainConfig
+from rocmcheck.train.request import DEFAULT_TIMEOUT_S
 
 DEFAULTS = TrainConfig()
-# Upper bounds only; the lower ones are validate_numbers' and prepare_parallel's, with their own messages.
+# Upper bounds only; the lower ones are validate_numbers' and request.decide's, with their own messages.
 MAX_STEPS = 10_000_000  # a smoke test is minutes; ten million steps is weeks on any GPU
 MAX_LR = 10.0  # AdamW learning rates are below 1e-2; anything above 10 is a typo
 MAX_LORA_RANK = 1 << 16  # LoRA ranks are 4-256; a rank above the widest hidden size is a typo
-MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a few CPU processes
+MAX_NPROC = 1024  # a typo bound; what this machine holds (one rank per GPU, or per core) is request.rank_problem's
 
 
 @click.command("smoke-train", cls=Command)
@@ -44,12 +36,14 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
               help="Local Hugging Face LLaMA-family folder (default: the bundled tiny LLaMA). Never downloads.")
 @click.option("--steps", type=BoundedInt(high=MAX_STEPS), default=DEFAULTS.steps, show_default=True)
 @click.option("--micro-batch", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.micro_batch, show_default=True)
-@click.option("--grad-accum", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.grad_accum, show_default=True, help="Gradient accumulation steps.")
+@click.option("--grad-accum", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.grad_accum, show_default=True,
+              help="Gradient accumulation steps.")
 @click.option("--seq-len", type=BoundedInt(high=MAX_SEQ_LEN), default=DEFAULTS.seq_len, show_default=True)
 @click.option("--lr", type=FiniteFloat(high=MAX_LR), default=None,
               help="Peak learning rate (warmup, then cosine decay). Default: 1e-3 for the bundled model; for --model "
                    "0.5/hidden_size (GPT-3's lr for that width; x10 with --lora-rank), at most 1e-3.")
-@click.option("--pure-bf16", is_flag=True, help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
+@click.option("--pure-bf16", is_flag=True,
+              help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
 @click.option("--gradient-checkpointing", is_flag=True)
 @click.option("--lora-rank", type=BoundedInt(1, MAX_LORA_RANK), default=None,
               help="Train LoRA adapters of this rank (peft) on every Linear layer, the base model frozen in bf16.")
@@ -72,80 +66,29 @@ MAX_NPROC = 1024  # ranks on one machine: one per GPU (at most 16 today) or a fe
 @click.option("--bench-shape", type=click.Choice(["1.1b", "tiny"]), default="1.1b", hidden=True,
               help="tiny: a CPU-sized shape, to test the benchmark code path.")
 @click.option("--deepspeed", "deepspeed_config", type=click.Path(path_type=Path), default=None,
-              help="Train through the DeepSpeed engine with this config (linted first; \"auto\" filled as the HF Trainer does).")
+              help="Train through the DeepSpeed engine with this config (linted first; \"auto\" filled as the HF "
+                   "Trainer does).")
 @click.option("--gpus", "nproc", type=BoundedInt(1, MAX_NPROC), default=1, show_default=True,
-              help="Ranks on this machine, launched with torchrun (one GPU each; gloo on CPU). See docs/distributed.md.")
+              help="Ranks on this machine, launched with torchrun: one per visible GPU at most (with --device cpu: "
+                   "gloo, one per core, 8 at most). See docs/distributed.md.")
 @alias("--nproc", "nproc", type=BoundedInt(1, MAX_NPROC))
 @alias("--world-size", "nproc", type=BoundedInt(1, MAX_NPROC))
-@click.option("--timeout", "timeout_s", type=FiniteFloat(high=MAX_SECONDS), default=1800.0, show_default=True,
+@click.option("--timeout", "timeout_s", type=FiniteFloat(0, MAX_SECONDS, low_open=True), default=DEFAULT_TIMEOUT_S,
+              show_default=True,
               help="Seconds the launched ranks may take, and the limit on any one collective.")
 @click.option("--local_rank", "--local-rank", "local_rank", type=BoundedInt(0, MAX_NPROC), default=None, hidden=True,
               help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
 def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, lora_rank, attn,
-                device, seed, compile_, no_profile, memory_snapshot, out, force, as_json, bench, bench_shape, deepspeed_config, nproc,
-                timeout_s,
-                local_rank) -> None:
+                device, seed, compile_, no_profile, memory_snapshot, out, force, as_json, bench, bench_shape,
+                deepspeed_config, nproc, timeout_s, local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
+    from rocmcheck.train.runner import smoke_train as run_smoke_train
+
     cfg = TrainConfig(model=model or BUNDLED_MODEL, steps=steps, micro_batch=micro_batch, grad_accum=grad_accum,
-                      seq_len=seq_len, lr=DEFAULTS.lr if lr is None else lr, pure_bf16=pure_bf16, gradient_checkpointing=gradient_checkpointing,
-                      attn=attn, device=device, seed=seed, compile=compile_, profile=not no_profile, memory_snapshot=memory_snapshot, out=out,
+                      seq_len=seq_len, lr=DEFAULTS.lr if lr is None else lr, pure_bf16=pure_bf16,
+                      gradient_checkpointing=gradient_checkpointing, attn=attn, device=device, seed=seed,
+                      compile=compile_, profile=not no_profile, memory_snapshot=memory_snapshot, out=out,
                       lora_rank=lora_rank)
-    model_config = None if bench else validate_model_dir(cfg.model)
-    if lr is None and model_config is not None:
-        text_config = model_config.get("text_config") if isinstance(model_config.get("text_config"), dict) else {}
-        cfg.lr = default_lr(cfg.is_bundled_model, lora_rank, model_config.get("hidden_size") or text_config.get("hidden_size"))
-    validate_numbers(cfg)
-    parallel = None
-    if deepspeed_config is not None or nproc != 1 or world_size_from_env() > 1:
-        if bench or pure_bf16 or compile_:
-            raise BadInput("--deepspeed/--nproc cannot be combined with --bench, --pure-bf16 or --compile "
-                           "(the DeepSpeed config's bf16 section sets the precision)")
-        if deepspeed_config is not None and lora_rank:
-            raise BadInput("--lora-rank runs without DeepSpeed here (plain or --nproc N); drop --deepspeed")
-        parallel = prepare_parallel(cfg, deepspeed_config, nproc, timeout_s, model_config)
-    if out is not None and world_size_from_env() <= 1:  # a launched rank: the launching command checked it
-        from rocmcheck.train.outputs import out_dir_problem
-
-        problem = out_dir_problem(out, force)
-        if problem:
-            raise BadInput(problem)
-
-    _require_torch(as_json)
-    if parallel is not None:
-        from rocmcheck.train.launch import run_parallel
-
-        sys.exit(run_parallel(cfg, parallel, as_json=as_json))
-    if bench and not any(v in os.environ for v in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")):
-        # One GPU for both sides: in one process, HF Trainer wraps the model in nn.DataParallel over every visible
-        # GPU (a doubled batch and a slower step), which would compare two different runs. Before torch loads.
-        os.environ["CUDA_VISIBLE_DEVICES"] = "0"
-    from rocmcheck.train.runner import run_and_report  # imports torch
-
-    sys.exit(run_and_report(cfg, as_json=as_json, bench=bench, bench_shape=bench_shape))
-
-
-
-
-TORCH_MISSING_FIX = "rocmcheck doctor --only torch  # names the pip line for this machine's ROCm/CUDA torch"
-
-
-def _require_torch(as_json: bool) -> None:
-    """smoke-train trains: without an importable torch it says so in one line (or one JSON document) and exits 2."""
-    from rocmcheck.heap import imports_without_gc
-
-    try:
-        with imports_without_gc():
-            import torch  # noqa: F401
-    except Exception as exc:  # ImportError, or a broken install raising anything on import
-        from rocmcheck.result import failed
-
-        text = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        result = failed(f"torch is not importable: {text}", TORCH_MISSING_FIX, [f"{type(exc).__name__}: {text}"],
-                        id="train.torch")
-        if as_json:
-            from rocmcheck.report.json_report import dumps, envelope
-
-            click.echo(dumps(envelope("smoke-train", [result], metrics=[], info={})))
-            sys.exit(2)
-        raise BadInput(f"smoke-train needs PyTorch, which does not import here ({text}); "
-                       f"which torch to install: {TORCH_MISSING_FIX}")
+    sys.exit(run_smoke_train(cfg, lr_given=lr is not None, bench=bench, bench_shape=bench_shape,
+                             deepspeed=deepspeed_config, nproc=nproc, timeout_s=timeout_s, force=force,
+                             as_json=as_json))

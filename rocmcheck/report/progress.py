@@ -1,33 +1,47 @@
-"""What a person sees while a command waits: on a terminal one live status line (a spinner, what runs now, for
-how long); elsewhere (a pipe, CI, Slurm, `| tee`) one plain line per stage, and a line every HEARTBEAT_S while a
-stage lasts, so a log shows where a run is.
+"""The one progress display: what a person sees while a command waits. On a terminal one live status line (a
+spinner, what runs now, for how long, a counter); elsewhere (a pipe, CI, Slurm, `| tee`) plain lines: one per
+stage, a line every HEARTBEAT_S while a stage lasts, and a few lines of a counted stage, so a log shows where a
+run is. doctor, lint, probe, plan --measure, smoke-train and monitor all show their progress here.
 
     with Progress(con, plain_after_s=2.0) as progress:
-        progress.begin("importing torch")   # ends the previous stage
-        ...
-        progress.note("step 10/50 loss 2.31")  # the live line's detail (plain mode: printed)
+        progress.begin("importing torch")       # ends the previous stage
+        progress.note("step 10/50 loss 2.31")   # the live line's detail (plain mode: printed)
+        progress.count(12, 120, "loss 2.31")    # a counted stage: 12 of 120 (plain mode: LOG_LINES lines in all)
+        progress.show("GPU0 41.2G/192G")        # the whole line, formatted by the caller (monitor)
 
-`plain_after_s`: in plain mode print a stage only once it has lasted that long (a quick lint stays silent);
-the doctor prints every stage at once (0).
+`plain_after_s`: in plain mode print a stage only once it has lasted that long (a quick lint stays silent); the
+doctor prints every stage at once (0). `plain_every_s`: in plain mode print a note or a shown line at most once per
+that many seconds (the monitor reads every second and logs every 30 s).
+
+Control codes and data travel apart: the console is rocmcheck's safe console (rocmcheck/safe/text.py), which
+cleans every segment of text (a GPU name, a loss, a path) and writes rich's own cursor and erase codes to the
+real stream, below the sanitising wrapper that would strip them, so the live line redraws in place and nothing
+from the data can move the cursor.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
-from typing import Any
+from typing import IO, Any
 
 from rich.console import Console
 from rich.spinner import Spinner
 from rich.text import Text
 
 from rocmcheck.report.render import clean
+from rocmcheck.safe.text import raw_stream, safe_console
 
 HEARTBEAT_S = 30.0  # plain mode: "still running" once this long without output (CI logs show life)
+# Plain mode: a counted stage (smoke-train's steps) prints its first and last count and one every LOG_LINES-th of
+# the way: eleven or twelve lines for a run of any length.
+LOG_LINES = 10
+BAR_WIDTH = 20  # characters of the live line's counter bar
 
 
 class _Line:
-    """The live renderable: re-reads the stage and its clock each refresh."""
+    """The live renderable: re-reads the stage, its clock, counter and detail at each refresh."""
 
     def __init__(self, progress: "Progress") -> None:
         self.progress = progress
@@ -35,29 +49,43 @@ class _Line:
 
     def __rich__(self) -> Any:
         p = self.progress
-        elapsed = time.monotonic() - p.stage_start
-        text = Text(clean(p.stage), style="bold").append(f"  {elapsed:4.0f} s", style="dim")
-        if p.detail:
-            text.append("  " + clean(p.detail), style="dim")
+        with p._lock:
+            stage, detail, whole, counter, since = p.stage, p.detail, p.whole, p.counter, p.stage_start
+        if whole:
+            text = Text(clean(whole), no_wrap=True, overflow="ellipsis")
+        else:
+            text = Text(no_wrap=True, overflow="ellipsis").append(clean(stage), style="bold")
+            if counter is not None:
+                done, total = counter
+                filled = round(BAR_WIDTH * min(done, total) / total) if total > 0 else 0
+                text.append(f"  {done}/{total} ").append("━" * filled, style="cyan")
+                text.append("━" * (BAR_WIDTH - filled), style="dim")
+            text.append(f"  {time.monotonic() - since:4.0f} s", style="dim")
+            if detail:
+                text.append("  " + clean(detail), style="dim")
         self.spinner.text = text
         return self.spinner
 
 
 class Progress:
     def __init__(self, con: Console, *, live: bool | None = None, plain: bool = True, plain_after_s: float = 0.0,
-                 prefix: str = "") -> None:
+                 prefix: str = "", plain_every_s: float = 0.0) -> None:
         """live: None = when `con` is a terminal. plain: print stage lines when not live (False: silent)."""
         self.console = con
         self.live_mode = con.is_terminal if live is None else live
         self.plain = plain and not self.live_mode
         self.plain_after_s = plain_after_s
+        self.plain_every_s = plain_every_s
         self.prefix = prefix
         self.start = self.stage_start = time.monotonic()
         self.stage = ""
         self.detail = ""
+        self.whole = ""  # show(): the caller's own line, in place of stage + clock + detail
+        self.counter: tuple[int, int] | None = None
         self._live = None
         self._lock = threading.Lock()
         self._last_output = self.start
+        self._last_note = -1e18  # plain_every_s: when a note or shown line was last printed
         self._timer: threading.Timer | None = None
 
     # ---- context -----------------------------------------------------------------------------
@@ -76,11 +104,9 @@ class Progress:
         """A new stage starts (the previous one ends)."""
         self._stop_timer()
         with self._lock:
-            self.stage, self.detail = stage, ""
+            self.stage, self.detail, self.whole, self.counter = stage, "", "", None
             self.stage_start = time.monotonic()
-        if self._live is not None:
-            if not self._live.is_started:
-                self._live.start()
+        if self._start_live():
             return
         if self.plain:
             if self.plain_after_s <= 0:
@@ -94,30 +120,73 @@ class Progress:
         """A detail of the running stage: on the live line, or (plain mode) as its own line."""
         with self._lock:
             self.detail = detail
-        if self._live is None and self.plain and self.stage:
+        if self._live is None and self.plain and self.stage and self._note_due():
             self._plain_line(detail)
+
+    def count(self, done: int, total: int, detail: str = "") -> None:
+        """The running stage has done `done` of `total` (smoke-train's steps): a counter and bar on the live line;
+        in plain mode a line for the first, the last and every LOG_LINES-th of the way."""
+        with self._lock:
+            self.counter, self.detail = (done, total), detail
+        if self._live is not None or not (self.plain and self.stage):
+            return
+        every = max(1, total // LOG_LINES)
+        if done == 1 or done == total or done % every == 0:
+            self._plain_line(f"{done}/{total}" + (f"  {detail}" if detail else ""))
+
+    def show(self, text: str) -> None:
+        """The whole line as the caller formats it (a monitor's readings, with their own clock): redrawn in place
+        on a terminal; in plain mode printed as it is, at most once per plain_every_s."""
+        self._stop_timer()
+        with self._lock:
+            self.whole = text
+        if self._start_live() or not self.plain or not self._note_due():
+            return
+        self._print(text)
 
     def end(self) -> None:
         self._stop_timer()
-        with self._lock:
-            self.stage, self.detail = "", ""
         if self._live is not None and self._live.is_started:
-            self._live.stop()
+            self._live.stop()  # first: its last frame is still the line, which a transient display then erases
+        with self._lock:
+            self.stage, self.detail, self.whole, self.counter = "", "", "", None
 
     def printed(self) -> None:
         """The caller printed something (a verdict): the heartbeat counts from now."""
         self._last_output = time.monotonic()
 
+    # ---- live mode ---------------------------------------------------------------------------
+    def _start_live(self) -> bool:
+        """True in live mode (the line is drawn, and redrawn by rich's refresh thread)."""
+        if self._live is None:
+            return False
+        if not self._live.is_started:
+            self._live.start()
+        return True
+
     # ---- plain mode --------------------------------------------------------------------------
+    def _note_due(self) -> bool:
+        if self.plain_every_s <= 0:
+            return True
+        now = time.monotonic()
+        with self._lock:
+            if now - self._last_note < self.plain_every_s:
+                return False
+            self._last_note = now
+        return True
+
+    def _print(self, text: str) -> None:
+        self.console.print(clean(text), markup=False, highlight=False, soft_wrap=True)
+        self.console.file.flush()
+        self._last_output = time.monotonic()
+
     def _plain_line(self, detail: str | None = None) -> None:
         with self._lock:
             if not self.stage:
                 return
             at = time.monotonic() - self.start
             text = f"{self.prefix}[{at:6.1f} s] {self.stage}" + (f": {detail}" if detail else " ...")
-        self.console.print(clean(text), markup=False, highlight=False, soft_wrap=True)
-        self.console.file.flush()
-        self._last_output = time.monotonic()
+        self._print(text)
         if detail is None:
             self._schedule_heartbeat()
 
@@ -134,10 +203,7 @@ class Progress:
             return
         if time.monotonic() - self._last_output >= HEARTBEAT_S - 0.5:
             at = time.monotonic() - self.start
-            self.console.print(clean(f"{self.prefix}[{at:6.1f} s] {stage}: still running ({since:.0f} s)"),
-                               markup=False, highlight=False, soft_wrap=True)
-            self.console.file.flush()
-            self._last_output = time.monotonic()
+            self._print(f"{self.prefix}[{at:6.1f} s] {stage}: still running ({since:.0f} s)")
         self._schedule_heartbeat()
 
     def _stop_timer(self) -> None:
@@ -145,3 +211,22 @@ class Progress:
             self._timer.cancel()
             self._timer = None
 
+
+def stream_console(stream: IO[str] | None = None) -> Console:
+    """The safe console on `stream` (default: stderr), below any sanitising wrapper (safe/text.py)."""
+    return safe_console(file=raw_stream(stream if stream is not None else sys.stderr))
+
+
+class StatusLine:
+    """The monitor's status line on the one display: `show(t, text)` at every reading, `clear()` at the end. On a
+    terminal the line is redrawn in place; elsewhere a plain line every `every` seconds (the first one at once)."""
+
+    def __init__(self, stream: IO[str] | None = None, every: float = 30.0) -> None:
+        self.progress = Progress(stream_console(stream), plain_every_s=every)
+        self.progress.__enter__()
+
+    def show(self, t: float, text: str) -> None:  # noqa: ARG002 - the text carries its own clock
+        self.progress.show(text)
+
+    def clear(self) -> None:
+        self.progress.end()

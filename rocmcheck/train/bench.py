@@ -21,7 +21,7 @@ from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
 from rocmcheck.train.device import pick_device, synchronize
 from rocmcheck.train.distributed import World
 from rocmcheck.train.plain_strategy import PlainStrategy
-from rocmcheck.train.report import RunReport
+from rocmcheck.train.report import RunReport, first_line
 from rocmcheck.train.run import train_steps
 
 SHAPES = {
@@ -150,7 +150,8 @@ def summarize(name: str, run: dict[str, Any], tokens_per_step: int, peak_tflops:
     tok_s = tokens_per_step / step_s
     mfu = run["flops_per_token"] * tok_s / (peak_tflops * 1e12) if peak_tflops else None
     return {"mode": name, "step_s": step_s, "tokens_per_s": tok_s, "mfu": mfu, "peak_gib": run["peak_gib"],
-            "first_loss": run["losses"][0] if run["losses"] else None, "last_loss": run["losses"][-1] if run["losses"] else None,
+            "first_loss": run["losses"][0] if run["losses"] else None,
+            "last_loss": run["losses"][-1] if run["losses"] else None,
             "compile_overhead_s": sum(run["step_times"][:WARMUP_STEPS_EXCLUDED]) - WARMUP_STEPS_EXCLUDED * step_s}
 
 
@@ -164,13 +165,14 @@ def run_bench(cfg: TrainConfig, shape: str = "1.1b", log: Callable[[str], None] 
     dev = pick_device(cfg.device)
     info: dict[str, Any] = {"config": cfg.to_dict(), "device": dev.to_dict(), "shape": shape}
     if shape == "1.1b" and dev.device.type != "cuda":
-        return RunReport([skipped("the 1.1B benchmark needs a GPU (about 40 GiB at seq 2048, micro-batch 4)", id="train.bench")], info=info)
+        return RunReport([skipped("the 1.1B benchmark needs a GPU (about 40 GiB at seq 2048, micro-batch 4)",
+                                  id="train.bench")], info=info)
     sh = dict(SHAPES[shape])
     bcfg = replace(cfg, seq_len=sh["seq_len"], micro_batch=sh["micro_batch"], steps=sh["steps"], lr=3e-4,
                    warmup_steps=3, min_lr_ratio=0.0)  # Trainer's cosine decays to 0
     tokens = bcfg.tokens_per_step
-    info["settings"] = {k: getattr(bcfg, k) for k in ("seq_len", "micro_batch", "grad_accum", "steps", "lr", "pure_bf16",
-                                                     "gradient_checkpointing", "attn")}
+    info["settings"] = {k: getattr(bcfg, k) for k in ("seq_len", "micro_batch", "grad_accum", "steps", "lr",
+                                                     "pure_bf16", "gradient_checkpointing", "attn")}
     rows, runs = [], {}
     for name, fn in (("loop", lambda: bench_loop(sh, bcfg, dev.device, False)),
                      ("hf_trainer", lambda: bench_trainer(sh, bcfg, dev.device)),
@@ -181,7 +183,7 @@ def run_bench(cfg: TrainConfig, shape: str = "1.1b", log: Callable[[str], None] 
         try:
             runs[name] = fn()
         except Exception as exc:  # noqa: BLE001 - one mode failing (compile on an odd stack) is a finding
-            rows.append({"mode": name, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"})
+            rows.append({"mode": name, "error": f"{type(exc).__name__}: {first_line(exc)}"})
             _free(dev.device)
             continue
         rows.append(summarize(name, runs[name], tokens, dev.peak_bf16_tflops))

@@ -1,4 +1,4 @@
-"""`python -m rocmcheck.train.child --request JSON`: one smoke-train run in a child process, over the one
+"""`python -m rocmcheck.train.child --request-file FILE`: one smoke-train run in a child process, over the one
 child protocol (rocmcheck/child.py). The doctor's train stage runs it alone; `smoke-train --nproc N` runs it
 under torchrun, one process per rank.
 
@@ -9,7 +9,7 @@ reads the DeepSpeed file again.
 Events, rank 0 only (every rank points fd 1 at stderr; the others never emit):
   {"event": "step", "step": n, "steps": total, "loss": x, "tokens_per_s": y}   as training goes
   {"event": "report", "report": RunReport.to_dict()}                           once, at the end
-A crash inside the run becomes a verdict in that report (runner.error_result). A bad request exits 2.
+A crash inside the run becomes a verdict in that report (report.error_result). A bad request exits 2.
 
 Importing this module imports no torch (the parent builds the request here); the run imports it.
 """
@@ -71,8 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as exc:
         print(str(exc), file=sys.stderr)
         return 2
-    from rocmcheck.train.report import RunReport
-    from rocmcheck.train.runner import error_result
+    from rocmcheck.train.report import RunReport, error_result
 
     die_with_parent()  # a parent (torchrun's agent, the doctor) killed for its timeout takes this run with it
     rank = int(os.environ.get("RANK", "0") or 0)

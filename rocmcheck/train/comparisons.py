@@ -42,26 +42,30 @@ def check_deepspeed_parity(ds_losses: list[float], plain_losses: list[float], la
     if why_not:
         return skipped(why_not, id="train.deepspeed_parity")
     if not plain_losses or len(ds_losses) < len(plain_losses):
-        return skipped(f"the {label} run stopped after {len(ds_losses)} of {len(plain_losses)} steps", id="train.deepspeed_parity")
+        return skipped(f"the {label} run stopped after {len(ds_losses)} of {len(plain_losses)} steps",
+                       id="train.deepspeed_parity")
     tol = parity_tolerance(plain_losses)
     diffs = [abs(a - b) if math.isfinite(a) and math.isfinite(b) else math.inf for a, b in zip(ds_losses, plain_losses)]
     worst = max(range(len(diffs)), key=diffs.__getitem__)
     out = [i for i, d in enumerate(diffs) if d > tol]
     ds_w, plain_w = reference.window_means(ds_losses), reference.window_means(plain_losses)
-    evidence = [f"steps {i * reference.WINDOW}-{min((i + 1) * reference.WINDOW, len(plain_losses)) - 1}: {label} {a:.3f} "
+    window = reference.WINDOW
+    evidence = [f"steps {i * window}-{min((i + 1) * window, len(plain_losses)) - 1}: {label} {a:.3f} "
                 f"plain {b:.3f} (window mean)" for i, (a, b) in enumerate(zip(ds_w, plain_w))]
-    evidence.append(f"largest step difference {diffs[worst]:.4f} at step {worst} ({label} {ds_losses[worst]:.4f}, plain "
-                    f"{plain_losses[worst]:.4f}); tolerance {tol:.3f} per step")
+    evidence.append(f"largest step difference {diffs[worst]:.4f} at step {worst} ({label} {ds_losses[worst]:.4f}, "
+                    f"plain {plain_losses[worst]:.4f}); tolerance {tol:.3f} per step")
     data = {"max_step_diff": diffs[worst], "worst_step": worst, "tolerance": tol, "steps_out": out[:20],
             "max_window_diff": max(abs(a - b) for a, b in zip(ds_w, plain_w)), "label": label}
     if not out:
         return passed(f"{label} loss curve matches the plain run (largest step difference "
                       f"{diffs[worst]:.3f}, tolerance {tol:.3f})", evidence, **data, id="train.deepspeed_parity")
     return failed(f"{label} loss curve departs from the plain run at {len(out)} of "
-                  f"{len(diffs)} steps (step {worst}: {ds_losses[worst]:.3f} vs {plain_losses[worst]:.3f}, tolerance {tol:.3f})",
+                  f"{len(diffs)} steps (step {worst}: {ds_losses[worst]:.3f} vs {plain_losses[worst]:.3f}, "
+                  f"tolerance {tol:.3f})",
                   fixes.step("rocmcheck smoke-train --deepspeed recipes/zero2.json", "first remove any \"optimizer\" "
-                             "section from your config (the run then uses the plain run's AdamW); if ZeRO-2 matches and "
-                             "this stage does not, report the DeepSpeed version with this evidence"), evidence, **data, id="train.deepspeed_parity")
+                             "section from your config (the run then uses the plain run's AdamW); if ZeRO-2 matches "
+                             "and this stage does not, report the DeepSpeed version with this evidence"),
+                  evidence, **data, id="train.deepspeed_parity")
 
 
 def steady_median(step_times: list[float]) -> float | None:
@@ -69,7 +73,8 @@ def steady_median(step_times: list[float]) -> float | None:
     return statistics.median(steady) if steady else None
 
 
-def check_offload_cost(offload_step_s: list[float], no_offload_step_s: list[float], label: str, on_gpu: bool) -> CheckResult:
+def check_offload_cost(offload_step_s: list[float], no_offload_step_s: list[float], label: str,
+                       on_gpu: bool) -> CheckResult:
     with_off, without = steady_median(offload_step_s), steady_median(no_offload_step_s)
     if not with_off or not without:
         return skipped("a run stopped before its step times could be compared", id="train.offload_cost")
@@ -78,7 +83,8 @@ def check_offload_cost(offload_step_s: list[float], no_offload_step_s: list[floa
     data = {"offload_step_s": with_off, "no_offload_step_s": without, "ratio": ratio, "cost_percent": cost,
             "label": label, "on_gpu": on_gpu}
     evidence = [f"median step {with_off * 1e3:.1f} ms with offload, {without * 1e3:.1f} ms with the same config "
-                f"without offload ({len(offload_step_s)} and {len(no_offload_step_s)} steps, first {STEADY_FROM} left out)"]
+                f"without offload ({len(offload_step_s)} and {len(no_offload_step_s)} steps, first {STEADY_FROM} "
+                "left out)"]
     if not on_gpu:
         evidence.append("on CPU both live in host memory: this measures DeepSpeedCPUAdam and the offload bookkeeping, "
                         "not host-device transfers")
@@ -86,7 +92,8 @@ def check_offload_cost(offload_step_s: list[float], no_offload_step_s: list[floa
     if ratio > OFFLOAD_ABSURD_RATIO:
         return warned(summary + f": more than {OFFLOAD_ABSURD_RATIO:g}x",
                       fixes.step("numactl --hardware", "the CPU side must not be starved: OMP_NUM_THREADS = cores per "
-                                 "rank, and pin_memory true in offload_optimizer/offload_param"), evidence, **data, id="train.offload_cost")
+                                 "rank, and pin_memory true in offload_optimizer/offload_param"),
+                      evidence, **data, id="train.offload_cost")
     return passed(summary, evidence, **data, id="train.offload_cost")
 
 
@@ -99,7 +106,8 @@ def check_rank_agreement(per_rank: list[dict[str, Any]], weights_checked: bool) 
     evidence: list[str] = []
     problems: list[str] = []
     if any(len(r["global_loss"]) != steps for r in per_rank):
-        problems.append("ranks ran different numbers of steps: " + ", ".join(str(len(r["global_loss"])) for r in per_rank))
+        problems.append("ranks ran different numbers of steps: "
+                        + ", ".join(str(len(r["global_loss"])) for r in per_rank))
         steps = min(len(r["global_loss"]) for r in per_rank)  # compare the steps all ranks ran
     disagree = [i for i in range(steps) if len({r["global_loss"][i] for r in per_rank}) > 1]
     if disagree:
@@ -118,21 +126,25 @@ def check_rank_agreement(per_rank: list[dict[str, Any]], weights_checked: bool) 
     if weights_checked:
         sums = [r["weights"] for r in per_rank]
         if len(set(sums)) > 1:
-            problems.append("weights differ between ranks after training (sums " + ", ".join(f"{s:.6f}" for s in sums) + ")")
+            problems.append("weights differ between ranks after training (sums "
+                            + ", ".join(f"{s:.6f}" for s in sums) + ")")
         else:
             evidence.append(f"weights identical on all ranks after training (sum {sums[0]:.6f})")
-    evidence.insert(0, f"{n} ranks x {steps} steps; global loss (all-reduced mean) compared exactly, gradient norm to 1e-6")
+    evidence.insert(0, f"{n} ranks x {steps} steps; global loss (all-reduced mean) compared exactly, gradient norm "
+                       "to 1e-6")
     if steps:
-        evidence.append("last step local losses: " + ", ".join(f"rank {k} {r['local_loss'][-1]:.4f}" for k, r in enumerate(per_rank)))
+        evidence.append("last step local losses: "
+                        + ", ".join(f"rank {k} {r['local_loss'][-1]:.4f}" for k, r in enumerate(per_rank)))
     data = {"ranks": n, "steps": steps, "loss_disagree_steps": disagree[:20], "grad_norm_disagree_steps": norm_off[:20],
             "same_data": same_data, "weights_checked": weights_checked}
     if problems:
         return failed("; ".join(problems)[:400],
-                      fixes.step("rocmcheck smoke-train --nproc 2 --device cpu", "if that agrees, the GPU collective "
+                      fixes.step("rocmcheck smoke-train --gpus 2 --device cpu", "if that agrees, the GPU collective "
                                  "library is at fault: NCCL_DEBUG=INFO shows it; on MI300X check iommu=pt "
                                  "(docs/distributed.md)"),
                       evidence + problems, **data, id="train.rank_agreement")
-    return passed(f"all {n} ranks agree on the loss at every one of {steps} steps", evidence, **data, id="train.rank_agreement")
+    return passed(f"all {n} ranks agree on the loss at every one of {steps} steps", evidence, **data,
+                  id="train.rank_agreement")
 
 
 def _close(values: list[float], rel: float = 1e-6) -> bool:
@@ -154,9 +166,11 @@ def loss_parity(check_id: str, name: str, baseline: str, losses: list[float], re
     diffs = [abs(a - b) for a, b in zip(losses, reference_losses)]
     worst = max(diffs) if diffs else float("nan")
     if diffs and worst <= parity_tolerance(reference_losses):
-        return passed(f"{name} and {baseline} loss curves agree (max |diff| {worst:.3f})", table, max_diff=worst, id=check_id)
+        return passed(f"{name} and {baseline} loss curves agree (max |diff| {worst:.3f})", table, max_diff=worst,
+                      id=check_id)
     return failed(f"{name} and {baseline} loss curves differ (max |diff| {worst:.3f})",
-                  fixes.step(None, "the two runs did not train the same way: compare their settings in the JSON"), table, max_diff=worst, id=check_id)
+                  fixes.note("the two runs did not train the same way: compare their settings in the JSON"), table,
+                  max_diff=worst, id=check_id)
 
 
 def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> list[CheckResult]:
@@ -186,7 +200,8 @@ def bench_verdicts(rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) 
         ratio = by["loop_compile"]["tokens_per_s"] / by["loop"]["tokens_per_s"]
         trainer = by.get("hf_trainer", {}).get("tokens_per_s")
         vs_trainer = by["loop_compile"]["tokens_per_s"] / trainer if trainer else None
-        summary = (f"--compile {vs_trainer:.2f}x HF Trainer, {ratio:.2f}x the eager loop (target >= {TARGET_COMPILE:.1f}x Trainer)"
+        summary = (f"--compile {vs_trainer:.2f}x HF Trainer, {ratio:.2f}x the eager loop (target >= "
+                   f"{TARGET_COMPILE:.1f}x Trainer)"
                    if vs_trainer else f"--compile {ratio:.2f}x the eager loop")
         good = vs_trainer is not None and vs_trainer >= TARGET_COMPILE
         results.append(passed(summary, table, ratio=ratio, vs_trainer=vs_trainer, id="train.bench_compile") if good else

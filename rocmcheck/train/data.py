@@ -75,7 +75,8 @@ def examples_per_row(tokenizer, example: Example, seq_len: int) -> int:
 def left_padded_prompts(tokenizer, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor]:
     """Prompts for batched greedy generation: left-padded ids and the attention mask."""
     bos, _, pad = special_ids(tokenizer)
-    encoded = [([bos] if bos is not None else []) + tokenizer.encode(e.prompt, add_special_tokens=False) for e in examples]
+    head = [bos] if bos is not None else []
+    encoded = [head + tokenizer.encode(e.prompt, add_special_tokens=False) for e in examples]
     width = max(len(e) for e in encoded)
     ids = [[pad] * (width - len(e)) + e for e in encoded]
     mask = [[0] * (width - len(e)) + [1] * len(e) for e in encoded]

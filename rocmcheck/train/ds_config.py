@@ -106,7 +106,8 @@ def prepare_deepspeed_config(path: Path, cfg: TrainConfig, world_size: int, hidd
         raise BadInput(str(exc)) from None
     errors = [m.render() for m in messages if m.is_error]
     if errors:
-        raise BadInput("\n".join(errors + [f"--deepspeed {path}: {len(errors)} lint error(s); see `rocmcheck lint {path}`"]))
+        raise BadInput("\n".join(errors + [f"--deepspeed {path}: {len(errors)} lint error(s); see "
+                                           f"`rocmcheck lint {path}`"]))
     warnings = [m.render() for m in messages if m.severity.value == "warning"]
 
     resolution = resolve_auto(raw, settings)

@@ -16,7 +16,6 @@ HF Trainer (with accelerate) sets it up for the same config:
 from __future__ import annotations
 
 import copy
-import shlex
 from pathlib import Path
 from typing import Any, Callable
 
@@ -63,11 +62,11 @@ class DeepSpeedStrategy:
                                                         model_parameters=None if optimizer else model.parameters(),
                                                         config=config)
         except (ValueError, AssertionError) as exc:  # DeepSpeed checks the rest of the config here
-            w = self.world
+            fix = fixes.shell("rocmcheck lint {path} --world-size {world} --micro-batch {micro} --grad-accum {accum}",
+                              "lint names what DeepSpeed refuses", path=self.plan.path, world=self.world.world_size,
+                              micro=self.cfg.micro_batch, accum=self.cfg.grad_accum)
             raise SetupFailed("train.deepspeed", f"deepspeed.initialize refused {self.plan.path}: {first_line(exc)}",
-                              fixes.step(f"rocmcheck lint {shlex.quote(str(self.plan.path))} --world-size "
-                                         f"{w.world_size} --micro-batch {self.cfg.micro_batch} --grad-accum "
-                                         f"{self.cfg.grad_accum}", "lint names what DeepSpeed refuses")) from None
+                              fix) from None
         self.info = {"name": self.plan.label, "optimizer": type(self.engine.basic_optimizer).__name__,
                      "zero_optimizer": type(self.engine.optimizer).__name__, "deepspeed": deepspeed.__version__,
                      "accelerator": _accelerator_name()}
@@ -80,7 +79,8 @@ class DeepSpeedStrategy:
 
             return DeepSpeedCPUAdam(params, lr=self.cfg.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
                                     weight_decay=self.cfg.weight_decay, adamw_mode=True)
-        return torch.optim.AdamW(params, lr=self.cfg.lr, betas=ADAM_BETAS, eps=ADAM_EPS, weight_decay=self.cfg.weight_decay)
+        return torch.optim.AdamW(params, lr=self.cfg.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
+                                 weight_decay=self.cfg.weight_decay)
 
     def set_lr(self, lr: float) -> float:
         if self.owns_lr:

@@ -6,14 +6,14 @@ The same estimate is later set beside the run's measured peak (verdicts.check_me
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 from rocmcheck import fixes
+from rocmcheck.fixes import Fix
 from rocmcheck.plan.advice import FIT_FRACTION, cheapest_changes
 from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory
 from rocmcheck.plan.shapes import shape_from_config
-from rocmcheck.result import CheckResult, failed, passed, warned
+from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan
 from rocmcheck.units import fmt_bytes
@@ -52,6 +52,18 @@ def estimate_run(model_config: dict[str, Any], settings: dict[str, Any]) -> tupl
 
 
 def smoke_train_flags(plan_flags: list[str]) -> str:
+    """`rocmcheck plan` options of a suggested change, as smoke-train options (one string, for the report)."""
+    return " ".join(smoke_train_args(plan_flags))
+
+
+def smoke_train_fix(model: str, args: list[str], why: str) -> Fix:
+    """`rocmcheck smoke-train --model MODEL ARGS...`, each word a quoted field."""
+    words = {f"arg{i}": arg for i, arg in enumerate(args)}
+    template = "rocmcheck smoke-train --model {model}" + "".join(" {%s}" % name for name in words)
+    return fixes.shell(template, why, model=model, **words)
+
+
+def smoke_train_args(plan_flags: list[str]) -> list[str]:
     """`rocmcheck plan` options of a suggested change, as smoke-train options."""
     out: list[str] = []
     zero, offload = 0, False
@@ -65,7 +77,7 @@ def smoke_train_flags(plan_flags: list[str]) -> str:
         if flag in ("--offload-optimizer", "--offload-params"):
             offload = True
         elif flag == "--gpus":
-            out += ["--nproc", plan_flags[i + 1]]
+            out += ["--gpus", plan_flags[i + 1]]
             i += 2
             continue
         else:
@@ -74,15 +86,26 @@ def smoke_train_flags(plan_flags: list[str]) -> str:
     if zero:
         recipe = "zero3-offload.json" if offload else f"zero{zero}.json"
         out += ["--deepspeed", f"recipes/{recipe}"]
-    return " ".join(out)
+    return out
 
 
 def check_fit(est: MemoryEstimate | None, why_not: str, device_bytes: int | None, device_label: str,
               model: str, on_gpu: bool = True) -> tuple[CheckResult, bool]:
-    """(train.fit, whether to stop before loading)."""
-    if est is None or not device_bytes:
-        reason = why_not or "the device's memory is unknown"
-        return passed(f"no memory estimate: {reason}", id="train.fit"), False
+    """(train.fit, whether to stop before loading). No estimate stops the run: a model the planner cannot size is
+    one whose config.json lacks its sizes, and transformers would build it from LlamaConfig's defaults (a 6.7B
+    model, 25 GiB in fp32) or from absurd ones, whatever the device holds."""
+    if est is None:
+        if why_not.startswith("config.json"):
+            fix = fixes.note("config.json must give the model's sizes (hidden_size, num_hidden_layers, "
+                             "num_attention_heads, intermediate_size, vocab_size), as every Hugging Face "
+                             "checkpoint's does: use the checkpoint's own")
+        else:
+            fix = fixes.shell("rocmcheck plan --model {model}", "the planner says what it cannot model", model=model)
+        return failed(f"no memory estimate ({why_not or 'the planner gave none'}); stopped before loading: a model "
+                      "that cannot be sized is never built", fix, id="train.fit"), True
+    if not device_bytes:
+        return skipped(f"the device's memory is not known; the plan estimate is {fmt_bytes(est.total_bytes)}",
+                       estimate_bytes=int(est.total_bytes), id="train.fit"), False
     s = est.settings
     weights = max((ln.largest for ln in est.lines if ln.name == "weights"), default=0.0)
     total, share = est.total_bytes, est.total_bytes / device_bytes
@@ -99,15 +122,16 @@ def check_fit(est: MemoryEstimate | None, why_not: str, device_bytes: int | None
     if share <= FIT_FRACTION:
         return passed(f"fits: {what}", evidence, **data, id="train.fit"), False
     changes = cheapest_changes(est.model, s, device_bytes)
-    options = [fixes.step(f"rocmcheck smoke-train --model {shlex.quote(model)} {smoke_train_flags(c.flags)}",
-                          f"{c.label}: {fmt_bytes(c.estimate.total_bytes)} ({c.estimate.total_bytes / device_bytes:.0%})")
+    options = [smoke_train_fix(model, smoke_train_args(c.flags),
+                               f"{c.label}: {fmt_bytes(c.estimate.total_bytes)} "
+                               f"({c.estimate.total_bytes / device_bytes:.0%})")
                for c in changes]
-    data["changes"] = [{"label": c.label, "flags": smoke_train_flags(c.flags), "estimate_bytes": int(c.estimate.total_bytes)}
-                       for c in changes]
-    fix = options[0] if options else fixes.step(f"rocmcheck plan --model {shlex.quote(model)}",
-                                                f"no setting rocmcheck tries fits on {device_label}: a shorter "
-                                                "--seq-len, or a device with more memory")
-    evidence += [f"would fit: {o}" for o in options[1:]]
+    data["changes"] = [{"label": c.label, "flags": smoke_train_flags(c.flags),
+                        "estimate_bytes": int(c.estimate.total_bytes)} for c in changes]
+    fix = options[0] if options else fixes.shell("rocmcheck plan --model {model}",
+                                                 f"no setting rocmcheck tries fits on {device_label}: a shorter "
+                                                 "--seq-len, or a device with more memory", model=model)
+    evidence += [f"would fit: {o.line()}" for o in options[1:]]
     if weights > device_bytes:
         return failed(f"does not fit: the weights alone ({fmt_bytes(weights)}) are larger than {device_label}'s "
                       f"{fmt_bytes(device_bytes)}; stopped before loading ({what})", fix, evidence, **data,

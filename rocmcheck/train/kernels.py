@@ -81,11 +81,13 @@ def check_kernels(rows: list[dict[str, Any]], on_gpu: bool, attn_requested: str)
     if path == "math":
         problems.append("attention runs on the math path (SDPA fell back from flash/memory-efficient)")
     elif path == "eager":
-        problems.append("attention runs unfused (eager matmul + softmax)" + (" as requested by --attn eager" if attn_requested == "eager" else ""))
+        problems.append("attention runs unfused (eager matmul + softmax)"
+                        + (" as requested by --attn eager" if attn_requested == "eager" else ""))
     if cpu_hot:
         problems.append(f"hot ops ran on the CPU in a GPU run: {', '.join(cpu_hot)}")
     if not problems:
-        return passed(f"attention path: {path}; top kernel {top[0]['name'][:60] if top else 'n/a'}", evidence, **data, id="train.kernels")
+        return passed(f"attention path: {path}; top kernel {top[0]['name'][:60] if top else 'n/a'}", evidence, **data,
+                      id="train.kernels")
     fix = fixes.step("rocmcheck smoke-train --attn sdpa", "on ROCm also check that this torch build has AOTriton flash "
                      "attention for this GPU (rocmcheck probe) and, for experimental archs, "
                      "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1")

@@ -67,7 +67,8 @@ def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, torch.OutOfMemoryError):
         return True
     text = str(exc)
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "DefaultCPUAllocator: not enough memory" in text)
+    return isinstance(exc, RuntimeError) and ("out of memory" in text
+                                              or "DefaultCPUAllocator: not enough memory" in text)
 
 
 def param_count(model) -> int:

@@ -80,6 +80,7 @@ def measure(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, pure_bf16:
             if x.device.type == "cuda":
                 torch.cuda.empty_cache()
         return {"bf16": low, "fp32": ref, "reference_device": where, "rows": int(x.shape[0]),
-                "tokens": int(x.numel()), "precision": "bf16 weights" if pure_bf16 else "bf16 autocast over fp32 weights"}
+                "tokens": int(x.numel()),
+                "precision": "bf16 weights" if pure_bf16 else "bf16 autocast over fp32 weights"}
     finally:
         model.train(was_training)

@@ -1,12 +1,15 @@
 """Files a run leaves in --out: metrics.jsonl (one row per step), report.json, loss_memory.png and checkpoint/.
 
 Nothing a person owns is lost: an existing folder with files in it is used only with --force (and then only these
-names are replaced), every file is written atomically, and the checkpoint is saved into a fresh folder and renamed
-into place, so transformers' save_pretrained (which deletes weight shards it did not write) never runs in a
-folder that holds someone's files."""
+names are replaced), every file goes through rocmcheck's one writer (rocmcheck/safe/files.py: atomic, never
+through a symbolic link), and the checkpoint is saved into a fresh folder and renamed into place, so transformers'
+save_pretrained (which deletes weight shards it did not write) never runs in a folder that holds someone's files.
+The plot's text is literal (a `$` in a folder name is not matplotlib mathtext), and a plot that cannot be drawn
+is a note in place of the file, never a lost report."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -26,6 +29,13 @@ OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint",
 def out_dir_problem(out: Path, force: bool) -> str | None:
     """Why --out cannot be used (one line), or None. An existing folder must be empty unless force."""
     out = Path(out)
+    found = _nearest_existing(out)
+    if isinstance(found, str):
+        return found
+    if found.is_symlink() and not found.exists():
+        return f"--out {out}: {found} is a symbolic link to nothing (a loop, or a missing target)"
+    if found != out and not found.is_dir():
+        return f"--out {out}: {found} is not a directory"
     if out.exists() and not out.is_dir():
         return f"--out {out}: exists and is not a directory"
     if out.is_dir():
@@ -37,12 +47,25 @@ def out_dir_problem(out: Path, force: bool) -> str | None:
             shown = ", ".join(entries[:3]) + (", ..." if len(entries) > 3 else "")
             return (f"--out {out}: the folder is not empty ({shown}); give a new or empty folder, or add --force to "
                     f"replace {', '.join(OUTPUT_NAMES)} there (other files are left alone)")
-    existing = out
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"--out {out}: {existing} is not writable"
+    if not os.access(found, os.W_OK | os.X_OK):
+        return f"--out {out}: {found} is not writable"
     return None
+
+
+def _nearest_existing(path: Path) -> Path | str:
+    """`path` or its nearest ancestor that exists as a directory entry (a symbolic link counts, resolving or not);
+    a one-line problem when one cannot be looked at (a loop of links on the way, no permission)."""
+    current = path
+    while True:
+        try:
+            os.lstat(current)
+            return current
+        except (FileNotFoundError, NotADirectoryError):
+            if current == current.parent:
+                return current
+            current = current.parent
+        except OSError as exc:
+            return f"--out {path}: {current}: {exc.strerror or exc}"
 
 
 @contextmanager
@@ -75,16 +98,18 @@ def publish_checkpoint(saved: Path, out: Path) -> Path:
     return dest
 
 
-def write_outputs(report_dict: dict[str, Any], out_dir: Path) -> dict[str, str]:
-    """Writes the files; returns {"metrics": path, "report": path, "plot": path or a note why not}."""
+def write_outputs(report_dict: dict[str, Any], out_dir: Path, force: bool = True) -> dict[str, str]:
+    """Writes the files; returns {"metrics": path, "report": path, "plot": path or a note why not}. force: replace
+    these names when they are there (--force; out_dir_problem refused a folder with files in it without it).
+    OSError or BadInput (safe/files.py) when a file cannot be written."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     metrics_path = out_dir / "metrics.jsonl"
-    write_atomic(metrics_path, "".join(json.dumps(row) + "\n" for row in report_dict.get("metrics", [])), force=True)
+    write_atomic(metrics_path, "".join(json.dumps(row) + "\n" for row in report_dict.get("metrics", [])), force=force)
     report_path = out_dir / "report.json"
-    write_atomic(report_path, json.dumps(report_dict, indent=1, default=str) + "\n", force=True)
+    write_atomic(report_path, json.dumps(report_dict, indent=1, default=str) + "\n", force=force)
     files = {"metrics": str(metrics_path), "report": str(report_path)}
-    files["plot"] = plot_loss_memory(report_dict, out_dir / "loss_memory.png")
+    files["plot"] = plot_loss_memory(report_dict, out_dir / "loss_memory.png", force=force)
     return files
 
 
@@ -133,7 +158,7 @@ def loss_memory_figure(report_dict: dict[str, Any]):
     losses = [m["loss"] for m in metrics]
     fig = Figure(figsize=(11, 7), layout="constrained")
     ax_loss, ax_mem = fig.subplots(2, 1, sharex=True)
-    fig.suptitle(_title(report_dict), fontsize=11, fontweight="bold")
+    fig.suptitle(_title(report_dict), fontsize=11, fontweight="bold", parse_math=False)
 
     ax_loss.plot(steps, losses, color="tab:blue", lw=1, alpha=0.6, label="loss, each step")
     ref = info.get("reference_curve") or {}
@@ -162,7 +187,8 @@ def loss_memory_figure(report_dict: dict[str, Any]):
     ax_loss.set_title(_panel_title(verdicts.get("train.reference_curve") or verdicts.get("train.loss_decrease")
                                    or verdicts.get("train.learns"), "train.reference_curve"
                                    if "train.reference_curve" in verdicts else "train.loss_decrease"
-                                   if "train.loss_decrease" in verdicts else "train.learns"), fontsize=9, loc="left")
+                                   if "train.loss_decrease" in verdicts else "train.learns"), fontsize=9, loc="left",
+                      parse_math=False)
     ax_loss.grid(alpha=0.3)
 
     kind = info.get("memory_kind", "")
@@ -175,23 +201,32 @@ def loss_memory_figure(report_dict: dict[str, Any]):
                                {"color": "tab:red", "lw": 2.8, "zorder": 5})):
         ax_mem.plot(steps, [m[key] / scale for m in metrics], label=label, **style)
     ax_mem.set_ylim(bottom=0, top=max(top / scale * 1.08, 1e-9))
-    ax_mem.set_ylabel(f"memory {unit}" + (f" ({kind})" if kind else ""))
+    ax_mem.set_ylabel(f"memory {unit}" + (f" ({kind})" if kind else ""), parse_math=False)
     ax_mem.set_xlabel("step")
-    ax_mem.set_title(_panel_title(verdicts.get("train.memory_leak"), "train.memory_leak"), fontsize=9, loc="left")
+    ax_mem.set_title(_panel_title(verdicts.get("train.memory_leak"), "train.memory_leak"), fontsize=9, loc="left",
+                     parse_math=False)
     ax_mem.grid(alpha=0.3)
     for ax in (ax_loss, ax_mem):
-        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        legend = ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        for text in legend.get_texts():  # labels carry data (a device name, a reason): literal text
+            text.set_parse_math(False)
     return fig
 
 
-def plot_loss_memory(report_dict: dict[str, Any], path: Path) -> str:
-    """The PNG path, or "skipped: <why>" (matplotlib is optional: pip install matplotlib)."""
+def plot_loss_memory(report_dict: dict[str, Any], path: Path, force: bool = True) -> str:
+    """The PNG path, or "skipped: <why>" (matplotlib is optional: pip install matplotlib). Drawn in memory and
+    written by the one writer; a figure that cannot be drawn is a note, never an exception that loses the report.
+    OSError or BadInput only when the file cannot be written."""
     if not report_dict.get("metrics"):
         return "skipped: no steps to plot"
     try:
         import matplotlib  # noqa: F401
     except ImportError:
         return "skipped: matplotlib is not installed (pip install matplotlib)"
-    fig = loss_memory_figure(report_dict)
-    fig.savefig(path, dpi=90)
+    png = io.BytesIO()
+    try:
+        loss_memory_figure(report_dict).savefig(png, format="png", dpi=90)
+    except Exception as exc:  # noqa: BLE001 - matplotlib raises its own errors on odd data; the report stands
+        return f"skipped: the plot could not be drawn ({type(exc).__name__}: {str(exc).strip()[:160]})"
+    write_atomic(path, png.getvalue(), force=force)
     return str(path)

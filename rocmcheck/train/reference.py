@@ -52,7 +52,8 @@ def compare(run: list[float], ref: list[float], window: int = WINDOW) -> dict[st
     for i, (x, r) in enumerate(zip(a, b)):
         tol = tolerance(r)
         rows.append({"steps": f"{i * window}-{min((i + 1) * window, len(run)) - 1}", "run": round(x, 4),
-                     "reference": round(r, 4), "diff": round(x - r, 4), "tolerance": round(tol, 4), "ok": abs(x - r) <= tol})
+                     "reference": round(r, 4), "diff": round(x - r, 4), "tolerance": round(tol, 4),
+                     "ok": abs(x - r) <= tol})
     worst = max(rows, key=lambda row: abs(row["diff"]) - row["tolerance"]) if rows else None
     return {"windows": rows, "ok": bool(rows) and all(r["ok"] for r in rows), "worst": worst}
 

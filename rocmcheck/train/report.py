@@ -1,6 +1,7 @@
-"""What a smoke-train run hands back (RunReport), and the failed verdict of a run that cannot start
-(SetupFailed). Plain records: no torch, no environment changes, so the CLI, the launcher of several
-ranks and the doctor can build and read reports on a machine without torch."""
+"""What a smoke-train run hands back (RunReport), the failed verdict of a run that cannot start (SetupFailed),
+and the verdict of an exception that escaped a run (error_result). Plain records: no torch, no environment
+changes, so the CLI, the launcher of several ranks and the doctor can build and read reports on a machine
+without torch."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
-from rocmcheck.result import CheckResult, failed
+from rocmcheck import fixes
+from rocmcheck.fixes import Fix
+from rocmcheck.result import CheckResult, Status, failed
 
 # The verdicts judged on a finished run; a run that stopped early reports each as "not judged". The bundled
 # model is judged on the task; any other model on whether it overfits its one fixed batch.
@@ -67,16 +70,37 @@ def timings_line(info: dict[str, Any]) -> str | None:
 class SetupFailed(Exception):
     """A run that cannot start for a reason a person can fix: carries the failed verdict."""
 
-    def __init__(self, check_id: str, summary: str, fix: str, evidence: list[str] | None = None, **data: Any) -> None:
+    def __init__(self, check_id: str, summary: str, fix: Fix | None, evidence: list[str] | None = None,
+                 **data: Any) -> None:
         super().__init__(summary)
         self.result = failed(summary, fix, evidence, id=check_id, **data)
 
     @classmethod
     def of(cls, result: CheckResult) -> "SetupFailed":
-        exc = cls(result.id, result.summary, result.fix or "")
+        exc = cls(result.id, result.summary, result.fix)
         exc.result = result
         return exc
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:limit]
+
+
+# An exception that escaped a run. Texts of the GPU runtime are a verdict on the machine (its torch build lacks
+# kernels for this GPU, or the GPU faulted); anything else is a bug in rocmcheck, reported with the run's JSON.
+GPU_RUNTIME_MARKERS = ("HIP error", "CUDA error", "hipError", "invalid device function", "no kernel image",
+                       "code object")
+GPU_RUNTIME_FIX = fixes.shell("rocmcheck doctor", "checks that this torch build has kernels for this GPU arch")
+TRAIN_BUG_FIX = fixes.shell("rocmcheck smoke-train --json > smoke-train.json",
+                            "a rocmcheck bug: please report it with that file (add this run's flags)")
+
+
+def error_result(exc: BaseException) -> CheckResult:
+    """train.run for an exception that escaped the run: a failed verdict for a GPU runtime error, else a crash."""
+    text = (str(exc).strip().splitlines() or [""])[0][:300]
+    name = type(exc).__name__
+    if any(k in text for k in GPU_RUNTIME_MARKERS):
+        return failed(f"the GPU runtime failed during training: {text}", GPU_RUNTIME_FIX, [f"{name}: {text}"],
+                      id="train.run")
+    return CheckResult("train.run", Status.CRASH, f"smoke-train crashed: {name}: {text}", [f"{name}: {text}"],
+                       TRAIN_BUG_FIX)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from rocmcheck import fixes
+from rocmcheck.fixes import Fix
 from rocmcheck.heap import imports_without_gc
 from rocmcheck.monitor.step_memory import MemorySampler, detect_leak
 from rocmcheck.result import CheckResult, skipped
@@ -37,6 +38,7 @@ from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
 from rocmcheck.train.distributed import World, bind_device, world_from_env
 from rocmcheck.train.ds_config import DeepSpeedPlan
+from rocmcheck.train.model_files import no_eos_failure, tokenizer_failure, weights_failure
 from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
 from rocmcheck.train.report import (
     JUDGED_AFTER_OWN_MODEL_RUN,
@@ -52,20 +54,19 @@ NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tole
 Progress = Callable[[int, int, dict[str, Any]], None]
 
 # Fixes of the runs that cannot start (one pasteable line each).
-NO_DEVICE_FIX = fixes.step("rocmcheck doctor", "then rerun with --device cpu")
-NO_BF16_FIX = fixes.step("rocmcheck smoke-train --device cpu", "this GPU has no bf16; MI200/MI300, A100, H100 have it")
-PEFT_FIX = fixes.step("pip install peft", "--lora-rank trains a LoRA adapter through peft")
-ATTN_FIX = fixes.step("pip install flash-attn --no-build-isolation", "or run with --attn sdpa")
-LOAD_FIX = fixes.step(None, "check the --model folder holds a complete Hugging Face checkpoint (config.json, "
-                            "weights, tokenizer)")
+NO_DEVICE_FIX = fixes.shell("rocmcheck doctor", "then rerun with --device cpu")
+NO_BF16_FIX = fixes.shell("rocmcheck smoke-train --device cpu", "this GPU has no bf16; MI200/MI300, A100, H100 have it")
+PEFT_FIX = fixes.shell("pip install peft", "--lora-rank trains a LoRA adapter through peft")
+ATTN_FIX = fixes.shell("pip install flash-attn --no-build-isolation", "or run with --attn sdpa")
 
 
-def ranks_fix(gpus: int) -> str:
-    return fixes.step(f"rocmcheck smoke-train --nproc {gpus}", "one rank per visible GPU")
+def ranks_fix(gpus: int) -> Fix:
+    return fixes.shell("rocmcheck smoke-train --gpus {gpus}", "one rank per visible GPU", gpus=gpus)
 
 
-def seq_len_fix(seq_len: int) -> str:
-    return fixes.step(f"rocmcheck smoke-train --seq-len {seq_len * 2}", "a row must hold at least one example")
+def seq_len_fix(seq_len: int) -> Fix:
+    return fixes.shell("rocmcheck smoke-train --seq-len {seq_len}", "a row must hold at least one example",
+                       seq_len=seq_len * 2)
 
 
 @dataclass
@@ -160,7 +161,8 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
                     plan: DeepSpeedPlan | None = None, pg_timeout_s: float = DEFAULT_PG_TIMEOUT_S) -> RunReport:
     """Every rank calls this; the RunReport that matters is rank 0's (other ranks return theirs, empty)."""
     # DeepSpeed calls the deprecated torch.distributed names once per step; a warning per step buries the report.
-    warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed\.", category=FutureWarning)
+    warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed\.",
+                            category=FutureWarning)
     timed = Timings()
     with timed("import transformers"), imports_without_gc():
         modeling.offline_and_quiet()
@@ -238,19 +240,49 @@ class _Run:
         repeated (the classic "can it overfit one batch" check, which any model passes)."""
         cfg, world = self.cfg, self.world
         self.fixed_batch = not cfg.judged_on_task
-        self.tokenizer = _loading(cfg, lambda: modeling.load_tokenizer(Path(cfg.model)))
+        self.tokenizer = self._tokenizer()
         steps_of_data = 1 if self.fixed_batch else cfg.steps
         rows_needed = steps_of_data * cfg.grad_accum * cfg.micro_batch * world.world_size
         # Upper bound on examples per row (all shortest), so packing never runs short of rows.
         per_row = data_mod.examples_per_row(self.tokenizer, task.make_example(task.FINETUNE_OP, "9" * task.MIN_DIGITS),
                                             cfg.seq_len)
         try:
-            ids, labels = data_mod.pack_rows(self.tokenizer, task.train_examples(rows_needed * per_row + per_row, cfg.seed),
-                                             cfg.seq_len)
+            examples = task.train_examples(rows_needed * per_row + per_row, cfg.seed)
+            ids, labels = data_mod.pack_rows(self.tokenizer, examples, cfg.seq_len)
         except ValueError as exc:
             raise SetupFailed("train.data", str(exc), seq_len_fix(cfg.seq_len)) from None
         self.ids, self.labels = ids[:rows_needed].to(self.device), labels[:rows_needed].to(self.device)
         self.eval_set = task.eval_examples(cfg.eval_prompts) if cfg.judged_on_task else []
+
+    def _tokenizer(self):
+        """The model folder's tokenizer; what is wrong with its files becomes train.load, naming the file."""
+        folder, bundled = Path(self.cfg.model), self.cfg.is_bundled_model
+        try:
+            tokenizer = modeling.load_tokenizer(folder)
+        except Exception as exc:  # noqa: BLE001 - whatever its files make the loader raise, they are at fault
+            summary, fix = tokenizer_failure(folder, exc, bundled)
+            raise SetupFailed("train.load", summary, fix, [f"{type(exc).__name__}: {first_line(exc, 300)}"]) from None
+        if tokenizer.eos_token_id is None:
+            summary, fix = no_eos_failure(folder)
+            raise SetupFailed("train.load", summary, fix)
+        return tokenizer
+
+    def _build(self, strategy) -> torch.nn.Module:
+        """The strategy's model, loaded from the folder. --attn's package missing becomes train.attn; damaged or
+        mismatched weights become train.load, naming the file; anything else is raised (a bug)."""
+        cfg = self.cfg
+        try:
+            return strategy.build(self.micro_batch)
+        except ImportError as exc:  # flash_attention_2 without the flash_attn package, mostly
+            raise SetupFailed("train.attn", f"--attn {cfg.attn} is not usable: {first_line(exc)}", ATTN_FIX) from None
+        except SetupFailed:
+            raise
+        except Exception as exc:  # noqa: BLE001 - sorted below: the folder's fault, or raised again
+            found = weights_failure(Path(cfg.model), exc, cfg.is_bundled_model)
+            if found is None:
+                raise
+            raise SetupFailed("train.load", found[0], found[1], [f"{type(exc).__name__}: {first_line(exc, 300)}"]) \
+                from None
 
     def micro_batch(self, step: int, micro: int) -> tuple[torch.Tensor, torch.Tensor]:
         mb, w = self.cfg.micro_batch, self.world
@@ -297,7 +329,7 @@ class _Run:
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         with timed(which + "load"):
-            model = _loading(cfg, lambda: strategy.build(self.micro_batch))
+            model = self._build(strategy)
         if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
             x, y = self.micro_batch(0, 0)
             with timed("numerics"):
@@ -357,8 +389,8 @@ class _Run:
             with self.timed("accuracy"):
                 after = modeling.accuracy(eval_model, self.tokenizer, self.eval_set, device)
             self.info["accuracy"] = after
-            results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.min_accuracy, len(self.eval_set),
-                                                   numerics_ok))
+            results.append(verdicts.check_accuracy(self.accuracy_before, after, cfg.accuracy_threshold,
+                                                   len(self.eval_set), numerics_ok))
         else:
             min_drop = verdicts.LORA_LEARNS_MIN_DROP if cfg.lora_rank else verdicts.LEARNS_MIN_DROP
             results = [verdicts.check_learns(phase.losses, numerics_ok, min_drop)]
@@ -436,7 +468,8 @@ class _Run:
             # in the last place (bf16: 2^-7 of the magnitude; seen on an H200 with ZeRO-3 + offload: max |diff|
             # 0.28). A wrong checkpoint differs by far more; the weights themselves are still compared bit for bit.
             ulps = 4 * torch.finfo(dtype).eps * live.abs().max().item()
-            return verdicts.check_reload(diff, max(noise, ulps), weights_equal, bound_label=f"4 {dtype} ulps of the largest logit")
+            return verdicts.check_reload(diff, max(noise, ulps), weights_equal,
+                                         bound_label=f"4 {dtype} ulps of the largest logit")
         return verdicts.check_reload(diff, noise, weights_equal)
 
     @torch.no_grad()
@@ -455,7 +488,8 @@ class _Run:
             return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
         trained = get_peft_model_state_dict(model, adapter_name="default")
         reloaded = get_peft_model_state_dict(model, adapter_name="reloaded")
-        weights_equal = trained.keys() == reloaded.keys() and all(torch.equal(t, reloaded[k]) for k, t in trained.items())
+        weights_equal = trained.keys() == reloaded.keys() and all(torch.equal(t, reloaded[k])
+                                                                  for k, t in trained.items())
         was = model.training
         model.eval()
         model.set_adapter("reloaded")
@@ -482,7 +516,8 @@ class _Run:
         for p in (p.cpu() for p in distributed.gather_rows(rows)):
             steps = int(p[1, n].item())
             out.append({"global_loss": p[0, :steps].tolist(), "local_loss": p[1, :steps].tolist(),
-                        "grad_norm": p[2, :steps].tolist(), "weights": None if math.isnan(p[0, n].item()) else p[0, n].item()})
+                        "grad_norm": p[2, :steps].tolist(),
+                        "weights": None if math.isnan(p[0, n].item()) else p[0, n].item()})
         return out
 
     # -- the report --------------------------------------------------------------------------------
@@ -519,8 +554,8 @@ class _Run:
             why_not = None
             if self.plan.has_scheduler:
                 why_not = (f"the config's own scheduler ({self.plan.config['scheduler'].get('type', '?')}) sets the "
-                           "learning rate instead of the smoke-train's warmup + cosine, so the curves are not comparable; "
-                           "remove \"scheduler\" from the config to compare")
+                           "learning rate instead of the smoke-train's warmup + cosine, so the curves are not "
+                           "comparable; remove \"scheduler\" from the config to compare")
             elif not baseline.finished:
                 why_not = f"the plain run stopped: {baseline.stopped}"
             results.append(comparisons.check_deepspeed_parity(main.losses, baseline.losses, self.plan.label, why_not))
@@ -529,20 +564,9 @@ class _Run:
                                                           self.device.type == "cuda"))
         rank_rows = main.info.get("rank_rows")
         if rank_rows is not None:
-            results.append(comparisons.check_rank_agreement(rank_rows, all(r["weights"] is not None for r in rank_rows)))
+            weights_known = all(r["weights"] is not None for r in rank_rows)
+            results.append(comparisons.check_rank_agreement(rank_rows, weights_known))
         return RunReport(results, main.metrics, info)
-
-
-def _loading(cfg: TrainConfig, load: Callable[[], Any]) -> Any:
-    """Run `load`; what a person can fix about the model folder or --attn becomes a failed verdict."""
-    try:
-        return load()
-    except ImportError as exc:  # flash_attention_2 without the flash_attn package, mostly
-        raise SetupFailed("train.attn", f"--attn {cfg.attn} is not usable: {first_line(exc)}",
-                          ATTN_FIX) from None
-    except (OSError, ValueError) as exc:
-        raise SetupFailed("train.load", f"could not load {cfg.model}: {first_line(exc)}",
-                          LOAD_FIX) from None
 
 
 def _host_memory_bytes() -> int | None:

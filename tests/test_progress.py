@@ -1,0 +1,87 @@
+"""The one progress display (rocmcheck/report/progress.py): a live line on a terminal that redraws in place
+(rich's cursor and erase codes reach the real stream below the sanitising wrapper, while the data on the line is
+cleaned), plain lines in a pipe or CI log; and the monitor's status line built on it."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from rocmcheck.report.progress import LOG_LINES, Progress, StatusLine, stream_console
+from rocmcheck.safe.text import SanitizingStream
+
+OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # a clipboard write hidden in data (a GPU name, a host name)
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal, and keeps every byte written to it."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+class Pipe(io.StringIO):
+    def isatty(self) -> bool:
+        return False
+
+
+def test_status_line_redraws_in_place_on_a_terminal_behind_the_sanitising_stream():
+    terminal = Terminal()
+    status = StatusLine(SanitizingStream(terminal))  # what the CLI installs over sys.stderr
+    status.show(0.0, f"[rocmcheck monitor 0s] GPU0 1.0G/192G {OSC52}")
+    time.sleep(0.3)
+    status.show(1.0, "[rocmcheck monitor 1s] GPU0 2.0G/192G")
+    time.sleep(0.3)
+    status.clear()
+    written = terminal.getvalue()
+    assert "\r\x1b[2K" in written  # back to the line's start and erase it: a redraw, not readings piled on one line
+    assert "GPU0 1.0G/192G" in written and "GPU0 2.0G/192G" in written
+    assert "\x1b]52" not in written and "ZWNo" not in written  # the clipboard write in the data is gone, whole
+    assert written.count("\n") <= 1  # one line, redrawn (rich ends the live display with one newline)
+
+
+def test_status_line_in_a_pipe_prints_a_plain_line_every_interval():
+    pipe = Pipe()
+    status = StatusLine(SanitizingStream(pipe), every=0.5)
+    for i in range(5):  # five readings 0.1 s apart: the first is printed, the rest fall inside the interval
+        status.show(i * 0.1, f"reading {i} {OSC52}")
+        time.sleep(0.1)
+    time.sleep(0.5)
+    status.show(1.0, "reading 5")
+    status.clear()
+    lines = pipe.getvalue().splitlines()
+    assert lines == ["reading 0 ", "reading 5"]
+    assert "\x1b" not in pipe.getvalue()
+
+
+def test_a_counted_stage_prints_a_few_plain_lines_for_a_run_of_any_length():
+    pipe = Pipe()
+    with Progress(stream_console(pipe), prefix="smoke-train ") as progress:
+        progress.begin("training")
+        for step in range(1, 121):
+            progress.count(step, 120, f"loss {1 / step:.3f}")
+    lines = pipe.getvalue().splitlines()
+    counted = [line for line in lines if ": " in line and "/120" in line]
+    assert len(counted) == LOG_LINES + 1  # steps 1, 12, 24, ... 120
+    assert counted[0].startswith("smoke-train [") and counted[0].endswith("training: 1/120  loss 1.000")
+    assert counted[-1].endswith("training: 120/120  loss 0.008")
+
+
+def test_on_a_terminal_the_counter_is_on_the_live_line():
+    terminal = Terminal()
+    with Progress(stream_console(terminal)) as progress:
+        progress.begin("training")
+        progress.count(12, 120, "loss 2.310")
+        time.sleep(0.3)
+    written = terminal.getvalue()
+    assert "training" in written and "12/120" in written and "loss 2.310" in written
+    assert "\r\x1b[2K" in written or "\x1b[2K" in written
+
+
+def test_stages_in_a_pipe_wait_for_plain_after_s():
+    pipe = Pipe()
+    with Progress(stream_console(pipe), plain_after_s=0.3, prefix="lint ") as progress:
+        progress.begin("quick")  # over before 0.3 s: never printed
+        progress.begin("slow")
+        time.sleep(0.6)
+    assert [line.split("] ", 1)[1] for line in pipe.getvalue().splitlines()] == ["slow ..."]
