@@ -145,7 +145,7 @@ def _hostile_files(tmp_path):
 def test_lint_refuses_hostile_files_with_one_line(tmp_path, name):
     path = _hostile_files(tmp_path)[name]
     proc = cli("lint", str(path), timeout=60)
-    assert proc.returncode == 3 and "Traceback" not in proc.stderr  # refused, so nothing judged: NOT JUDGED
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr  # refused: bad input, nothing judged
     assert "Verdict: NOT JUDGED" in proc.stdout
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("rocmcheck lint: error:")]
     assert len(errors) == 1 and str(path) in errors[0], proc.stderr[-1000:]
@@ -155,7 +155,7 @@ def test_lint_refuses_hostile_files_with_one_line(tmp_path, name):
 def test_lint_and_doctor_bundle_and_plan_refuse_devices_fifos_and_folders(tmp_path, target, fifo):
     path = {"/dev/zero": "/dev/zero", "fifo": str(fifo), "dir": str(tmp_path)}[target]
     lint = cli("lint", path, timeout=60)
-    assert lint.returncode == 3 and "not a config file" in lint.stderr, lint.stderr
+    assert lint.returncode == 2 and "not a config file" in lint.stderr, lint.stderr  # bad input
     line = one_line(cli("doctor", "--bundle", path, timeout=60))
     assert ("is a directory" if target == "dir" else "not a bundle") in line, line
     if target != "dir":  # a folder is a model folder to plan: it says it has no config.json

@@ -96,4 +96,4 @@ def test_an_ascii_console_gets_question_marks_not_a_traceback(tmp_path):
     proc = cli("plan", "--model", "llama-2-7b", "--gpu", "mi300x", env=env)
     assert proc.returncode in (0, 1) and "UnicodeEncodeError" not in proc.stderr, proc.stderr[-1000:]
     proc = cli("lint", str(tmp_path / "missing-\u00e9.json"), env=env)
-    assert proc.returncode == 3 and "UnicodeEncodeError" not in proc.stderr  # nothing judged: NOT JUDGED
+    assert proc.returncode == 2 and "UnicodeEncodeError" not in proc.stderr  # a missing file: bad input

@@ -135,12 +135,15 @@ def test_a_document_missing_the_envelope_is_rejected():
 def test_lint_json_of_files_it_cannot_judge_validates_and_is_never_a_pass(tmp_path):
     notes = tmp_path / "notes.json"
     notes.write_text('{"hello": 1}')
-    alone = run("lint", "--json", str(notes), str(tmp_path / "missing.yaml"), ok=(3,))
+    alone = run("lint", "--json", str(notes), str(tmp_path / "missing.yaml"), ok=(2,))  # missing: bad input
     validate(alone)
     assert alone["verdict"] == "not_judged" and len(alone["unreadable"]) == 2
-    both = run("lint", "--json", "rocmcheck/recipes_data/zero2.json", str(notes), ok=(1,))
+    both = run("lint", "--json", "rocmcheck/recipes_data/zero2.json", str(tmp_path / "missing.yaml"), ok=(2,))
     validate(both)
-    assert both["verdict"] == "fail" and {r["id"] for r in both["results"]} >= {"lint.file.unknown_kind"}
+    assert both["verdict"] == "fail" and {r["id"] for r in both["results"]} >= {"lint.file.unreadable"}
+    skipped = run("lint", "--json", str(notes), ok=(3,))  # a kind lint does not judge: a skip, NOT JUDGED
+    validate(skipped)
+    assert skipped["verdict"] == "not_judged"
 
 
 def test_lint_fixes_are_edits_of_the_file_named(tmp_path):

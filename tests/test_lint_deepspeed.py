@@ -11,6 +11,7 @@ from lint_helpers import by_code, needs_deepspeed, seed_deepspeed_config
 
 from rocmcheck.fixes import FixKind, edit
 from rocmcheck.lint import Severity, has_errors, lint_deepspeed_config
+from rocmcheck.lint.consumers import ACCELERATE_LAUNCH, DEEPSPEED_INITIALIZE, HF_TRAINER
 from rocmcheck.lint.hf_auto import TrainingSettings
 
 BASE = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 4, "bf16": {"enabled": True},
@@ -31,7 +32,7 @@ def test_seed_typo_is_caught_with_key_path_and_suggestion():
     assert "does not exist either" in typo.hint  # no release has the corrected spelling: say so
     rendered = typo.render()
     assert rendered.startswith("zero3_offload.json: zero_optimization.stage3_parition_grads: "
-                               "error [lint.deepspeed.unknown_key]:")
+                               "error [lint.deepspeed.unknown_key] for the HF Trainer:")  # "auto" values: assumed
     assert "did you mean 'stage3_partition_grads'?" in rendered
     assert typo.fix == edit("zero3_offload.json", "zero_optimization.stage3_parition_grads: delete it")
 
@@ -89,11 +90,12 @@ def test_non_positive_batch_value():
 def test_auto_batch_resolved_from_given_batch_settings():
     config = dict(BASE, train_batch_size="auto", train_micro_batch_size_per_gpu="auto",
                   gradient_accumulation_steps="auto")
-    unresolved = lint(config)
-    assert [m.code for m in unresolved] == ["lint.deepspeed.auto_unresolved"]
+    unresolved = lint(config, consumer=HF_TRAINER)
+    assert [m.code for m in unresolved if m.code != "lint.hf.precision_hard_coded"] == \
+        ["lint.deepspeed.auto_unresolved"]
     assert unresolved[0].severity is Severity.INFO
     # resolved as micro 12 x accumulation 8 x 4 GPUs: consistent, so nothing to say
-    assert lint(config, micro_batch=12, grad_accum=8, world_size=4) == []
+    assert lint(config, micro_batch=12, grad_accum=8, world_size=4, consumer=HF_TRAINER) == []
 
 
 def test_auto_resolved_like_the_hf_trainer_and_mismatch_reported():
@@ -253,3 +255,67 @@ def test_scheduler_names_match_the_installed_deepspeed_and_torch():
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert sorted(found["ds"]) == sorted(DEEPSPEED_SCHEDULERS)
     assert found["torch"] == sorted(TORCH_SCHEDULERS)
+
+
+# --- the consumer decides what "auto" and a hard-coded precision mean -------------------------------------------
+
+HF_STYLE = {"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto", "gradient_accumulation_steps": "auto",
+            "gradient_clipping": "auto", "bf16": {"enabled": "auto"}, "zero_optimization": {"stage": 2,
+                                                                                         "reduce_bucket_size": "auto"},
+            "optimizer": {"type": "AdamW", "params": {"lr": "auto"}}}
+
+
+def test_auto_is_an_error_for_deepspeed_initialize_where_it_stays_a_string():
+    found = {m.key_path: m for m in by_code(lint(HF_STYLE, consumer=DEEPSPEED_INITIALIZE),
+                                            "lint.deepspeed.auto_not_filled")}
+    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps"):
+        assert found[key].is_error and "'>' not supported between instances of 'str' and 'int'" in found[key].message
+    assert found["gradient_clipping"].is_error and found["optimizer.params.lr"].is_error
+    # pydantic sections drop "auto": a silent default, a warning (bf16 off means fp32)
+    assert found["bf16.enabled"].severity is Severity.WARNING and "fp32" in found["bf16.enabled"].message
+    assert found["zero_optimization.reduce_bucket_size"].severity is Severity.WARNING
+    assert all(m.consumer == "deepspeed.initialize" for m in found.values())
+    assert found["train_batch_size"].fix.text == "train_batch_size: set it to a positive integer"
+
+
+def test_auto_is_fine_for_the_hf_trainer_and_accelerate():
+    for consumer in (HF_TRAINER, ACCELERATE_LAUNCH):
+        messages = lint(HF_STYLE, consumer=consumer)
+        assert not has_errors(messages) and not by_code(messages, "lint.deepspeed.auto_not_filled")
+        assert {m.consumer for m in messages} == {consumer.label}
+
+
+@needs_deepspeed
+def test_deepspeed_itself_refuses_auto_batch_values():
+    """The reason for the rule, measured with the installed DeepSpeed: its config class does not fill "auto"."""
+    import subprocess
+    import sys
+
+    code = ("from deepspeed.runtime.config import DeepSpeedConfig\n"
+            "try:\n    DeepSpeedConfig({'train_batch_size': 'auto', 'train_micro_batch_size_per_gpu': 'auto', "
+            "'gradient_accumulation_steps': 'auto'})\nexcept TypeError as e:\n    print('TypeError:', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "DS_ACCELERATOR": "cpu"})
+    assert "TypeError: '>' not supported between instances of 'str' and 'int'" in out.stdout, out.stderr[-2000:]
+
+
+def test_a_hard_coded_precision_warns_for_the_hf_trainer_alone():
+    config = dict(BASE, fp16={"enabled": True}, bf16={"enabled": False})
+    [warn] = by_code(lint(config, consumer=HF_TRAINER), "lint.hf.precision_hard_coded")
+    assert warn.severity is Severity.WARNING and warn.key_path == "fp16.enabled"
+    assert "unless the run sets fp16: true" in warn.message and warn.fix.text == 'fp16.enabled: set it to "auto"'
+    assert not by_code(lint(config, consumer=DEEPSPEED_INITIALIZE), "lint.hf.precision_hard_coded")
+
+
+@pytest.mark.parametrize("run_bf16, run_fp16, ds_section", [(True, False, "fp16"), (False, True, "bf16")])
+def test_a_hard_coded_precision_the_training_file_disagrees_with_fails(run_bf16, run_fp16, ds_section):
+    """bf16: true in the training file with fp16.enabled: true in the DeepSpeed config, and the other way round:
+    HfTrainerDeepSpeedConfig.trainer_config_process stops on either."""
+    other = "bf16" if ds_section == "fp16" else "fp16"
+    config = dict(BASE, **{ds_section: {"enabled": True}, other: {"enabled": "auto"}})
+    settings = TrainingSettings(per_device_train_batch_size=2, gradient_accumulation_steps=4, bf16=run_bf16,
+                                fp16=run_fp16)
+    messages = lint(config, training=settings)
+    [err] = by_code(messages, "lint.hf.mismatch")
+    assert err.is_error and err.key_path == f"{ds_section}.enabled" and err.consumer == "the HF Trainer"
+    assert not by_code(messages, "lint.hf.precision_hard_coded")  # the training file says: no guess

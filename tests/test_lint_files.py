@@ -111,16 +111,18 @@ def test_cli_exit_codes_and_one_line_for_bad_files(tmp_path):
     fake_ds.mkdir()
     (fake_ds / "deepspeed.py").write_text("raise ImportError('simulated: deepspeed not installed')\n")
     quick = {"PYTHONPATH": str(fake_ds)}  # keep these CLI runs fast: DeepSpeed "missing"
-    bad = run_cli(str(tmp_path / "nope.json"), env=quick)  # nothing could be judged: NOT JUDGED, exit 3
-    assert bad.returncode == 3 and bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.stderr
+    bad = run_cli(str(tmp_path / "nope.json"), env=quick)  # a missing file is bad input: one line, exit 2
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "Traceback" not in bad.stderr
     assert "nope.json: no such file" in bad.stderr and "Verdict: NOT JUDGED" in bad.stdout
     assert run_cli(str(clean), env=quick).returncode == 0
     result = run_cli(str(seed), "--world-size", "8", env=quick)
     assert result.returncode == 1
-    assert "zero_optimization.stage3_parition_grads: error [lint.deepspeed.unknown_key]:" in result.stdout
+    assert "zero_optimization.stage3_parition_grads: error [lint.deepspeed.unknown_key] for the HF Trainer:" \
+        in result.stdout  # the seed has "auto" values: the HF Trainer, assumed and said
+    assert "judged for the HF Trainer, assumed" in result.stdout
     as_json = json.loads(run_cli(str(seed), "--json", env=quick).stdout)
     assert as_json["errors"] == 2 and as_json["command"] == "lint" and as_json["schema_version"] == 3
-    assert {r["status"] for r in as_json["results"]} == {"fail", "skip"}
+    assert {r["status"] for r in as_json["results"]} == {"fail", "warn", "skip"}  # warn: its hard-coded bf16
     assert run_cli(str(seed), "--world-size", "0", env=quick).returncode == 2
 
 
@@ -169,12 +171,11 @@ def _no_deepspeed() -> Path:
 
 
 @pytest.mark.parametrize("name, content, code", [
-    ("notes.json", '{"hello": 1}', "lint.file.unknown_kind"),
     ("missing.json", None, "lint.file.unreadable"),
     ("broken.json", '{"train_batch_size": ', "lint.file.unreadable"),
     ("dup.yaml", "stage: sft\nzero_optimization: {stage: 2, stage: 3}\n", "lint.file.unreadable"),
 ])
-def test_a_refused_file_fails_the_run_beside_judged_ones_and_alone_is_not_judged(tmp_path, name, content, code):
+def test_a_file_that_cannot_be_read_is_bad_input_after_the_others_are_shown(tmp_path, name, content, code):
     from jsonschema import Draft202012Validator
 
     from rocmcheck.report.json_report import schema
@@ -184,22 +185,35 @@ def test_a_refused_file_fails_the_run_beside_judged_ones_and_alone_is_not_judged
         refused.write_text(content)
     clean = write_json(tmp_path / "clean.json", {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True}})
     rc, alone, stderr = _lint_json(str(refused))
-    assert (rc, alone["verdict"]) == (3, "not_judged") and stderr.count("\n") == 1, (rc, alone["verdict"], stderr)
+    assert (rc, alone["verdict"]) == (2, "not_judged") and stderr.count("\n") == 1, (rc, alone["verdict"], stderr)
     assert [(r["id"], r["status"]) for r in alone["results"]] == [(code, "skip")]
-    rc, both, _ = _lint_json(str(clean), str(refused))
-    assert (rc, both["verdict"]) == (1, "fail")
+    assert alone["bad_input"] == [str(refused)] and stderr.startswith(f"rocmcheck lint: error: {refused}")
+    rc, both, _ = _lint_json(str(refused), str(clean))  # the bad file first: the clean one is still judged
+    assert (rc, both["verdict"]) == (2, "fail")  # never a pass beside a file that could not be read
     assert {(r["id"], r["status"]) for r in both["results"]} >= {(code, "fail"), ("lint.file.clean", "pass")}
     [failed] = [r for r in both["results"] if r["id"] == code]
     assert failed["fix"]["kind"] == "note" and failed["data"]["file"] == str(refused)
     rc, judged, _ = _lint_json(str(clean))
-    assert (rc, judged["verdict"]) == (0, "pass") and judged["unreadable"] == []
+    assert (rc, judged["verdict"]) == (0, "pass") and judged["unreadable"] == [] and judged["bad_input"] == []
     for doc in (alone, both, judged):
         Draft202012Validator(schema()).validate(doc)
 
 
-def test_text_output_of_a_refused_file_says_not_judged(tmp_path):
+def test_a_file_of_no_kind_lint_judges_is_a_skip_and_alone_is_not_judged(tmp_path):
+    notes = write_json(tmp_path / "notes.json", {"hello": 1})
+    clean = write_json(tmp_path / "clean.json", {"train_micro_batch_size_per_gpu": 2, "bf16": {"enabled": True}})
+    rc, alone, stderr = _lint_json(str(notes))
+    assert (rc, alone["verdict"]) == (3, "not_judged") and alone["bad_input"] == []
+    assert [(r["id"], r["status"]) for r in alone["results"]] == [("lint.file.unknown_kind", "skip")]
+    assert stderr.startswith("rocmcheck lint: skipped: ") and stderr.count("\n") == 1
+    rc, both, _ = _lint_json(str(notes), str(clean))
+    assert (rc, both["verdict"]) == (0, "pass")  # judged what it could; the skip says what it could not
+    assert ("lint.file.unknown_kind", "skip") in {(r["id"], r["status"]) for r in both["results"]}
+
+
+def test_text_output_of_a_missing_file_says_not_judged_and_exits_2(tmp_path):
     proc = run_cli(str(tmp_path / "nope.yaml"), env={"PYTHONPATH": str(_no_deepspeed())})
-    assert proc.returncode == 3 and "Verdict: NOT JUDGED" in proc.stdout and "1 file(s) not judged" in proc.stdout
+    assert proc.returncode == 2 and "Verdict: NOT JUDGED" in proc.stdout and "1 file(s) not judged" in proc.stdout
     assert proc.stderr.startswith("rocmcheck lint: error: ") and proc.stderr.count("\n") == 1
 
 

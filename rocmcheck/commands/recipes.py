@@ -84,8 +84,7 @@ def write(name: str, directory: Path, force: bool, as_json: bool) -> None:
     # What was written is judged as `rocmcheck lint` judges it (rocmcheck's own rules; no child processes), so
     # the verdict and the exit code come from the one rule (rocmcheck.result.exit_code) like every command's.
     run = LintRun(options={"deep": False})
-    for path in written:
-        run.lint(str(path))
+    run.lint_all([str(path) for path in written])  # together: the DeepSpeed config is judged through its YAML
     results = run.results()
     if as_json:
         _echo_json("recipes write", results, recipe=recipe.name, files=[str(path) for path in written])

@@ -8,7 +8,8 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from rocmcheck.fixes import shell
-from rocmcheck.lint import known_keys
+from rocmcheck.lint import consumers, known_keys
+from rocmcheck.lint.consumers import Consumer
 from rocmcheck.lint.deepspeed_deep import DeepResult, run_deep_validation
 from rocmcheck.lint.deepspeed_rules import RULES, Context
 from rocmcheck.lint.hf_auto import TrainingSettings, resolve_auto, resolve_batch_only
@@ -33,37 +34,45 @@ def lint_deepspeed_config(
     deep: bool = True,
     label: str | None = None,
     hidden_size: int | None = None,
+    consumer: Consumer | None = None,
 ) -> list[LintMessage]:
-    """Lint one DeepSpeed config (a path to JSON, or a dict).
+    """Lint one DeepSpeed config (a path to JSON, or a dict) for its consumer.
 
     world_size/micro_batch/grad_accum: the run's batch settings, used to resolve "auto" and check
     train_batch_size == micro x accumulation x world_size. training: TrainingArguments values when
     the config is used through the HF Trainer (then "auto" is resolved exactly as the Trainer does).
-    deep=False skips DeepSpeed's own classes (no child process, no "skipped" message). hidden_size: the
-    model's, for the checks of values the integrations derive from it. Raises BadInput when a path
-    cannot be read or parsed."""
+    consumer: who reads it (rocmcheck.lint.consumers): the HF Trainer when training is given, else assumed
+    from the config (consumers.for_deepspeed_config). deep=False skips DeepSpeed's own classes (no child
+    process, no "skipped" message). hidden_size: the model's, for the checks of values the integrations derive
+    from it. Raises BadInput when a path cannot be read or parsed."""
     if isinstance(path_or_dict, dict):
         config, file = path_or_dict, label
     else:
         file = label or str(path_or_dict)
         config = load_mapping(Path(path_or_dict))
+    if consumer is None:
+        consumer = consumers.HF_TRAINER if training is not None else consumers.for_deepspeed_config(config).consumer
+    if training is None and consumer.fills_auto:  # --micro-batch / --grad-accum: compared as the Trainer would
+        training = TrainingSettings.from_command_line(micro_batch, grad_accum, world_size)
     ctx = Context(file=file, world_size=world_size, deepspeed_version=known_keys.installed_deepspeed_version(),
-                  hf_managed=training is not None,
-                  transformers_version=installed_transformers_version(), hidden_size=hidden_size)
+                  consumer=consumer, transformers_version=installed_transformers_version(), hidden_size=hidden_size,
+                  training_known=training is not None)
     messages: list[LintMessage] = []
 
-    if training is not None:
+    if training is not None and consumer.fills_auto:
         resolution = resolve_auto(config, training)
         for key_path, ds_value, hf_name, hf_value in resolution.mismatches:
             messages.append(ctx.msg(
                 Severity.ERROR, "lint.hf.mismatch", key_path,
-                f"{excerpt(repr(ds_value))} here but {hf_name}={excerpt(repr(hf_value))} in the training arguments: "
+                f"{excerpt(repr(ds_value))} here but {hf_name}={excerpt(repr(hf_value))} in {training.source}: "
                 "the HF Trainer stops with 'Please correct the following DeepSpeed config values that mismatch "
                 "TrainingArguments values'",
                 fix=ctx.edit(key_path, "set it to \"auto\"",
                              "the HF Trainer then fills it from the training arguments")))
-    else:
+    elif consumer.fills_auto:
         resolution = resolve_batch_only(config, micro_batch, grad_accum, world_size)
+    else:  # deepspeed.initialize fills nothing: the config is judged as written
+        resolution = resolve_batch_only(config, None, None, world_size)
     resolved = resolution.config
 
     deep_result = _deep(resolved, world_size, ctx.file) if deep else DeepResult(False, "deep validation turned off")

@@ -13,6 +13,7 @@ from packaging.version import Version
 
 from rocmcheck.fixes import Fix, note
 from rocmcheck.lint import known_keys
+from rocmcheck.lint.consumers import HF_TRAINER, Consumer
 from rocmcheck.lint.hf_auto import HF_FILLED_AUTO, auto_paths
 from rocmcheck.lint.messages import LintMessage, Severity, key_edit
 from rocmcheck.safe.text import excerpt
@@ -26,12 +27,18 @@ class Context:
     world_size: int | None
     deepspeed_version: Version | None  # installed release, None if not installed
     extra_top_level: set[str] = field(default_factory=set)  # keys the installed DeepSpeed reads
-    hf_managed: bool = False  # config goes through the HF Trainer (LLaMA-Factory, TrainingArguments)
+    consumer: Consumer = HF_TRAINER  # who reads the config: deepspeed.initialize, the HF Trainer, accelerate
     transformers_version: Version | None = None  # installed release, None if not installed
     hidden_size: int | None = None  # the model's, when known (its config.json or --hidden-size)
+    training_known: bool = False  # the run's training arguments were given (a training file, or the command line)
+
+    @property
+    def hf_managed(self) -> bool:
+        """The config goes through the HF Trainer or accelerate, which fill "auto"."""
+        return self.consumer.fills_auto
 
     def msg(self, severity: Severity, code: str, key_path: str, message: str, **kw: Any) -> LintMessage:
-        return LintMessage(severity, code, self.file, key_path, message, **kw)
+        return LintMessage(severity, code, self.file, key_path, message, consumer=self.consumer.label, **kw)
 
     def edit(self, key_path: str, change: str, why: str = "") -> Fix:
         """The fix that changes key_path in this config file."""
@@ -172,9 +179,11 @@ def check_batch(config: dict, ctx: Context) -> list[LintMessage]:
                         fix=ctx.edit("", f"add {hint}"))]
     if autos == ["train_batch_size"] and ctx.hf_managed:
         return []  # the Trainer computes it as micro x accumulation x its world size: consistent by construction
+    if autos and not ctx.hf_managed:
+        return []  # deepspeed.initialize fills no "auto": check_auto_for_deepspeed says what happens
     if autos:
         return [ctx.msg(I, "lint.deepspeed.auto_unresolved", autos[0],
-                        f"{', '.join(autos)} = \"auto\": filled by the HF Trainer from TrainingArguments; "
+                        f"{', '.join(autos)} = \"auto\": filled from the training arguments by {ctx.consumer.label}; "
                         "batch arithmetic not checked (lint the training YAML, or pass --micro-batch/--grad-accum)")]
     train, micro, accum = (_int_or_none(raw[k]) for k in keys)
     ws = ctx.world_size
@@ -284,6 +293,8 @@ def check_auto_nobody_fills(config: dict, ctx: Context) -> list[LintMessage]:
     DeepSpeedPlugin.fill_match). DeepSpeed alone drops "auto" values and silently uses its defaults
     (DeepSpeedConfigModel, strict=False). The classic case: ZeRO-3 options under DeepSpeed's own field
     names (prefetch_bucket_size) instead of the stage3_ names the integrations fill."""
+    if not ctx.hf_managed:
+        return []  # deepspeed.initialize: check_auto_for_deepspeed
     out = []
     zero_keys = known_keys.section_keys("zero_optimization")
     for path in auto_paths(config):
@@ -306,6 +317,71 @@ def check_auto_nobody_fills(config: dict, ctx: Context) -> list[LintMessage]:
                 f"nothing fills \"auto\" here (the HF Trainer and accelerate fill a fixed set of keys): the run "
                 f"stops at start-up with '`{path}` not found in kwargs'",
                 fix=ctx.edit(path, "set it to a value")))
+    return out
+
+
+# Top-level keys deepspeed.initialize reads as plain values (runtime/config.py get_scalar_param): "auto" stays the
+# string "auto". Measured with DeepSpeed 0.19.8: DeepSpeedConfig({"train_batch_size": "auto", ...}) raises
+# "TypeError: '>' not supported between instances of 'str' and 'int'" in its batch check (the same failure:
+# https://github.com/Roblox/FAI-RL/pull/70); "gradient_clipping": "auto" is kept as a string that the engine
+# compares with 0 when it clips.
+DS_BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
+# Sections DeepSpeed parses with its pydantic models (DeepSpeedConfigModel drops every "auto" value before
+# validating: runtime/config_utils.py), so "auto" there silently means DeepSpeed's default.
+DS_PYDANTIC_SECTIONS = ("zero_optimization", "fp16", "bf16", "bfloat16", "activation_checkpointing", "comms_logger",
+                        "flops_profiler", "monitor_config", "tensorboard", "wandb", "csv_monitor", "compile",
+                        "aio", "data_types", "checkpoint", "nebula", "elasticity", "autotuning")
+
+
+def check_auto_for_deepspeed(config: dict, ctx: Context) -> list[LintMessage]:
+    """"auto" is the HF Trainer's and accelerate's word; deepspeed.initialize fills none of it."""
+    if ctx.hf_managed:
+        return []
+    out = []
+    fix_why = "\"auto\" is filled only by the HF Trainer and accelerate"
+    for path in auto_paths(config):
+        section = path.split(".", 1)[0]
+        if path in DS_BATCH_KEYS:
+            out.append(ctx.msg(E, "lint.deepspeed.auto_not_filled", path,
+                               "deepspeed.initialize fills no \"auto\": its batch check stops with 'TypeError: '>' "
+                               "not supported between instances of 'str' and 'int''",
+                               fix=ctx.edit(path, "set it to a positive integer", fix_why)))
+        elif path == "gradient_clipping" or section in ("optimizer", "scheduler"):
+            user = "the engine compares it with 0 when it clips" if path == "gradient_clipping" else \
+                f"the {section} is built with the string \"auto\""
+            out.append(ctx.msg(E, "lint.deepspeed.auto_not_filled", path,
+                               f"deepspeed.initialize fills no \"auto\": it keeps the string and {user} "
+                               "(TypeError at start-up)",
+                               fix=ctx.edit(path, "set it to a value", fix_why)))
+        elif section in DS_PYDANTIC_SECTIONS:
+            default = " (bf16/fp16 then stay off: the run trains in fp32)" if path.endswith(".enabled") else ""
+            out.append(ctx.msg(W, "lint.deepspeed.auto_not_filled", path,
+                               f"deepspeed.initialize fills no \"auto\": DeepSpeed drops it and silently uses its "
+                               f"default{default}",
+                               fix=ctx.edit(path, "set it to a value", fix_why)))
+        else:
+            out.append(ctx.msg(W, "lint.deepspeed.auto_not_filled", path,
+                               "deepspeed.initialize fills no \"auto\": DeepSpeed reads the string \"auto\" here",
+                               fix=ctx.edit(path, "set it to a value", fix_why)))
+    return out
+
+
+def check_precision_hard_coded(config: dict, ctx: Context) -> list[LintMessage]:
+    """The HF Trainer compares fp16.enabled / bf16.enabled with the run's fp16 / bf16 (trainer_config_process:
+    fill_match) and stops on a difference. Linted with the training file, that is lint.hf.mismatch; linted alone,
+    the run's precision is not known, so a hard-coded true is a warning."""
+    if ctx.consumer.id != HF_TRAINER.id or ctx.training_known:
+        return []
+    out = []
+    for section, flag in (("fp16", "fp16"), ("bf16", "bf16")):
+        node = config.get(section)
+        if isinstance(node, dict) and node.get("enabled") is True:
+            out.append(ctx.msg(W, "lint.hf.precision_hard_coded", f"{section}.enabled",
+                               f"{section}.enabled is true here: the HF Trainer stops with 'Please correct the "
+                               "following DeepSpeed config values that mismatch TrainingArguments values' unless the "
+                               f"run sets {flag}: true (or {flag}_full_eval)",
+                               fix=ctx.edit(f"{section}.enabled", "set it to \"auto\"",
+                                            "the Trainer then follows the run's bf16 / fp16")))
     return out
 
 
@@ -420,6 +496,8 @@ RULES: list[Callable[[dict, Context], list[LintMessage]]] = [
     check_precision,
     check_offload,
     check_auto_nobody_fills,
+    check_auto_for_deepspeed,
+    check_precision_hard_coded,
     check_scheduler,
     check_client_optimizer_offload,
     check_prefetch_float,

@@ -1,4 +1,5 @@
-"""lint_file: recognise what a config file is and lint it (and the DeepSpeed config it points to)."""
+"""lint_file: recognise what a config file is, choose who reads it (rocmcheck.lint.consumers), and lint it (and the
+DeepSpeed config it points to) for that consumer."""
 
 from __future__ import annotations
 
@@ -8,43 +9,82 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from rocmcheck.errors import BadInput
 from rocmcheck.fixes import FixKind, edit
 from rocmcheck.fixes import note as note_fix
-from rocmcheck.lint import known_keys
+from rocmcheck.lint import consumers, known_keys
+from rocmcheck.lint.accelerate_config import lint_accelerate_config
+from rocmcheck.lint.consumers import ACCELERATE, DEEPSPEED, LLAMAFACTORY, TRAINING_ARGS, Consumer, ConsumerChoice
 from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings
 from rocmcheck.lint.lines import key_lines, line_for
+from rocmcheck.lint.llamafactory_rules import LfContext, lint_llamafactory_values
 from rocmcheck.lint.loading import load_mapping
 from rocmcheck.lint.messages import LintMessage, Severity, key_edit
-from rocmcheck.lint.training_keys import check_keys, hf_vocabulary, llamafactory_vocabulary
+from rocmcheck.lint.stack import Stack, this_stack
+from rocmcheck.lint.training_keys import (
+    check_keys,
+    hf_vocabulary,
+    llamafactory_train_only_keys,
+    llamafactory_vocabulary,
+)
 from rocmcheck.safe.files import expand_user
 from rocmcheck.safe.structured import YAML_SUFFIXES, load_file, yaml_scalar
 from rocmcheck.safe.text import excerpt
 
 # Keys only LLaMA-Factory's argument dataclasses have (llamafactory/hparams/*_args.py).
-LLAMAFACTORY_KEYS = {"stage", "finetuning_type", "template", "dataset", "cutoff_len", "lora_target", "lora_rank"}
+LLAMAFACTORY_KEYS = {"stage", "finetuning_type", "template", "dataset", "cutoff_len", "lora_target", "lora_rank",
+                     "adapter_name_or_path", "infer_backend", "export_dir"}
+# Keys every `accelerate config` file has (accelerate/commands/config/config_args.py BaseConfig, ClusterConfig).
+ACCELERATE_KEYS = {"distributed_type", "compute_environment"}
 # TrainingArguments keys that a DeepSpeed config never has at the top level.
 TRAINING_ARGS_KEYS = {"output_dir", "per_device_train_batch_size", "deepspeed", "learning_rate", "num_train_epochs",
                       "max_steps", "do_train", "model_name_or_path"}
 
 
 def detect_kind(data: dict) -> str | None:
-    """"llamafactory", "training_args", "deepspeed", or None."""
+    """"llamafactory", "accelerate", "training_args", "deepspeed", or None."""
     keys = set(map(str, data))
     if keys & LLAMAFACTORY_KEYS:
-        return "llamafactory"
+        return LLAMAFACTORY
+    if keys & ACCELERATE_KEYS:
+        return ACCELERATE
     if keys & TRAINING_ARGS_KEYS:
-        return "training_args"
+        return TRAINING_ARGS
     vocabulary = known_keys.top_level_keys()
     if any(k in vocabulary or known_keys.closest(k, vocabulary) for k in keys):
-        return "deepspeed"
+        return DEEPSPEED
     return None
 
 
 class UnknownKind(BadInput):
-    """A file that parses but is none of the kinds lint judges (no DeepSpeed, LLaMA-Factory or TrainingArguments
-    keys): lint cannot judge it."""
+    """A file that parses but is none of the kinds lint judges (no DeepSpeed, LLaMA-Factory, accelerate or
+    TrainingArguments keys): lint cannot judge it (a skip, never a pass)."""
+
+
+def kind_of(data: dict, path: Path) -> str:
+    kind = detect_kind(data)
+    if kind is None:
+        raise UnknownKind(f"{excerpt(path)}: not a DeepSpeed config, LLaMA-Factory YAML, accelerate config or "
+                          "TrainingArguments file (none of their keys found)")
+    return kind
+
+
+def choose_consumer(data: dict, kind: str, path: Path, *, named: Consumer | None = None,
+                    deep: bool = True) -> ConsumerChoice:
+    """The consumer a file is judged for: the one named (BadInput when it reads no such file), else the one the
+    file's kind and keys imply (rocmcheck.lint.consumers)."""
+    if named is not None:
+        return consumers.for_named(named, kind, str(path))
+    if kind == DEEPSPEED:
+        return consumers.for_deepspeed_config(data)
+    if kind == LLAMAFACTORY:
+        return consumers.for_llamafactory(data, llamafactory_train_only_keys(use_installed=deep))
+    if kind == ACCELERATE:
+        return ConsumerChoice(consumers.ACCELERATE_LAUNCH, "an accelerate config: accelerate launch reads it")
+    return ConsumerChoice(consumers.HF_TRAINER, "a TrainingArguments file: the HF Trainer reads it")
 
 
 def lint_file(
@@ -55,24 +95,51 @@ def lint_file(
     grad_accum: int | None = None,
     deep: bool = True,
     hidden_size: int | None = None,
+    consumer: Consumer | ConsumerChoice | None = None,
+    training: TrainingSettings | None = None,
+    stack: Stack | None = None,
 ) -> list[LintMessage]:
-    """Lint a DeepSpeed JSON, a LLaMA-Factory YAML or a TrainingArguments JSON/YAML file.
-    deep=False: no child processes (DeepSpeed's classes, the installed TrainingArguments or
-    LLaMA-Factory classes); rocmcheck's own rules and key tables only. hidden_size: the model's
-    (otherwise read from the config.json that model_name_or_path names, when it is on this machine).
-    Raises BadInput when the file itself cannot be read or parsed, UnknownKind (a BadInput) when it is
-    none of the kinds above."""
+    """Lint a DeepSpeed JSON, a LLaMA-Factory YAML, an accelerate config or a TrainingArguments JSON/YAML file,
+    for its consumer (named, or chosen from the file: rocmcheck.lint.consumers; every message names it).
+    deep=False: no child processes (DeepSpeed's, accelerate's, transformers' or LLaMA-Factory's own classes);
+    rocmcheck's own rules and key tables only. hidden_size: the model's (otherwise read from the config.json that
+    model_name_or_path names, when it is on this machine). training: the training arguments an accelerate config
+    is launched with (a training file linted alongside). stack: this machine's Python stack (default: read here).
+    Raises BadInput when the file itself cannot be read or parsed, or the named consumer reads no such file;
+    UnknownKind (a BadInput) when it is none of the kinds above."""
     path = Path(path)
     data = load_mapping(path)
-    kind = detect_kind(data)
-    if kind == "deepspeed":
-        messages = lint_deepspeed_config(data, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
-                                         deep=deep, label=str(path), hidden_size=hidden_size)
-    elif kind is None:
-        raise UnknownKind(f"{excerpt(path)}: not a DeepSpeed config, LLaMA-Factory YAML or TrainingArguments file "
-                          "(none of their keys found)")
+    kind = kind_of(data, path)
+    if isinstance(consumer, ConsumerChoice):
+        choice = consumer
     else:
-        messages = lint_training_file(data, path, kind, world_size=world_size, deep=deep, hidden_size=hidden_size)
+        choice = choose_consumer(data, kind, path, named=consumer, deep=deep)
+    return lint_loaded(data, path, kind, choice, world_size=world_size, micro_batch=micro_batch,
+                       grad_accum=grad_accum, deep=deep, hidden_size=hidden_size, training=training, stack=stack)
+
+
+def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, world_size: int | None = None,
+                micro_batch: int | None = None, grad_accum: int | None = None, deep: bool = True,
+                hidden_size: int | None = None, training: TrainingSettings | None = None,
+                stack: Stack | None = None) -> list[LintMessage]:
+    if kind == DEEPSPEED:
+        messages = lint_deepspeed_config(data, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
+                                         deep=deep, label=str(path), hidden_size=hidden_size,
+                                         consumer=choice.consumer)
+    elif kind == ACCELERATE:
+        settings = training or TrainingSettings.from_command_line(micro_batch, grad_accum, world_size)
+        messages = lint_accelerate_config(data, path, deep=deep, training=settings, world_size=world_size,
+                                          hidden_size=hidden_size)
+    else:
+        messages = lint_training_file(data, path, kind, world_size=world_size, deep=deep, hidden_size=hidden_size,
+                                      choice=choice, stack=stack)
+    for m in messages:
+        if m.consumer is None:
+            m.consumer = choice.consumer.label
+    if choice.assumed:
+        messages.append(LintMessage(Severity.INFO, "lint.file.consumer_assumed", str(path), "",
+                                    f"judged for {choice.consumer.label}, {choice.why}",
+                                    consumer=choice.consumer.label))
     return _with_lines(messages)
 
 
@@ -94,6 +161,7 @@ class ModelConfig:
     hidden_size: int | None = None
     source: str | None = None
     problem: str | None = None
+    quantization_config: dict | None = None  # a PTQ-quantized checkpoint's (GPTQ, AWQ, FP8, ...)
 
 
 def _config_candidates(model: str, training_file: Path) -> list[Path]:
@@ -131,16 +199,20 @@ def model_config(model: Any, training_file: Path) -> ModelConfig:
         except BadInput as exc:
             problem = problem or str(exc)
             continue
+        quantization = config.get("quantization_config") if isinstance(config, dict) else None
+        quantization = quantization if isinstance(quantization, dict) and quantization else None
         for node in (config, config.get("text_config") if isinstance(config, dict) else None):
             if not isinstance(node, dict):
                 continue
             size = node.get("hidden_size")
             if isinstance(size, int) and not isinstance(size, bool) and size > 0:
-                return ModelConfig(size, str(candidate))
+                return ModelConfig(size, str(candidate), quantization_config=quantization)
             sizes = node.get("hidden_sizes")
             if isinstance(sizes, list) and sizes and all(isinstance(x, int) and not isinstance(x, bool)
                                                          for x in sizes):
-                return ModelConfig(max(sizes), str(candidate))
+                return ModelConfig(max(sizes), str(candidate), quantization_config=quantization)
+        if isinstance(config, dict):
+            return ModelConfig(source=str(candidate), quantization_config=quantization)
     return ModelConfig(problem=problem)
 
 
@@ -158,13 +230,39 @@ def _deepspeed_value(file: Path, value: str) -> str:
     return f'"deepspeed": {json.dumps(value, ensure_ascii=False)}'
 
 
+def _elsewhere(command: str, deep: bool) -> dict[str, str]:
+    """For a LLaMA-Factory YAML: keys another subcommand reads, and which (hiyouga/LlamaFactory#5633: a predict
+    YAML given to a chat subcommand; the maintainer's answer: `llamafactory-cli train`)."""
+    if command == "train":
+        train = llamafactory_vocabulary("train", use_installed=deep).keys
+        return {k: "an EvaluationArguments key: `llamafactory-cli eval` reads it"
+                for k in llamafactory_vocabulary("eval", use_installed=deep).keys - train}
+    return {k: "a TrainingArguments key: only `llamafactory-cli train` reads it, and a training or predict file "
+               "runs with that" for k in llamafactory_train_only_keys(use_installed=deep)}
+
+
+def _lf_version(text: str | None) -> Version | None:
+    try:
+        return Version(text) if text else None
+    except InvalidVersion:
+        return None
+
+
 def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | None, deep: bool,
-                       hidden_size: int | None = None) -> list[LintMessage]:
+                       hidden_size: int | None = None, choice: ConsumerChoice | None = None,
+                       stack: Stack | None = None) -> list[LintMessage]:
     file = str(path)
-    vocab = llamafactory_vocabulary(use_installed=deep) if kind == "llamafactory" else hf_vocabulary(use_installed=deep)
-    messages: list[LintMessage] = check_keys(data, vocab, file, kind)
+    if choice is None:
+        choice = choose_consumer(data, kind, path, deep=deep)
+    command = choice.consumer.llamafactory_command
+    if kind == LLAMAFACTORY:
+        vocab = llamafactory_vocabulary(command or "train", use_installed=deep)
+        messages: list[LintMessage] = check_keys(data, vocab, file, kind, _elsewhere(command or "train", deep))
+    else:
+        vocab = hf_vocabulary(use_installed=deep)
+        messages = check_keys(data, vocab, file, kind)
+    model = model_config(data.get("model_name_or_path"), path)
     if hidden_size is None:
-        model = model_config(data.get("model_name_or_path"), path)
         hidden_size = model.hidden_size
         if model.problem:
             messages.append(LintMessage(Severity.INFO, "lint.training.model_config_unreadable", file,
@@ -173,18 +271,39 @@ def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | N
         messages.append(LintMessage(Severity.ERROR, "lint.training.bf16_and_fp16", file, "bf16",
                                     "bf16 and fp16 are both true: TrainingArguments refuses that",
                                     fix=key_edit(file, "fp16", "set it to false", "keep bf16 on MI300X/H100")))
+    ds_messages, ds_config = [], None
+    if kind == TRAINING_ARGS or command == "train":  # only `train` parses TrainingArguments' deepspeed
+        ds_messages, ds_config = _linked_deepspeed(data, path, kind, world_size=world_size, deep=deep,
+                                                   hidden_size=hidden_size)
+    if kind == LLAMAFACTORY:
+        lf = LfContext(file=file, command=command or "train", consumer=choice.consumer.label,
+                       llamafactory_version=_lf_version(vocab.version), version_installed=vocab.installed,
+                       deepspeed=ds_config, quantization_config=model.quantization_config,
+                       model_config_source=model.source, world_size=world_size,
+                       stack=stack if stack is not None else this_stack())
+        messages.extend(lint_llamafactory_values(data, lf))
+    return messages + ds_messages
+
+
+def _linked_deepspeed(data: dict, path: Path, kind: str, *, world_size: int | None, deep: bool,
+                      hidden_size: int | None) -> tuple[list[LintMessage], dict | None]:
+    """The DeepSpeed config `deepspeed:` names (or holds), linted for the HF Trainer with this file's training
+    arguments; and that config, for the rules that depend on its ZeRO stage (None when it could not be read)."""
+    file = str(path)
     ds = data.get("deepspeed")
     if ds is None:
-        return messages
+        return [], None
+    ds_consumer = consumers.HF_TRAINER_UNDER_LLAMAFACTORY if kind == LLAMAFACTORY else consumers.HF_TRAINER
     settings = TrainingSettings.from_args(data, world_size)
+    settings.source = f"the training arguments ({excerpt(path.name)})"
     if isinstance(ds, dict):  # TrainingArguments also takes the config inline
-        return messages + _inside(lint_deepspeed_config(ds, world_size=world_size, training=settings, deep=deep,
-                                                        label=file, hidden_size=hidden_size), file, "deepspeed")
+        return _inside(lint_deepspeed_config(ds, world_size=world_size, training=settings, deep=deep, label=file,
+                                             hidden_size=hidden_size, consumer=ds_consumer), file, "deepspeed"), ds
     if not isinstance(ds, str):
-        messages.append(LintMessage(Severity.ERROR, "lint.training.deepspeed_value", file, "deepspeed",
-                                    f"expected a path to a DeepSpeed JSON file, got {type(ds).__name__}",
-                                    fix=key_edit(file, "deepspeed", "set it to the path of a DeepSpeed JSON file")))
-        return messages
+        return [LintMessage(Severity.ERROR, "lint.training.deepspeed_value", file, "deepspeed",
+                            f"expected a path to a DeepSpeed JSON file, got {type(ds).__name__}",
+                            fix=key_edit(file, "deepspeed", "set it to the path of a DeepSpeed JSON file"))], None
+    messages: list[LintMessage] = []
     target, note = resolve_deepspeed_path(ds, path)
     if target is None:
         where = note or f"looked in the working directory {excerpt(os.getcwd())} and next to {excerpt(path.name)}"
@@ -192,20 +311,22 @@ def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | N
                                     f"DeepSpeed config '{excerpt(ds)}' not found ({where})",
                                     fix=key_edit(file, "deepspeed", "point it at an existing DeepSpeed JSON file",
                                                  "e.g. one written by `rocmcheck recipes write NAME DIR`")))
-        return messages
+        return messages, None
     if note:
         messages.append(LintMessage(Severity.WARNING, "lint.training.deepspeed_relative", file, "deepspeed", note,
                                     fix=edit(file, "change the line to "
                                              + _deepspeed_value(path, str(target.resolve())),
                                              "an absolute path is found from any working directory")))
     try:
-        messages.extend(lint_deepspeed_config(target, world_size=world_size, training=settings, deep=deep,
-                                              hidden_size=hidden_size))
+        config = load_mapping(target)
+        messages.extend(lint_deepspeed_config(config, world_size=world_size, training=settings, deep=deep,
+                                              label=str(target), hidden_size=hidden_size, consumer=ds_consumer))
     except BadInput as exc:
         messages.append(LintMessage(Severity.ERROR, "lint.training.deepspeed_unreadable", file, "deepspeed", str(exc),
                                     fix=note_fix(f"repair or replace the DeepSpeed config {excerpt(target)}: "
                                                  "the message names what is wrong with it")))
-    return messages
+        return messages, None
+    return messages, config
 
 
 def _inside(messages: list[LintMessage], file: str, key: str) -> list[LintMessage]:

@@ -45,6 +45,10 @@ class TrainingSettings:
     fp16: bool = False
     bf16: bool = False
     warmup_steps: float = 0  # >= 1: steps; below 1: a fraction of steps unknown before training (transformers 5)
+    # The TrainingArguments fields actually known: None for a whole training file (the rest are its defaults); a set
+    # for values given on lint's command line (--micro-batch, --grad-accum), where nothing else is known.
+    given: frozenset[str] | None = None
+    source: str = "the training arguments"  # where the values come from, for the messages
 
     @classmethod
     def from_args(cls, args: dict[str, Any], world_size: int | None) -> "TrainingSettings":
@@ -55,8 +59,36 @@ class TrainingSettings:
         settings.world_size = world_size
         return settings
 
+    @classmethod
+    def from_command_line(cls, micro_batch: int | None, grad_accum: int | None,
+                          world_size: int | None) -> "TrainingSettings | None":
+        """--micro-batch / --grad-accum: only those are compared (None when neither was given)."""
+        given = {name for name, value in (("per_device_train_batch_size", micro_batch),
+                                          ("gradient_accumulation_steps", grad_accum)) if value is not None}
+        if not given:
+            return None
+        settings = cls(world_size=world_size, given=frozenset(given), source="lint's command line")
+        if micro_batch is not None:
+            settings.per_device_train_batch_size = micro_batch
+        if grad_accum is not None:
+            settings.gradient_accumulation_steps = grad_accum
+        return settings
+
+    def _known(self, *names: str) -> bool:
+        return self.given is None or all(n in self.given for n in names)
+
     def fills(self) -> list[tuple[str, Any, str, bool]]:
         """(ds key path, value, TrainingArguments name, must_match) in HF's order."""
+        if self.given is not None:  # values from the command line: only those
+            fills = [("train_micro_batch_size_per_gpu", self.per_device_train_batch_size,
+                      "per_device_train_batch_size", True)] if self._known("per_device_train_batch_size") else []
+            if self._known("gradient_accumulation_steps"):
+                fills.append(("gradient_accumulation_steps", self.gradient_accumulation_steps,
+                              "gradient_accumulation_steps", True))
+            if self.world_size and self._known("per_device_train_batch_size", "gradient_accumulation_steps"):
+                fills.append(("train_batch_size", self.world_size * self.per_device_train_batch_size
+                              * self.gradient_accumulation_steps, "train_batch_size (calculated)", True))
+            return fills
         fills = [
             ("train_micro_batch_size_per_gpu", self.per_device_train_batch_size, "per_device_train_batch_size", True),
             ("gradient_accumulation_steps", self.gradient_accumulation_steps, "gradient_accumulation_steps", True),

@@ -59,6 +59,7 @@ class LintMessage:
     fix: Fix | None = None  # one concrete thing to do (rocmcheck.fixes)
     detail: list[str] = field(default_factory=list)  # evidence, e.g. DeepSpeed's own error text
     line: int | None = None  # where key_path is written in file, when known
+    consumer: str | None = None  # who reads the file and would stop: "the HF Trainer", "deepspeed.initialize"
 
     def __post_init__(self) -> None:
         self.severity = Severity(self.severity)
@@ -77,11 +78,12 @@ class LintMessage:
         return self.severity is Severity.ERROR
 
     def render(self) -> str:
-        """file:line: key.path: error [lint.code]: message (did you mean 'x'?), always one line."""
+        """file:line: key.path: error [lint.code] for CONSUMER: message (did you mean 'x'?), always one line."""
         parts = [excerpt(self.file or IN_MEMORY) + (f":{self.line}" if self.line else "")]
         if self.key_path:
             parts.append(excerpt(self.key_path))
-        text = f"{': '.join(parts)}: {self.severity.value} [{self.code}]: {self.message}"
+        for_whom = f" for {self.consumer}" if self.consumer else ""
+        text = f"{': '.join(parts)}: {self.severity.value} [{self.code}]{for_whom}: {self.message}"
         if self.did_you_mean:
             text += f" (did you mean '{excerpt(self.did_you_mean)}'?" + (f" {self.hint})" if self.hint else ")")
         elif self.hint:
@@ -100,6 +102,7 @@ class LintMessage:
             "hint": self.hint,
             "fix": self.fix.to_dict() if self.fix is not None else None,
             "detail": list(self.detail),
+            "consumer": self.consumer,
         }
 
     def to_check_result(self) -> CheckResult:
@@ -111,7 +114,7 @@ class LintMessage:
             fix=self.fix if self.severity is not Severity.INFO else None,
             area="lint",
             data={"file": self.file, "line": self.line, "key_path": excerpt(self.key_path, MAX_TEXT_CHARS),
-                  "did_you_mean": self.did_you_mean},
+                  "did_you_mean": self.did_you_mean, "consumer": self.consumer},
         )
 
 

@@ -1,6 +1,8 @@
 """Child process: the keys HfArgumentParser accepts, read from the installed classes themselves.
 
-Run as `python -m rocmcheck.lint.training_child --request '{"kind": "training_args"|"llamafactory"}'`.
+Run as `python -m rocmcheck.lint.training_child --request-file FILE`, the request being
+{"kind": "training_args"|"llamafactory", "command": "train"|"eval"|"infer"} (command: which llamafactory-cli parser,
+_TRAIN_ARGS, _EVAL_ARGS or _INFER_ARGS).
 Importing transformers' TrainingArguments imports torch (seconds, and a GPU runtime on a GPU box), so
 rocmcheck never does it in its own process. Answers one "keys" event on rocmcheck/child.py's channel
 (LLaMA-Factory's import-time logs on stdout go to stderr there).
@@ -20,7 +22,7 @@ import sys
 from rocmcheck.child import open_channel, read_request
 
 
-def accepted(kind: str) -> dict:
+def accepted(kind: str, command: str = "train") -> dict:
     import transformers
     from transformers import HfArgumentParser
 
@@ -28,7 +30,11 @@ def accepted(kind: str) -> dict:
     if kind == "llamafactory":
         os.environ.setdefault("DISABLE_VERSION_CHECK", "1")  # report transformers' version, do not refuse it
         import llamafactory
-        from llamafactory.hparams.parser import _TRAIN_ARGS as types  # what `llamafactory-cli train` parses
+        from llamafactory.hparams import parser as lf_parser
+
+        # what `llamafactory-cli train` / `eval` / `export`, `chat`, `webchat`, `api` parse
+        types = {"train": lf_parser._TRAIN_ARGS, "eval": lf_parser._EVAL_ARGS,
+                 "infer": lf_parser._INFER_ARGS}[command]
 
         result["llamafactory_version"] = llamafactory.__version__
     else:
@@ -41,10 +47,11 @@ def accepted(kind: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    kind = read_request(argv, prog="python -m rocmcheck.lint.training_child").get("kind", "training_args")
+    request = read_request(argv, prog="python -m rocmcheck.lint.training_child")
+    kind, command = request.get("kind", "training_args"), request.get("command", "train")
     channel = open_channel()
     try:
-        result = accepted(kind)
+        result = accepted(kind, command)
     except Exception as exc:  # not installed, or broken (a torch it cannot load)
         result = {"skipped": f"{type(exc).__name__}: {exc}"}
     channel.emit("keys", **result)

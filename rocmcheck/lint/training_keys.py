@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import sys
 from dataclasses import dataclass, field
@@ -102,6 +103,8 @@ class Vocabulary:
     transformers_versions: list[Version] = field(default_factory=list)  # the releases the keys hold for
     note: str | None = None  # how the keys were found, when not from the installed classes
     own: set[str] = field(default_factory=set)  # keys the owner defines itself (not transformers'), in every release
+    version: str | None = None  # the owner's release the keys are from (LLaMA-Factory's)
+    installed: bool = False  # True: asked of the installed classes, so `version` is the release that will run
 
 
 def llamafactory_python() -> str | None:
@@ -113,16 +116,25 @@ def llamafactory_python() -> str | None:
     return sys.executable if importlib.util.find_spec("llamafactory") else None
 
 
-def _ask_child(kind: str, python: str) -> tuple[dict | None, str]:
+@functools.lru_cache(maxsize=None)
+def _ask_child_cached(kind: str, command: str, python: str) -> tuple[str, str]:
     env = child_env()
     env.setdefault("DS_ACCELERATOR", "cpu")
-    run = run_child("rocmcheck.lint.training_child", {"kind": kind}, CHILD_TIMEOUT_S, env=env, python=python)
+    run = run_child("rocmcheck.lint.training_child", {"kind": kind, "command": command}, CHILD_TIMEOUT_S, env=env,
+                    python=python)
     payload = run.last("keys")
     if payload is None:
-        return None, f"the key check process gave no answer: {run.command.describe_failure()}"
+        return "", f"the key check process gave no answer: {run.command.describe_failure()}"
     if "skipped" in payload:
-        return None, payload["skipped"]
-    return payload, ""
+        return "", payload["skipped"]
+    return json.dumps(payload), ""
+
+
+def _ask_child(kind: str, python: str, command: str = "train") -> tuple[dict | None, str]:
+    """The installed classes' keys, asked once per (kind, subcommand, Python) in a process: a lint run over many
+    LLaMA-Factory files pays for one import."""
+    text, why = _ask_child_cached(kind, command, python)
+    return (json.loads(text), "") if text else (None, why)
 
 
 def hf_vocabulary(*, use_installed: bool = True) -> Vocabulary:
@@ -141,17 +153,41 @@ def hf_vocabulary(*, use_installed: bool = True) -> Vocabulary:
                       note=f"keys from rocmcheck's table of transformers releases; {why}")
 
 
-def llamafactory_vocabulary(*, use_installed: bool = True) -> Vocabulary:
+# The llamafactory-cli subcommands and the argument list each parses (llamafactory/hparams/parser.py: _TRAIN_ARGS
+# for train, _EVAL_ARGS for eval, _INFER_ARGS for export, chat, webchat and api).
+LLAMAFACTORY_PARSERS = {"train": "train", "eval": "eval", "export": "infer", "chat": "infer"}
+
+
+def _subcommand_classes(command: str) -> list[str]:
     table = llamafactory_table()
-    own = {k for keys in table["keys_by_class"].values() for k in keys}
+    return list(table["subcommands"][LLAMAFACTORY_PARSERS.get(command, "train")])
+
+
+def _parses_training_arguments(classes: list[str]) -> bool:
+    return any(name.endswith(".TrainingArguments") for name in classes)
+
+
+def llamafactory_vocabulary(command: str = "train", *, use_installed: bool = True) -> Vocabulary:
+    """The keys `llamafactory-cli COMMAND` parses (train, eval, export or chat): LLaMA-Factory's own classes when a
+    Python here imports llamafactory, else the stored table, plus transformers' TrainingArguments keys for `train`
+    (the only subcommand that parses them)."""
+    table = llamafactory_table()
+    classes = _subcommand_classes(command)
+    own = {k for name in classes for k in table["keys_by_class"].get(name, ())}
     python = llamafactory_python() if use_installed else None
     why = "LLaMA-Factory is not importable here (set ROCMCHECK_LLAMAFACTORY_PYTHON to a Python that has it)"
+    parser = LLAMAFACTORY_PARSERS.get(command, "train")
     if python:
-        payload, why = _ask_child("llamafactory", python)
+        payload, why = _ask_child("llamafactory", python, parser)
         if payload:
             version = Version(payload["transformers_version"])
             return Vocabulary(set(payload["keys"]), f"LLaMA-Factory {payload['llamafactory_version']}", True, [version],
-                              note=f"its own argument classes, with transformers {version}", own=own)
+                              note=f"its own argument classes for `{command}`, with transformers {version}", own=own,
+                              version=payload["llamafactory_version"], installed=True)
+    if not _parses_training_arguments(classes):
+        return Vocabulary(own, f"LLaMA-Factory {table['llamafactory_version']}", True, [],
+                          note=f"keys from rocmcheck's table of the argument classes `{command}` parses; {why}",
+                          own=own, version=table["llamafactory_version"])
     try:
         allowed = SpecifierSet(table["transformers_requirement"])
     except InvalidSpecifier:
@@ -164,12 +200,24 @@ def llamafactory_vocabulary(*, use_installed: bool = True) -> Vocabulary:
     keys = own | {k for k in transformers_table()["history"] if any(_alive(k, v) for v in versions)}
     span = f"transformers {versions[0]}" if len(versions) == 1 else f"the transformers releases it accepts ({allowed})"
     return Vocabulary(keys, f"LLaMA-Factory {table['llamafactory_version']}", True, versions,
-                      note=f"keys from rocmcheck's table of its argument classes, with {span}; {why}", own=own)
+                      note=f"keys from rocmcheck's table of its argument classes, with {span}; {why}", own=own,
+                      version=table["llamafactory_version"])
 
 
-def check_keys(data: dict, vocab: Vocabulary, file: str, kind: str) -> list[LintMessage]:
+def llamafactory_train_only_keys(*, use_installed: bool = True) -> set[str]:
+    """Keys only `train` parses (TrainingArguments'): in a YAML they say it is a training file."""
+    train = llamafactory_vocabulary("train", use_installed=use_installed).keys
+    others = llamafactory_vocabulary("eval", use_installed=use_installed).keys | \
+        llamafactory_vocabulary("chat", use_installed=use_installed).keys
+    return train - others
+
+
+def check_keys(data: dict, vocab: Vocabulary, file: str, kind: str,
+               elsewhere: dict[str, str] | None = None) -> list[LintMessage]:
     """Every top-level key the owner's parser would reject, with a suggestion; keys removed from a
-    transformers release named with the release."""
+    transformers release named with the release. elsewhere: key -> where it is read instead (a TrainingArguments key
+    in a file given to `llamafactory-cli chat`: "only `llamafactory-cli train` reads it")."""
+    elsewhere = elsewhere or {}
     out: list[LintMessage] = []
     script_keys: list[str] = []
     rejects = f"{vocab.owner} rejects it (HfArgumentParser: '{PARSE_DICT_ERROR}')"
@@ -180,8 +228,12 @@ def check_keys(data: dict, vocab: Vocabulary, file: str, kind: str) -> list[Lint
                 out.append(LintMessage(Severity.WARNING, "lint.training.removed_later", file, key, warning,
                                        fix=_replacement(file, key)[1]))
             continue
+        if key in elsewhere:
+            out.append(LintMessage(Severity.ERROR, "lint.training.unknown_key", file, key, f"unknown key: {rejects}",
+                                   hint=elsewhere[key], fix=key_edit(file, key, "delete it", elsewhere[key])))
+            continue
         last = _last_release_with(key)
-        if last is not None:
+        if last is not None and vocab.transformers_versions and Version(last) < _releases()[-1]:
             newer, fix = _replacement(file, key)
             out.append(LintMessage(Severity.ERROR, "lint.training.removed_key", file, key,
                                    f"removed from transformers after {last}: {rejects}",
