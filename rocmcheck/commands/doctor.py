@@ -60,6 +60,9 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
               help="The GPU you expect: an arch (gfx942, sm_90) or a product (mi300x, h100); a mismatch fails.")
 @json_option()
 @click.option("--fixes-only", is_flag=True, help="Print only the fixes, as lines to paste (nothing when all is well).")
+@click.option("--summary", "as_summary", is_flag=True,
+              help="Print a short, redacted block of this machine's facts and the verdicts that failed or warned, to "
+                   "paste into an issue (`rocmcheck triage` reads it back); no GPU probes, no smoke-train.")
 @click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
 @click.option("--only", multiple=True, metavar="CHECK",
               help="Run only these checks or areas (repeat or comma-separate).")
@@ -91,7 +94,7 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
                    "machine.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
 def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
-           bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose, level, duration):
+           bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose, level, duration, as_summary):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix.
     Verdicts print as each stage finishes; the fixes follow as lines to paste."""
     from rocmcheck.checks import select_checks
@@ -110,6 +113,10 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         raise BadInput(f"nothing to run: --only {','.join(only) or '(all)'} --skip {','.join(skip)} "
                                "leaves no check selected")
     expected = resolve_archs(archs)
+    if as_summary and (as_json or fixes_only):
+        raise BadInput("--summary cannot be combined with --json or --fixes-only")
+    if as_summary:  # the facts and the cheap checks: seconds, not the GPU stages
+        no_gpu_probes = no_train = True
     if bundle is not None and save_bundle is not None:
         raise BadInput("--bundle and --out cannot be combined")
     if save_bundle is not None:  # fail now, not after the whole run
@@ -143,7 +150,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     # stdout carries the report; with --json or --fixes-only it carries nothing else, so progress goes to stderr.
     # One doctor per node under a launcher prints one line per node (below) unless asked for more.
     node_line = node_bundle is not None and not as_json and not verbose
-    quiet_stdout = as_json or fixes_only or node_line
+    quiet_stdout = as_json or fixes_only or node_line or as_summary
     out = render.console()
     progress_console = render.console(stderr=True) if quiet_stdout else out
     stream = None if quiet_stdout else Stream(out, verbose=verbose)
@@ -182,6 +189,10 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         click.echo(dumps(build_report(run.results, machine, run.duration_s, run.source)))
     elif fixes_only:
         render.print_fixes(run.results, heading=False)
+    elif as_summary:
+        from rocmcheck.triage.summary import render_summary
+
+        click.echo(render.clean(render_summary(run.facts, run.context, run.results)), nl=False)
     else:
         out.print(render.clean(machine.get("headline") or ""), markup=False)
         stream.finish(run.results)

@@ -40,7 +40,7 @@ KINDS = (
     "accelerate_env", "transformers_env", "llamafactory_env",
     "rocminfo", "rocm_smi", "amd_smi", "nvidia_smi", "hipconfig", "nvcc",
     "uname", "os_release", "lsb_release", "dkms", "docker_run", "kernel_log",
-    "python_session", "traceback", "nccl_log", "nccl_tests", "hip_log", "text",
+    "python_session", "traceback", "nccl_log", "nccl_tests", "hip_log", "rocmcheck_summary", "text",
 )
 
 # Bounds. A line of a real paste is rarely over a few KB (a `rocm-smi --json` dump on one line is the longest
@@ -107,6 +107,7 @@ _TRACEBACK_ERRORS = (
 # torch exception or alone), "env_list" (a "- key: value" list whose tool is told by its keys), "warning" and
 # "preamble" (printed before an output and kept with it), "rule" (a line of ===== or -----), "elision" ("...").
 SIGNATURES: list[tuple[str, str]] = [
+    ("rocmcheck_summary", r"== rocmcheck summary \d+ \(rocmcheck [^)]*\) ==$"),
     ("collect_env",
      r"Collecting environment information\.\.\.|PyTorch version: \S|Is debug build: |(?:CUDA|ROCM|XPU) used to build "
      r"PyTorch:|Is CUDA available: |CUDA runtime version: |CUDA_MODULE_LOADING set to:|GPU models and configuration:"
@@ -263,12 +264,15 @@ _MEMBERS = {
     "nccl_tests": r"#|\d+\s+\d+\s+\w+\s",
     "hip_log": r":\d:",
     "json": r".",
+    # rocmcheck doctor --summary (rocmcheck/facts/parsers/summary.py): its labels, its verdicts, its last line.
+    "rocmcheck_summary": r"(?:os|kernel|python|rocm|gpu \d+|torch|packages|not installed|env|/dev/shm|container"
+                         r"|(?:FAIL|WARN|CRASH) [a-z0-9_.]+|fix): |== end of rocmcheck summary ==$",
     "text": r"$^",
 }
 _MEMBER = {kind: re.compile(pattern) for kind, pattern in _MEMBERS.items()}
 _ACCEPTS_INDENTED = {"collect_env", "ds_report", "pip_install", "accelerate_env", "transformers_env", "env_list",
                      "rocminfo", "rocm_smi", "amd_smi", "nvidia_smi", "hipconfig", "kernel_log", "traceback",
-                     "nccl_tests", "hip_log", "json"}
+                     "nccl_tests", "hip_log", "json", "rocmcheck_summary"}
 # Output that has no signature line of its own, read as the hinted tool's only after its command.
 _HINTED = {
     "uname": re.compile(r"\d+\.\d+[\w.+~-]*$|x86_64$|aarch64$|Linux \S+ \d"),

@@ -21,6 +21,7 @@ go to the readers in rocminfo.py, smi.py, nvidia_smi.py, hipconfig.py and kernel
 | traceback | traceback.parse_traceback | Traceback |
 | nccl_log / nccl_tests | nccl_log.parse_nccl_log / parse_nccl_tests | NcclLog / NcclTests |
 | hip_log | hip_log.parse_hip_log | HipLog |
+| rocmcheck_summary | summary.parse_summary | Summary |
 | text | (none) | None |
 """
 
@@ -52,6 +53,7 @@ from rocmcheck.facts.parsers.smi import (
     parse_rocm_smi_meminfo,
     parse_rocm_smi_productname,
 )
+from rocmcheck.facts.parsers.summary import parse_summary
 from rocmcheck.facts.parsers.system_info import (
     parse_dkms_status,
     parse_lsb_release,
@@ -120,6 +122,7 @@ READERS: dict[str, Callable[[Block], Any]] = {
     "nccl_log": lambda b: parse_nccl_log(b.text),
     "nccl_tests": lambda b: parse_nccl_tests(b.text),
     "hip_log": lambda b: parse_hip_log(b.text),
+    "rocmcheck_summary": lambda b: parse_summary(b.text),
 }
 
 

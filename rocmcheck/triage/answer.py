@@ -1,0 +1,115 @@
+"""The triage's answer as text for a terminal, and as a reply ready to post in the issue thread (Markdown): the
+likely causes, each with the pasted line that shows it, the fix, and what to paste next when the evidence is thin.
+Every line printed is redacted (the pastes were redacted before they were read; this is the second guard) and
+cleaned of control characters (rocmcheck.report.render.clean)."""
+
+from __future__ import annotations
+
+from rocmcheck.facts.redact import redact_value
+from rocmcheck.fixes import Fix, FixKind
+from rocmcheck.report.render import clean
+from rocmcheck.result import Status
+from rocmcheck.triage import SHOWN, Triage
+from rocmcheck.triage.pasted import QUOTE_CUT
+from rocmcheck.triage.rank import Finding
+
+QUOTES_SHOWN = 3
+OTHER_QUOTE_CHARS = 100  # the line shown beside a less likely cause in a reply
+# What to ask for when a paste shows nothing rocmcheck can judge.
+NEXT_PASTE = ("the output of `rocmcheck doctor --summary` (or of `python -m torch.utils.collect_env` and `rocminfo`), "
+              "and the whole error with its traceback")
+
+
+def _safe(text: str) -> str:
+    return clean(redact_value(str(text)))
+
+
+def _short(text: str, limit: int = OTHER_QUOTE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + QUOTE_CUT
+
+
+def _fix_text(fix: Fix) -> str:
+    if fix.kind is FixKind.EDIT:
+        return f"in {fix.file}: {fix.text}" + (f" ({fix.why})" if fix.why else "")
+    return fix.line()
+
+
+def text_lines(t: Triage, *, show_all: bool = False, verbose: bool = False) -> list[str]:
+    shown = t.findings if show_all else t.findings[:SHOWN]
+    kinds = [b.kind for inp in t.pasted.inputs for b in inp.paste if b.kind != "text"]
+    head = (f"rocmcheck triage — {len(t.pasted.inputs)} paste{'s' if len(t.pasted.inputs) != 1 else ''}"
+            + (f" ({', '.join(dict.fromkeys(kinds))})" if kinds else " (no tool output recognised)"))
+    out = [head, ""]
+    if not shown:
+        judged_any = any(j.result.status in (Status.PASS, Status.WARN, Status.FAIL) for j in t.judged)
+        out += ["No known cause found in the paste." if judged_any else
+                "Nothing in the paste could be judged: no error text or tool output rocmcheck knows.",
+                f"Paste next: {NEXT_PASTE}", ""]
+    for i, f in enumerate(shown, 1):
+        out += _finding_lines(i, f)
+    rest = len(t.findings) - len(shown)
+    if rest > 0:
+        out.append(f"{rest} less likely cause{'s' if rest != 1 else ''} (--all shows them)")
+    judged = [j.result for j in t.judged]
+    counts = {s: sum(1 for r in judged if r.status is s) for s in Status}
+    not_in = sum(1 for r in judged if r.status is Status.SKIP and r.data.get("not_known"))
+    out.append(f"Checks on the pasted facts: {counts[Status.PASS]} pass, {counts[Status.WARN]} warn, "
+               f"{counts[Status.FAIL]} fail, {not_in} not in the paste" + ("" if verbose else " (-v lists them)"))
+    if verbose:
+        out += [f"  {r.status.value:<5} {r.id:<24} {r.summary}" for r in judged]
+    return [_safe(line) for line in out]
+
+
+def _finding_lines(i: int, f: Finding) -> list[str]:
+    out = [f"{i}. {f.title}  [{f.id}, {f.status.value}]"]
+    if f.cause is not None:
+        out.append(f"   {f.text}")
+    if f.quotes:
+        out.append("   the paste shows:")
+        out += [f"     {q.source}:{q.line}: {q.text}" for q in f.quotes[:QUOTES_SHOWN]]
+    if f.fix is not None:
+        label = "paste" if f.fix.kind is FixKind.SHELL else "fix"
+        out.append(f"   {label}: {_fix_text(f.fix)}")
+    if f.undecided:
+        out.append(f"   the doctor's check {f.cause.check if f.cause else f.id}: {f.undecided}")
+    if f.ask is not None:
+        out.append(f"   to be sure, paste the output of: {_fix_text(f.ask)}" if f.ask.kind is FixKind.SHELL
+                   else f"   to be sure, paste {f.ask.text}")
+    out.append("")
+    return out
+
+
+def markdown(t: Triage) -> str:
+    """A short reply for the thread: the cause, the line, the fix as a code block, what to paste next."""
+    if not t.findings:
+        lines = ["rocmcheck triage found no known cause in this paste.", "", f"Please paste {NEXT_PASTE}."]
+        return "\n".join(_safe(line) for line in lines) + "\n"
+    top = t.findings[0]
+    lines = [f"**Likely cause: {top.title}** (`{top.id}`)", ""]
+    if top.cause is not None:
+        lines += [top.text, ""]
+    if top.quotes:
+        quoted = [q.text for q in top.quotes[:QUOTES_SHOWN]]
+        fence = "~~~~" if any("```" in text for text in quoted) else "```"  # the lines exactly, whatever they hold
+        lines += ["The paste shows:", "", fence + "text", *quoted, fence, ""]
+    if top.fix is not None:
+        if top.fix.kind is FixKind.SHELL:
+            lines += ["Fix:", "", "```sh", top.fix.line(), "```", ""]
+        else:
+            lines += [f"Fix: {_fix_text(top.fix)}", ""]
+    asks = t.asks()
+    if asks:
+        lines.append("To confirm, please paste the output of:")
+        lines.append("")
+        shell = [fix.line() for fix, _ in asks if fix.kind is FixKind.SHELL]
+        if shell:
+            lines += ["```sh", *shell, "```"]
+        lines += [f"- {fix.text}" for fix, _ in asks if fix.kind is not FixKind.SHELL]
+        lines.append("")
+    others = t.findings[1:SHOWN]
+    if others:
+        lines.append("Other possible causes:")
+        lines += [f"- {f.title} (`{f.id}`)" + (f": `{_short(f.quotes[0].text)}`" if f.quotes else "") for f in others]
+        lines.append("")
+    lines.append("<sub>rocmcheck triage</sub>")
+    return "\n".join(_safe(line) for line in lines) + "\n"

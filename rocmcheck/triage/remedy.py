@@ -1,0 +1,104 @@
+"""A cause's fix and its "what to paste next", from the catalogue's data to rocmcheck.fixes Fix values: a shell
+template filled with fields (each quoted for the shell by fixes.shell), an edit, a note, or a fix rocmcheck.fixes
+already has, used by name. A field the pastes do not give turns the fix into the catalogue's `otherwise`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from rocmcheck import fixes
+from rocmcheck.facts.parsers.versions import major_minor
+from rocmcheck.fixes import Fix
+from rocmcheck.triage.pasted import Pasted
+
+# Interfaces that do not connect nodes: NCCL's socket transport should not pick them.
+NOT_BETWEEN_NODES = re.compile(r"^(?:lo|docker\d*|br-[0-9a-f]+|veth\w*|virbr\d*|cni\d*|flannel[\w.]*)$")
+
+
+def vendor_of(pasted: Pasted, flags: set[str]) -> str:
+    """The GPU vendor the fixes are for: torch's build, else the GPUs pasted, else what the pastes show."""
+    torch = pasted.facts.probes.get("torch") or {}
+    if torch.get("hip"):
+        return "amd"
+    if torch.get("cuda"):
+        return "nvidia"
+    vendors = {g.vendor for g in pasted.gpus if g.vendor}
+    if len(vendors) == 1:
+        return vendors.pop()
+    if "amd" in flags and "nvidia" not in flags:
+        return "amd"
+    if "nvidia" in flags and "amd" not in flags:
+        return "nvidia"
+    return "amd"  # rocmcheck's machines: AMD Instinct unless the paste says otherwise
+
+
+def rocm_version_of(pasted: Pasted) -> str | None:
+    """The ROCm release torch was built for, as the wheel index names it ("6.2")."""
+    torch = pasted.facts.probes.get("torch") or {}
+    return major_minor(torch.get("hip")) if torch.get("hip") else None
+
+
+def _gpu_arch(pasted: Pasted) -> str | None:
+    archs = {g.arch for g in pasted.gpus if g.arch and g.arch.startswith("gfx")}
+    return archs.pop() if len(archs) == 1 else None
+
+
+def _nccl_interface(pasted: Pasted) -> str | None:
+    from rocmcheck.facts.parsers.nccl_log import NcclLog
+
+    for result in pasted.read.values():
+        if isinstance(result, NcclLog):
+            for entry in result.interfaces:
+                name = entry.split(":", 1)[0]
+                if name and not NOT_BETWEEN_NODES.match(name):
+                    return name
+    return None
+
+
+FIELDS: dict[str, Callable[[Pasted], str | None]] = {
+    "$gpu_arch": _gpu_arch,
+    "$nccl_interface": _nccl_interface,
+}
+
+
+def build(data: dict[str, Any], pasted: Pasted, flags: set[str]) -> Fix:
+    """The Fix a catalogue entry describes, for these pastes."""
+    if "use" in data:
+        return _named(data["use"], data.get("why", ""), pasted, flags)
+    if "note" in data:
+        return fixes.note(data["note"])
+    if "edit" in data:
+        return fixes.edit(data["edit"]["file"], data["edit"]["change"], data.get("why", ""))
+    values: dict[str, str] = {}
+    for name, source in (data.get("fields") or {}).items():
+        value = FIELDS[source](pasted) if source in FIELDS else source
+        if value is None:
+            return build(data["otherwise"], pasted, flags) if data.get("otherwise") else fixes.note(data.get("why", ""))
+        values[name] = value
+    return fixes.shell(data["shell"], data.get("why", ""), **values)
+
+
+def _named(name: str, why: str, pasted: Pasted, flags: set[str]) -> Fix:
+    vendor = vendor_of(pasted, flags)
+    rocm = rocm_version_of(pasted)
+    if name == "torch_reinstall":
+        return fixes.torch_install(vendor, rocm, reinstall=True, why=why)
+    if name == "torch_replace":
+        install = fixes.torch_install(vendor, rocm)
+        return fixes.with_why(fixes.then(fixes.shell("pip uninstall -y torch"), install), why or install.why)
+    if name == "docker_run":
+        from rocmcheck.checks.containers import container_restart
+
+        return container_restart(vendor, why)
+    if name == "flash_attn_rebuild":
+        arch = _gpu_arch(pasted)
+        return fixes.flash_attn_rebuild((arch,) if arch else ())
+    named = {"GROUPS_FIX": fixes.GROUPS_FIX, "SHM_FIX": fixes.SHM_FIX, "IOMMU_FIX": fixes.IOMMU_FIX,
+             "NUMA_FIX": fixes.NUMA_FIX, "DEEPSPEED_REINSTALL": fixes.DEEPSPEED_REINSTALL}
+    fix = named[name]
+    return fixes.with_why(fix, why) if why else fix
+
+
+NAMED_FIXES = ("torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild", "GROUPS_FIX", "SHM_FIX",
+               "IOMMU_FIX", "NUMA_FIX", "DEEPSPEED_REINSTALL")

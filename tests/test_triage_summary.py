@@ -1,0 +1,93 @@
+"""`rocmcheck doctor --summary` and its way back: the block triage reads gives the same facts and verdicts, so the
+block written again from what triage read is the same block, on recorded machines and on this one for real."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from machines import amd_machine
+
+from rocmcheck.checks import run_checks, select_checks
+from rocmcheck.checks.context import CheckContext
+from rocmcheck.facts.parsers import summary as fmt
+from rocmcheck.facts.parsers.paste import split_paste
+from rocmcheck.facts.parsers.summary import parse_summary
+from rocmcheck.result import Status
+from rocmcheck.triage import triage
+from rocmcheck.triage.context import facts_for_checks
+from rocmcheck.triage.judge import context_of
+from rocmcheck.triage.known import Ledger
+from rocmcheck.triage.summary import render_summary
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def summary_of(facts) -> str:
+    ctx = CheckContext(facts)
+    return render_summary(facts, ctx, run_checks(select_checks(), ctx))
+
+
+def again(text: str) -> tuple[str, object]:
+    """The block triage reads back, written again from triage's facts and the verdicts it read."""
+    t = triage([("summary", text)])
+    p = t.pasted
+    return render_summary(p.facts, context_of(p, facts_for_checks(p, Ledger())), p.recorded), t
+
+
+def test_a_recorded_machine_round_trips():
+    first = summary_of(amd_machine())
+    second, t = again(first)
+    assert second == first
+    lines = first.splitlines()
+    assert lines[0].startswith("== rocmcheck summary 1 (rocmcheck ") and lines[-1] == fmt.FOOTER
+    assert "gpu 7: gfx942 | AMD Instinct MI300X | 192.0 GiB" in lines
+    assert any(line.startswith("torch: 2.5.1+rocm6.2 | hip 6.2.41133-dd7f95766 | cuda none | gpus 8 | archs ")
+               for line in lines)
+
+
+def test_a_machine_with_problems_round_trips_and_triage_names_them():
+    facts = amd_machine(env={"HSA_OVERRIDE_GFX_VERSION": "11.0.0", "HF_TOKEN": "hf_" + "x1" * 17})
+    first = summary_of(facts)
+    assert "FAIL env.hsa_override: HSA_OVERRIDE_GFX_VERSION is set on an Instinct GPU" in first
+    assert "hf_x1x1" not in first  # redacted
+    second, t = again(first)
+    assert second == first
+    top = t.findings[0]
+    assert top.id == "env.hsa_override" and top.verdict.status is Status.FAIL
+    assert top.quotes[0].text.startswith("FAIL env.hsa_override:")
+    assert top.fix is not None and top.fix.text == "unset HSA_OVERRIDE_GFX_VERSION"
+
+
+def test_the_summary_facts_feed_the_doctors_checks():
+    t = triage([("summary", summary_of(amd_machine()))])
+    by_id = {j.result.id: j.result for j in t.judged}
+    assert by_id["torch.arch_list"].status is Status.PASS  # torch's archs and the GPUs, both from the block
+    assert by_id["gpu.present"].status is Status.PASS
+
+
+def test_the_splitter_finds_the_block_in_a_thread():
+    block = summary_of(amd_machine())
+    thread = ("I get a HIP error, here is what rocmcheck says:\n\n<details>\n\n```\n" + block + "```\n</details>\n\n"
+              "> " + "\n> ".join(block.splitlines()) + "\n\nThanks!\n")
+    paste = split_paste(thread)
+    blocks = paste.of_kind("rocmcheck_summary")
+    assert len(blocks) == 2 and all(parse_summary(b.text).complete for b in blocks)
+    assert parse_summary(blocks[0].text) == parse_summary(blocks[1].text)
+
+
+def test_doctor_summary_on_this_machine_round_trips():
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--summary"], capture_output=True, text=True,
+                          env=env, timeout=300, cwd=REPO)
+    assert proc.returncode in (0, 1, 3), proc.stderr[-2000:]
+    first = proc.stdout
+    assert first.startswith("== rocmcheck summary 1 (") and first.endswith(fmt.FOOTER + "\n")
+    assert "kernel: " in first and "python: " in first
+    second, _ = again(first)
+    assert second == first
+    refused = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--summary", "--json"],
+                             capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert refused.returncode == 2 and "cannot be combined" in refused.stderr
