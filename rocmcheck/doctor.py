@@ -112,7 +112,8 @@ def run_train_stage(ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]
     from rocmcheck.train.doctor_stage import run_train_stage as train_stage
 
     device = "cuda" if torch.get("device_count") else "cpu"
-    return train_stage(timeout_s=opts.train_timeout_s, device=device)
+    # --level 2 (numerics) and up: the run also trains its steps in fp32 and compares the curves (train.drift)
+    return train_stage(timeout_s=opts.train_timeout_s, device=device, drift=opts.level >= 2)
 
 
 def _guarded(stage_id: str, run) -> list[CheckResult]:

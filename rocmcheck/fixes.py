@@ -294,6 +294,13 @@ def unset(*names: str, why: str = "") -> Fix:
                  **{f"n{i}": name for i, name in enumerate(names)})
 
 
+def nccl_transport_unset(*names: str) -> Fix:
+    """A leftover NCCL_P2P_DISABLE / NCCL_SHM_DISABLE / NCCL_P2P_LEVEL (env.nccl_transport, probe.collective_sweep)."""
+    return unset(*names, why="and remove it from ~/.bashrc, the job script or the container's ENV: it is a "
+                             "workaround for a collective hang, not a setting to keep (iommu=pt and NUMA balancing "
+                             "off fix the hang)")
+
+
 def flash_attn_rebuild(archs: list[str] | tuple[str, ...] = ()) -> Fix:
     """Rebuild flash-attn against the installed torch. build-env sizes MAX_JOBS from this machine's cores and free
     memory and sets the arch variables, so the fix runs it instead of guessing a job count."""

@@ -218,3 +218,21 @@ def test_a_crashing_rocminfo_is_reported_as_a_crash_not_by_its_partial_output(tm
     assert v.status == Status.FAIL
     assert v.summary.startswith("rocminfo crashed (signal 11 SIGSEGV)"), v.summary
     assert "dmesg" in v.fix.line()
+
+
+def test_rocminfo_incompatible_kernel_and_userspace_says_upgrade_the_driver():
+    # ROCm/ROCm#1583: ROCr disabled every GPU ("Incompatible kernel and userspace ... Upgrade amdgpu.").
+    from conftest import project_fixture
+
+    from rocmcheck.facts.parsers.paste import split_paste
+
+    paste = project_fixture("pastes/rocminfo/hsa-error-incompatible-kernel-userspace_RadeonProVII_centos8_rocm4.3_"
+                            "ROCm-1583.txt")
+    (block,) = [b for b in split_paste(paste) if b.kind == "rocminfo"]
+    v = verdicts(amd_machine(commands={"rocminfo": ran("rocminfo", stdout=block.text)}), "gpu.rocminfo", "gpu.present",
+                 "driver.amdgpu")
+    r = v["gpu.rocminfo"]
+    assert r.status == Status.FAIL and "Incompatible kernel and userspace" in r.summary
+    assert "amdgpu-install --usecase=dkms" in r.fix.line() and "older than this ROCm" in r.fix.line()
+    assert v["gpu.present"].status == Status.FAIL and "Upgrade amdgpu" in v["gpu.present"].summary
+    assert v["driver.amdgpu"].status == Status.PASS  # the driver is loaded: it is too old, not missing

@@ -32,9 +32,18 @@ def test_h100_table_gives_gpus_and_driver_cuda():
     assert v["torch.build"].status == Status.PASS
 
 
-def test_failed_query_is_a_failing_verdict_with_its_reason():
+def test_failed_query_with_a_working_table_passes_and_says_why_the_query_failed():
+    # An older driver refuses a --query-gpu field (compute_cap, exit 2): the table still lists the GPUs.
     v = verdicts(nvidia_machine(), "nvidia.smi")
-    assert v["nvidia.smi"].status == Status.FAIL and "exited 2" in v["nvidia.smi"].summary
+    assert v["nvidia.smi"].status == Status.PASS and "8 GPU" in v["nvidia.smi"].summary
+    assert any("--query-gpu" in e and "exited 2" in e for e in v["nvidia.smi"].evidence)
+
+
+def test_failed_nvidia_smi_is_a_failing_verdict_with_its_reason():
+    facts = nvidia_machine()
+    facts.commands["nvidia-smi"] = ran("nvidia-smi", stdout="", returncode=9)
+    v = verdicts(facts, "nvidia.smi")
+    assert v["nvidia.smi"].status == Status.FAIL and "exited" in v["nvidia.smi"].summary
 
 
 def test_driver_older_than_torch_cuda_fails():

@@ -178,11 +178,16 @@ MI300X_AMDSMI_HEALTH = {"bus_id": "0000:05:00.0", "ecc_correctable": 0, "ecc_unc
 
 
 def _nvml(*healths: dict, **over) -> Facts:
-    """The recorded H100 machine with one NVML health record per dict: the recorded H200's values (H200_HEALTH),
-    changed by the dict."""
+    """The recorded H200 pair (its nvidia-smi table and csv query) with NVML health records: the recorded H200's
+    values (H200_HEALTH), changed by each dict; the second GPU is a healthy one when only one dict is given."""
+    healths = healths + ({},) * (2 - len(healths))
     gpus = [{"index": i, "name": "NVIDIA H200", "uuid": f"GPU-{i}",
              "health": {**H200_HEALTH, "bus_id": f"00000000:00:0{6 + i}.0", **h}} for i, h in enumerate(healths)]
     facts = nvidia_machine()
+    # nvidia-smi as recorded on the same H200 pair: the table and the csv query agree with NVML.
+    facts.commands = {"nvidia-smi": ran("nvidia-smi", "nvidia-smi/h200x2-driver580.159.04-default.txt"),
+                      "nvidia-smi-query": ran("nvidia-smi-query", "nvidia-smi/h200x2-driver580-query-index-name-"
+                                              "memory-driver-compute_cap-uuid-csv-noheader-nounits.txt")}
     facts.probes = {**facts.probes, "nvml": {"installed": True, "driver_version": "580.159.04", "gpus": gpus}}
     for key, value in over.items():
         setattr(facts, key, value)

@@ -221,3 +221,58 @@ def test_a_usable_journal_drops_the_dmesg_copy(tmp_path):
     make_tool(bin_dir, "journalctl", stdout="2026-11-30T13:24:16+00:00 h kernel: Linux version\n")
     make_tool(bin_dir, "dmesg", stdout="[    0.000000] Linux version\n")
     assert set(collect_kernel_log(5.0, env_with_path(bin_dir))) == {"kernel-log-journalctl"}
+
+
+# ------------------------------------------------------------------------- what people paste (tests/fixtures/pastes)
+
+PASTES = "pastes/kernel_log/"
+
+
+def pasted(relpath: str) -> dict:
+    """The facts of a machine whose kernel log is the pasted text (as `dmesg` would have printed it)."""
+    from conftest import project_fixture
+
+    out = with_log(None)
+    out["commands"]["kernel-log-dmesg"] = CommandResult(argv=["dmesg"], returncode=0, stdout=project_fixture(relpath),
+                                                        timeout_s=20)
+    return out
+
+
+def test_an_mi300_fault_block_pasted_without_its_header_is_a_page_fault_per_gpu():
+    # sglang#10195: two MI300 GPUs' fault blocks interleaved, the "[gfxhub] page fault" line of neither pasted.
+    facts = amd_machine(**pasted(PASTES + "mi300-fault-block_NO-gfxhub-header_dmesg-T_two-GPUs-interleaved_"
+                                          "sglang-10195_excerpt.txt"))
+    r = verdicts(facts, "health.kernel_log")["health.kernel_log"]
+    assert r.status == Status.WARN and "page fault" in r.summary
+    assert "0000:a6:00.0" in r.summary and "0000:06:00.0" in r.summary
+    found = r.data["findings"]
+    assert sorted((f["device"], f["count"]) for f in found) == [("0000:06:00.0", 1), ("0000:a6:00.0", 1)]
+
+
+def test_a_fault_block_after_its_header_adds_to_the_header_finding():
+    (fault,) = parse_kernel_log(log("amdgpu-gfxhub-page-fault-dmesg.txt"))  # header, STATUS, client ID ... lines
+    assert fault.pattern_id == "amdgpu_page_fault" and fault.count == 2
+    # Only the detail lines of a block (no header, no STATUS line) still count as one fault.
+    lines = "\n".join(l for l in log("amdgpu-gfxhub-page-fault-dmesg.txt").splitlines()
+                      if "Faulty UTCL2" in l or "PERMISSION_FAULTS" in l)
+    (alone,) = parse_kernel_log(lines)
+    assert alone.pattern_id == "amdgpu_fault_detail" and alone.severity == "warn"
+
+
+def test_a_kernel_oops_in_the_kfd_fails_the_kernel_log():
+    # ROCm/ROCm#1536: NULL pointer dereference in kfd_iommu_unbind_process [amdgpu], lines hard-wrapped.
+    facts = amd_machine(**pasted(PASTES + "oops-null-deref-kfd_iommu_unbind_init_user_pages_MI50_el8_ROCm-1536.txt"))
+    r = verdicts(facts, "health.kernel_log")["health.kernel_log"]
+    assert r.status == Status.FAIL and "kernel oops in the amdgpu driver" in r.summary
+    assert any("kfd_iommu_unbind_process" in e for e in r.evidence)
+    assert "dkms status" in r.fix.line()
+
+
+def test_mes_not_responding_is_its_own_finding_before_the_reset():
+    # ROCm/ROCm#5724 (corpus 24): MES firmware 0x83 stops answering REMOVE_QUEUE, then the GPU is reset.
+    facts = amd_machine(**pasted("pastes/corpus/24-ROCm-legacy-rocm-build-5724.paste.txt"))
+    r = verdicts(facts, "health.kernel_log")["health.kernel_log"]
+    assert r.status == Status.WARN and "MES firmware stopped responding" in r.summary
+    mes = next(f for f in r.data["findings"] if f["pattern"] == "amdgpu_mes_no_response")
+    assert mes["count"] == 2 and mes["device"] == "0000:c5:00.0"
+    assert "5724" in r.fix.line() and "20251125" in r.fix.line()

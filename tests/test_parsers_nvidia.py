@@ -93,3 +93,60 @@ def test_random_cuts_never_raise(fixture_text):
             parse_nvidia_smi_table(piece)
             parse_nvidia_smi_csv(piece, ["name", "pci.device_id"])
             parse_nvidia_smi_csv(piece, LEAD_FIELDS)
+
+
+# ---- what people paste (tests/fixtures/pastes/nvidia_smi, each with its .source) -------------------------------------
+
+NV_PASTES = "pastes/nvidia_smi/"
+
+
+def test_nvidia_smi_q_gives_the_gpus_driver_and_cuda():
+    from conftest import project_fixture
+
+    from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_q
+
+    report = parse_nvidia_smi_q(project_fixture(NV_PASTES + "q_H200_550.90.12_thamada-gls.txt"))
+    (gpu,) = report.gpus
+    assert (report.driver_version, report.cuda_version) == ("550.90.12", "12.4")
+    assert (gpu.index, gpu.product_name, gpu.pci_bus) == (0, "NVIDIA H200", "00000000:03:00.0")
+    assert gpu.uuid == "GPU-cb3dfa52-e2f3-9ca4-a399-7d16041c3732" and gpu.vram_total_bytes == 143771 * 1024 * 1024
+    old = parse_nvidia_smi_q(project_fixture(NV_PASTES + "q_GTX680_470.256.02_thamada-gls.txt"))
+    assert old.gpus[0].product_name == "NVIDIA GeForce GTX 680" and old.cuda_version == "11.4"
+
+
+@pytest.mark.parametrize("name, count, product, total_mib, driver, cuda", [
+    ("default_2014-style_driver-331.62_no-CUDA-field_timestamp-line_GTX680x4_cBio-cluster-38_excerpt.txt", None,
+     "GeForce GTX 680", 4095, "331.62", None),
+    ("default_GTX680_470.256.02_cuda11.4_oldstyle_thamada-gls.txt", 1, "NVIDIA GeForce ...", 2000, "470.256.02",
+     "11.4"),
+    ("default_H100-SXM-x8_565.57.01_cuda12.7_thamada-gls.txt", 8, "NVIDIA H100 80GB HBM3", 81559, "565.57.01", "12.7"),
+    ("default_H200_550.90.12_cuda12.4_thamada-gls.txt", 1, "NVIDIA H200", 143771, "550.90.12", "12.4"),
+])
+def test_the_plain_table_gives_the_gpus(name, count, product, total_mib, driver, cuda):
+    from conftest import project_fixture
+
+    report = parse_nvidia_smi_table(project_fixture(NV_PASTES + name))
+    assert report.gpus and report.gpus[0].product_name == product
+    assert report.gpus[0].vram_total_bytes == total_mib * 1024 * 1024
+    assert (report.driver_version, report.cuda_version) == (driver, cuda)
+    if count is not None:
+        assert len(report.gpus) == count
+
+
+def test_nvidia_smi_q_alone_gives_the_doctor_its_gpus():
+    # A partial source that holds only `nvidia-smi -q` (the NVML binding and the other outputs not known).
+    from conftest import project_fixture
+    from machines import ran, verdicts
+    from test_checks_nvidia import nvidia_machine
+
+    from rocmcheck.result import Status
+
+    facts = nvidia_machine()
+    facts.commands = {"nvidia-smi-health": ran("nvidia-smi-health", stdout=project_fixture(
+        NV_PASTES + "q_H200_550.90.12_thamada-gls.txt"))}
+    facts.known["commands"] = ["nvidia-smi-health"]
+    facts.known["probes"] = ["torch"]
+    v = verdicts(facts, "gpu.present", "gpu.arch", "nvidia.driver_cuda")
+    assert v["gpu.present"].status == Status.PASS and "1 NVIDIA GPU" in v["gpu.present"].summary
+    assert v["gpu.arch"].data["archs"] == ["sm_90"]  # from the product name: -q names no compute capability
+    assert v["nvidia.driver_cuda"].status == Status.PASS and "12.4" in v["nvidia.driver_cuda"].summary

@@ -223,3 +223,61 @@ def test_error_kinds_name_a_real_source():
     for kind, where in ERROR_KINDS.items():
         if kind != "other":
             assert re.search(r"https://github\.com/\S+/issues/\d+", where), kind
+
+
+# ---- what people paste (tests/fixtures/pastes, each with its .source) ----------------------------------------------
+
+def _pasted_rocminfo(relpath: str) -> list:
+    """The rocminfo blocks of a real paste, as the paste splitter cuts them, each parsed."""
+    from conftest import project_fixture
+
+    from rocmcheck.facts.parsers.paste import split_paste
+
+    return [parse_rocminfo(b.text) for b in split_paste(project_fixture(relpath)) if b.kind == "rocminfo"]
+
+
+def test_incompatible_kernel_and_userspace_is_its_own_error():
+    # ROCm/ROCm#1583: eight "HSA Error:  Incompatible kernel and userspace, ... disabled. Upgrade amdgpu." lines, then
+    # an agent list abridged by its author.
+    (report,) = _pasted_rocminfo("pastes/rocminfo/hsa-error-incompatible-kernel-userspace_RadeonProVII_centos8_"
+                                 "rocm4.3_ROCm-1583.txt")
+    assert report.error_kind == "incompatible_kernel_userspace"
+    assert report.error == ("HSA Error: Incompatible kernel and userspace, Vega 20 WKS GL-XE [Radeon Pro VII] "
+                            "disabled. Upgrade amdgpu.")
+    assert report.kfd_module_loaded is True and report.gpus == []
+    assert "HSA Error" not in report.system_attributes and report.runtime_version == "1.1"
+
+
+def test_incompatible_kernel_and_userspace_wrapped_over_two_lines():
+    # ROCm/ROCm#1536: the same text pasted indented, "Upgrade amdgpu." on a line of its own.
+    from conftest import project_fixture
+
+    text = project_fixture("pastes/kernel_log/oops-null-deref-kfd_iommu_unbind_init_user_pages_MI50_el8_ROCm-1536.txt")
+    block = text[text.index("```\n") + 4:text.index("```", text.index("```\n") + 4)]
+    report = parse_rocminfo(block)
+    assert report.error_kind == "incompatible_kernel_userspace"
+    assert report.error == "HSA Error: Incompatible kernel and userspace, Vega 20 disabled. Upgrade amdgpu."
+
+
+def test_a_fragment_of_an_agent_is_a_fragment_not_an_error():
+    # corpus 08 (ROCm/ROCm#5238): the middle of a GPU agent, "Wavefront Size: 32" and its first pool.
+    (report,) = _pasted_rocminfo("pastes/corpus/08-ROCm-legacy-rocm-build-5238.paste.txt")
+    assert report.error is None and report.fragment is True and report.complete is False
+    (agent,) = report.agents
+    assert agent.device_type == "GPU" and agent.wavefront_size == 32 and agent.memory_bytes == 8372224 * KIB
+    # corpus 32: `rocminfo | grep Name`: an agent's name and its ISA's.
+    (grep,) = _pasted_rocminfo("pastes/corpus/32-srinivamd-rocminstaller-6.paste.txt")
+    assert grep.error is None and grep.fragment is True
+    assert [(a.name, a.device_type, a.isas) for a in grep.agents] == [("gfx1030", "GPU",
+                                                                       ["amdgcn-amd-amdhsa--gfx1030"])]
+    # ROCm/ROCm#5444: `rocminfo | grep -A3 Pool | grep Size`: sizes only, nothing to name an agent by.
+    for sizes in _pasted_rocminfo("pastes/rocminfo/fragment_rocminfo-grep-Pool-Size_StrixHalo_Debian13_two-kernels_"
+                                  "ROCm-5444.txt"):
+        assert sizes.error is None and sizes.fragment is True and sizes.gpus == []
+
+
+def test_rocminfo_cut_after_its_system_attributes_and_the_old_numeric_status():
+    # corpus 41 (ROCm/ROCm-docker#36): "Call returned 4104" without sudo; with sudo, the output cut by its author.
+    failed, cut = _pasted_rocminfo("pastes/corpus/41-ROCm-ROCm-docker-36.paste.txt")
+    assert failed.error_kind == "hsa_error" and failed.hsa_status == "HSA_STATUS_ERROR_OUT_OF_RESOURCES"
+    assert cut.error is None and cut.runtime_version == "1.1" and cut.agents == [] and cut.complete is False

@@ -174,3 +174,169 @@ def test_truncated_concise_table_keeps_complete_rows(fixture_text):
     cut = text[: text.index("4       6     0x74a1")]
     report = smi.parse_rocm_smi(cut)
     assert [g.index for g in report.gpus] == [0, 1, 2, 3]
+
+
+# ---- what people paste (tests/fixtures/pastes, each with its .source) ----------------------------------------------
+
+def _blocks(relpath: str, kind: str) -> list:
+    """The blocks of one tool in a real paste, as the paste splitter cuts them (commands and prompts removed)."""
+    from conftest import project_fixture
+
+    from rocmcheck.facts.parsers.paste import split_paste
+
+    return [b for b in split_paste(project_fixture(relpath)) if b.kind == kind]
+
+
+AMD_PASTES = "pastes/amd_smi/"
+ROCM_PASTES = "pastes/rocm_smi/"
+
+
+def test_amd_smi_static_text_mi350x():
+    # ROCm/rocm-systems#2987: `amd-smi static` text of an MI350X (gfx950), amdgpu-dkms 6.18.3.
+    (block,) = _blocks(AMD_PASTES + "static_MI350X_driver-6.18.3_rocm-systems-pr2987_excerpt.txt", "amd_smi")
+    report = smi.parse_amd_smi_static(block.text)
+    (gpu,) = report.gpus
+    assert (gpu.product_name, gpu.gfx, gpu.compute_units, gpu.pci_bus, gpu.device_id) == (
+        "AMD Instinct MI350X", "gfx950", 128, "0000:05:00.0", "0x75a0")
+    assert report.driver_version == "6.18.3" and report.driver_in_kernel is False
+    # The same GPU without libdrm: the driver's name and version are N/A, so no driver version is known.
+    (bare,) = _blocks(AMD_PASTES + "static_MI350X_no-libdrm_rocm-systems-pr2987_excerpt.txt", "amd_smi")
+    report = smi.parse_amd_smi_static(bare.text)
+    assert report.gpus[0].gfx == "gfx950" and report.driver_version is None and report.driver_in_kernel is None
+
+
+def test_amd_smi_static_text_mi300a_skips_the_cpu_blocks():
+    # amdsmi README: four CPU blocks, then four MI300A GPUs (no TARGET_GRAPHICS_VERSION), upstream kernel 6.9.0-rc5+.
+    (block,) = _blocks(AMD_PASTES + "static_MI300A_x4_driver-6.9.0-rc5_amdsmi-readme.txt", "amd_smi")
+    report = smi.parse_amd_smi_static(block.text)
+    assert [g.index for g in report.gpus] == [0, 1, 2, 3]
+    assert {(g.product_name, g.partition, g.memory_partition) for g in report.gpus} == {("MI300A", "SPX", "NPS1")}
+    assert report.gpus[0].vram_total_bytes == 64289 * 1024 * 1024 and report.gpus[3].pci_bus == "0003:01:00.0"
+    assert report.driver_version == "6.9.0-rc5+" and report.driver_in_kernel is True
+    (partition,) = _blocks(AMD_PASTES + "static_partition_CPX_NPS4_amdsmi-changelog.txt", "amd_smi")
+    gpu = smi.parse_amd_smi_static(partition.text).gpus[0]
+    assert (gpu.partition, gpu.memory_partition, gpu.partition_id) == ("CPX", "NPS4", 0)
+
+
+def test_amd_smi_list_with_an_ai_nic_keeps_gpu_0_its_own():
+    # ROCm/rocm-systems#3654: `amd-smi list` prints an "AI_NIC: 0" block after GPU 0.
+    listing = _blocks(AMD_PASTES + "list_with-AI_NIC-section_plus-static-MI210-start_prompted_rocm-systems-pr3654_"
+                                   "excerpt.txt", "amd_smi")[0]
+    (gpu,) = smi.parse_amd_smi_list(listing.text).gpus
+    assert (gpu.pci_bus, gpu.uuid, gpu.node, gpu.product_name) == (
+        "0000:23:00.0", "67ff740f-0000-1000-80e6-b5bb3c3ce0db", 2, None)
+
+
+@pytest.mark.parametrize("name, release", [
+    ("version_inkernel-amdgpu-Linuxversion6.8.0-79-generic_MI300X_rocm6.4.0_k8s-device-plugin-157_excerpt.txt",
+     "6.8.0-79-generic"),
+    ("version_inkernel-amdgpu-Linuxversion6.17.0-selfbuilt_RX9070XT_rocm7.0.2_ROCm-5536.txt", "6.17.0"),
+    ("version_inkernel-amdgpu-Linuxversion6.19.8-fc43_StrixHalo_rocm7.2.0_ROCm-5444.txt", "6.19.8-200.fc43.x86_64"),
+])
+def test_amd_smi_version_with_the_in_kernel_driver_names_the_kernel(name, release):
+    (block,) = _blocks(AMD_PASTES + name, "amd_smi")
+    report = smi.parse_amd_smi_version(block.text)
+    assert report.driver_version == release and report.driver_in_kernel is True
+    assert report.tool_version[0].isdigit() and report.rocm_version[0].isdigit()
+
+
+@pytest.mark.parametrize("name, product, total_mib, used_mib, rocm", [
+    ("default-table_StrixHalo-8050S_inkernel-Linuxver_amdsmi-pr110_excerpt.txt", "Radeon 8050S Graphics", 8192, 3056,
+     "6.4.1"),
+    ("default-table_and_firmware_RX9070XT_rocm7.0.2_amdgpu-version-truncated-Linuxver_ROCm-5536.txt",
+     "AMD Radeon RX 9070 XT", 16304, 538, "7.0.2"),
+])
+def test_amd_smi_box_table_gives_the_gpus(name, product, total_mib, used_mib, rocm):
+    table = [b for b in _blocks(AMD_PASTES + name, "amd_smi") if "GPU-Name" in b.text][0]
+    report = smi.parse_amd_smi_static(table.text)
+    (gpu,) = report.gpus
+    assert (gpu.index, gpu.product_name) == (0, product)
+    assert (gpu.vram_total_bytes, gpu.vram_used_bytes) == (total_mib * 1024 * 1024, used_mib * 1024 * 1024)
+    # "amdgpu version: Linuxver": the banner cut the kernel's build string: in-kernel, release not shown.
+    assert report.rocm_version == rocm and report.driver_in_kernel is True and report.driver_version is None
+
+
+def test_amd_smi_metric_and_firmware_text_name_the_gpu():
+    (metric,) = _blocks(AMD_PASTES + "metric_text_unfenced_consumer-radeon_powerjoular-67_excerpt.txt", "amd_smi")
+    assert [g.index for g in smi.parse_amd_smi_text(metric.text).gpus] == [0]
+    firmware = _blocks(AMD_PASTES + "default-table_and_firmware_RX9070XT_rocm7.0.2_amdgpu-version-truncated-Linuxver_"
+                                    "ROCm-5536.txt", "amd_smi")[0]
+    assert "FW_LIST" in firmware.text and [g.index for g in smi.parse_amd_smi_text(firmware.text).gpus] == [0]
+
+
+def test_no_gpu_texts_are_errors():
+    # ROCm/ROCm#6176: /dev/kfd unusable; amd-smi and rocm-smi each say they see no GPU.
+    paste = "pastes/rocminfo/kfd-open-failed_plus-amd-smi-no-gpu_plus-rocm-smi-no-gpu_MI50-eGPU_rocm6.2.4_ROCm-6176.txt"
+    (amd,) = _blocks(paste, "amd_smi")
+    (rocm,) = _blocks(paste, "rocm_smi")
+    assert smi.parse_amd_smi_static(amd.text).error == ("ERROR: Unable to detect any GPU devices, check amdgpu version "
+                                                         "and module status")
+    report = smi.parse_rocm_smi(rocm.text)
+    assert report.error == "WARNING: No AMD GPUs specified" and report.gpus == []
+
+
+def test_rocm_smi_showallinfo_reads_the_partition_and_the_driver():
+    # MI300X x4 (SR-IOV VM): rocm-smi -a, amdgpu-dkms 6.7.0, SPX / NPS1.
+    (block,) = _blocks(ROCM_PASTES + "showallinfo-a_MI300X-x4_SRIOV-VM_driver-6.7.0_SPX_NPS1_thamada-gls.txt",
+                       "rocm_smi")
+    report = smi.parse_rocm_smi(block.text)
+    assert report.driver_version == "6.7.0" and report.driver_in_kernel is False
+    assert [(g.index, g.partition, g.memory_partition) for g in report.gpus] == [(i, "SPX", "NPS1") for i in range(4)]
+    assert {g.product_name for g in report.gpus} == {"AMD Instinct MI300X OAM"} and report.gpus[0].device_id == "0x74a1"
+
+
+def test_rocm_smi_a_of_2021_and_of_an_in_kernel_driver():
+    # rocm_smi_lib#77 (2021 layout: "GPU ID"), amdgpu 5.6.19; ROCm/ROCm#2410: Debian's kernel 6.1.0-18-amd64 driver.
+    (old,) = _blocks(ROCM_PASTES + "a_2021-style_RX5700XT-Navi10_driver-5.6.19_rocm_smi_lib-77_excerpt.txt", "rocm_smi")
+    report = smi.parse_rocm_smi(old.text)
+    assert report.driver_version == "5.6.19" and report.driver_in_kernel is False
+    assert report.gpus[0].device_id == "0x731f"
+    (debian,) = _blocks(ROCM_PASTES + "a_Raphael-iGPU_driver-version-is-kernel-6.1.0-18-amd64_ROCm-2410_excerpt.txt",
+                        "rocm_smi")
+    report = smi.parse_rocm_smi(debian.text)
+    assert report.driver_version == "6.1.0-18-amd64" and report.driver_in_kernel is True
+
+
+def test_rocm_smi_showdriverversion_with_the_in_kernel_driver():
+    # ROCm/ROCm#5225: `rocm-smi --showdriverversion` prints the kernel's release (6.14.0-28-generic).
+    blocks = _blocks(ROCM_PASTES + "concise_5.x-style_errors-interleaved_plus-showdriverversion-kernel-6.14.0-28-"
+                                   "generic_Radeon680M_ROCm-5225.txt", "rocm_smi")
+    (driver,) = [b for b in blocks if "Driver version" in b.text]
+    report = smi.parse_rocm_smi(driver.text)
+    assert report.driver_version == "6.14.0-28-generic" and report.driver_in_kernel is True
+
+
+def test_rocm_smi_json_cut_short_still_gives_the_card():
+    # systeminformation#960: `rocm-smi ... --json` of a Radeon 780M, the paste cut inside the object.
+    (block,) = _blocks(ROCM_PASTES + "json_a_Radeon780M-Phoenix3_rocm-smi-lib-6.2.4_systeminformation-pr960_"
+                                     "excerpt.txt", "rocm_smi")
+    (gpu,) = smi.parse_rocm_smi_json(block.text).gpus
+    assert (gpu.index, gpu.product_name, gpu.device_id, gpu.pci_bus, gpu.util_percent) == (
+        0, "Phoenix3", "0x1900", "0000:C4:00.0", 19.0)
+
+
+def test_the_new_readers_never_raise_on_noise_and_cuts():
+    from conftest import project_fixture
+
+    from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_q
+
+    rng = random.Random(7)
+    texts = [project_fixture(AMD_PASTES + "static_MI300A_x4_driver-6.9.0-rc5_amdsmi-readme.txt"),
+             project_fixture(AMD_PASTES + "default-table_and_firmware_RX9070XT_rocm7.0.2_amdgpu-version-truncated-"
+                                          "Linuxver_ROCm-5536.txt"),
+             project_fixture(ROCM_PASTES + "showallinfo-a_MI300X-x4_SRIOV-VM_driver-6.7.0_SPX_NPS1_thamada-gls.txt"),
+             project_fixture("pastes/nvidia_smi/q_H200_550.90.12_thamada-gls.txt")]
+    readers = (smi.parse_amd_smi_static, smi.parse_amd_smi_text, smi.parse_amd_smi_table, smi.parse_rocm_smi,
+               smi.parse_rocm_smi_json, smi.parse_amd_smi_version, parse_nvidia_smi_q, smi.amdgpu_driver_version)
+    noise = "".join(chr(rng.randrange(0, 0x3000)) for _ in range(5000))
+    for text in texts:
+        for _ in range(15):
+            start = rng.randrange(len(text))
+            cut = text[start:start + rng.randrange(1, 3000)]
+            for read in readers:
+                read(cut)
+    for read in readers:
+        read(noise)
+        read(None)
+        read(b"\xff\xfe GPU: 0\n    ASIC:\n")
+        read("| " + "0000:c2:00.0 " * 5000 + "|")  # a long row that is not one: bounded, never stuck

@@ -1,7 +1,9 @@
 """Checks: pure functions over Facts, each with a stable id, returning CheckResults.
 
 Adding a check is adding one decorated function in the module of its area; `ALL_CHECK_MODULES` lists the
-modules in report order. A check that raises becomes a "crash" verdict and the others still run.
+modules in report order. A check reads facts only through CheckContext's accessors: one that needs a fact that was
+not collected raises NotKnown, and becomes a skip naming that fact ("not known: /dev/shm size"). A check that
+raises anything else becomes a "crash" verdict and the others still run.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterable, Union
 
+from rocmcheck.facts.known import NOT_KNOWN_PHRASE, NotKnown
 from rocmcheck.fixes import BUG_FIX
 from rocmcheck.result import CheckResult, Status
 
@@ -101,11 +104,23 @@ def known_names() -> set[str]:
     return {s.id for s in specs} | {s.area for s in specs}
 
 
+def not_known_result(spec: CheckSpec, what: str, phrase: str) -> CheckResult:
+    """The skip of a check whose facts are not known: "<phrase>: <what>", data {"not_known": [what]}."""
+    return CheckResult(spec.id, Status.SKIP, f"{phrase}: {what}", [], None, area=spec.area,
+                       data={"not_known": [what]})
+
+
 def run_checks(specs: list[CheckSpec], ctx: object) -> list[CheckResult]:
+    """Each check's verdicts, stamped with its id. NotKnown becomes a skip in the words of ctx.unknown_phrase
+    ("not known" by default; triage says "not in the paste")."""
+    phrase = getattr(ctx, "unknown_phrase", NOT_KNOWN_PHRASE)
     results: list[CheckResult] = []
     for spec in specs:
         try:
             out = spec.func(ctx)
+        except NotKnown as exc:
+            results.append(not_known_result(spec, exc.what, phrase))
+            continue
         except Exception as exc:  # a bug in rocmcheck, never a verdict on the machine
             tb = traceback.extract_tb(exc.__traceback__)[-1]
             results.append(CheckResult(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.containers import docker_run_nvidia
+from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.host import MIN_SHM
 from rocmcheck.fixes import GROUPS_FIX, docker_run, shell
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -12,7 +13,8 @@ DRIVER_FIX = shell("sudo apt install amdgpu-dkms && sudo reboot", "install and l
 
 
 def _render_nodes(ctx: CheckContext) -> dict[str, dict]:
-    return {p: a for p, a in ctx.facts.devices.items() if p.startswith("/dev/dri/renderD")}
+    """Every /dev/dri/renderD* node: the whole device list must be known (a node missing from it is absent)."""
+    return {p: a for p, a in ctx.group("devices").items() if p.startswith("/dev/dri/renderD")}
 
 
 def _access_words(info: dict) -> str:
@@ -23,19 +25,19 @@ def _access_words(info: dict) -> str:
 
 @check("devices.kfd", "/dev/kfd present and read-write")
 def check_kfd(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
-    info = ctx.facts.devices.get("/dev/kfd", {})
-    in_container, _ = ctx.in_container
-    report = ctx.rocminfo
+    info = ctx.device("/dev/kfd")
+    report = known_or_none(lambda: ctx.rocminfo)
     evidence = [f"rocminfo: {report.error}"] if report is not None and report.error else []
+    if info.get("exists") and info.get("readable") and info.get("writable"):
+        return passed("/dev/kfd is read-write for this user")
+    in_container, _ = ctx.in_container
     if not info.get("exists"):
         if in_container:
             return failed("/dev/kfd is missing: the container was started without it", docker_run(), evidence)
         return failed("/dev/kfd is missing: the amdgpu (KFD) driver is not loaded",
                       DRIVER_FIX, evidence)
-    if info.get("readable") and info.get("writable"):
-        return passed("/dev/kfd is read-write for this user")
     fix = GROUPS_FIX
     if in_container:
         fix = docker_run("restart it with --group-add video --group-add render (or run as a user in those groups)")
@@ -44,12 +46,11 @@ def check_kfd(ctx: CheckContext) -> CheckResult:
 
 @check("devices.render", "/dev/dri/renderD* present and read-write")
 def check_render_nodes(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
     nodes = _render_nodes(ctx)
-    in_container, _ = ctx.in_container
     if not nodes:
-        fix = docker_run() if in_container else DRIVER_FIX
+        fix = docker_run() if ctx.in_container[0] else DRIVER_FIX
         return failed("no /dev/dri/renderD* nodes", fix)
     bad = {p: a for p, a in nodes.items() if not (a.get("readable") and a.get("writable"))}
     evidence = [f"{p}: {'ok' if p not in bad else _access_words(a)}" for p, a in nodes.items()]
@@ -60,41 +61,40 @@ def check_render_nodes(ctx: CheckContext) -> CheckResult:
 
 @check("devices.groups", "user in the render and video groups")
 def check_groups(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
-    user = ctx.facts.user
-    if user.get("uid") == 0:
+    if ctx.user_info("uid") == 0:
         return passed("running as root (group membership not needed)")
-    groups = set(user.get("groups") or [])
+    groups = set(ctx.user_info("groups") or [])
     missing = [g for g in ("render", "video") if g not in groups]
     evidence = [f"groups: {', '.join(sorted(groups)) or '(none)'}"]
-    absent = [g for g in missing if (user.get("group_ids") or {}).get(g) is None]
-    if absent:
-        evidence.append(f"group(s) not defined on this system: {', '.join(absent)}")
     if not missing:
         return passed("user is in render and video", evidence)
+    group_ids = known_or_none(lambda: ctx.user_info("group_ids"))
+    absent = [g for g in missing if group_ids is not None and group_ids.get(g) is None]
+    if absent:
+        evidence.append(f"group(s) not defined on this system: {', '.join(absent)}")
     # Access is what matters; membership only explains it. With working device nodes this is a warning.
-    kfd = ctx.facts.devices.get("/dev/kfd", {})
+    kfd = ctx.device("/dev/kfd")
     if kfd.get("readable") and kfd.get("writable"):
         return warned(f"user not in {', '.join(missing)} (devices are reachable anyway)", GROUPS_FIX, evidence)
     return failed(f"user not in {', '.join(missing)}", GROUPS_FIX, evidence)
 
 
 def missing_container_flags(ctx: CheckContext) -> list[str]:
-    """The docker run flags whose effect is absent from inside this container."""
-    f = ctx.facts
+    """The docker run flags whose effect is absent from inside this container (each fact must be known)."""
     missing = []
-    if not f.devices.get("/dev/kfd", {}).get("exists"):
+    if not ctx.device("/dev/kfd").get("exists"):
         missing.append("--device=/dev/kfd")
     if not _render_nodes(ctx):
         missing.append("--device=/dev/dri")
-    groups = set(f.user.get("groups") or [])
-    if f.user.get("uid") != 0 and not {"video", "render"} <= groups:
+    groups = set(ctx.user_info("groups") or [])
+    if ctx.user_info("uid") != 0 and not {"video", "render"} <= groups:
         missing.append("--group-add video --group-add render")
-    shm = f.limits.get("shm_bytes")
+    shm = ctx.limit("shm_bytes")
     if shm is not None and shm < MIN_SHM:
         missing.append("--ipc=host (or --shm-size 16G)")
-    status = f.files.get("/proc/self/status") or ""
+    status = ctx.file("/proc/self/status") or ""
     for line in status.splitlines():
         if line.startswith("Seccomp:") and line.split(":", 1)[1].strip() not in ("0", ""):
             missing.append("--security-opt seccomp=unconfined")
@@ -106,13 +106,13 @@ def check_container_flags(ctx: CheckContext) -> CheckResult:
     in_container, evidence = ctx.in_container
     if not in_container:
         return skipped("not in a container")
-    if ctx.vendor == "nvidia":
+    vendor = ctx.known_vendor()
+    if vendor == "nvidia":
         if ctx.nvidia_gpus:
             return passed("NVIDIA GPUs are visible inside this container", evidence)
         return failed("no NVIDIA GPU visible inside this container",
-                      shell("docker run -it --gpus all --ipc=host --ulimit memlock=-1:-1 "
-                            "nvcr.io/nvidia/pytorch:24.12-py3",
-                            "restart it with --gpus all (NVIDIA Container Toolkit); your image in place of NVIDIA's"),
+                      docker_run_nvidia("restart it with --gpus all (the NVIDIA Container Toolkit on the host); "
+                                        "your image in place of NVIDIA's"),
                       evidence)
     missing = missing_container_flags(ctx)
     if not missing:
@@ -120,7 +120,7 @@ def check_container_flags(ctx: CheckContext) -> CheckResult:
     summary = f"this container was started without: {' '.join(missing)}"
     fix = docker_run()
     gpu_devices_missing = any(m.startswith("--device") for m in missing)
-    if gpu_devices_missing and ctx.vendor != "amd":
+    if gpu_devices_missing and vendor != "amd":
         # No AMD stack visible at all: maybe a CPU-only host, maybe the devices were not passed. Say both.
         return warned(summary + " (no GPU reached the container)", fix, evidence)
     return failed(summary, fix, evidence)

@@ -1,19 +1,67 @@
-"""What the checks see: the raw Facts plus views derived once (parsed tool outputs, the GPU list)."""
+"""What the checks see: the Facts, read through accessors that know what was collected (rocmcheck/facts/known.py),
+plus views derived once (parsed tool outputs, the GPU list, the vendor, container detection).
+
+Unknown is not absent: an accessor returns the value (None = absent) of a fact that is known, and raises
+NotKnown(what) for one that is not; run_checks turns that into a skip naming the fact. A view that combines
+several facts raises NotKnown only when none of its sources is known.
+"""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any
+from typing import Any, Callable, TypeVar
 
-from rocmcheck.facts.collect import Facts
+from rocmcheck.facts.collect import Facts, in_env_domain
+from rocmcheck.facts.known import NOT_KNOWN_PHRASE, NotCollected, NotKnown, describe, knows, knows_all
 from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiGpu, SmiReport
 from rocmcheck.facts.rocm_location import RocmLocation
+from rocmcheck.facts.rocm_roots import ROOT_VARIABLES
 from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx, cuda_arch_from_capability
+from rocmcheck.result import CheckResult
 from rocmcheck.runner import CommandResult
 
 CONTAINER_CGROUP_MARKERS = ("docker", "kubepods", "containerd", "libpod", "lxc", "podman")
+# The facts that must be known before "no GPU here" (vendor "none") may be said: the driver modules and /dev/kfd
+# (with the GPU tools' outputs, which amd_gpus and nvidia_gpus need).
+NONE_NEEDS = (("present", "/sys/module/amdgpu"), ("present", "/sys/module/nvidia"), ("devices", "/dev/kfd"))
+VENDOR_WHAT = "which GPUs this machine has (no GPU tool output, device node or driver module known)"
+
+T = TypeVar("T")
+
+
+class known_view:  # noqa: N801 - used like cached_property
+    """A cached_property whose NotKnown is cached too: a view is computed once, known or not."""
+
+    def __init__(self, func: Callable[[Any], Any]) -> None:
+        self.func = func
+        self.name = func.__name__
+        self.__doc__ = func.__doc__
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        if obj is None:
+            return self
+        cache = obj.__dict__.setdefault("_views", {})
+        if self.name not in cache:
+            try:
+                cache[self.name] = (True, self.func(obj))
+            except NotKnown as exc:
+                cache[self.name] = (False, exc.what)
+        ok, value = cache[self.name]
+        if ok:
+            return value
+        raise NotKnown(value)
+
+
+def known_or_none(read: Callable[[], T]) -> T | None:
+    """The value, or None when it is not known: for evidence and enrichments that no verdict rests on."""
+    try:
+        return read()
+    except NotKnown:
+        return None
 
 
 @dataclass
@@ -35,90 +83,195 @@ class GpuView:
 class CheckContext:
     facts: Facts
     expected_archs: tuple[str, ...] = ()
+    # How a skip names a fact that is not known: "not known: /dev/shm size"; triage sets "not in the paste".
+    unknown_phrase: str = NOT_KNOWN_PHRASE
+
+    # ---- the facts, as known ---------------------------------------------------------------------------------
+    def knows(self, group: str, key: str | None = None) -> bool:
+        return knows(self.facts.known, group, key)
+
+    def _get(self, group: str, key: str) -> Any:
+        if not self.knows(group, key):
+            raise NotKnown(describe(group, key))
+        return getattr(self.facts, group).get(key)
+
+    def group(self, group: str) -> Any:
+        """A whole group, when every key of it is known (so what it lacks is absent)."""
+        if not knows_all(self.facts.known, group):
+            raise NotKnown(describe(group))
+        return getattr(self.facts, group)
+
+    def env_var(self, name: str) -> str | None:
+        """The variable's value, None when it is unset. A name the collector does not record is a bug in the
+        caller (NotCollected), never "unset"."""
+        if not in_env_domain(name):
+            raise NotCollected(f"{name} is not among the variables the collector records (facts/collect.py "
+                               "ENV_NAMES, ENV_PREFIXES): add it there before a check reads it")
+        return self._get("env", name)
+
+    def env_vars(self, names: tuple[str, ...] | list[str]) -> dict[str, str]:
+        """{name: value} of those set, every one of them known."""
+        values = {name: self.env_var(name) for name in names}
+        return {k: v for k, v in values.items() if v is not None}
+
+    def file(self, path: str) -> str | None:
+        """The file's text, None when it does not exist (or could not be read)."""
+        return self._get("files", path)
+
+    def present(self, path: str) -> bool:
+        return bool(self._get("present", path))
+
+    def device(self, path: str) -> dict[str, Any]:
+        """The device node's access record ({"exists": False} when there is no such node)."""
+        return self._get("devices", path) or {"exists": False}
+
+    def user_info(self, key: str) -> Any:
+        return self._get("user", key)
+
+    def limit(self, name: str) -> Any:
+        return self._get("limits", name)
+
+    def platform_info(self, key: str) -> Any:
+        return self._get("platform", key)
+
+    def os_field(self, key: str) -> Any:
+        return self._get("os_info", key)
+
+    def command(self, key: str) -> CommandResult | None:
+        """The tool's recorded run, None when the tool is not installed (or was not run)."""
+        return self._get("commands", key)
+
+    def package(self, name: str) -> str | None:
+        """The installed version of a distribution, None when it is not installed."""
+        return self._get("packages", name)
+
+    def torch_requires(self) -> list[str]:
+        if not self.knows("torch_requires"):
+            raise NotKnown(describe("torch_requires"))
+        return self.facts.torch_requires
+
+    def probe(self, name: str) -> dict[str, Any] | None:
+        """A Python probe's answer, None when it gave none (probe_failure says why)."""
+        return self._get("probes", name)
+
+    def probe_run(self, name: str) -> CommandResult | None:
+        return self._get("probe_runs", name)
+
+    def health(self, key: str) -> Any:
+        """A node-health record (facts/health.py): uptime_s, pci_gpus, cpufreq_governors, tunableop_files."""
+        return self._get("node_health", key)
+
+    def rocm_layout(self) -> dict[str, Any]:
+        if not self.knows("rocm_layout", "roots"):
+            raise NotKnown(describe("rocm_layout", "roots"))
+        return self.facts.rocm_layout
+
+    @property
+    def collected_at(self) -> float:
+        """When the facts were collected (Unix time; 0 when not recorded): for "how long ago" only."""
+        return self.facts.collected_at
+
+    def extensions(self) -> dict[str, Any]:
+        if not self.knows("extensions"):
+            raise NotKnown(describe("extensions"))
+        return self.facts.extensions
 
     # ---- parsed tool outputs -------------------------------------------------------------------
-    @cached_property
+    @known_view
     def rocminfo(self) -> RocminfoReport | None:
         from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
 
-        res = self.facts.command("rocminfo")
+        res = self.command("rocminfo")
         if res is None:
             return None
         return parse_rocminfo(res.stdout + ("\n" + res.stderr if res.stderr else ""))
 
-    @cached_property
+    @known_view
     def amd_smi(self) -> SmiReport | None:
         from rocmcheck.facts.parsers import smi
 
-        reports = []  # merge_smi: for each GPU, the first report that knows a field wins
-        binding = self.facts.probes.get("amdsmi") or {}
+        reports: list[SmiReport | None] = []  # merge_smi: for each GPU, the first report that knows a field wins
+        unknown: list[str] = []
+        binding = known_or_none(lambda: self.probe("amdsmi")) or {}
         if binding.get("gpus"):  # the amdsmi Python binding first: no text to parse
             reports.append(SmiReport("amdsmi", [SmiGpu(g["index"], product_name=g.get("name") or None, gfx=g.get("gfx"),
                                                        vram_total_bytes=g.get("memory_total"))
                                                 for g in binding["gpus"]]))
-        static = self.facts.command("amd-smi-static")
-        if static is not None and static.ok:
-            reports.append(smi.parse_amd_smi_static_json(static.stdout))
-        version = self.facts.command("amd-smi-version")
-        if version is not None and version.ok:
-            reports.append(smi.parse_amd_smi_version(version.stdout))
-        rjson = self.facts.command("rocm-smi-json")
-        if rjson is not None and rjson.ok:
-            reports.append(smi.parse_rocm_smi_json(rjson.stdout))
-        concise = self.facts.command("rocm-smi")
-        if concise is not None and concise.ok:
-            reports.append(smi.parse_rocm_smi(concise.stdout))
+        for key, parse in (("amd-smi-static", smi.parse_amd_smi_static), ("amd-smi-version", smi.parse_amd_smi_version),
+                           ("rocm-smi-json", smi.parse_rocm_smi_json), ("rocm-smi", smi.parse_rocm_smi)):
+            res = self.from_source(lambda key=key: self.command(key), unknown)
+            if res is not None and res.ok:
+                reports.append(parse(res.stdout))
+        if unknown and not any(r.gpus for r in reports if r is not None):  # what lists nothing shows nothing
+            raise NotKnown(unknown[0])
         reports = [r for r in reports if r is not None]
         return smi.merge_smi(*reports) if reports else None
 
-    @cached_property
+    @known_view
     def nvidia_smi(self) -> SmiReport | None:
+        """NVIDIA's GPUs, driver and CUDA version: the NVML binding first (no text to parse), then the csv query (it
+        names the compute capability), the table, `nvidia-smi -q`; per GPU index the first that knows a field wins.
+        NotKnown when nothing lists a GPU and one of nvidia-smi's outputs is not known (NVML's absence says nothing
+        about the driver)."""
         from rocmcheck.facts.collect import NVIDIA_QUERY_FIELDS
-        from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
+        from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_q, parse_nvidia_smi_table
+        from rocmcheck.facts.parsers.smi import merge_smi
 
-        nvml = self.facts.probes.get("nvml") or {}
-        if nvml.get("gpus"):  # the NVML binding (nvidia-ml-py) when present: no text to parse
-            return SmiReport("nvml", [SmiGpu(g["index"], product_name=g.get("name") or None,
-                                             vram_total_bytes=g.get("memory_total"),
-                                             vram_used_bytes=g.get("memory_used"), uuid=g.get("uuid"),
-                                             compute_cap=g.get("compute_cap")) for g in nvml["gpus"]],
-                             driver_version=nvml.get("driver_version"), cuda_version=nvml.get("cuda_version"))
-        query = self.facts.command("nvidia-smi-query")
-        if query is None:
+        unknown: list[str] = []
+        reports: list[SmiReport] = []
+        nvml = known_or_none(lambda: self.probe("nvml")) or {}
+        if nvml.get("gpus"):
+            reports.append(SmiReport("nvml", [SmiGpu(g["index"], product_name=g.get("name") or None,
+                                                     vram_total_bytes=g.get("memory_total"),
+                                                     vram_used_bytes=g.get("memory_used"), uuid=g.get("uuid"),
+                                                     compute_cap=g.get("compute_cap")) for g in nvml["gpus"]],
+                                     driver_version=nvml.get("driver_version"), cuda_version=nvml.get("cuda_version")))
+        for key, parse in (("nvidia-smi-query", lambda t: parse_nvidia_smi_csv(t, NVIDIA_QUERY_FIELDS)),
+                           ("nvidia-smi", parse_nvidia_smi_table), ("nvidia-smi-health", parse_nvidia_smi_q)):
+            res = self.from_source(lambda key=key: self.command(key), unknown)
+            if res is not None and res.ok:
+                reports.append(parse(res.stdout))
+        if unknown and not any(r.gpus for r in reports):
+            raise NotKnown(unknown[0])
+        if not reports:
             return None
-        report = parse_nvidia_smi_csv(query.stdout, NVIDIA_QUERY_FIELDS) if query.ok else None
-        table = self.facts.command("nvidia-smi")
-        if table is not None and table.ok:
-            header = parse_nvidia_smi_table(table.stdout)
-            if report is None or not report.gpus:
-                report = header
-            else:
-                report.cuda_version = report.cuda_version or header.cuda_version
-                report.driver_version = report.driver_version or header.driver_version
-        return report
+        merged = merge_smi(*reports)
+        merged.tool = "nvml" if nvml.get("gpus") else "nvidia-smi"
+        return merged
 
-    @cached_property
+    @staticmethod
+    def from_source(read: Callable[[], T], unknown: list[str]) -> T | None:
+        """One source of a combined view: its value, or None with its name added to `unknown`."""
+        try:
+            return read()
+        except NotKnown as exc:
+            unknown.append(exc.what)
+            return None
+
+    @known_view
     def hipconfig(self) -> HipConfig | None:
         from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
 
-        res = self.facts.command("hipconfig")
+        res = self.command("hipconfig")
         if res is None or not res.ok:
             return None
         return parse_hipconfig(res.stdout)
 
-    @cached_property
+    @known_view
     def rocm(self) -> RocmLocation | None:
-        """The ROCm a build here would use: rocm_location's rule over the recorded layout and hipconfig."""
+        """The ROCm a build here would use: rocm_location's rule over the recorded layout, the root variables
+        (ROCM_PATH, ROCM_HOME) and hipconfig's root and version; each of them must be known."""
         from rocmcheck.facts.rocm_location import locate_rocm
 
+        layout = self.rocm_layout()
+        roots = self.env_vars(ROOT_VARIABLES)
         hip = self.hipconfig
-        return locate_rocm(self.facts.rocm_layout, self.facts.env,
-                           hip.rocm_path if hip else None, hip.hip_version if hip else None)
+        return locate_rocm(layout, roots, hip.rocm_path if hip else None, hip.hip_version if hip else None)
 
     # ---- Python stack (child-process probes) ---------------------------------------------------
     @property
     def torch(self) -> dict[str, Any] | None:
-        return self.facts.probes.get("torch")
+        return self.probe("torch")
 
     @property
     def torch_is_rocm(self) -> bool:
@@ -130,17 +283,19 @@ class CheckContext:
 
     def probe_died(self, name: str) -> bool:
         """The child hung or was killed while probing name (so the import itself is the problem)."""
-        run = self.facts.probe_runs.get(name)
-        return name not in self.facts.probes and run is not None and (
-            run.timed_out or (run.returncode is not None and run.returncode < 0))
+        if self.probe(name) is not None:
+            return False
+        run = self.probe_run(name)
+        return run is not None and (run.timed_out or (run.returncode is not None and run.returncode < 0))
 
     def probe_failure(self, name: str) -> str | None:
         """Why a Python probe gave no JSON (crash, hang), or None when it did."""
-        if name in self.facts.probes:
+        if self.probe(name) is not None:
             return None
-        run = self.facts.probe_runs.get(name)
+        run = self.probe_run(name)
         if run is None:
-            hung = [n for n, r in self.facts.probe_runs.items() if r.timed_out and n not in self.facts.probes]
+            runs = self.group("probe_runs")
+            hung = [n for n, r in runs.items() if r.timed_out and n not in self.facts.probes]
             return f"was not reached: {hung[0]} hung first in the same child" if hung else "was not run"
         if run.timed_out:
             return f"hung: no answer within {run.timeout_s:g} s"
@@ -149,59 +304,75 @@ class CheckContext:
         return f"gave no result (exit {run.returncode}); last stderr line: {_last_line(run.stderr)}"
 
     # ---- the machine ---------------------------------------------------------------------------
-    @cached_property
+    @known_view
     def in_container(self) -> tuple[bool, list[str]]:
-        evidence = []
-        if self.facts.present.get("/.dockerenv"):
+        """(inside a container?, the evidence). Any one sign says yes; "no" needs every sign known."""
+        evidence: list[str] = []
+        unknown: list[str] = []
+        if self.from_source(lambda: self.present("/.dockerenv"), unknown):
             evidence.append("/.dockerenv exists")
-        if self.facts.present.get("/run/.containerenv"):
+        if self.from_source(lambda: self.present("/run/.containerenv"), unknown):
             evidence.append("/run/.containerenv exists (podman)")
-        if self.facts.env.get("container"):
-            evidence.append(f"container={self.facts.env['container']}")
-        cgroup = self.facts.files.get("/proc/1/cgroup") or ""
+        container = self.from_source(lambda: self.env_var("container"), unknown)
+        if container:
+            evidence.append(f"container={container}")
+        cgroup = self.from_source(lambda: self.file("/proc/1/cgroup"), unknown) or ""
         hits = [m for m in CONTAINER_CGROUP_MARKERS if m in cgroup]
         if hits:
             evidence.append(f"/proc/1/cgroup mentions {', '.join(hits)}")
+        if not evidence and unknown:
+            raise NotKnown(f"whether this runs in a container ({unknown[0]})")
         return bool(evidence), evidence
 
-    @cached_property
+    @known_view
     def amd_signs(self) -> list[str]:
-        """Evidence that this is meant to be an AMD GPU machine."""
-        f = self.facts
+        """Evidence that this is meant to be an AMD GPU machine (from the facts that are known)."""
         signs = []
-        if f.present.get("/sys/module/amdgpu"):
+        if known_or_none(lambda: self.present("/sys/module/amdgpu")):
             signs.append("amdgpu kernel module loaded")
-        if f.devices.get("/dev/kfd", {}).get("exists"):
+        if (known_or_none(lambda: self.device("/dev/kfd")) or {}).get("exists"):
             signs.append("/dev/kfd exists")
-        if "rocminfo" in f.commands:
+        if known_or_none(lambda: self.command("rocminfo")) is not None:
             signs.append("rocminfo installed")
-        if self.rocm is not None:
-            signs.append(f"a ROCm install is present ({self.rocm.root}, {self.rocm.layout} layout)")
-        if self.torch_is_rocm:
+        rocm = known_or_none(lambda: self.rocm)
+        if rocm is not None:
+            signs.append(f"a ROCm install is present ({rocm.root}, {rocm.layout} layout)")
+        if known_or_none(lambda: self.torch_is_rocm):
             signs.append("torch is a ROCm build")
         return signs
 
-    @cached_property
+    @known_view
     def nvidia_signs(self) -> list[str]:
-        f = self.facts
         signs = []
-        if f.present.get("/sys/module/nvidia") or f.files.get("/proc/driver/nvidia/version"):
+        if known_or_none(lambda: self.present("/sys/module/nvidia")) or \
+                known_or_none(lambda: self.file("/proc/driver/nvidia/version")):
             signs.append("nvidia kernel module loaded")
-        if "nvidia-smi-query" in f.commands:
+        if any(known_or_none(lambda key=key: self.command(key)) is not None for key in ("nvidia-smi-query",
+                                                                                        "nvidia-smi")):
             signs.append("nvidia-smi installed")
-        if (f.probes.get("nvml") or {}).get("gpus"):
+        if (known_or_none(lambda: self.probe("nvml")) or {}).get("gpus"):
             signs.append("NVML lists GPUs")
-        if self.torch_is_cuda:
+        if known_or_none(lambda: self.torch_is_cuda):
             signs.append("torch is a CUDA build")
         return signs
 
-    @cached_property
+    @known_view
     def amd_gpus(self) -> list[GpuView]:
+        """The AMD GPUs: rocminfo's agents (named and sized with amd-smi / rocm-smi where they say more); when
+        rocminfo's output is not known, the GPUs amd-smi / rocm-smi list with their arch. Absent GPUs are only
+        concluded from rocminfo."""
+        smi = known_or_none(lambda: self.amd_smi)
+        try:
+            report = self.rocminfo
+        except NotKnown:
+            gpus = [view for g in (smi.gpus if smi else []) if (view := self._smi_gpu(g)).arch]
+            if not gpus:
+                raise NotKnown("rocminfo output") from None
+            return gpus
         out: list[GpuView] = []
-        report = self.rocminfo
         if report is None:
             return out
-        smi_gpus = {g.index: g for g in (self.amd_smi.gpus if self.amd_smi else [])}
+        smi_gpus = {g.index: g for g in (smi.gpus if smi else [])}
         for i, agent in enumerate(report.gpus):
             entry = arch_info(agent.name)
             smi_gpu = smi_gpus.get(i)
@@ -217,16 +388,30 @@ class CheckContext:
                 product = entry.match_product(smi_gpu.product_name)
             out.append(GpuView("amd", i, base_gfx(agent.name), name, memory, "rocminfo", entry, product,
                                {"compute_units": agent.compute_units, "uuid": agent.uuid, "is_apu": agent.is_apu,
-                                "partition": smi_gpu.partition if smi_gpu else None}))
+                                "partition": smi_gpu.partition if smi_gpu else None,
+                                "memory_partition": smi_gpu.memory_partition if smi_gpu else None}))
         return out
 
-    @cached_property
+    @staticmethod
+    def _smi_gpu(g: SmiGpu) -> GpuView:
+        """An AMD GPU from amd-smi / rocm-smi alone: its gfx target, else the arch its product name belongs to."""
+        from rocmcheck.knowledge import product_arch
+
+        entry = arch_info(g.gfx) if g.gfx else product_arch("amd", g.product_name)
+        arch = base_gfx(g.gfx) if g.gfx else entry.name if entry else None
+        product = entry.match_product(g.product_name) if entry else None
+        return GpuView("amd", g.index, arch, g.product_name, g.vram_total_bytes, "amd-smi", entry, product,
+                       {"compute_units": g.compute_units, "uuid": g.uuid, "is_apu": False, "partition": g.partition,
+                        "memory_partition": g.memory_partition})
+
+    @known_view
     def nvidia_gpus(self) -> list[GpuView]:
         out: list[GpuView] = []
         report = self.nvidia_smi
         if report is None:
             return out
-        torch_devices = (self.torch or {}).get("devices") or [] if self.torch_is_cuda else []
+        torch = known_or_none(lambda: self.torch) or {}
+        torch_devices = (torch.get("devices") or []) if torch.get("cuda") and not torch.get("hip") else []
         for g in report.gpus:
             cap = g.compute_cap or ""
             if not cap and g.index < len(torch_devices) and torch_devices[g.index].get("capability"):
@@ -236,23 +421,60 @@ class CheckContext:
                 major, minor = cap.split(".", 1)
                 arch = cuda_arch_from_capability(major, minor)
             entry = arch_info(arch) if arch else None
+            if entry is None and not arch:
+                from rocmcheck.knowledge import nvidia_arch_of_product
+
+                entry = nvidia_arch_of_product(g.product_name)  # the product name says the arch
+                arch = entry.name if entry else None
             product = entry.match_product(g.product_name) if entry else None
             out.append(GpuView("nvidia", g.index, arch, g.product_name, g.vram_total_bytes, "nvidia-smi",
-                               entry, product, {"uuid": g.uuid}))
+                               entry, product, {"uuid": g.uuid, "capability_source": "compute_cap" if g.compute_cap
+                                                else "torch" if cap else "product name" if arch else None}))
         return out
 
     @property
     def gpus(self) -> list[GpuView]:
+        """Every GPU known; NotKnown only when neither vendor's GPUs are known."""
+        unknown: list[str] = []
+        amd = self.from_source(lambda: self.amd_gpus, unknown)
+        nvidia = self.from_source(lambda: self.nvidia_gpus, unknown)
+        if amd is None and nvidia is None:
+            raise NotKnown("the GPUs (rocminfo, amd-smi or nvidia-smi output)")
+        return (amd or []) + (nvidia or [])
+
+    def every_gpu(self) -> list[GpuView]:
+        """Every GPU, both vendors' known: an empty list means there is none (NotKnown when either is not known)."""
         return self.amd_gpus + self.nvidia_gpus
 
-    @property
+    @known_view
     def vendor(self) -> str:
-        """"amd", "nvidia" or "none": what kind of GPU machine this is meant to be."""
-        if self.amd_gpus or (self.amd_signs and not self.nvidia_gpus):
+        """"amd", "nvidia", "none" (known to have no GPU stack) or "unknown" (not enough is known to say)."""
+        amd = known_or_none(lambda: self.amd_gpus)
+        nvidia = known_or_none(lambda: self.nvidia_gpus)
+        if amd or (self.amd_signs and not nvidia):
             return "amd"
-        if self.nvidia_gpus or self.nvidia_signs:
+        if nvidia or self.nvidia_signs:
             return "nvidia"
-        return "none"
+        if amd is not None and nvidia is not None and all(self.knows(g, k) for g, k in NONE_NEEDS):
+            return "none"
+        return "unknown"
+
+    def not_known(self, what: str, evidence: list[str] | None = None, **data: Any) -> CheckResult:
+        """The skip of a judgement whose fact is not known, with evidence of what is (else raise NotKnown)."""
+        from rocmcheck.result import skipped
+
+        return skipped(f"{self.unknown_phrase}: {what}", evidence, not_known=[what], **data)
+
+    def known_vendor(self) -> str:
+        """vendor, for a judgement that depends on it: NotKnown when it is "unknown"."""
+        if self.vendor == "unknown":
+            raise NotKnown(VENDOR_WHAT)
+        return self.vendor
+
+    def vendor_gpus(self) -> list[GpuView]:
+        """The GPUs of this machine's vendor."""
+        vendor = self.known_vendor()
+        return self.amd_gpus if vendor == "amd" else self.nvidia_gpus if vendor == "nvidia" else []
 
 
 def installed_but_cannot_start(res: CommandResult) -> bool:

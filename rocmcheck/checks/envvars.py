@@ -5,6 +5,7 @@ from __future__ import annotations
 from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
+from rocmcheck.facts.parsers.nccl_env import TRANSPORT_VARS, transport_settings
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -13,7 +14,7 @@ VISIBLE_VARS = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEV
 
 @check("env.hsa_override", "HSA_OVERRIDE_GFX_VERSION not faking the arch")
 def check_hsa_override(ctx: CheckContext) -> CheckResult:
-    value = ctx.facts.env.get("HSA_OVERRIDE_GFX_VERSION")
+    value = ctx.env_var("HSA_OVERRIDE_GFX_VERSION")
     if value is None:
         return passed("HSA_OVERRIDE_GFX_VERSION is not set")
     parts = [_index(p) for p in value.split(".")]
@@ -38,8 +39,7 @@ def check_hsa_override(ctx: CheckContext) -> CheckResult:
 
 @check("env.visible_devices", "GPU visibility variables consistent")
 def check_visible_devices(ctx: CheckContext) -> CheckResult:
-    env = ctx.facts.env
-    setvars = {v: env[v] for v in VISIBLE_VARS if v in env}
+    setvars = ctx.env_vars(VISIBLE_VARS)
     if not setvars:
         return passed("no visibility variable set: every GPU is visible")
     evidence = [f"{k}={v!r}" for k, v in setvars.items()]
@@ -47,9 +47,9 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
     if empty:
         return failed(f"{', '.join(empty)} is empty, which hides every GPU",
                       fixes.unset(*empty), evidence)
-    count = len(ctx.amd_gpus) if ctx.vendor == "amd" else len(ctx.nvidia_gpus)
     # rocminfo and nvidia-smi already apply ROCR_/CUDA_VISIBLE_DEVICES, so indices are judged against what is left
     # only for HIP_VISIBLE_DEVICES (relative to ROCR's selection, per ROCm's GPU isolation docs).
+    count = len(ctx.vendor_gpus()) if "HIP_VISIBLE_DEVICES" in setvars else 0
     if count and "HIP_VISIBLE_DEVICES" in setvars:
         bad = [t.strip() for t in setvars["HIP_VISIBLE_DEVICES"].split(",") if _index(t) is not None
                and _index(t) >= count]
@@ -63,8 +63,8 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
     if twice is not None:
         return twice
     distinct = {v.replace(" ", "") for v in setvars.values()}
-    keep = "CUDA_VISIBLE_DEVICES" if ctx.vendor == "nvidia" else "ROCR_VISIBLE_DEVICES"
     if len(setvars) > 1 and len(distinct) > 1:
+        keep = "CUDA_VISIBLE_DEVICES" if ctx.known_vendor() == "nvidia" else "ROCR_VISIBLE_DEVICES"
         return warned("several visibility variables set to different values",
                       fixes.unset(*[v for v in setvars if v != keep],
                                   why=f"keep one: {keep} ({'ROCm' if keep.startswith('ROCR') else 'NVIDIA'}); "
@@ -74,11 +74,11 @@ def check_visible_devices(ctx: CheckContext) -> CheckResult:
 
 @check("env.pytorch_rocm_arch", "PYTORCH_ROCM_ARCH covers the GPUs")
 def check_pytorch_rocm_arch(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
     archs = sorted({g.arch for g in ctx.amd_gpus if g.arch}) or list(ctx.expected_archs)
     suggestion = ";".join(archs) or "gfx942"
-    value = ctx.facts.env.get("PYTORCH_ROCM_ARCH")
+    value = ctx.env_var("PYTORCH_ROCM_ARCH")
     if value is None:
         return passed(f"unset (read only by source builds); for builds: export PYTORCH_ROCM_ARCH={suggestion}")
     listed = [a for a in value.replace(";", " ").split() if a]
@@ -93,6 +93,20 @@ def check_pytorch_rocm_arch(ctx: CheckContext) -> CheckResult:
                       fixes.shell("export PYTORCH_ROCM_ARCH={archs}",
                                   "else extensions fail with 'invalid device function'", archs=suggestion))
     return passed(f"PYTORCH_ROCM_ARCH={value} covers {', '.join(archs) or 'the target'}")
+
+
+@check("env.nccl_transport", "NCCL/RCCL peer-to-peer and shared-memory transports not switched off")
+def check_nccl_transport(ctx: CheckContext) -> CheckResult:
+    settings = transport_settings(ctx.env_vars(TRANSPORT_VARS))
+    if not settings:
+        return passed("NCCL_P2P_DISABLE, NCCL_SHM_DISABLE and NCCL_P2P_LEVEL are not set")
+    evidence = [f"{s.name}={s.value!r}: {s.meaning}" for s in settings]
+    off = [s for s in settings if s.turns_off]
+    if off:
+        said = ", ".join(f"{s.name}={s.value}" for s in off)
+        return warned(f"{said} switches a NCCL/RCCL transport off: collectives between this node's GPUs go through "
+                      "host memory and run far slower", fixes.nccl_transport_unset(*[s.name for s in off]), evidence)
+    return passed("NCCL/RCCL transports on (" + "; ".join(s.meaning for s in settings) + ")", evidence)
 
 
 # More digits than any GPU index has: such a value is not an index (and int() of thousands of digits raises).
@@ -113,7 +127,7 @@ def _indices(value: str) -> list[int] | None:
 def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult | None:
     """On ROCm, HIP_/CUDA_VISIBLE_DEVICES index within what ROCR_VISIBLE_DEVICES left (ROCm GPU isolation docs):
     the same list in both does not mean the same GPUs."""
-    if ctx.vendor == "nvidia" or "ROCR_VISIBLE_DEVICES" not in setvars:
+    if "ROCR_VISIBLE_DEVICES" not in setvars or ctx.known_vendor() == "nvidia":
         return None
     second = next((v for v in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in setvars), None)
     if second is None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import signal
 
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext, GpuView, installed_but_cannot_start, tool_failure
+from rocmcheck.checks.context import CheckContext, GpuView, installed_but_cannot_start, known_or_none, tool_failure
+from rocmcheck.facts.known import NotKnown
 from rocmcheck.facts.parsers._text import clean_lines
 from rocmcheck.fixes import BUG_FIX, GROUPS_FIX, docker_run, note, shell, unset, with_why
 from rocmcheck.knowledge import arch_info
@@ -23,6 +24,11 @@ ROCMINFO_ERROR_FIXES = {
     "hsa_error": shell("unset HSA_OVERRIDE_GFX_VERSION; ulimit -a", "the HSA runtime failed to start: check threads "
                        "and memlock limits and that the ROCm user space matches the host driver"),
     "driver_not_loaded": shell("sudo modprobe amdgpu", "on the host; install amdgpu-dkms if it is missing"),
+    # ROCr disables every GPU whose kernel driver is older than the userspace (ROCm/ROCm#1583, #1536).
+    "incompatible_kernel_userspace": shell(
+        "sudo amdgpu-install --usecase=dkms", "the amdgpu kernel driver is older than this ROCm's userspace: install "
+        "the amdgpu-dkms of this ROCm release, then reboot; or install the ROCm release that matches the driver "
+        "`dkms status` shows; in a container, the host's driver is the one that counts"),
 }
 
 
@@ -31,14 +37,14 @@ def describe_gpu(g: GpuView) -> str:
     cus = g.extra.get("compute_units")
     cu = f", {cus} CUs" if cus else ""
     product = f" = {g.product.name}" if g.product else ""
-    return f"GPU {g.index}: {g.arch or '?'} {g.name or ''}{product}{cu}{mem}".replace("  ", " ")
+    return f"GPU {g.index}: {g.arch or '(arch not known)'} {g.name or ''}{product}{cu}{mem}".replace("  ", " ")
 
 
 @check("gpu.rocminfo", "rocminfo runs and lists the GPUs")
 def check_rocminfo(ctx: CheckContext) -> CheckResult:
-    res = ctx.facts.command("rocminfo")
+    res = ctx.command("rocminfo")
     if res is None:
-        if ctx.vendor == "amd":
+        if ctx.known_vendor() == "amd":
             return failed("rocminfo not found",
                           shell("sudo apt install rocminfo", "part of ROCm, or add /opt/rocm/bin to PATH; DeepSpeed's "
                                 "op builder also reads rocminfo for the arch and wavefront size"), ctx.amd_signs)
@@ -85,33 +91,66 @@ def check_gpu_present(ctx: CheckContext) -> CheckResult:
     gpus = ctx.gpus
     if gpus:
         return passed(f"{len(gpus)} {ctx.vendor.upper()} GPU(s) found", [describe_gpu(g) for g in gpus])
-    if ctx.vendor == "none":
+    vendor = ctx.known_vendor()
+    ctx.vendor_gpus()  # NotKnown when this vendor's GPU list is not known: then their absence is not shown
+    if vendor == "none":
         return failed("no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi — a CPU-only machine; the checks below "
                       "judge only what needs no GPU",
                       docker_run("inside a container: pass the devices (NVIDIA: --gpus all); else run on a machine "
                                  "with an AMD Instinct (or NVIDIA) GPU"))
-    return failed(f"no {ctx.vendor.upper()} GPU visible although the stack is there",
+    report = known_or_none(lambda: ctx.rocminfo) if vendor == "amd" else None
+    if report is not None and report.error:  # rocminfo names why: say it here too
+        return failed(f"no AMD GPU visible: rocminfo says {report.error}",
+                      note("gpu.rocminfo above gives the fix for this error"), ctx.amd_signs)
+    return failed(f"no {vendor.upper()} GPU visible although the stack is there",
                   note("the devices.* and gpu.rocminfo verdicts above say why the GPUs are not visible"),
-                  ctx.amd_signs if ctx.vendor == "amd" else ctx.nvidia_signs)
+                  ctx.amd_signs if vendor == "amd" else ctx.nvidia_signs)
+
+
+# bf16 on NVIDIA needs Ampere (compute capability 8.0) or newer; before it torch emulates bf16 (far slower) or refuses
+# it, flash-attn 2 does not build for it, and transformers refuses bf16=True when torch says it is not supported:
+# "Your setup doesn't support bf16/gpu. ... You need Ampere+ GPU with cuda>=11.0" (transformers/training_args.py).
+NO_BF16_FIX = note("fine-tune in fp16 with loss scaling (HF Trainer: --fp16; torch: autocast(dtype=torch.float16) with "
+                   "GradScaler) or use a GPU of compute capability 8.0 or newer (A100, A10, L4, L40S, H100)")
 
 
 @check("gpu.arch", "GPU architectures known and supported")
 def check_gpu_arch(ctx: CheckContext) -> CheckResult:
-    gpus = ctx.amd_gpus or ctx.nvidia_gpus
+    gpus = known_or_none(lambda: ctx.amd_gpus) or known_or_none(lambda: ctx.nvidia_gpus)
     if not gpus:
+        ctx.every_gpu()  # NotKnown when either vendor's GPUs are not known
         return skipped("no GPU to judge")
+    nameless = [g for g in gpus if not g.arch]
+    if nameless:
+        g = nameless[0]
+        raise NotKnown(f"the arch of GPU {g.index} ({g.name or 'no name either'}): {g.source} gave no compute "
+                       "capability and rocmcheck's table does not know the product")
     evidence = [describe_gpu(g) for g in gpus]
-    unknown = sorted({g.arch or "?" for g in gpus if g.arch_entry is None})
+    unknown = sorted({g.arch for g in gpus if g.arch_entry is None})
     removed = sorted({g.arch for g in gpus if g.arch_entry and g.arch_entry.status in ("removed", "deprecated")})
-    archs = sorted({g.arch or "?" for g in gpus})
+    no_bf16 = sorted({g.arch for g in gpus if g.arch_entry and not g.arch_entry.bf16 and g.arch not in removed})
+    archs = sorted({g.arch for g in gpus})
+    vendor = gpus[0].vendor
     if removed:
         notes = "; ".join(f"{a}: {arch_info(a).note}" for a in removed if arch_info(a) and arch_info(a).note)
-        return failed(f"{', '.join(removed)} is no longer supported by current ROCm",
-                      note(f"use a GPU current ROCm supports (gfx942 MI300X for fine-tuning); {notes}"), evidence)
+        stack = "current ROCm" if vendor == "amd" else "current CUDA and PyTorch"
+        advice = "gfx942 MI300X" if vendor == "amd" else "compute capability 8.0 or newer"
+        return failed(f"{', '.join(removed)} is no longer supported by {stack}",
+                      note(f"use a GPU {stack} supports ({advice} for fine-tuning); {notes}"), evidence)
+    if no_bf16:
+        names = ", ".join(sorted({f"{g.arch} ({g.product.name if g.product else g.name})" for g in gpus
+                                  if g.arch in no_bf16}))
+        return failed(f"{names} cannot run bf16: bf16 needs compute capability 8.0 (Ampere) or newer; a bf16 "
+                      "fine-tune is emulated or refused here ('Your setup doesn't support bf16/gpu')",
+                      NO_BF16_FIX, evidence, archs=archs, bf16=False)
     if unknown:
-        return warned(f"arch {', '.join(unknown)} is not in rocmcheck's table",
-                      unset("HSA_OVERRIDE_GFX_VERSION", why="if it was set, then re-run; else check the arch against "
-                            "https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html"), evidence)
+        if vendor == "nvidia":
+            fix = note("check the compute capability against https://developer.nvidia.com/cuda-gpus and that torch's "
+                       "arch list covers it (torch.arch_list)")
+        else:
+            fix = unset("HSA_OVERRIDE_GFX_VERSION", why="if it was set, then re-run; else check the arch against "
+                        "https://rocm.docs.amd.com/en/latest/reference/gpu-specs.html")
+        return warned(f"arch {', '.join(unknown)} is not in rocmcheck's table", fix, evidence)
     mixed = " (mixed architectures: kernels must be built for each)" if len(archs) > 1 else ""
     return passed(f"{', '.join(archs)}{mixed}", evidence,
                   archs=archs, products=sorted({g.product.name for g in gpus if g.product}))
@@ -123,7 +162,7 @@ def check_expected_arch(ctx: CheckContext) -> CheckResult:
         return skipped("no --arch given (pass --arch gfx942 to assert what you expect)")
     gpus = ctx.gpus
     expected = set(ctx.expected_archs)
-    if not gpus:
+    if not gpus and not ctx.every_gpu():
         return failed(f"expected {', '.join(sorted(expected))} but no GPU was found",
                       note("see gpu.present above"))
     wrong = [g for g in gpus if g.arch not in expected]
@@ -136,19 +175,38 @@ def check_expected_arch(ctx: CheckContext) -> CheckResult:
     return passed(f"all {len(gpus)} GPU(s) are {', '.join(sorted(expected))}", evidence)
 
 
-@check("gpu.partition", "MI300 compute partition mode")
+# The GPUs that partition: MI300 series (gfx942) and MI350 series (gfx950), compute SPX/DPX/QPX/CPX and memory NPS1/
+# NPS2/NPS4 (AMD Instinct partitioning docs). A partition is its own GPU agent with a fraction of the compute units.
+PARTITIONING_ARCHS = ("gfx942", "gfx950")
+
+
+def _whole_compute_units(g: GpuView) -> int | None:
+    """The compute units of the whole GPU (its product's; the smallest of the arch's products when it is not known)."""
+    if g.product and g.product.compute_units:
+        return g.product.compute_units
+    counts = [p.compute_units for p in (g.arch_entry.products if g.arch_entry else ()) if p.compute_units]
+    return min(counts) if counts else None
+
+
+@check("gpu.partition", "MI300 / MI350 compute and memory partition mode")
 def check_partition(ctx: CheckContext) -> CheckResult:
-    mi300 = [g for g in ctx.amd_gpus if g.arch == "gfx942"]
-    if not mi300:
-        return skipped("no MI300-class GPU")
-    modes = {g.extra.get("partition") for g in mi300 if g.extra.get("partition")}
-    # A whole MI300X has 304 CUs; CPX shows 38 per partition, QPX 76, DPX 152 (ROCm MI300 docs).
-    cus = {g.extra.get("compute_units") for g in mi300 if g.extra.get("compute_units")}
-    partitioned = (modes and modes != {"SPX"}) or any(c and c < 228 for c in cus)
-    evidence = [f"partition mode(s): {', '.join(sorted(m for m in modes if m)) or 'not reported'}",
-                f"compute units per GPU agent: {', '.join(str(c) for c in sorted(c for c in cus if c)) or '?'}"]
+    parts = [g for g in ctx.amd_gpus if g.arch in PARTITIONING_ARCHS]
+    if not parts:
+        return skipped("no MI300- or MI350-class GPU")
+    modes = {g.extra.get("partition") for g in parts if g.extra.get("partition")}
+    memory = {g.extra.get("memory_partition") for g in parts if g.extra.get("memory_partition")}
+    cus = {g.extra.get("compute_units") for g in parts if g.extra.get("compute_units")}
+    split = [g for g in parts if g.extra.get("compute_units") and _whole_compute_units(g)
+             and g.extra["compute_units"] < _whole_compute_units(g)]
+    partitioned = (modes and modes != {"SPX"}) or (memory and memory != {"NPS1"}) or bool(split)
+    whole = sorted({w for g in parts if (w := _whole_compute_units(g))})
+    evidence = [f"compute partition: {', '.join(sorted(modes)) or 'not reported'}; "
+                f"memory partition: {', '.join(sorted(memory)) or 'not reported'}",
+                f"compute units per GPU agent: {', '.join(str(c) for c in sorted(cus)) or 'not reported'}"
+                + (f" (a whole GPU has {', '.join(map(str, whole))})" if whole else "")]
+    family = " / ".join(sorted({g.product.name if g.product else g.arch or "" for g in parts}))
     if partitioned:
-        return warned(f"partitioned: {len(mi300)} GPU agents, each a fraction of an MI300 (memory and CUs split)",
+        return warned(f"partitioned: {len(parts)} GPU agents, each a fraction of an {family} (memory and CUs split)",
                       shell("sudo amd-smi set --compute-partition SPX && sudo amd-smi set --memory-partition NPS1",
                             "whole GPUs for fine-tuning; then reload the driver"), evidence)
     return passed("whole GPUs (SPX)", evidence)

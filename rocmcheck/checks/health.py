@@ -12,9 +12,10 @@ from typing import Any
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext, tool_failure
+from rocmcheck.checks.context import CheckContext, known_or_none, tool_failure
 from rocmcheck.checks.shell_words import words
 from rocmcheck.facts.health import GPU_VENDORS, kernel_log_usable
+from rocmcheck.facts.known import NotKnown
 from rocmcheck.facts.parsers._text import to_int
 from rocmcheck.facts.parsers.gpu_health import (
     NVML_REASON_IDLE,
@@ -43,7 +44,7 @@ def _kernel_log(ctx: CheckContext) -> tuple[str | None, str | None, list[str], l
     """(source name, text, why-not lines, the names of the readers that hung) of the first readable kernel log."""
     why, hung = [], []
     for key, name in (("kernel-log-journalctl", "journalctl -k -b"), ("kernel-log-dmesg", "dmesg")):
-        res = ctx.facts.command(key)
+        res = ctx.command(key)
         if res is None:
             continue
         if kernel_log_usable(res):
@@ -70,16 +71,16 @@ def _when(f: Finding, boot: float | None, now: float) -> str:
 def check_kernel_log(ctx: CheckContext) -> CheckResult:
     source, text, why, hung = _kernel_log(ctx)
     if source is None:
-        if not why:
-            return skipped("kernel log not recorded (a bundle from an older rocmcheck)")
+        if not why:  # the collector always records one of them: these facts come from elsewhere
+            return ctx.not_known("the kernel log (not recorded: a bundle from an older rocmcheck)")
         if hung and len(hung) == len(why):  # a reader that hangs says nothing about permissions
             return skipped(f"kernel log not read: {' and '.join(hung)} hung (no answer in time); "
                            "a hung journald or a wedged kernel is worth a look of its own", why)
         return skipped("kernel log not readable here: neither journalctl nor dmesg gave it"
                        + (f" ({' and '.join(hung)} hung)" if hung else "") + "; " + KERNEL_LOG_ACCESS_HINT, why)
     findings = parse_kernel_log(text)
-    uptime = ctx.facts.node_health.get("uptime_s")
-    now = ctx.facts.collected_at
+    uptime = known_or_none(lambda: ctx.health("uptime_s"))  # only for "how long ago"
+    now = ctx.collected_at
     boot = now - uptime if isinstance(uptime, (int, float)) and now else None
     judged = [f for f in findings if f.severity in ("fail", "warn")]
     order = {"fail": 0, "warn": 1, "note": 2}
@@ -124,19 +125,21 @@ def finding_fix(f: Finding) -> fixes.Fix:
 
 # ------------------------------------------------------------------------------------------------ per-GPU state
 
-def gpu_states(ctx: CheckContext) -> list[dict[str, Any]]:
-    """One record per GPU with what is known of its counters and link, whichever source knew it."""
+def gpu_states(ctx: CheckContext, unknown: list[str] | None = None) -> list[dict[str, Any]]:
+    """One record per GPU with what is known of its counters and link, whichever known source knew it; the
+    sources that are not known are named in `unknown`."""
+    unknown = [] if unknown is None else unknown
     rows: list[dict[str, Any]] = []
     for vendor, probe in (("nvidia", "nvml"), ("amd", "amdsmi")):
-        for g in (ctx.facts.probes.get(probe) or {}).get("gpus") or []:
+        for g in (ctx.from_source(lambda probe=probe: ctx.probe(probe), unknown) or {}).get("gpus") or []:
             health = g.get("health") or {}
             rows.append({"vendor": vendor, "index": g.get("index"), "source": probe, **health})
-    smi = ctx.facts.command("nvidia-smi-health")
+    smi = ctx.from_source(lambda: ctx.command("nvidia-smi-health"), unknown)
     if not any(r["vendor"] == "nvidia" for r in rows) and smi is not None and smi.ok:
         for i, g in enumerate(parse_nvidia_smi_q(smi.stdout)):
             rows.append({"vendor": "nvidia", "index": i, "source": "nvidia-smi -q", **g})
     by_bus = {_norm_bdf(r.get("bus_id")): r for r in rows if r.get("bus_id")}
-    for dev in ctx.facts.node_health.get("pci_gpus") or []:
+    for dev in ctx.from_source(lambda: ctx.health("pci_gpus"), unknown) or []:
         row = by_bus.get(_norm_bdf(dev.get("bdf")))
         if row is None:
             row = {"vendor": dev.get("vendor"), "index": None, "source": "sysfs", "bus_id": dev.get("bdf")}
@@ -215,7 +218,8 @@ def _memory_fix(vendor: str, ids: list[str], *, broken: bool) -> fixes.Fix:
 
 @check("health.gpu_errors", "GPU memory errors: ECC counts, retired pages, row remapping, RAS")
 def check_gpu_errors(ctx: CheckContext) -> CheckResult:
-    rows = gpu_states(ctx)
+    unknown: list[str] = []
+    rows = gpu_states(ctx, unknown)
     fails, warns, evidence = [], [], []
     fail_rows, warn_rows, ecc_off_rows = [], [], []
     seen_counter = False
@@ -270,6 +274,8 @@ def check_gpu_errors(ctx: CheckContext) -> CheckResult:
                 line.append(f"{label} {value}")
         evidence.append(f"{name} [{row.get('source')}]: " + ", ".join(line))
     if not seen_counter:
+        if unknown:
+            raise NotKnown(unknown[0])
         return skipped("no GPU error counters readable (no NVML/amdsmi binding, nvidia-smi or amdgpu RAS sysfs)")
     if fails:
         vendor = _vendor(ctx, fail_rows)
@@ -337,7 +343,8 @@ def _link_fix(ctx: CheckContext, rows: list[dict[str, Any]]) -> fixes.Fix:
 @check("health.pcie_link", "each GPU's PCIe link runs at its full generation and width")
 def check_pcie_link(ctx: CheckContext) -> CheckResult:
     evidence, slow, idle_notes, slow_rows = [], [], [], []
-    for row in gpu_states(ctx):
+    unknown: list[str] = []
+    for row in gpu_states(ctx, unknown):
         gen, gen_max, width, width_max = _link(row)
         if not (gen and gen_max and width and width_max):
             continue
@@ -350,6 +357,8 @@ def check_pcie_link(ctx: CheckContext) -> CheckResult:
             # GPUs lower the link speed when idle to save power (nvidia-smi documents it); judged only under load.
             idle_notes.append(text)
     if not evidence:
+        if unknown:
+            raise NotKnown(unknown[0])
         return skipped("no PCIe link state readable for the GPUs")
     if slow:
         return warned(f"{len(slow)} GPU link(s) below their maximum: host<->GPU copies (ZeRO offload, data loading) "
@@ -388,7 +397,8 @@ def _throttle_fix(ctx: CheckContext, slowed: list[dict[str, Any]], capped: list[
 @check("health.throttle", "GPUs not slowed by heat, power brakes or a lowered power cap")
 def check_throttle(ctx: CheckContext) -> CheckResult:
     evidence, slowed, slowed_rows, capped = [], [], [], []
-    for row in gpu_states(ctx):
+    unknown: list[str] = []
+    for row in gpu_states(ctx, unknown):
         before = len(slowed)
         name = _name(row)
         parts = []
@@ -422,6 +432,8 @@ def check_throttle(ctx: CheckContext) -> CheckResult:
         if parts:
             evidence.append(f"{name} [{row.get('source')}]: " + "; ".join(parts))
     if not evidence:
+        if unknown:
+            raise NotKnown(unknown[0])
         return skipped("no throttle or power state readable for the GPUs")
     if slowed:
         return warned("; ".join(slowed)[:300], _throttle_fix(ctx, slowed_rows, capped), slowed + evidence)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
+from rocmcheck.checks.containers import container_restart
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.shell_words import words
+from rocmcheck.facts.known import NotKnown
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB, MIB
 
@@ -15,11 +17,11 @@ RCCL_IOMMU_TEXT = 'NCCL WARN Missing "iommu=pt" from kernel command line which c
 
 @check("host.iommu", "iommu=pt on the kernel command line (multi-GPU AMD)")
 def check_iommu(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("not an AMD GPU machine")
     if len(ctx.amd_gpus) < 2:
         return skipped("fewer than 2 GPUs: no peer-to-peer collectives")
-    cmdline = ctx.facts.files.get("/proc/cmdline")
+    cmdline = ctx.file("/proc/cmdline")
     if cmdline is None:
         return skipped("/proc/cmdline not readable")
     if fixes.iommu_passthrough(cmdline):
@@ -30,9 +32,9 @@ def check_iommu(ctx: CheckContext) -> CheckResult:
 
 @check("host.numa_balancing", "NUMA auto-balancing off")
 def check_numa_balancing(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("not an AMD GPU machine")
-    value = ctx.facts.files.get("/proc/sys/kernel/numa_balancing")
+    value = ctx.file("/proc/sys/kernel/numa_balancing")
     if value is None:
         return skipped("/proc/sys/kernel/numa_balancing not present (single-node kernel)")
     if value.strip() == "0":
@@ -43,13 +45,17 @@ def check_numa_balancing(ctx: CheckContext) -> CheckResult:
 
 @check("host.shm", "/dev/shm large enough")
 def check_shm(ctx: CheckContext) -> CheckResult:
-    size = ctx.facts.limits.get("shm_bytes")
+    size = ctx.limit("shm_bytes")
     if size is None:
+        if ctx.present("/dev/shm"):
+            return skipped("/dev/shm exists but its size could not be read (statvfs failed)")
         return warned("/dev/shm is missing", fixes.shell("sudo mount -t tmpfs -o size=16G tmpfs /dev/shm",
                                                          "containers: --ipc=host or --shm-size 16G"))
+    if size >= MIN_SHM:
+        return passed(f"/dev/shm is {size / GIB:.1f} GiB")
     in_container, _ = ctx.in_container
-    where = fixes.docker_run("restart the container with --ipc=host or --shm-size 16G") if in_container else \
-        fixes.SHM_FIX
+    where = container_restart(ctx.vendor, "restart the container with --ipc=host or --shm-size 16G") \
+        if in_container else fixes.SHM_FIX
     if size < MIN_SHM:
         return failed(f"/dev/shm is {size / MIB:.0f} MiB: DataLoader workers and NCCL/RCCL shared memory break",
                       where)
@@ -58,15 +64,16 @@ def check_shm(ctx: CheckContext) -> CheckResult:
 
 @check("host.memlock", "locked-memory limit for pinned host memory")
 def check_memlock(ctx: CheckContext) -> CheckResult:
-    lim = ctx.facts.limits
-    soft, unlimited = lim.get("memlock_soft"), lim.get("unlimited", -1)
+    soft = ctx.limit("memlock_soft")
     if soft is None:
         return skipped("limit not read")
-    if soft == unlimited:
+    unlimited = ctx.limit("unlimited")
+    if soft == (-1 if unlimited is None else unlimited):  # RLIM_INFINITY is -1 on Linux
         return passed("locked memory: unlimited")
     # CPU offload pins optimizer state in host memory; RDMA (InfiniBand/RoCE) registration is bounded by this limit.
     in_container, _ = ctx.in_container
-    fix = fixes.docker_run("restart the container with --ulimit memlock=-1:-1") if in_container else fixes.MEMLOCK_FIX
+    fix = container_restart(ctx.vendor, "restart the container with --ulimit memlock=-1") if in_container \
+        else fixes.MEMLOCK_FIX
     return warned(f"locked memory limited to {soft / MIB:.0f} MiB: pinned buffers for CPU offload "
                   "and RDMA registration can fail", fix)
 
@@ -79,9 +86,9 @@ LOW_PERF_LEVELS = ("low", "profile_min_sclk", "profile_min_mclk")
 
 @check("host.cpu_governor", "CPU frequency governor set to performance (GPU machines)")
 def check_cpu_governor(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor == "none":
+    if ctx.known_vendor() == "none":
         return skipped("not a GPU machine")
-    governors = ctx.facts.node_health.get("cpufreq_governors")
+    governors = ctx.health("cpufreq_governors")
     if not governors:
         return skipped("no cpufreq governor exposed (VM, container without /sys/devices/system/cpu/*/cpufreq, "
                        "or a bundle from an older rocmcheck)")
@@ -101,18 +108,21 @@ def check_cpu_governor(ctx: CheckContext) -> CheckResult:
 def check_perf_determinism(ctx: CheckContext) -> CheckResult:
     levels: dict[str, str] = {}
     ids: dict[str, str] = {}  # how amd-smi -g names each GPU: its PCI address or its index
-    for dev in ctx.facts.node_health.get("pci_gpus") or []:
+    unknown: list[str] = []
+    for dev in ctx.from_source(lambda: ctx.health("pci_gpus"), unknown) or []:
         if dev.get("vendor") == "amd" and dev.get("perf_level"):
             levels[dev.get("bdf", "?")] = dev["perf_level"].strip()
             if dev.get("bdf"):
                 ids[dev["bdf"]] = dev["bdf"]
-    for g in (ctx.facts.probes.get("amdsmi") or {}).get("gpus") or []:
+    for g in (ctx.from_source(lambda: ctx.probe("amdsmi"), unknown) or {}).get("gpus") or []:
         level = (g.get("health") or {}).get("perf_level")
         if level:
             levels.setdefault(f"GPU {g.get('index')}", str(level).replace("AMDSMI_DEV_PERF_LEVEL_", "").lower())
             if g.get("index") is not None:
                 ids.setdefault(f"GPU {g.get('index')}", str(g["index"]))
     if not levels:
+        if unknown:
+            raise NotKnown(unknown[0])
         return skipped("no AMD GPU performance level readable")
     evidence = [f"{k}: {v}" for k, v in sorted(levels.items())]
     low = sorted(k for k, v in levels.items() if v in LOW_PERF_LEVELS)

@@ -9,7 +9,7 @@ from packaging.version import Version
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.shell_words import words
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
@@ -45,8 +45,8 @@ def _pip_install(ctx: CheckContext, requirement: Requirement | str, why: str = "
     when torch is a ROCm build, where the ROCm Triton wheels live (pytorch RELEASE.md), not on PyPI."""
     from rocmcheck.checks.rocm import torch_rocm_version
 
-    series = torch_rocm_version(ctx)
-    index = fixes.torch_index_url("amd", series) if ctx.torch_is_rocm and series else None
+    series = known_or_none(lambda: torch_rocm_version(ctx))
+    index = fixes.torch_index_url("amd", series) if known_or_none(lambda: ctx.torch_is_rocm) and series else None
     if isinstance(requirement, Requirement):  # its marker was evaluated here: pip needs only name and version
         requirement = f"{requirement.name}{requirement.specifier}"
     install = fixes.shell("pip install {requirement}" + (" --index-url {index}" if index else ""), why,
@@ -59,13 +59,13 @@ def _pip_install(ctx: CheckContext, requirement: Requirement | str, why: str = "
 
 @check("triton.pin", "exactly one Triton, the version torch pins")
 def check_triton(ctx: CheckContext) -> CheckResult:
-    pkgs = ctx.facts.packages
-    if not pkgs.get("torch"):
+    torch = ctx.package("torch")
+    if not torch:
         return skipped("torch not installed")
-    installed = {d: pkgs.get(d) for d in TRITON_DISTS if pkgs.get(d)}
-    pin = torch_triton_pin(ctx.facts.torch_requires)
+    installed = {d: v for d in TRITON_DISTS if (v := ctx.package(d))}
+    pin = torch_triton_pin(ctx.torch_requires())
     evidence = [f"installed: {', '.join(f'{d}=={v}' for d, v in installed.items()) or 'none'}",
-                f"torch {pkgs['torch']} requires: {pin or 'no triton'}"]
+                f"torch {torch} requires: {pin or 'no triton'}"]
     if len(installed) > 1:
         keep = pin.name if pin else next(iter(installed))
         drop = [d for d in installed if d != keep]
@@ -99,29 +99,31 @@ def check_triton(ctx: CheckContext) -> CheckResult:
     return passed(f"{pin.name} {have} as torch pins", evidence)
 
 
+def _archs(ctx: CheckContext) -> list[str]:
+    """The GPUs' archs for a rebuild line ([] when they are not known: the line then builds for the default)."""
+    return sorted({g.arch for g in known_or_none(lambda: ctx.gpus) or [] if g.arch})
+
+
 @check("flash_attn.import", "flash-attn imports cleanly")
 def check_flash_attn_import(ctx: CheckContext) -> CheckResult:
-    fa = ctx.facts.probes.get("flash_attn")
+    fa = ctx.probe("flash_attn")
     if fa is None:
-        if not ctx.probe_died("flash_attn") and not (ctx.facts.packages.get("flash-attn")
-                                                      or ctx.facts.packages.get("flash_attn")):
+        if not ctx.probe_died("flash_attn") and not (ctx.package("flash-attn") or ctx.package("flash_attn")):
             return skipped("flash-attn not installed (optional: torch SDPA is used instead)")
-        return failed(f"importing flash_attn {ctx.probe_failure('flash_attn')}",
-                      fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus if g.arch})))
+        return failed(f"importing flash_attn {ctx.probe_failure('flash_attn')}", fixes.flash_attn_rebuild(_archs(ctx)))
     if not fa.get("installed"):
         return skipped("flash-attn not installed (optional: torch SDPA is used instead)")
     error = fa.get("import_error") or fa.get("error")
     if error:
         undefined = "undefined symbol" in error
         why = ("built against a different torch (undefined symbol)" if undefined else "import failed")
-        return failed(f"flash-attn {why}: {error[:200]}", fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus
-                                                                                           if g.arch})))
+        return failed(f"flash-attn {why}: {error[:200]}", fixes.flash_attn_rebuild(_archs(ctx)))
     return passed(f"flash-attn {fa.get('version')} imports", version=fa.get("version"))
 
 
 @check("flash_attn.backend", "flash-attn backend on this GPU")
 def check_flash_attn_backend(ctx: CheckContext) -> CheckResult:
-    fa = ctx.facts.probes.get("flash_attn") or {}
+    fa = ctx.probe("flash_attn") or {}
     if not fa.get("installed") or fa.get("import_error") or fa.get("error"):
         return skipped("flash-attn not importable")
     ext = fa.get("extension")
@@ -134,7 +136,7 @@ def check_flash_attn_backend(ctx: CheckContext) -> CheckResult:
         return failed("neither the CK extension nor the Triton backend is available",
                       fixes.shell("export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE",
                                   "the Triton backend (needs the aiter kernels); or rebuild CK: "
-                                  + fixes.flash_attn_rebuild(sorted({g.arch for g in ctx.gpus if g.arch})).text),
+                                  + fixes.flash_attn_rebuild(_archs(ctx)).text),
                       [fa.get("extension_error") or ""])
     if ext:
         return passed("CUDA extension (flash_attn_2_cuda) loaded")
@@ -149,9 +151,9 @@ NEEDED_DS_OPS = ("fused_adam", "cpu_adam")
 
 @check("deepspeed.install", "DeepSpeed installed against this torch")
 def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
-    ds = ctx.facts.probes.get("deepspeed")
+    ds = ctx.probe("deepspeed")
     if ds is None:
-        if not ctx.probe_died("deepspeed") and not ctx.facts.packages.get("deepspeed"):
+        if not ctx.probe_died("deepspeed") and not ctx.package("deepspeed"):
             return skipped("DeepSpeed not installed (optional; needed for ZeRO / offload)")
         return failed(f"importing deepspeed {ctx.probe_failure('deepspeed')}",
                       fixes.DEEPSPEED_REINSTALL)
@@ -173,7 +175,7 @@ def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
     if torch_mm and info.get("version") and info["version"] != torch_mm:
         return warned(f"DeepSpeed was built with torch {info['version']}, torch is now {torch_mm}",
                       reinstall, evidence)
-    if ctx.vendor == "amd" and ds.get("accelerator") not in (None, "cuda"):
+    if ds.get("accelerator") not in (None, "cuda") and ctx.known_vendor() == "amd":
         return failed(f"DeepSpeed picked accelerator '{ds.get('accelerator')}' on an AMD GPU machine",
                       fixes.shell("export DS_ACCELERATOR=cuda", "ROCm uses DeepSpeed's cuda accelerator"), evidence)
     return passed(f"DeepSpeed {ds.get('version')}", evidence)
@@ -181,7 +183,7 @@ def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
 
 @check("deepspeed.ops", "DeepSpeed ops a fine-tune needs are prebuilt or can JIT-build")
 def check_deepspeed_ops(ctx: CheckContext) -> CheckResult:
-    ds = ctx.facts.probes.get("deepspeed") or {}
+    ds = ctx.probe("deepspeed") or {}
     if not ds.get("installed") or ds.get("import_error") or ds.get("error"):
         return skipped("DeepSpeed not importable")
     ops = ds.get("ops") or {}
@@ -221,7 +223,7 @@ def check_deepspeed_ops(ctx: CheckContext) -> CheckResult:
 
 @check("transformers.version", "transformers installed and recent")
 def check_transformers(ctx: CheckContext) -> CheckResult:
-    v = ctx.facts.packages.get("transformers")
+    v = ctx.package("transformers")
     if not v:
         return warned("transformers is not installed",
                       fixes.shell("pip install {requirement}", "install torch first so pip keeps your torch build",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from packaging.version import Version
 
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext, tool_failure
+from rocmcheck.checks.context import CheckContext, known_or_none, tool_failure
 from rocmcheck.checks.gpus import describe_gpu
 from rocmcheck.fixes import note, shell
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -16,31 +16,38 @@ CUDA_VERSIONS_FIX = shell("nvidia-smi; python -c 'import torch; print(torch.vers
 
 @check("nvidia.smi", "NVML (or nvidia-smi) lists the GPUs")
 def check_nvidia_smi(ctx: CheckContext) -> CheckResult:
-    res = ctx.facts.command("nvidia-smi-query")
     report = ctx.nvidia_smi
     if report is not None and report.tool == "nvml" and report.gpus:
-        return passed(f"{len(report.gpus)} GPU(s) via NVML, driver {report.driver_version}",
-                      [describe_gpu(g) for g in ctx.nvidia_gpus])
-    if res is None:
-        if ctx.vendor == "nvidia":
+        return passed(f"{len(ctx.nvidia_gpus)} GPU(s), driver {report.driver_version}",
+                      ["listed by the NVML binding"] + [describe_gpu(g) for g in ctx.nvidia_gpus])
+    runs = {key: known_or_none(lambda key=key: ctx.command(key)) for key in ("nvidia-smi-query", "nvidia-smi")}
+    ran = {key: res for key, res in runs.items() if res is not None}
+    if not ran:
+        for key in runs:
+            ctx.command(key)  # NotKnown when one of them is not known: then its absence is not shown
+        if ctx.known_vendor() == "nvidia":
             return failed("nvidia-smi not found", note("install the NVIDIA driver (it ships nvidia-smi)"),
                           ctx.nvidia_signs)
         return skipped("not an NVIDIA machine")
-    if not res.ok:
-        return failed(tool_failure(res),
+    gpus = ctx.nvidia_gpus
+    failures = [f"nvidia-smi{' --query-gpu' if key == 'nvidia-smi-query' else ''}: {tool_failure(res)}"
+                for key, res in ran.items() if not res.ok]
+    if gpus:
+        # An older driver refuses a --query-gpu field (compute_cap): the table still lists the GPUs.
+        return passed(f"{len(gpus)} GPU(s), driver {report.driver_version if report else '?'}",
+                      [describe_gpu(g) for g in gpus] + failures)
+    broken = [res for res in ran.values() if not res.ok]
+    if broken:
+        return failed(tool_failure(broken[0]),
                       shell("sudo dmesg | grep -i nvrm", "the driver is not talking to the GPU; in a container use "
                             "--gpus all"),
-                      (res.stdout + res.stderr).strip().splitlines()[:3])
-    gpus = ctx.nvidia_gpus
-    if not gpus:
-        return failed("nvidia-smi lists no GPU", shell("nvidia-smi -L", "then check the driver install"))
-    return passed(f"{len(gpus)} GPU(s), driver {report.driver_version if report else '?'}",
-                  [describe_gpu(g) for g in gpus])
+                      (broken[0].stdout + broken[0].stderr).strip().splitlines()[:3])
+    return failed("nvidia-smi lists no GPU", shell("nvidia-smi -L", "then check the driver install"))
 
 
 @check("nvidia.driver_cuda", "driver supports torch's CUDA version")
 def check_driver_cuda(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "nvidia":
+    if ctx.known_vendor() != "nvidia":
         return skipped("not an NVIDIA machine")
     t = ctx.torch or {}
     torch_cuda = t.get("cuda")
@@ -49,6 +56,8 @@ def check_driver_cuda(ctx: CheckContext) -> CheckResult:
     if not torch_cuda:
         return skipped("torch is not a CUDA build")
     if not driver_cuda:
+        for key in ("nvidia-smi", "nvidia-smi-health"):  # the outputs that print "CUDA Version"
+            ctx.command(key)
         return warned("could not read the driver's CUDA version from nvidia-smi",
                       CUDA_VERSIONS_FIX)
     evidence = [f"driver supports CUDA {driver_cuda}", f"torch built with CUDA {torch_cuda}"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext, tool_failure
+from rocmcheck.checks.context import CheckContext, known_or_none, tool_failure
 from rocmcheck.facts.parsers.smi import smi_driver_error
 from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
 from rocmcheck.facts.rocm_location import rocm_installs as all_rocm_installs
@@ -23,9 +23,9 @@ def rocm_installs(ctx: CheckContext) -> list[tuple[str, str]]:
     """(where, version) for every ROCm found: the rocm_location rule's installs, then the rocm-sdk wheels."""
     hip = ctx.hipconfig
     found = [(loc.version_source or loc.root, loc.version)
-             for loc in all_rocm_installs(ctx.facts.rocm_layout, hip.hip_version if hip else None) if loc.version]
+             for loc in all_rocm_installs(ctx.rocm_layout(), hip.hip_version if hip else None) if loc.version]
     for pkg in ("rocm-sdk-core", "rocm-sdk", "rocm"):
-        v = ctx.facts.packages.get(pkg)
+        v = ctx.package(pkg)
         if v:
             found.append((f"pip package {pkg}", v))
             break
@@ -52,17 +52,17 @@ def amd_driver_evidence(ctx: CheckContext) -> list[str]:
     (amdgpu not found in modules)"; amd-smi: "Drivers not loaded (amdgpu, ... not found in modules)";
     the amdsmi binding: its init error. Empty when no tool blamed the driver.
     """
-    lines: list[str] = []
-    report = ctx.rocminfo
+    lines: list[str] = []  # evidence only: a tool whose output is not known adds nothing
+    report = known_or_none(lambda: ctx.rocminfo)
     if report is not None and report.error_kind == "driver_not_loaded" and report.error:
         lines.append(f"rocminfo: {report.error}")
     for key, tool in (("rocm-smi", "rocm-smi"), ("rocm-smi-json", "rocm-smi"), ("amd-smi-version", "amd-smi"),
                       ("amd-smi-static", "amd-smi")):
-        res = ctx.facts.command(key)
+        res = known_or_none(lambda key=key: ctx.command(key))
         error = smi_driver_error(res.stdout + "\n" + res.stderr) if res is not None else None
         if error and not any(l.startswith(f"{tool}: ") for l in lines):
             lines.append(f"{tool}: {error}")
-    binding = ctx.facts.probes.get("amdsmi") or {}
+    binding = known_or_none(lambda: ctx.probe("amdsmi")) or {}
     if binding.get("driver_not_loaded") and binding.get("error"):
         lines.append(f"amdsmi (Python): {binding['error']}")
     return lines
@@ -77,7 +77,7 @@ def _mm(version: str | None) -> str | None:
 
 @check("rocm.install", "ROCm installed and its version")
 def check_rocm_install(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
     installs = rocm_installs(ctx)
     location = ctx.rocm
@@ -117,10 +117,10 @@ def check_rocm_install(ctx: CheckContext) -> CheckResult:
 
 @check("rocm.hip", "HIP (hipconfig) matches torch's HIP")
 def check_hip(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
     hip = ctx.hipconfig
-    res = ctx.facts.command("hipconfig")
+    res = ctx.command("hipconfig")
     if res is None:
         return warned("hipconfig not found", HIPCONFIG_PATH_FIX)
     if hip is None or not hip.hip_version:

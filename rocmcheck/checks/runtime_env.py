@@ -11,9 +11,9 @@ from packaging.version import Version
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.facts.health import tunableop_filename
-from rocmcheck.result import CheckResult, passed, skipped, warned
+from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
 # torch 2.9 reads the device-generic PYTORCH_ALLOC_CONF (c10/core/AllocatorConfig.cpp); older builds read the
@@ -28,6 +28,13 @@ ALLOC_OPTIONS = {
     "pinned_use_background_threads", "per_process_memory_fraction", "graph_capture_record_stream_reuse",
     "pinned_reserve_segment_size_mb",
 }
+# expandable_segments entered the caching allocator in April 2023 (pytorch/pytorch#99933: "Now that expandable_segments
+# has been merged from OSS"), after torch 2.0: torch 2.0.x raises "Unrecognized CachingAllocator option:
+# expandable_segments" (deepseek-ai/DeepSeek-VL2#103, ZhengPeng7/BiRefNet#179, both torch 2.0.1).
+EXPANDABLE_MIN_TORCH = Version("2.1")
+# max_split_size_mb with expandable_segments:True: a live allocation reads back as zeros on ROCm 7.14 (torch 2.12 and
+# 2.14 nightlies, ROCm/ROCm#6603); the ROCm 7.2 builds did not. The upstream fix is pytorch/pytorch#193400.
+ZEROS_ROCM_SERIES = ("7.14",)
 # expandable_segments on ROCm: a no-op ("expandable_segments not supported on this platform") until
 # pytorch/pytorch#177974 (release/2.11, ROCm/pytorch#3106), gated on ROCm >= 7.0 (pytorch/pytorch#179930).
 EXPANDABLE_ROCM_MIN_TORCH = Version("2.11")
@@ -37,6 +44,7 @@ HIPBLASLT_PREFERRED_ARCHS = {"gfx90a", "gfx942", "gfx950", "gfx1200", "gfx1201"}
 # AMD's training system-validation runs RCCL with NCCL_MIN_NCHANNELS=40, its MI300X inference guide with 112
 # (rocm.docs.amd.com .../training/prerequisite-system-validation, .../inference-optimization/workload).
 RCCL_MI300X_MIN_CHANNELS = 40
+TUNABLEOP_VARS = ("PYTORCH_TUNABLEOP_ENABLED", "PYTORCH_TUNABLEOP_TUNING", "PYTORCH_TUNABLEOP_FILENAME")
 
 
 def _version(text: str | None) -> Version | None:
@@ -53,37 +61,57 @@ def _archs(ctx: CheckContext) -> set[str]:
 
 @check("env.alloc_conf", "PyTorch allocator settings (PYTORCH_*_ALLOC_CONF) valid for this build")
 def check_alloc_conf(ctx: CheckContext) -> CheckResult:
-    env = ctx.facts.env
-    setvars = {v: env[v] for v in ALLOC_VARS if v in env}
+    setvars = ctx.env_vars(ALLOC_VARS)
     if not setvars:
         return passed("no allocator variable set (PyTorch defaults)")
     evidence = [f"{k}={v}" for k, v in setvars.items()]
-    problems = []
+    fails: list[str] = []  # torch raises, or computes wrong
+    warns: list[str] = []  # torch ignores it
     for var, value in setvars.items():
         for item in filter(None, (p.strip() for p in value.split(","))):
             key, sep, val = item.partition(":")
             if not sep or not val.strip():
-                problems.append(f"{var}: '{item}' is not key:value (torch raises at the first GPU allocation)")
+                fails.append(f"{var}: '{item}' is not key:value (torch raises at the first GPU allocation)")
             elif key.strip() not in ALLOC_OPTIONS:
-                problems.append(f"{var}: unknown option '{key.strip()}' (torch raises 'Unrecognized CachingAllocator "
-                                "option' at the first GPU allocation)")
+                fails.append(f"{var}: unknown option '{key.strip()}' (torch raises 'Unrecognized CachingAllocator "
+                             "option' at the first GPU allocation)")
     expandable = any(re.search(r"expandable_segments\s*:\s*true", v, re.I) for v in setvars.values())
-    tv, hv = _version((ctx.torch or {}).get("version")), _version((ctx.torch or {}).get("hip"))
-    expandable_noop = ctx.torch_is_rocm and bool(
+    both_spellings = "PYTORCH_HIP_ALLOC_CONF" in setvars and "PYTORCH_CUDA_ALLOC_CONF" in setvars \
+        and setvars["PYTORCH_HIP_ALLOC_CONF"] != setvars["PYTORCH_CUDA_ALLOC_CONF"]
+    torch = {}
+    if expandable or both_spellings:  # these depend on the torch build: it must be known
+        torch = (ctx.torch or {}) if not fails else (known_or_none(lambda: ctx.torch) or {})
+    tv, hv = _version(torch.get("version")), _version(torch.get("hip"))
+    rocm = bool(torch.get("hip"))
+    too_old = bool(expandable and tv and tv < EXPANDABLE_MIN_TORCH)
+    expandable_noop = not too_old and rocm and bool(
         (tv and tv < EXPANDABLE_ROCM_MIN_TORCH) or (hv and hv < EXPANDABLE_ROCM_MIN_HIP))
-    if expandable and expandable_noop:
-        problems.append(f"expandable_segments:True does nothing with torch {tv} on ROCm {hv}: torch prints "
-                        "'expandable_segments not supported on this platform' (supported from torch 2.11 on ROCm 7.0)")
-    if ctx.torch_is_rocm and "PYTORCH_HIP_ALLOC_CONF" in setvars and "PYTORCH_CUDA_ALLOC_CONF" in setvars \
-            and setvars["PYTORCH_HIP_ALLOC_CONF"] != setvars["PYTORCH_CUDA_ALLOC_CONF"]:
-        problems.append("PYTORCH_HIP_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF differ: only one of them is read")
+    if too_old:
+        fails.append(f"expandable_segments is unknown to torch {tv} (the option arrived in torch "
+                     f"{EXPANDABLE_MIN_TORCH}): torch raises 'Unrecognized CachingAllocator option: "
+                     "expandable_segments' at the first GPU allocation")
+    elif expandable and expandable_noop:
+        warns.append(f"expandable_segments:True does nothing with torch {tv} on ROCm {hv}: torch prints "
+                     "'expandable_segments not supported on this platform' (supported from torch 2.11 on ROCm 7.0)")
+    zeros = rocm and hv is not None and f"{hv.major}.{hv.minor}" in ZEROS_ROCM_SERIES and any(
+        re.search(r"expandable_segments\s*:\s*true", v, re.I) and re.search(r"max_split_size_mb\s*:", v)
+        for v in setvars.values())
+    if zeros:
+        fails.append(f"max_split_size_mb with expandable_segments:True on ROCm {hv.major}.{hv.minor}: a live "
+                     "allocation can read back as zeros (ROCm/ROCm#6603; the fix, pytorch/pytorch#193400, lets "
+                     "expandable segments reuse blocks larger than max_split_size)")
+    if rocm and both_spellings:
+        warns.append("PYTORCH_HIP_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF differ: only one of them is read")
+    problems = fails + warns
     if problems:
-        return warned(problems[0], _alloc_fix(ctx, setvars, tv, drop_expandable=expandable_noop), problems + evidence)
+        fix = _alloc_fix(ctx, setvars, tv, drop_expandable=expandable_noop or too_old, drop_max_split=zeros,
+                         cuda=bool(torch.get("cuda")) and not rocm)
+        return (failed if fails else warned)(problems[0], fix, problems + evidence)
     return passed("allocator options recognised", evidence)
 
 
 def _alloc_fix(ctx: CheckContext, setvars: dict[str, str], torch_version: Version | None, *,
-               drop_expandable: bool) -> fixes.Fix:
+               drop_expandable: bool, drop_max_split: bool = False, cuda: bool = False) -> fixes.Fix:
     """One variable with the options this torch knows: the one already set when there is one, else the one this
     torch reads (PYTORCH_ALLOC_CONF from 2.9, else the HIP or CUDA one). Its value comes from that variable when
     it is set, else from the first set one in ALLOC_VARS order; unknown keys, pieces that are not key:value and
@@ -93,17 +121,22 @@ def _alloc_fix(ctx: CheckContext, setvars: dict[str, str], torch_version: Versio
     elif torch_version and torch_version >= GENERIC_ALLOC_VAR_MIN_TORCH:
         target = "PYTORCH_ALLOC_CONF"
     else:
-        target = "PYTORCH_CUDA_ALLOC_CONF" if ctx.torch_is_cuda else "PYTORCH_HIP_ALLOC_CONF"
+        target = "PYTORCH_CUDA_ALLOC_CONF" if cuda else "PYTORCH_HIP_ALLOC_CONF"
     source = target if target in setvars else next(v for v in ALLOC_VARS if v in setvars)
     kept: dict[str, str] = {}
     dropped: list[str] = []
     for item in filter(None, (p.strip() for p in setvars[source].split(","))):
         key, sep, val = (x.strip() for x in item.partition(":"))
-        if sep and val and key in ALLOC_OPTIONS and not (drop_expandable and key == "expandable_segments"):
+        if sep and val and key in ALLOC_OPTIONS and not (drop_expandable and key == "expandable_segments") \
+                and not (drop_max_split and key == "max_split_size_mb"):
             kept.setdefault(key, f"{key}:{val}")
+        elif key == "expandable_segments":
+            dropped.append(f"expandable_segments (it needs torch >= {EXPANDABLE_MIN_TORCH}; on ROCm, torch >= 2.11 "
+                           "and ROCm >= 7.0)")
+        elif key == "max_split_size_mb" and drop_max_split:
+            dropped.append("max_split_size_mb (with expandable_segments on this ROCm it corrupts allocations)")
         else:
-            dropped.append("expandable_segments (it needs torch >= 2.11 on ROCm >= 7.0)"
-                           if key == "expandable_segments" else key or item)
+            dropped.append(key or item)
     others = [v for v in ALLOC_VARS if v in setvars and v != target]
     note = "one allocator variable with only options this torch knows" + \
         (f"; drops {', '.join(dropped)}" if dropped else "")
@@ -124,16 +157,16 @@ def _validators(head: str) -> dict[str, str]:
 
 @check("env.tunableop", "PyTorch TunableOp settings and result files fit this stack")
 def check_tunableop(ctx: CheckContext) -> CheckResult:
-    env = ctx.facts.env
+    env = ctx.env_vars(TUNABLEOP_VARS)
     if env.get("PYTORCH_TUNABLEOP_ENABLED") != "1":
         return passed("TunableOp off (PYTORCH_TUNABLEOP_ENABLED unset)")
-    files = ctx.facts.node_health.get("tunableop_files") or {}
+    files = ctx.health("tunableop_files") or {}
     tuning = env.get("PYTORCH_TUNABLEOP_TUNING", "1") != "0"
     evidence = [f"PYTORCH_TUNABLEOP_ENABLED=1, "
                 f"PYTORCH_TUNABLEOP_TUNING={env.get('PYTORCH_TUNABLEOP_TUNING', '1 (default)')}",
                 f"result files ({tunableop_filename(env)}): {', '.join(files) or 'none found'}"]
-    torch_version = (ctx.torch or {}).get("version") or ""
-    archs = _archs(ctx)
+    torch_version = ((ctx.torch or {}).get("version") or "") if files else ""
+    archs = _archs(ctx) if files else set()
     stale, stale_paths = [], []
     for path, head in files.items():
         val = _validators(head)
@@ -172,7 +205,7 @@ def check_tunableop(ctx: CheckContext) -> CheckResult:
 
 @check("env.hipblaslt", "TORCH_BLAS_PREFER_HIPBLASLT fits the GPU")
 def check_hipblaslt(ctx: CheckContext) -> CheckResult:
-    env = ctx.facts.env
+    env = ctx.env_vars(("TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_BLAS_PREFER_CUBLASLT"))
     var = next((v for v in ("TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_BLAS_PREFER_CUBLASLT") if v in env), None)
     if var is None:
         return passed("unset: torch picks the BLAS library for the GPU")
@@ -194,28 +227,49 @@ def check_hipblaslt(ctx: CheckContext) -> CheckResult:
     return passed(f"{var}={env[var]} matches the GPU", evidence)
 
 
-@check("env.nccl_channels", "RCCL channel limits on MI300X")
+# The GPUs whose RCCL channel settings are judged: MI300 series (gfx942) and MI350 series (gfx950).
+CHANNEL_ARCHS = ("gfx942", "gfx950")
+# RCCL src/graph/connect.cc (ROCm/rccl): "if (comm->nRanks < 8 && 64 < minNchannels) { minNchannels = 2; WARN(
+# "NCCL_MIN_NCHANNELS set by environment is ignored due to less than 8 GPUs."); }" - with fewer than 8 ranks a
+# minimum above 64 is dropped (RCCL 2.27.7 in ROCm 7.2.3 prints it for the inference guide's 112 on 4 MI355X,
+# ROCm/rocm-systems#11253). On a node with fewer than 8 GPUs a job of this node alone has fewer than 8 ranks.
+RCCL_FEW_RANKS = 8
+RCCL_FEW_RANKS_MAX_MIN_CHANNELS = 64
+RCCL_IGNORED_TEXT = "NCCL_MIN_NCHANNELS set by environment is ignored due to less than 8 GPUs."
+
+
+@check("env.nccl_channels", "RCCL channel limits on MI300 / MI350")
 def check_nccl_channels(ctx: CheckContext) -> CheckResult:
-    mi300 = [g for g in ctx.amd_gpus if g.arch == "gfx942"]
-    if len(mi300) < 2:
-        return skipped("fewer than 2 MI300-class GPUs: no intra-node collectives to tune")
-    env = ctx.facts.env
-    lo, hi = env.get("NCCL_MIN_NCHANNELS"), env.get("NCCL_MAX_NCHANNELS")
+    gpus = [g for g in ctx.amd_gpus if g.arch in CHANNEL_ARCHS]
+    if len(gpus) < 2:
+        return skipped("fewer than 2 MI300- or MI350-class GPUs: no intra-node collectives to tune")
+    mi300 = any(g.arch == "gfx942" for g in gpus)
+    lo, hi = ctx.env_var("NCCL_MIN_NCHANNELS"), ctx.env_var("NCCL_MAX_NCHANNELS")
     evidence = [f"NCCL_MIN_NCHANNELS={lo}" if lo is not None else "NCCL_MIN_NCHANNELS unset",
-                f"NCCL_MAX_NCHANNELS={hi}" if hi is not None else "NCCL_MAX_NCHANNELS unset"]
+                f"NCCL_MAX_NCHANNELS={hi}" if hi is not None else "NCCL_MAX_NCHANNELS unset",
+                f"{len(gpus)} GPUs ({', '.join(sorted({g.arch for g in gpus if g.arch}))}) on this node"]
     raise_min = fixes.shell("export NCCL_MIN_NCHANNELS={channels}", channels=RCCL_MI300X_MIN_CHANNELS)
     fix = fixes.with_why(fixes.then(raise_min, fixes.unset("NCCL_MAX_NCHANNELS")) if hi is not None else raise_min,
                          "AMD's training validation uses 40 channels; its MI300X inference guide 112")
     for name, value in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
         if value is not None and _channels(value) is None:
             return warned(f"{name}={value} is not a number: RCCL ignores it", fix, evidence)
-    if hi is not None and _channels(hi) < RCCL_MI300X_MIN_CHANNELS:
+    if lo is not None and len(gpus) < RCCL_FEW_RANKS and _channels(lo) > RCCL_FEW_RANKS_MAX_MIN_CHANNELS:
+        return warned(f"NCCL_MIN_NCHANNELS={lo} is ignored with {len(gpus)} GPUs: RCCL drops a minimum above "
+                      f"{RCCL_FEW_RANKS_MAX_MIN_CHANNELS} when fewer than {RCCL_FEW_RANKS} ranks take part and "
+                      f"prints '{RCCL_IGNORED_TEXT}'",
+                      fixes.unset("NCCL_MIN_NCHANNELS", why=f"RCCL resets it to 2 on fewer than {RCCL_FEW_RANKS} ranks "
+                                  f"(src/graph/connect.cc); a minimum of {RCCL_FEW_RANKS_MAX_MIN_CHANNELS} or less is "
+                                  "honoured there"),
+                      evidence + [f"RCCL prints: {RCCL_IGNORED_TEXT}"])
+    if mi300 and hi is not None and _channels(hi) < RCCL_MI300X_MIN_CHANNELS:
         return warned(f"NCCL_MAX_NCHANNELS={hi} caps RCCL below the {RCCL_MI300X_MIN_CHANNELS} channels AMD validates "
                       "MI300X with: all-reduce bandwidth drops", fix, evidence)
     if lo is not None and hi is not None and _channels(lo) > _channels(hi):
         return warned(f"NCCL_MIN_NCHANNELS={lo} is above NCCL_MAX_NCHANNELS={hi}", fix, evidence)
     if lo is None:
-        return passed(f"RCCL chooses its channels; AMD's guides raise the minimum ({raise_min.text})", evidence)
+        advice = f"; AMD's MI300X guides raise the minimum ({raise_min.text})" if mi300 else ""
+        return passed(f"RCCL chooses its channels{advice}", evidence)
     return passed(f"NCCL_MIN_NCHANNELS={lo}", evidence)
 
 
@@ -227,7 +281,7 @@ def _channels(value: str) -> int | None:
 
 @check("env.hsa_xnack", "HSA_XNACK not switching the GPUs to XNACK mode")
 def check_hsa_xnack(ctx: CheckContext) -> CheckResult:
-    value = ctx.facts.env.get("HSA_XNACK")
+    value = ctx.env_var("HSA_XNACK")
     if value is None or value.strip() == "0":
         return passed("HSA_XNACK " + ("unset" if value is None else "=0") + ": XNACK (GPU page-fault retry) off")
     # ROCm docs (HIP programming guide, unified memory / XNACK): with HSA_XNACK=1 the runtime loads only
@@ -239,7 +293,7 @@ def check_hsa_xnack(ctx: CheckContext) -> CheckResult:
 
 @check("env.scratch_reclaim", "HSA_NO_SCRATCH_RECLAIM value understood")
 def check_scratch_reclaim(ctx: CheckContext) -> CheckResult:
-    value = ctx.facts.env.get("HSA_NO_SCRATCH_RECLAIM")
+    value = ctx.env_var("HSA_NO_SCRATCH_RECLAIM")
     if value is None:
         return passed("unset (ROCr default 0: large scratch allocations are released after each dispatch; AMD's "
                       "training containers set 1)")

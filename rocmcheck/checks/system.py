@@ -36,14 +36,14 @@ def supported_os_for(rocm: str | None) -> tuple[str, dict[str, list[str]]]:
 
 @check("os.release", "Linux distribution supported by ROCm")
 def check_os_release(ctx: CheckContext) -> CheckResult:
-    f = ctx.facts
-    if f.platform.get("system") != "Linux":
-        return failed(f"{f.platform.get('system')} is not Linux",
+    system = ctx.platform_info("system")
+    if system != "Linux":
+        return failed(f"{system} is not Linux",
                       note("ROCm fine-tuning runs on Linux: use Ubuntu 22.04 or 24.04"))
-    dist = (f.os_info.get("id") or "").lower()
-    version = f.os_info.get("version") or ""
-    name = f.os_info.get("name") or f"{dist} {version}"
-    if ctx.vendor != "amd":
+    dist = (ctx.os_field("id") or "").lower()
+    version = ctx.os_field("version") or ""
+    name = ctx.os_field("name") or f"{dist} {version}"
+    if ctx.known_vendor() != "amd":
         return passed(f"{name} (ROCm support list not applied: no AMD GPU stack found)")
     rocm = detected_rocm_version(ctx)
     series, table = supported_os_for(rocm)
@@ -65,8 +65,8 @@ def check_os_release(ctx: CheckContext) -> CheckResult:
 
 @check("os.kernel", "Kernel version")
 def check_kernel(ctx: CheckContext) -> CheckResult:
-    kernel = ctx.facts.platform.get("kernel") or ""
-    if ctx.vendor != "amd":
+    kernel = ctx.platform_info("kernel") or ""
+    if ctx.known_vendor() != "amd":
         return passed(f"kernel {kernel}")
     try:
         major = int(kernel.split(".")[0])
@@ -82,15 +82,14 @@ def check_kernel(ctx: CheckContext) -> CheckResult:
 
 @check("driver.amdgpu", "amdgpu kernel driver loaded")
 def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
-    if ctx.vendor != "amd":
+    if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
-    f = ctx.facts
-    version = (f.files.get("/sys/module/amdgpu/version") or "").strip()
-    report = ctx.rocminfo
-    if f.present.get("/sys/module/amdgpu"):
+    if ctx.present("/sys/module/amdgpu"):
+        version = (ctx.file("/sys/module/amdgpu/version") or "").strip()
         evidence = [f"/sys/module/amdgpu present (amdgpu-dkms {version})" if version
                     else "/sys/module/amdgpu present (in-tree driver)"]
         return passed(f"amdgpu loaded{' (' + version + ')' if version else ''}", evidence)
+    report = ctx.rocminfo  # a container may not show /sys/module: rocminfo's "ROCk module is loaded" says it
     if report is not None and report.kfd_module_loaded:
         return passed("amdgpu loaded (rocminfo: ROCk module is loaded)")
     fix = shell("sudo apt install amdgpu-dkms && sudo reboot", "on the host: containers use the host's driver")

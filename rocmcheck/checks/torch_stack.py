@@ -6,15 +6,20 @@ import re
 
 from rocmcheck import fixes
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.knowledge import base_gfx
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 
 def torch_install_command(ctx: CheckContext, *, reinstall: bool = False, why: str = "") -> fixes.Fix:
-    """The wheel index follows the installed ROCm (fixes.torch_install)."""
-    rocm = detected_rocm_version(ctx) if ctx.vendor == "amd" else None
+    """The wheel index follows the installed ROCm (fixes.torch_install); when the GPUs are not known, a note
+    naming both indexes (a CPU wheel would be the wrong advice)."""
+    if ctx.vendor == "unknown":
+        return fixes.note("install the torch build for your GPU from PyTorch's index "
+                          f"(https://pytorch.org/get-started/locally/): ROCm {fixes.torch_index_url('amd')}, "
+                          f"CUDA {fixes.torch_index_url('nvidia')}" + (f"; {why}" if why else ""))
+    rocm = known_or_none(lambda: detected_rocm_version(ctx)) if ctx.vendor == "amd" else None
     return fixes.torch_install(ctx.vendor, rocm, reinstall=reinstall, why=why)
 
 
@@ -37,10 +42,9 @@ def _build_kind(t: dict) -> str:
 def check_torch_installed(ctx: CheckContext) -> CheckResult:
     t = ctx.torch
     if t is None:
-        why = ctx.probe_failure("torch")
-        if ctx.facts.packages.get("torch") is None and not ctx.probe_died("torch"):
+        if not ctx.probe_died("torch") and ctx.package("torch") is None:
             return failed("PyTorch is not installed", torch_install_command(ctx))
-        return failed(f"importing torch {why}", torch_install_command(ctx, reinstall=True))
+        return failed(f"importing torch {ctx.probe_failure('torch')}", torch_install_command(ctx, reinstall=True))
     if t.get("installed") is False:
         return failed("PyTorch is not installed", torch_install_command(ctx))
     if t.get("error") or t.get("import_error"):
@@ -83,14 +87,15 @@ def check_torch_build(ctx: CheckContext) -> CheckResult:
     if not t or not t.get("version"):
         return skipped("torch not importable")
     kind = _build_kind(t)
-    if ctx.vendor == "amd" and not t.get("hip"):
+    vendor = ctx.known_vendor()
+    if vendor == "amd" and not t.get("hip"):
         return failed(f"torch {t['version']} is a {kind} build on an AMD GPU machine",
                       _replace_torch(ctx))
-    if ctx.vendor == "nvidia" and not t.get("cuda"):
+    if vendor == "nvidia" and not t.get("cuda"):
         return failed(f"torch {t['version']} is a {kind} build on an NVIDIA GPU machine", _replace_torch(ctx))
-    if ctx.vendor == "none":
+    if vendor == "none":
         return passed(f"{kind} build (no GPU here to match)")
-    return passed(f"{kind} build, matching the {ctx.vendor.upper()} GPUs")
+    return passed(f"{kind} build, matching the {vendor.upper()} GPUs")
 
 
 def compiled_archs(t: dict) -> list[str]:
@@ -159,7 +164,7 @@ def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
     t = ctx.torch
     if not t or not t.get("version"):
         return skipped("torch not importable")
-    system = ctx.amd_gpus if ctx.vendor == "amd" else ctx.nvidia_gpus
+    system = ctx.vendor_gpus()
     if not system:
         return skipped("no GPU found by the system tools")
     seen = int(t.get("device_count") or 0)
@@ -167,7 +172,7 @@ def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
                 for d in t.get("devices") or []]
     if t.get("cuda_error"):
         evidence.append(f"torch.cuda error: {t['cuda_error']}")
-    visible = [v for v in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES") if v in ctx.facts.env]
+    visible = list(ctx.env_vars(("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")))
     if seen == 0:
         return failed(f"torch sees no GPU ({len(system)} on the system)",
                       fixes.shell("python -c 'import torch; print(torch.cuda.is_available())'",

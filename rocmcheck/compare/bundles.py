@@ -144,26 +144,29 @@ def _label(nodes: list[NodeBundle]) -> None:
 
 def facets(run: Any) -> dict[str, Any]:
     """Versions and GPUs of one node, from the same parsed views the checks use."""
-    from rocmcheck.checks.context import CheckContext
+    from rocmcheck.checks.context import CheckContext, known_or_none
     from rocmcheck.checks.rocm import detected_rocm_version
 
     f: Facts = run.facts
     ctx = run.context or CheckContext(f)
     pk = f.packages or {}
-    torch = ctx.torch or {}
+    # A fact the bundle does not know is left out (None), never read as absent.
+    torch = known_or_none(lambda: ctx.torch) or {}
+    amd_smi, nvidia_smi = known_or_none(lambda: ctx.amd_smi), known_or_none(lambda: ctx.nvidia_smi)
     driver = None
     if ctx.vendor == "amd":
         amd_version = (f.files.get("/sys/module/amdgpu/version") or "").strip()
         driver = f"amdgpu {amd_version}" if amd_version else (
-            f"amdgpu {ctx.amd_smi.driver_version}" if ctx.amd_smi and ctx.amd_smi.driver_version else None)
-    elif ctx.vendor == "nvidia" and ctx.nvidia_smi is not None and ctx.nvidia_smi.driver_version:
-        driver = f"nvidia {ctx.nvidia_smi.driver_version}"
+            f"amdgpu {amd_smi.driver_version}" if amd_smi and amd_smi.driver_version else None)
+    elif ctx.vendor == "nvidia" and nvidia_smi is not None and nvidia_smi.driver_version:
+        driver = f"nvidia {nvidia_smi.driver_version}"
     triton = next((f"{n} {pk[n]}" if n != "triton" else str(pk[n]) for n in TRITON_PACKAGES if pk.get(n)), None)
-    models = sorted({(g.product.name if g.product else g.name) or g.arch or "?" for g in ctx.gpus})
+    gpus = known_or_none(lambda: ctx.gpus) or []
+    models = sorted({(g.product.name if g.product else g.name) or g.arch or "?" for g in gpus})
     return {
         "driver": driver,
-        "rocm": detected_rocm_version(ctx) if ctx.vendor == "amd" else None,
-        "cuda": ctx.nvidia_smi.cuda_version if ctx.vendor == "nvidia" and ctx.nvidia_smi else None,
+        "rocm": known_or_none(lambda: detected_rocm_version(ctx)) if ctx.vendor == "amd" else None,
+        "cuda": nvidia_smi.cuda_version if ctx.vendor == "nvidia" and nvidia_smi else None,
         "torch": torch.get("version") or pk.get("torch"),
         "triton": triton,
         "flash_attn": pk.get("flash-attn") or pk.get("flash_attn"),
@@ -172,7 +175,7 @@ def facets(run: Any) -> dict[str, Any]:
         "os": f.os_info.get("name"),
         "kernel": f.platform.get("kernel"),
         "python": f.platform.get("python"),
-        "gpu_count": len(ctx.gpus),
+        "gpu_count": len(gpus),
         "gpu_model": ", ".join(models) if models else None,
     }
 

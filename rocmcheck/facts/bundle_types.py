@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from rocmcheck.facts.known import known_problem
+
 
 class Rule(NamedTuple):
     ok: Callable[[Any], bool]
@@ -52,8 +54,8 @@ _AMDSMI = {**_INSTALLED, "gpus": [{"+index": int, "name": OPT_STR, "gfx": OPT_ST
 _EXTENSIONS = {"zstandard": OPT_STR, "stopped": OPT_STR, "jit_cache": OPT_STR, "scanned": {"*": int},
                "libraries": [{"owner": str, "path": str, "size": int, "bytes_read": int, "sections": [str],
                               "problem": OPT_STR, "truncated": OPT_STR,
-                              "groups": [{"targets": [str], "count": int}],
-                              "unread": [{"why": str, "count": int}]}],
+                              "groups": [{"targets": [str], "count": int, "relocatable": bool}],
+                              "unread": [{"why": str, "count": int}], "stubs": int}],
                "torch_build": {"path": str, "version": OPT_STR, "hip": OPT_STR, "cuda": OPT_STR, "error": OPT_STR},
                "bitsandbytes": {"dir": str, "version": OPT_STR, "libraries": [str]}}
 
@@ -77,6 +79,7 @@ FACTS = {
     "probe_runs": {"*": COMMAND},
     "deadline_hit": [str],
     "extensions": _EXTENSIONS,
+    "known": Rule(lambda v: known_problem(v) is None, 'an object of group -> "all" or a list of key names'),
     # A recorded fix is {kind, text, why, file} (JSON schema 3) or, in older bundles, one string: Fix.from_dict
     # reads both, and turns one that no longer passes as a shell line into a note.
     "recorded_results": [{"id": str, "status": str, "summary": str, "evidence": [str], "fix": FIX,

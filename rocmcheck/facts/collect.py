@@ -23,6 +23,7 @@ from typing import Any, Callable
 from rocmcheck.child import ChildRun, run_child
 from rocmcheck.facts.extensions import collect_extensions
 from rocmcheck.facts.health import collect_kernel_log, node_health
+from rocmcheck.facts.known import ALL, Known, everything, known_of_bundle, known_problem
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, observe_layout
 from rocmcheck.facts.tools import find_tool
@@ -42,10 +43,16 @@ ENV_NAMES = (
     "GPU_DEVICE_ORDINAL", "PYTORCH_ROCM_ARCH", "TORCH_CUDA_ARCH_LIST", "GPU_ARCHS",
     "FLASH_ATTENTION_TRITON_AMD_ENABLE", "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL",
     "PYTORCH_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "HSA_NO_SCRATCH_RECLAIM",
-    "TORCH_BLAS_PREFER_HIPBLASLT", "PYTORCH_TUNABLEOP_ENABLED", "MAX_JOBS", "DS_ACCELERATOR", "DS_BUILD_OPS",
+    "TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_BLAS_PREFER_CUBLASLT", "MAX_JOBS", "DS_ACCELERATOR", "DS_BUILD_OPS",
+    "PYTORCH_TUNABLEOP_ENABLED", "PYTORCH_TUNABLEOP_TUNING", "PYTORCH_TUNABLEOP_FILENAME",
     "LD_LIBRARY_PATH", "PATH", "container", "BNB_CUDA_VERSION", "BNB_ROCM_VERSION",
 )
 ENV_PREFIXES = ("NCCL_", "RCCL_", "HF_", "TRANSFORMERS_", "DS_BUILD_", "HSA_", "HIP_", "ROCM_")
+
+
+def in_env_domain(name: str) -> bool:
+    """Whether the collector records this variable (when set): a name outside is never known."""
+    return name in ENV_NAMES or name.startswith(ENV_PREFIXES)
 
 # Files the checks read. Missing ones are recorded as None, so a bundle says "absent", not "unknown".
 FILES = (
@@ -85,6 +92,9 @@ class Facts:
     node_health: dict[str, Any] = field(default_factory=dict)  # sysfs PCIe/RAS, governors, uptime (facts/health.py)
     launch: dict[str, Any] = field(default_factory=dict)  # the launcher's node rank / world (compare/launch.py), or {}
     extensions: dict[str, Any] = field(default_factory=dict)  # GPU code in libraries (facts/extensions.py)
+    # What these facts know (rocmcheck/facts/known.py): group -> "all" | [key, ...]; a group left out is not known.
+    # Facts made in code without it claim every group, as a live collection of everything does.
+    known: Known = field(default_factory=everything)
 
     def command(self, key: str) -> CommandResult | None:
         return self.commands.get(key)
@@ -99,17 +109,20 @@ class Facts:
     def from_dict(cls, d: dict[str, Any]) -> "Facts":
         if not isinstance(d, dict) or d.get("schema") != BUNDLE_SCHEMA:
             raise ValueError(f"not a rocmcheck bundle of schema {BUNDLE_SCHEMA}")
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        given = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         blank = cls()
-        for key, value in known.items():  # a hand-edited or truncated bundle must fail here, not in a check
+        for key, value in given.items():  # a hand-edited or truncated bundle must fail here, not in a check
             want = type(getattr(blank, key))
             if not isinstance(value, (int, float) if want in (int, float) else want):
                 raise ValueError(f"field {key!r} should be {want.__name__}, not {type(value).__name__}")
         for key in ("probes", "commands", "probe_runs", "devices"):
-            bad = [k for k, v in known.get(key, {}).items() if not isinstance(v, dict)]
+            bad = [k for k, v in given.get(key, {}).items() if not isinstance(v, dict)]
             if bad:
                 raise ValueError(f"{key}[{bad[0]!r}] should be an object")
-        facts = cls(**known)
+        if "known" in given and known_problem(given["known"]):
+            raise ValueError(known_problem(given["known"]))
+        given["known"] = known_of_bundle(d)  # a bundle without it: the groups it holds are known whole
+        facts = cls(**given)
         facts.commands = {k: CommandResult.from_dict(v) for k, v in (d.get("commands") or {}).items()}
         facts.probe_runs = {k: CommandResult.from_dict(v) for k, v in (d.get("probe_runs") or {}).items()}
         return facts
@@ -260,6 +273,16 @@ def run_python_probes(timeout: float, stack: bool = True) -> tuple[dict[str, dic
     return probes, runs
 
 
+# The groups collected in this process (no tool, no child): known whole once read. `launch` is filled by the doctor
+# from its own options ({} when not under a launcher).
+IN_PROCESS_GROUPS = ("platform", "os_info", "env", "files", "present", "devices", "user", "limits", "rocm_layout",
+                     "packages", "torch_requires", "node_health", "extensions", "launch")
+KERNEL_LOG_KEYS = ("kernel-log-journalctl", "kernel-log-dmesg")
+# Every key `commands` can hold: a key missing from a whole collection is a tool that is not installed.
+COMMAND_KEYS = ("rocminfo", "hipconfig", "amd-smi-static", "amd-smi-version", "rocm-smi", "rocm-smi-json",
+                "nvidia-smi-query", "nvidia-smi", "nvidia-smi-health") + KERNEL_LOG_KEYS
+
+
 def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                   probe_timeout_s: float = 45.0, python_probes: bool = True,
                   on_commands_done: Callable[[Facts], None] | None = None) -> Facts:
@@ -273,7 +296,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
     probe_timeout_s = min(probe_timeout_s, deadline_s)
     env = redact_env(os.environ, ENV_NAMES, ENV_PREFIXES)
     raw_env = dict(os.environ)
-    facts = Facts(collected_at=time.time())
+    facts = Facts(collected_at=time.time(), known={})  # each group is marked known as it is collected
 
     jobs: dict[str, Callable[[], CommandResult]] = {}
     rocminfo = find_tool("rocminfo", raw_env)
@@ -327,6 +350,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         facts.packages, facts.torch_requires = _package_versions()
         facts.node_health = node_health(raw_env)
         facts.extensions = collect_extensions(PACKAGES, raw_env)
+        facts.known.update({group: ALL for group in IN_PROCESS_GROUPS})
 
         # Every job's own timeout is clamped to the deadline, so they all end by then; the grace covers the
         # kill and, for the Python probes, a re-run of a crashed probe on its own.
@@ -339,6 +363,11 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                     _record_command(facts, futures[fut][1], fut.result(), deadline_s)
                 else:
                     facts.commands.update(fut.result())
+            # A tool still running is not known yet; one that was never started (not installed) is known absent.
+            running = {futures[f][1] for f in futures if futures[f][0] == "cmd" and f not in early}
+            if any(futures[f][0] == "cmds" and f not in early for f in futures):
+                running |= set(KERNEL_LOG_KEYS)
+            facts.known["commands"] = [k for k in COMMAND_KEYS if k not in running] if running else ALL
             on_commands_done(facts)
             remaining = max(0.0, deadline_s - (time.monotonic() - start)) + DEADLINE_GRACE_S
         done, not_done = wait([f for f in futures if f not in early], timeout=remaining)
@@ -360,6 +389,11 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                 facts.commands[key] = placeholder
             else:
                 facts.probe_runs = {name: placeholder for name in (PYTHON_PROBES if python_probes else BINDING_PROBES)}
+        # Every job has ended or is recorded as hung (a hang is a fact: its CommandResult says so).
+        facts.known["commands"] = ALL
+        probed = ALL if python_probes else list(BINDING_PROBES)  # the stack probes not run are not known
+        facts.known["probes"] = probed
+        facts.known["probe_runs"] = probed
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     _observe_hipconfig_root(facts)

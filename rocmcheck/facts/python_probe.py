@@ -32,12 +32,16 @@ def bytecode_state(package: str) -> dict[str, Any] | None:
         return None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
-    bytecode = importlib.util.cache_from_source(spec.origin)  # follows PYTHONPYCACHEPREFIX
+    from rocmcheck.bytecode import persons_bytecode_path, persons_settings
+
+    # As the person's own processes see it (follows PYTHONPYCACHEPREFIX), not rocmcheck's private cache
+    bytecode = persons_bytecode_path(spec.origin)
+    dont_write, prefix = persons_settings()
     existing = os.path.dirname(bytecode)
     while existing and not os.path.isdir(existing):  # Python creates the missing folders when it writes
         existing = os.path.dirname(existing)
     return {"source": spec.origin, "bytecode": bytecode, "cached": os.path.isfile(bytecode),
-            "dont_write_bytecode": bool(sys.flags.dont_write_bytecode), "pycache_prefix": sys.pycache_prefix,
+            "dont_write_bytecode": dont_write, "pycache_prefix": prefix,
             "writable": bool(existing) and os.access(existing, os.W_OK),
             "site_dir": os.path.dirname(os.path.dirname(spec.origin))}
 

@@ -23,6 +23,7 @@ class Product:
     hbm_tbps: float | None = None
     typical_fraction: float | None = None
     note: str | None = None
+    compute_units: int | None = None  # of the whole GPU (a CPX/DPX partition shows a fraction of them)
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class Arch:
     compute_capability: str | None = None
     note: str | None = None
     sources: tuple[str, ...] = field(default_factory=tuple)
+    bf16: bool = True  # False: no bf16 in hardware (NVIDIA before Ampere)
 
     def match_product(self, marketing_name: str | None) -> Product | None:
         """The product whose name appears in a tool's marketing name ("AMD Instinct MI300X")."""
@@ -63,6 +65,7 @@ def _arch(vendor: str, name: str, entry: dict[str, Any]) -> Arch:
         compute_capability=entry.get("compute_capability"),
         note=entry.get("note"),
         sources=tuple(entry.get("sources", [])),
+        bf16=entry.get("bf16", True),
     )
 
 
@@ -79,6 +82,25 @@ def all_archs() -> dict[str, Arch]:
 def arch_info(name: str) -> Arch | None:
     """Look up "gfx942" (feature suffixes like ":sramecc+:xnack-" are ignored) or "sm_90"."""
     return all_archs().get(base_gfx(name))
+
+
+def nvidia_arch_of_product(product_name: str | None) -> Arch | None:
+    """The NVIDIA arch whose product list names this GPU ("Tesla T4" -> sm_75), for a tool that gives the name but
+    not the compute capability; None when no product matches, or products of several archs do."""
+    return product_arch("nvidia", product_name)
+
+
+def product_arch(vendor: str, product_name: str | None) -> Arch | None:
+    """The arch of this vendor whose product list names the GPU ("MI300A" -> gfx942, "Tesla T4" -> sm_75); the longest
+    product name that matches wins; None when none matches, or products of several archs match as long."""
+    if not product_name:
+        return None
+    matches = [a for a in all_archs().values() if a.vendor == vendor and a.match_product(product_name)]
+    if not matches:
+        return None
+    best = max(len(a.match_product(product_name).name) for a in matches)
+    top = [a for a in matches if len(a.match_product(product_name).name) == best]
+    return top[0] if len(top) == 1 else None
 
 
 def base_gfx(name: str) -> str:

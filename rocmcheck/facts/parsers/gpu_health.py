@@ -27,7 +27,8 @@ NVML_REASONS_SLOWDOWN = 0x8 | 0x20 | 0x40 | 0x80
 _GPU_HEADER = re.compile(r"^GPU [0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*$")
 
 
-def _tree(text: str) -> list[tuple[int, str, str]]:
+def q_tree(text: str) -> list[tuple[int, str, str]]:
+    """`nvidia-smi -q` as (indent, key, value) rows; a "GPU 00000000:00:06.0" header is a key of its own."""
     rows = []
     for line in (text or "").splitlines():
         if not line.strip() or line.lstrip().startswith("="):
@@ -50,7 +51,7 @@ def parse_nvidia_smi_q(text: str | None) -> list[dict[str, Any]]:
     """Per GPU from `nvidia-smi -q -d ECC,PERFORMANCE`: bus id, ECC mode, ECC totals, active clock event reasons."""
     gpus: list[dict[str, Any]] = []
     path: list[tuple[int, str]] = []
-    for indent, key, value in _tree(text or ""):
+    for indent, key, value in q_tree(text or ""):
         if indent == 0 and _GPU_HEADER.match(key) and not value:
             gpus.append({"bus_id": key[4:].strip(), "reasons_active": [], "ecc_uncorrected_volatile": None,
                          "ecc_corrected_volatile": None, "ecc_uncorrected_aggregate": None, "ecc_mode_current": None})

@@ -123,11 +123,13 @@ class _Pattern:
     meaning: str
     fix: dict[str, str]
     source: str
+    joins: tuple[str, ...] = ()  # findings this line belongs to when one was seen for its device (kernel_log.json)
 
 
 def patterns() -> list[_Pattern]:
     data = load("kernel_log.json")
-    return [_Pattern(p["id"], re.compile(p["regex"]), p["severity"], p["title"], p["meaning"], p["fix"], p["source"])
+    return [_Pattern(p["id"], re.compile(p["regex"]), p["severity"], p["title"], p["meaning"], p["fix"], p["source"],
+                     tuple(p.get("joins") or ()))
             for p in data["patterns"]]
 
 
@@ -171,6 +173,11 @@ def parse_kernel_log(text: str | None) -> list[Finding]:
                 title = f"NVIDIA Xid {xid}"
                 meaning = info.get("meaning", "an Xid not in rocmcheck's table")
                 fix = info.get("fix", pat.fix)
+            joined = next((found[(j, device, None)] for j in pat.joins if (j, device, None) in found), None)
+            if joined is not None:  # a line of a fault already counted (its status block after its header)
+                joined.last = line
+                previous, matched = joined, True
+                break
             key = (pat.id, device, xid)
             finding = found.get(key)
             if finding is None:
@@ -196,7 +203,7 @@ def parse_kernel_log(text: str | None) -> list[Finding]:
     return list(found.values())
 
 
-_NAMES_PROCESS_NEXT = ("amdgpu_page_fault", "amdgpu_ring_timeout")
+_NAMES_PROCESS_NEXT = ("amdgpu_page_fault", "amdgpu_fault_status", "amdgpu_fault_detail", "amdgpu_ring_timeout")
 _NEXT_LINE_PROCESS = re.compile(r"\bProcess (?P<name>[\w.\-:]+) pid (?P<pid>\d+)")
 
 

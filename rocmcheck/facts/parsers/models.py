@@ -23,6 +23,7 @@ class RocmAgent:
     is_apu: bool = False  # "Memory Properties: APU"
     isas: list[str] = field(default_factory=list)  # "amdgcn-amd-amdhsa--gfx942:sramecc+:xnack-"
     bdfid: int | None = None  # "BDFID: 6912" = PCI bus/device/function packed (0x1b00 -> bus 0x1b)
+    kernel_dispatch: bool = False  # "Features: KERNEL_DISPATCH": the agent runs kernels (a GPU; a CPU says None)
 
     @property
     def is_gpu(self) -> bool:
@@ -46,6 +47,9 @@ class RocminfoReport:
     runtime_ext_version: str | None = None  # "Runtime Ext Version: 1.6"
     system_attributes: dict[str, str] = field(default_factory=dict)  # the "HSA System Attributes" block
     complete: bool = False  # the output ended with "*** Done ***" (a paste may be cut short)
+    # Agent lines without their "Agent N" header: pasted from the middle of the output or through grep, so the
+    # agents listed are not all there are.
+    fragment: bool = False
 
     @property
     def gpus(self) -> list[RocmAgent]:
@@ -71,6 +75,7 @@ class SmiGpu:
     partition_id: int | None = None  # which slice of a partitioned GPU ("NPS1, QPX, 3" -> 3)
     vram_used_percent: float | None = None  # rocm-smi "VRAM%": memory some process already holds
     util_percent: float | None = None  # rocm-smi "GPU%", rocm-smi --json "GPU use (%)"
+    compute_units: int | None = None  # amd-smi static "NUM_COMPUTE_UNITS" (a partition's own share)
 
 
 @dataclass
@@ -82,8 +87,14 @@ class SmiReport:
     tool_version: str | None = None
     rocm_version: str | None = None  # amd-smi version prints "ROCm version: 6.3.3"
     # A recognised failure message, verbatim: "NVIDIA-SMI has failed because it couldn't communicate with
-    # the NVIDIA driver. ...", "ERROR:root:Driver not initialized (amdgpu not found in modules)".
+    # the NVIDIA driver. ...", "ERROR:root:Driver not initialized (amdgpu not found in modules)", "ERROR: Unable to
+    # detect any GPU devices, check amdgpu version and module status".
     error: str | None = None
+    # The amdgpu driver is the kernel's own (no amdgpu-dkms): the tools then print the kernel's release (rocm-smi
+    # "Driver version: 6.14.0-28-generic") or its whole build string (amd-smi "amdgpu version: Linuxversion6.8.0-79-
+    # generic(buildd@...)"); driver_version is then that kernel release, or None when the tool cut it ("Linuxver").
+    # False: an amdgpu-dkms version ("6.7.0"); None: no driver version shown.
+    driver_in_kernel: bool | None = None
 
 
 @dataclass

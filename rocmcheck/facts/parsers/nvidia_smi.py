@@ -62,6 +62,50 @@ def parse_nvidia_smi_table(text: str) -> SmiReport:
     return report
 
 
+def parse_nvidia_smi_q(text: str) -> SmiReport:
+    """`nvidia-smi -q` (whole, or with -d sections): Driver Version, CUDA Version and per "GPU <bus id>" block its
+    Product Name, GPU UUID, Bus Id and "FB Memory Usage" Total / Used. GPUs are numbered in the order listed
+    (nvidia-smi's own order). Tolerates the tool's error lines; never raises."""
+    from rocmcheck.facts.parsers.gpu_health import q_tree
+
+    report = SmiReport(tool="nvidia-smi")
+    lines = clean_lines(text)
+    for line in lines:
+        m = _ERRORS.search(line.strip())
+        if m and report.error is None:
+            report.error = m.group(1)
+    section: list[tuple[int, str]] = []
+    gpu: SmiGpu | None = None
+    for indent, key, value in q_tree("\n".join(lines)):
+        if indent == 0 and key.startswith("GPU ") and not value:
+            gpu = SmiGpu(index=len(report.gpus), pci_bus=key[4:].strip())
+            report.gpus.append(gpu)
+            section = []
+            continue
+        while section and section[-1][0] >= indent:
+            section.pop()
+        if not value:
+            section.append((indent, key))
+            continue
+        value = none_if_na(value)
+        if gpu is None:
+            if key == "Driver Version":
+                report.driver_version = value
+            elif key == "CUDA Version":
+                report.cuda_version = value
+            continue
+        names = [name for _, name in section]
+        if not names and key == "Product Name":
+            gpu.product_name = value
+        elif not names and key == "GPU UUID":
+            gpu.uuid = value
+        elif names == ["FB Memory Usage"] and key in ("Total", "Used"):
+            mib = _mib((value or "").replace("MiB", ""))
+            if mib is not None:
+                setattr(gpu, "vram_total_bytes" if key == "Total" else "vram_used_bytes", mib * MIB)
+    return report
+
+
 def parse_nvidia_smi_csv(text: str, fields: list[str]) -> SmiReport:
     """`nvidia-smi --query-gpu=<fields> --format=csv[,noheader][,nounits]`, with `fields` in query order.
 

@@ -24,6 +24,8 @@ ERROR_KINDS = {
     "hsa_error": "hsa api call failure at: .../rocminfo.cc:N / Call returned HSA_STATUS_ERROR_...: ... "
     "(https://github.com/ROCm/legacy-rocm-build/issues/4382)",
     "driver_not_loaded": "ROCk module is NOT loaded, possibly no GPU devices (https://github.com/ROCm/legacy-rocm-build/issues/1506)",
+    "incompatible_kernel_userspace": "HSA Error:  Incompatible kernel and userspace, <GPU> disabled. Upgrade amdgpu. "
+    "(the amdgpu kernel driver is older than the ROCm userspace; https://github.com/ROCm/ROCm/issues/1583)",
     "other": "some other /dev/kfd error, or output that is not rocminfo's",
 }
 
@@ -37,7 +39,36 @@ _KFD_REASONS = {
 _MODULE_LOADED = re.compile(r"ROCk module (?:version (\S+) )?is loaded", re.IGNORECASE)
 _MODULE_NOT_LOADED = re.compile(r"ROCk module is NOT loaded", re.IGNORECASE)
 _HSA_FAILURE = re.compile(r"hsa api call failure", re.IGNORECASE)
-_HSA_STATUS = re.compile(r"Call returned (HSA_STATUS_\w+)")
+_HSA_STATUS = re.compile(r"Call returned (HSA_STATUS_\w+|\d+)")
+# "HSA Error:  Incompatible kernel and userspace, Vega 20 disabled. Upgrade amdgpu." (ROCr, one line per GPU; a paste
+# may wrap "Upgrade amdgpu." onto the next line).
+_INCOMPATIBLE = re.compile(r"HSA Error:\s*(Incompatible kernel and userspace.*)", re.IGNORECASE)
+_UPGRADE_AMDGPU = re.compile(r"^Upgrade amdgpu\.?$", re.IGNORECASE)
+# hsa.h (ROCR-Runtime): the status codes older rocminfo printed as numbers ("Call returned 4104").
+HSA_STATUS_CODES = {
+    0x1000: "HSA_STATUS_ERROR", 0x1001: "HSA_STATUS_ERROR_INVALID_ARGUMENT",
+    0x1002: "HSA_STATUS_ERROR_INVALID_QUEUE_CREATION", 0x1003: "HSA_STATUS_ERROR_INVALID_ALLOCATION",
+    0x1004: "HSA_STATUS_ERROR_INVALID_AGENT", 0x1005: "HSA_STATUS_ERROR_INVALID_REGION",
+    0x1006: "HSA_STATUS_ERROR_INVALID_SIGNAL", 0x1007: "HSA_STATUS_ERROR_INVALID_QUEUE",
+    0x1008: "HSA_STATUS_ERROR_OUT_OF_RESOURCES", 0x1009: "HSA_STATUS_ERROR_INVALID_PACKET_FORMAT",
+    0x100A: "HSA_STATUS_ERROR_RESOURCE_FREE", 0x100B: "HSA_STATUS_ERROR_NOT_INITIALIZED",
+    0x100C: "HSA_STATUS_ERROR_REFCOUNT_OVERFLOW",
+}
+# The keys of rocminfo's "HSA System Attributes" block: seen, the text is rocminfo's (cut before its agents, maybe).
+SYSTEM_KEYS = frozenset({"Runtime Version", "Runtime Ext Version", "System Timestamp Freq.", "Sig. Max Wait Duration",
+                         "Machine Model", "System Endianness", "Mwaitx", "DMAbuf Support", "VMM Support",
+                         "XNACK enabled"})
+# Keys rocminfo prints only inside an agent: seen without an "Agent N" line before them, the text is a fragment
+# pasted from the middle of an agent (or `rocminfo | grep`), not an error.
+AGENT_KEYS = frozenset({
+    "Name", "Uuid", "Marketing Name", "Vendor Name", "Feature", "Profile", "Float Round Mode", "Max Queue Number",
+    "Queue Min Size", "Queue Max Size", "Queue Type", "Node", "Device Type", "Chip ID", "ASIC Revision",
+    "Cacheline Size", "Max Clock Freq. (MHz)", "BDFID", "Internal Node ID", "Compute Unit", "SIMDs per CU",
+    "Shader Engines", "Shader Arrs. per Eng.", "Features", "Fast F16 Operation", "Wavefront Size",
+    "Workgroup Max Size", "Max Waves Per CU", "Max Work-item Per CU", "Grid Max Size", "Max fbarriers/Workgrp",
+    "Packet Processor uCode:", "SDMA engine uCode:", "IOMMU Support:", "Segment", "Size", "Allocatable",
+    "Alloc Granule", "Alloc Alignment", "Accessible by all", "Memory Properties", "Coherent Host Access",
+})
 _GROUP_NOTE = re.compile(r"(is (?:not )?member of .*group|Failed to get user name)", re.IGNORECASE)
 _AGENT = re.compile(r"^\s*Agent\s+(\d+)\s*$")
 _POOL = re.compile(r"^\s*Pool\s+(\d+)\s*$")
@@ -55,6 +86,7 @@ def parse_rocminfo(text: str) -> RocminfoReport:
     pool: dict[str, str] = {}
     pools: list[dict[str, str]] = []
     saw_agents_header = False
+    last_error = False  # the line before was an "HSA Error: Incompatible ..." (its wrapped tail may follow)
 
     def finish_agent() -> None:
         if agent is not None:
@@ -67,6 +99,12 @@ def parse_rocminfo(text: str) -> RocminfoReport:
         stripped = line.strip()
         if not stripped:
             continue
+        if last_error and _UPGRADE_AMDGPU.match(stripped):
+            report.error = f"{report.error} {stripped}" if report.error and "upgrade" not in report.error.lower() \
+                else report.error
+            last_error = False
+            continue
+        last_error = bool(_INCOMPATIBLE.search(stripped))
         if _note_status_line(report, stripped):
             continue
         if stripped.startswith("*** Done ***"):
@@ -81,11 +119,18 @@ def parse_rocminfo(text: str) -> RocminfoReport:
             agent = RocmAgent(index=to_int(m.group(1)) or 0, name="")
             block, pool, pools = "agent", {}, []
             continue
-        if agent is None:  # the "HSA System Attributes" block
+        if agent is None:  # the "HSA System Attributes" block, or a fragment of an agent pasted alone
             kv = split_key_value(stripped)
             if kv and not stripped.startswith(("=", "*")):
-                _system_attribute(report, *kv)
-            continue
+                if kv[0] in AGENT_KEYS and not saw_agents_header and kv[0] not in report.system_attributes:
+                    report.fragment = True
+                    agent = RocmAgent(index=0, name="")
+                    block = "pool" if kv[0] in ("Segment", "Size", "Allocatable") else "agent"
+                else:
+                    _system_attribute(report, *kv)
+                    continue
+            else:
+                continue
 
         # Inside an agent: block headers first.
         if stripped == "Cache Info:":
@@ -111,6 +156,13 @@ def parse_rocminfo(text: str) -> RocminfoReport:
         if kv is None:
             continue
         key, value = kv
+        if report.fragment and key == "Name" and value.startswith("amdgcn-"):
+            agent.isas.append(value)  # `rocminfo | grep Name`: an ISA's name under its agent's
+            continue
+        if report.fragment and key == "Name" and agent.name and block == "agent":
+            finish_agent()  # the next agent of a grep listing
+            agent = RocmAgent(index=len(report.agents), name="")
+            pool, pools = {}, []
         if block == "pool":
             pool[key] = value
         elif block == "isa":
@@ -122,6 +174,10 @@ def parse_rocminfo(text: str) -> RocminfoReport:
             block = "agent"  # a top-level agent key ends the Cache Info block
             _agent_field(agent, key, value)
     finish_agent()
+    if report.fragment:
+        for a in report.agents:  # the type line may not be in the fragment: a GPU agent is named gfx..., and only a
+            if not a.device_type and (a.name.lower().startswith("gfx") or a.kernel_dispatch):  # GPU dispatches kernels
+                a.device_type = "GPU"
 
     if report.agents and report.error_kind == "driver_not_loaded":
         # rocminfo decides "NOT loaded" with kmod tools, which containers often lack
@@ -129,7 +185,7 @@ def parse_rocminfo(text: str) -> RocminfoReport:
         # driver works (https://github.com/ROCm/ROCT-Thunk-Interface/issues/44).
         report.error = report.error_kind = None
     if not report.agents and report.error is None:
-        _unrecognised(report, text, saw_agents_header)
+        _unrecognised(report, text, saw_agents_header or bool(SYSTEM_KEYS & set(report.system_attributes)))
     return report
 
 
@@ -151,16 +207,22 @@ def _note_status_line(report: RocminfoReport, line: str) -> bool:
         report.error_lines.append(line)
         _set_error(report, line, kind, priority=3)
         return True
-    if _HSA_FAILURE.search(line):
+    m = _INCOMPATIBLE.search(line)
+    if m:
         report.error_lines.append(line)
-        _set_error(report, line, "hsa_error", priority=2)
+        _set_error(report, f"HSA Error: {m.group(1).strip()}", "incompatible_kernel_userspace", priority=4)
         return True
     m = _HSA_STATUS.search(line)
     if m:
         report.error_lines.append(line)
-        report.hsa_status = m.group(1)
+        code = to_int(m.group(1))
+        report.hsa_status = m.group(1) if code is None else HSA_STATUS_CODES.get(code, f"HSA status {code:#x}")
         # "Call returned ..." says more than the "hsa api call failure at: file:line" before it.
         _set_error(report, line, "hsa_error", priority=2, replace_same=True)
+        return True
+    if _HSA_FAILURE.search(line):
+        report.error_lines.append(line)
+        _set_error(report, line, "hsa_error", priority=2)
         return True
     if _GROUP_NOTE.search(line):
         report.group_note = line
@@ -169,7 +231,8 @@ def _note_status_line(report: RocminfoReport, line: str) -> bool:
 
 
 # A /dev/kfd open error explains an HSA failure, which explains "ROCk module is NOT loaded": keep the most specific.
-_PRIORITY = {"driver_not_loaded": 1, "hsa_error": 2}  # every kfd_* kind (and a kfd "other") ranks 3
+# "Incompatible kernel and userspace" names the cause itself and outranks them all.
+_PRIORITY = {"driver_not_loaded": 1, "hsa_error": 2, "incompatible_kernel_userspace": 4}  # kfd_* kinds rank 3
 
 
 def _set_error(report: RocminfoReport, line: str, kind: str, priority: int, replace_same: bool = False) -> None:
@@ -207,6 +270,8 @@ def _agent_field(agent: RocmAgent, key: str, value: str) -> None:
         agent.wavefront_size = leading_int(value)
     elif key == "BDFID":
         agent.bdfid = leading_int(value)
+    elif key == "Features":
+        agent.kernel_dispatch = "KERNEL_DISPATCH" in value.upper()
     elif key == "Memory Properties":
         agent.is_apu = "APU" in value.upper().split()
 
@@ -227,10 +292,11 @@ def _coarse_grained_bytes(pools: list[dict[str, str]]) -> int | None:
     return None
 
 
-def _unrecognised(report: RocminfoReport, text: str, saw_agents_header: bool) -> None:
-    """No agents and no known failure text: say so, quoting the first line, unless the output was empty."""
-    if saw_agents_header:
-        return  # a real rocminfo that listed no agents: nothing to quote, the checks see zero agents
+def _unrecognised(report: RocminfoReport, text: str, saw_rocminfo: bool) -> None:
+    """No agents and no known failure text: say so, quoting the first line, unless the output was empty or is
+    rocminfo's own (its system attributes, cut before the agents, or an agent list with no agent in it)."""
+    if saw_rocminfo:
+        return  # a real rocminfo that listed no agents (or was cut before them): nothing to quote
     first = next((printable(l) for l in clean_lines(text) if printable(l)), "")
     if first and report.kfd_module_loaded is None:
         report.error, report.error_kind = first, "other"

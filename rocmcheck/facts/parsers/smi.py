@@ -23,6 +23,10 @@ from rocmcheck.units import UNIT_BYTES
 # loaded (amdgpu, amd_hsmp, ionic, bnxt_en drivers not found in modules)" (amd-smi 10.1, Debian; both on stderr).
 _SMI_ERRORS = re.compile(r"((?:ERROR:root:)?Drivers? not (?:initialized|loaded).*|ROCk module is NOT loaded.*)",
                          re.IGNORECASE)
+# The tools' words when they see no GPU at all: rocm-smi "WARNING: No AMD GPUs specified", amd-smi "ERROR: Unable to
+# detect any GPU devices, check amdgpu version and module status" (both in ROCm/ROCm#6176, /dev/kfd unusable).
+_NO_GPU = re.compile(r"((?:WARNING:\s*)?No AMD GPUs specified.*|(?:ERROR:\s*)?Unable to detect any GPU devices.*)",
+                     re.IGNORECASE)
 _ROW = re.compile(r"^\s*(\d+)\s+\S")
 _PARTITION = re.compile(r"\b(NPS\d|N/A)\s*,\s*([SDTQC]PX|N/A)(?:\s*,\s*(\d+|N/A))?", re.IGNORECASE)
 _DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
@@ -33,6 +37,50 @@ _GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
 
 # ---- rocm-smi ------------------------------------------------------------------------------------
 
+def smi_error(text: str) -> str | None:
+    """The tool's own failure line: the driver not loaded, or no GPU detected; None when it printed neither."""
+    for line in clean_lines(text):
+        stripped = line.strip()
+        for pattern in (_SMI_ERRORS, _NO_GPU):
+            m = pattern.search(stripped)
+            if m:
+                return m.group(1).removeprefix("ERROR:root:").strip()
+    return None
+
+
+# An in-kernel amdgpu (no amdgpu-dkms) has no version of its own: amd-smi prints the kernel's build string squashed
+# ("Linuxversion6.8.0-79-generic(buildd@...)...", cut to "Linuxver" in its table banner), rocm-smi the kernel release
+# ("6.14.0-28-generic"). amdgpu-dkms versions have no "-" ("6.7.0", "6.8.5").
+_LINUX_BUILD = re.compile(r"^Linux\s*ver(?:sion)?\s*(?P<release>\d+\.\d+[0-9A-Za-z.+_~-]*?)?(?=\(|\s|$)", re.IGNORECASE)
+_KERNEL_RELEASE = re.compile(r"^\d+\.\d+(?:\.\d+)?-[0-9A-Za-z][0-9A-Za-z._+~-]*$")
+
+
+def amdgpu_driver_version(value: str | None) -> tuple[str | None, bool]:
+    """(version, in_kernel) of the amdgpu driver as a tool printed it: the kernel release for an in-kernel driver
+    (None when the tool cut it off), else the amdgpu-dkms version as printed. Never raises."""
+    text = none_if_na(to_text(value).strip()) if value is not None else None
+    if not text:
+        return None, False
+    m = _LINUX_BUILD.match(text)
+    if m:
+        return m.group("release"), True
+    if _KERNEL_RELEASE.match(text):
+        return text, True
+    return text, False
+
+
+def _set_driver(report: SmiReport, value: str | None) -> None:
+    version, in_kernel = amdgpu_driver_version(value)
+    if version is None and not in_kernel:
+        return
+    report.driver_version, report.driver_in_kernel = version, in_kernel
+
+
+def _note_error(report: SmiReport, text: str) -> None:
+    if report.error is None:
+        report.error = smi_error(text)
+
+
 def smi_driver_error(text: str) -> str | None:
     """rocm-smi's or amd-smi's "driver not loaded" line (stdout or stderr), without the logger prefix; else None."""
     for line in clean_lines(text):
@@ -42,8 +90,29 @@ def smi_driver_error(text: str) -> str | None:
     return None
 
 
+_DRIVER_LINE = re.compile(r"^\s*Driver version:\s*(\S+)", re.IGNORECASE)
+
+
 def parse_rocm_smi(text: str) -> SmiReport:
-    """The default concise table of plain `rocm-smi` (ROCm 5.7 through 6.x layouts)."""
+    """rocm-smi's text outputs: the default concise table (ROCm 5.7 through 6.x layouts), and the "GPU[N] : key: value"
+    lines of -a / --showallinfo, --showproductname, --showmeminfo, -i (product, model, gfx version, VRAM, compute and
+    memory partition); "Driver version:" (-a, --showdriverversion; an in-kernel driver prints the kernel release)."""
+    report = _parse_rocm_smi_concise(text)
+    for line in clean_lines(text):
+        m = _DRIVER_LINE.match(line)
+        if m:
+            _set_driver(report, m.group(1))
+            break
+    per_gpu = _gpu_key_values(text)
+    if per_gpu:
+        merged = merge_smi(report, _report_from_gpu_kv("rocm-smi", per_gpu))
+        merged.tool = "rocm-smi"
+        report = merged
+    _note_error(report, text)
+    return report
+
+
+def _parse_rocm_smi_concise(text: str) -> SmiReport:
     report = SmiReport(tool="rocm-smi")
     columns: list[str] = []
     in_body = False
@@ -108,6 +177,9 @@ def parse_rocm_smi_json(text: str) -> SmiReport:
     report = SmiReport(tool="rocm-smi")
     data = _load_json(text)
     if not isinstance(data, dict):
+        data = _cut_json_cards(text)  # a paste cut short is no JSON: read its "cardN" objects line by line
+    if not data:
+        _note_error(report, text)
         return report
     per_gpu: dict[int, dict[str, str]] = {}
     for key, value in data.items():
@@ -148,8 +220,12 @@ def _apply_rocm_smi_field(gpu: SmiGpu, key: str, value: str | None) -> None:
         return
     if key in ("card series", "device name", "card model name", "market name") and not gpu.product_name:
         gpu.product_name = value
-    elif key in ("card model", "device id") and _DEVICE_ID.fullmatch(value):
+    elif key in ("card model", "device id", "gpu id") and _DEVICE_ID.fullmatch(value):
         gpu.device_id = value.lower()
+    elif key == "compute partition" and re.fullmatch(r"[SDTQC]PX", value, re.IGNORECASE):
+        gpu.partition = value.upper()
+    elif key == "memory partition" and re.fullmatch(r"NPS\d", value, re.IGNORECASE):
+        gpu.memory_partition = value.upper()
     elif key == "gfx version" and _GFX.match(value):
         gpu.gfx = value.lower()
     elif key.startswith("vram total memory"):
@@ -167,7 +243,7 @@ def _apply_rocm_smi_field(gpu: SmiGpu, key: str, value: str | None) -> None:
 # ---- amd-smi -------------------------------------------------------------------------------------
 
 _AMD_VERSION_KEYS = {
-    "tool_version": re.compile(r"(?:AMDSMI Tool:|\bAMD-SMI\b)\s*([^\s|]+)", re.IGNORECASE),
+    "tool_version": re.compile(r"(?:AMDSMI Tool:|\bAMD-SMI\b)\s*(\d[^\s|]*)", re.IGNORECASE),
     "rocm_version": re.compile(r"ROCm version:\s*([^\s|]+)", re.IGNORECASE),
     "driver_version": re.compile(r"amdgpu version:\s*([^\s|]+)", re.IGNORECASE),
 }
@@ -181,15 +257,32 @@ def parse_amd_smi_version(text: str) -> SmiReport:
     for attr, pattern in _AMD_VERSION_KEYS.items():
         m = pattern.search(joined)
         if m:
-            setattr(report, attr, none_if_na(m.group(1).strip()))
+            if attr == "driver_version":
+                _set_driver(report, m.group(1).strip())
+            else:
+                setattr(report, attr, none_if_na(m.group(1).strip()))
+    _note_error(report, text)
     return report
 
 
 def parse_amd_smi_list(text: str) -> SmiReport:
-    """`amd-smi list`: "GPU: 0" blocks of "BDF:", "UUID:", "KFD_ID:", "NODE_ID:", "PARTITION_ID:"."""
+    """`amd-smi list`: "GPU: 0" blocks of "BDF:", "UUID:", "KFD_ID:", "NODE_ID:", "PARTITION_ID:" (the blocks of
+    other devices, "AI_NIC: 0", "CPU: 0", are not GPUs)."""
+    return parse_amd_smi_text(text)
+
+
+def parse_amd_smi_text(text: str) -> SmiReport:
+    """Any of amd-smi's text outputs made of "GPU: N" blocks (static, list, metric, firmware, partition): per GPU
+    what its block names (market name, gfx target, BDF, UUID, KFD node, compute units, VRAM size or total, compute and
+    memory partition), and the driver version of the first GPU's DRIVER section."""
     report = SmiReport(tool="amd-smi")
     for index, flat in _amd_smi_blocks(text):
         report.gpus.append(_amd_gpu(index, flat))
+        if report.driver_version is None and report.driver_in_kernel is None:
+            name, version = flat.get("driver.name"), flat.get("driver.version")
+            if version and (name is None or str(name).lower() == "amdgpu"):
+                _set_driver(report, str(version))
+    _note_error(report, text)
     return report
 
 
@@ -199,10 +292,68 @@ def parse_amd_smi_static_json(text: str) -> SmiReport:
     MB is MiB (196592 MB == rocm-smi's 206141652992 B on the same MI300X)."""
     report = SmiReport(tool="amd-smi")
     data = _load_json(text)
+    _note_error(report, text)
     for position, obj in enumerate(_gpu_objects(data)):
         flat = _flatten(obj)
         index = leading_int(str(flat.get("gpu", ""))) if "gpu" in flat else position
         report.gpus.append(_amd_gpu(position if index is None else index, flat))
+    return report
+
+
+def parse_amd_smi_static(text: str) -> SmiReport:
+    """`amd-smi static`, as JSON (--json) or as its text: "GPU: 0" blocks of "ASIC:", "BUS:", "VRAM:" sections."""
+    if _load_json(text) is not None:
+        return parse_amd_smi_static_json(text)
+    return parse_amd_smi_static_text(text)
+
+
+def parse_amd_smi_static_text(text: str) -> SmiReport:
+    """`amd-smi static` without --json (its box table when run as plain `amd-smi`)."""
+    raw = to_text(text)
+    if _BOX_GPU_ROW.search(raw) and "GPU-Name" in raw:
+        return parse_amd_smi_table(raw)
+    return parse_amd_smi_text(raw)
+
+
+# Plain `amd-smi`: a box table whose banner holds the versions and whose rows give, per GPU, "BDF GPU-Name" and then
+# "GPU HIP-ID OAM-ID Partition-Mode | GFX-Uti Fan Mem-Usage" ("538/16304 MB": used/total, amd-smi's MB is MiB).
+_BOX_GPU_ROW = re.compile(r"^\|\s*(?P<bdf>(?:[0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+"
+                          r"(?P<name>[^|]{0,200}?)\s*\|", re.MULTILINE)
+_BOX_ID_ROW = re.compile(r"^\|\s*(?P<gpu>\d{1,6})\s+(?P<hip>\d{1,6}|N/A)\s+(?P<oam>\d{1,6}|N/A)\s+"
+                         r"(?P<mode>[^|]{0,200}?)\s*\|(?P<rest>[^|]{0,400})\|")
+_BOX_MEMORY = re.compile(r"(?<![0-9])([0-9]{1,12})\s*/\s*([0-9]{1,12})\s*MB\b")
+
+
+def parse_amd_smi_table(text: str) -> SmiReport:
+    """Plain `amd-smi` (its default box table): the banner's tool, ROCm and amdgpu versions, and per GPU its BDF,
+    name, index, partition mode and VRAM used / total. Stops at the Processes table. Never raises."""
+    report = parse_amd_smi_version(text)
+    gpu: SmiGpu | None = None
+    for line in clean_lines(text):
+        stripped = line.strip()
+        if "Processes:" in stripped:
+            break
+        m = _BOX_GPU_ROW.match(stripped)
+        if m:
+            gpu = SmiGpu(index=len(report.gpus), product_name=none_if_na(m.group("name")), pci_bus=m.group("bdf"))
+            report.gpus.append(gpu)
+            continue
+        m = _BOX_ID_ROW.match(stripped)
+        if m and gpu is not None:
+            index = to_int(m.group("gpu"))
+            if index is not None:
+                gpu.index = index
+            mode = m.group("mode").upper()
+            part = re.search(r"\b([SDTQC]PX)\b", mode)
+            nps = re.search(r"\b(NPS\d)\b", mode)
+            gpu.partition = part.group(1) if part else None
+            gpu.memory_partition = nps.group(1) if nps else None
+            mem = _BOX_MEMORY.search(m.group("rest"))
+            if mem:
+                used, total = to_int(mem.group(1)), to_int(mem.group(2))
+                gpu.vram_used_bytes = size_bytes(used, "MB") if used is not None else None
+                gpu.vram_total_bytes = size_bytes(total, "MB") if total is not None else None
+            gpu = None
     return report
 
 
@@ -246,6 +397,11 @@ def _amd_smi_blocks(text: str) -> Iterable[tuple[int, dict[str, Any]]]:
                 yield index, flat
             index, flat, sections = to_int(m.group(1)), {}, []
             continue
+        if _OTHER_DEVICE.match(line):  # "AI_NIC: 0", "CPU: 0": a block of another device ends the GPU's
+            if index is not None:
+                yield index, flat
+            index, flat, sections = None, {}, []
+            continue
         if index is None:
             continue
         indent = len(line) - len(line.lstrip())
@@ -261,6 +417,10 @@ def _amd_smi_blocks(text: str) -> Iterable[tuple[int, dict[str, Any]]]:
         flat[path] = value.strip()
     if index is not None:
         yield index, flat
+
+
+# A top-level block header of a device that is not a GPU (amd-smi list / static: "AI_NIC: 0", "CPU: 0", "NIC: 1").
+_OTHER_DEVICE = re.compile(r"^(?!GPU:)[A-Z][A-Z0-9_]{0,30}:\s*[0-9]{1,6}\s*$")
 
 
 def _amd_gpu(index: int, flat: dict[str, Any]) -> SmiGpu:
@@ -295,8 +455,12 @@ def _amd_gpu(index: int, flat: dict[str, Any]) -> SmiGpu:
     mem = first("memory_partition")
     if mem is not None and re.fullmatch(r"NPS\d", str(mem).strip(), re.IGNORECASE):
         gpu.memory_partition = str(mem).strip().upper()
-    size = first("vram.size", "vram.vram_size", "vram_size")
+    size = first("vram.size", "vram.vram_size", "vram_size", "total_vram")
     gpu.vram_total_bytes = size_bytes(size, default_unit="MB")
+    used = first("used_vram")
+    gpu.vram_used_bytes = size_bytes(used, default_unit="MB") if used is not None else None
+    cus = first("num_compute_units")
+    gpu.compute_units = leading_int(str(cus)) if cus is not None else None
     return gpu
 
 
@@ -364,6 +528,30 @@ def _load_json(text: str) -> Any:
         except (ValueError, RecursionError):
             continue
     return None
+
+
+_CARD_OPEN = re.compile(r'^\s*"(card[0-9]{1,6}|system)"\s*:\s*\{\s*$', re.IGNORECASE)
+_JSON_PAIR = re.compile(r'^\s*"((?:[^"\\]|\\.){1,200})"\s*:\s*"((?:[^"\\]|\\.){0,2000})"\s*,?\s*$')
+
+
+def _cut_json_cards(text: str) -> dict[str, dict[str, str]]:
+    """{"card0": {key: value}} from rocm-smi --json text that is not whole JSON (a paste cut short): its one-pair-a-
+    line objects, read as far as they go. {} when there are none."""
+    out: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for line in clean_lines(text):
+        m = _CARD_OPEN.match(line)
+        if m:
+            current = out.setdefault(m.group(1).lower(), {})
+            continue
+        if current is None:
+            continue
+        pair = _JSON_PAIR.match(line)
+        if pair:
+            current[pair.group(1)] = pair.group(2)
+        elif line.strip().startswith("}"):
+            current = None
+    return out
 
 
 def _float(value: Any) -> float | None:
