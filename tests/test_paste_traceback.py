@@ -69,6 +69,19 @@ def test_flash_attn_undefined_symbol():
     assert tb.library == "flash_attn" and tb.chained == []
 
 
+def test_a_library_the_loader_did_not_find_is_not_the_object_that_failed():
+    """ld.so's "<name>: cannot open shared object file" names a dependency of the module being imported; the object
+    that failed is the failing frame's (flash-attn's), and a missing path is still the object itself."""
+    tb = _tb(D + "flash-attn-import_libcudart.so.12-not-found_torch-2.1.0-cu118_flash-attention-631_excerpt.txt")
+    assert tb.exception_type == "ImportError" and tb.missing_library == "libcudart.so.12"
+    assert tb.shared_object is None and tb.library == "flash_attn"
+    missing = parse_traceback("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n"
+                              "OSError: /opt/conda/lib/python3.10/site-packages/bitsandbytes/libbitsandbytes_cpu.so: "
+                              "cannot open shared object file: No such file or directory")
+    assert missing.missing_library is None
+    assert missing.shared_object == "/opt/conda/lib/python3.10/site-packages/bitsandbytes/libbitsandbytes_cpu.so"
+
+
 def test_chained_torch_exception_keeps_the_nccl_message():
     tb = _tb("pastes/corpus/04-pytorch-torchtitan-853.paste.txt")
     assert tb.exception_type == "torch.distributed.DistBackendError" and "NCCL version 2.21.5" in tb.message

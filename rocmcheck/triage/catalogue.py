@@ -1,7 +1,9 @@
 """The catalogue of error signatures (rocmcheck/knowledge/signatures.json): what a pasted line says -> the causes it
-points at, each with its fix, what to paste next and its sources. Loaded once and checked whole: a signature that
-names an unknown cause, a regular expression that does not compile or a condition nobody reads is a bug in the
-shipped data (ValueError), found by the tests."""
+points at, each with its fix, what to paste next and its sources. A signature is a regular expression searched in
+each line, or a sign (`"fact"`): a finding of the paste readers that no single line spells out
+(rocmcheck/triage/signs.py). Loaded once and checked whole: a signature that names an unknown cause or sign, a
+regular expression that does not compile or a condition nobody reads is a bug in the shipped data (ValueError),
+found by the tests."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from rocmcheck.package_data import read_json
+from rocmcheck.triage.signs import SIGNS
 
 CATALOGUE_FILE = "signatures.json"
 WEIGHTS = (1, 2, 3)  # 1: a hint; 2: the usual cause of that text; 3: the text names the cause
@@ -31,12 +34,13 @@ class Rule:
 @dataclass(frozen=True)
 class Signature:
     id: str
-    literals: tuple[str, ...]  # lower-case: a line holding none of them is not searched
-    regex: re.Pattern[str]
+    literals: tuple[str, ...]  # lower-case: a line holding none of them is not searched (empty for a sign)
+    regex: re.Pattern[str] | None  # None for a sign
     rules: tuple[Rule, ...]
     sources: tuple[str, ...]
     examples: tuple[str, ...]
     support_only: bool = False  # its causes count only beside other evidence of them (a command run with sudo)
+    fact: str | None = None  # a sign of rocmcheck/triage/signs.py in place of a regular expression
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,15 @@ def parse_catalogue(doc: dict[str, Any]) -> Catalogue:
         if sid in seen:
             raise ValueError(f"signature {sid}: defined twice")
         seen.add(sid)
-        literals = tuple(s["literals"])
-        if not literals or any(not lit or lit != lit.lower() for lit in literals):
-            raise ValueError(f"signature {sid}: literals must be non-empty and lower-case")
+        fact = s.get("fact")
+        if fact is not None:
+            if fact not in SIGNS or "regex" in s or "literals" in s:
+                raise ValueError(f"signature {sid}: a sign is one name of rocmcheck/triage/signs.py, with no regex")
+            literals: tuple[str, ...] = ()
+        else:
+            literals = tuple(s["literals"])
+            if not literals or any(not lit or lit != lit.lower() for lit in literals):
+                raise ValueError(f"signature {sid}: literals must be non-empty and lower-case")
         rules = []
         for r in s["causes"]:
             if r["cause"] not in causes:
@@ -101,8 +111,9 @@ def parse_catalogue(doc: dict[str, Any]) -> Catalogue:
             rules.append(Rule(r["cause"], r["weight"], when))
         if not s.get("sources"):
             raise ValueError(f"signature {sid}: no sources")
-        signatures.append(Signature(sid, literals, re.compile(s["regex"]), tuple(rules), tuple(s["sources"]),
-                                    tuple(s.get("examples") or ()), bool(s.get("support_only"))))
+        signatures.append(Signature(sid, literals, None if fact else re.compile(s["regex"]), tuple(rules),
+                                    tuple(s["sources"]), tuple(s.get("examples") or ()), bool(s.get("support_only")),
+                                    fact))
     ids = {s.id for s in signatures}
     for s in signatures:
         for r in s.rules:

@@ -1,9 +1,13 @@
 """The catalogue's signatures, searched in every line of the pastes, with what each matched line's surroundings
 say: the library the failing frame (or the .so, or a C++ "File:" path on the line) is in, and what the pastes show
-as a whole (a container, an AMD or NVIDIA stack, WSL, the variables they set).
+as a whole (a container, an AMD or NVIDIA stack, WSL, the variables they set). A message that a terminal, a log
+viewer or the person wrapped onto the next line ("killed by signal: Bus" / "error.") is found across the break:
+a line is also searched joined with the next one, and a match counts there only when it spans the two. The signs
+the readers found (rocmcheck/triage/signs.py) are hits of the signatures that name them.
 
-One pass over the lines; a line is searched with a signature's regular expression only when it holds one of the
-signature's literals (a substring test), so the time is linear in the paste and the number of signatures."""
+One pass over the lines; a line (or a joined pair) is searched with a signature's regular expression only when it
+holds one of the signature's literals (a substring test), so the time is linear in the paste and the number of
+signatures."""
 
 from __future__ import annotations
 
@@ -24,11 +28,15 @@ LIBRARY_PATHS = (("flash_attn", "flash_attn"), ("bitsandbytes", "bitsandbytes"),
                  ("site-packages/torch", "torch"))
 _PATH = re.compile(r"(?:^|[\s\"'(:])(/[\w.+-]+(?:/[\w.+-]+)+|[\w.+-]+\.so(?:\.\d+)*)")
 _FILE_LINE = re.compile(r"\bFile: (\S+)")
+# The loader's "<name>: cannot open shared object file" names a library that was not found, not the library that
+# failed: a line of it says nothing of the library (the failing frame does).
+_LOADER_NOT_FOUND = re.compile(r"(?:^|(?<=[\s'\"(]))[\w.+-]+\.so(?:\.\d+)*: cannot open shared object file")
 # A shell prompt of a container: docker names a container's host after the first 12 hex digits of its id.
 _CONTAINER_PROMPT = re.compile(r"\b[\w.-]+@[0-9a-f]{12}:")
 _AMD = re.compile(r"\b(?:ROCm|rocm\d|HIP error|hipError\w*|gfx[0-9a-f]{3,4}|Radeon|Instinct|amdgpu)\b")
 _NVIDIA = re.compile(r"\b(?:NVIDIA|nvidia-smi|GeForce|Tesla|Quadro|cudaError\w*|\+cu\d{3})\b")
-_WSL = re.compile(r"\bWSL2?\b|microsoft-standard")
+# WSL as the kernel names it, as its tools print it, and as people write it ("ROCm 6.2 on wsl ubuntu 24.04").
+_WSL = re.compile(r"\bwsl2?\b|microsoft-standard|/dev/dxg\b", re.IGNORECASE)
 # Blocks whose words are not evidence: a rocmcheck summary's verdicts quote error texts ("expect
 # 'hipErrorNoBinaryForGpu'"); its facts and verdicts are read as such.
 FACTS_ONLY = ("rocmcheck_summary",)
@@ -57,6 +65,7 @@ def find(pasted: Pasted, cat: Catalogue) -> tuple[list[Hit], Scene]:
     hits: list[Hit] = []
     scene = _scene(pasted)
     counts: dict[str, int] = {}
+    searched = [sig for sig in cat.signatures if sig.regex is not None]
     for inp, block in pasted.blocks():
         if block.kind in FACTS_ONLY:
             continue
@@ -65,17 +74,36 @@ def find(pasted: Pasted, cat: Catalogue) -> tuple[list[Hit], Scene]:
         for i, line in enumerate(lines):
             part = line[:MAX_LINE_SEARCH]
             low = part.lower()
-            for sig in cat.signatures:
-                if counts.get(sig.id, 0) >= MAX_HITS_PER_SIGNATURE or not any(lit in low for lit in sig.literals):
+            head = part.rstrip()
+            tail = lines[i + 1][:MAX_LINE_SEARCH].strip() if i + 1 < len(lines) else ""
+            joined = f"{head} {tail}" if head and tail else ""
+            joined_low = joined.lower()
+            for sig in searched:
+                if counts.get(sig.id, 0) >= MAX_HITS_PER_SIGNATURE:
                     continue
-                m = sig.regex.search(part)
+                m = sig.regex.search(part) if any(lit in low for lit in sig.literals) else None  # type: ignore[union-attr]
+                text = m.group(0) if m else ""
+                if m is None and joined and any(lit in joined_low for lit in sig.literals):
+                    w = sig.regex.search(joined)  # type: ignore[union-attr]
+                    if w is not None and w.start() < len(head) < w.end():  # the message runs over the break
+                        m, text = w, joined[w.start():len(head)]
                 if m is None:
                     continue
                 counts[sig.id] = counts.get(sig.id, 0) + 1
                 library = _line_library(lines[i:i + 3]) or frame_library or "none"
-                hits.append(Hit(sig, _quote(inp, block, m.group(0), sig), library, block.kind))
+                hits.append(Hit(sig, _quote(inp, block, text, sig), library, block.kind))
                 scene.matched.add(sig.id)
             _flags(scene, line)
+    by_sign: dict[str, list[Signature]] = {}
+    for sig in cat.signatures:
+        if sig.fact is not None:
+            by_sign.setdefault(sig.fact, []).append(sig)
+    for name, quote in pasted.signs:
+        for sig in by_sign.get(name, ()):
+            if counts.get(sig.id, 0) < MAX_HITS_PER_SIGNATURE:
+                counts[sig.id] = counts.get(sig.id, 0) + 1
+                hits.append(Hit(sig, quote, "none", "sign"))
+                scene.matched.add(sig.id)
     return hits, scene
 
 
@@ -103,7 +131,7 @@ def _quote(inp: PasteInput, block: Block, matched: str, sig: Signature) -> Quote
     quote = inp.quote(block, matched)
     if matched in quote.text:
         return quote
-    return inp.quote(block, pattern=sig.regex)
+    return inp.quote(block, pattern=sig.regex) if sig.regex is not None else quote
 
 
 def library_of_path(text: str) -> str | None:
@@ -118,7 +146,7 @@ def _line_library(lines: list[str]) -> str | None:
     """The library the line (or the C++ "File:" line after it) names by a path, "other" for a path of another."""
     for j, line in enumerate(lines):
         m = _FILE_LINE.search(line) if j else None
-        text = m.group(1) if m else (line if j == 0 else "")
+        text = m.group(1) if m else (_LOADER_NOT_FOUND.sub("", line) if j == 0 else "")
         if not text:
             continue
         found = library_of_path(text)

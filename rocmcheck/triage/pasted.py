@@ -18,8 +18,16 @@ read wins. Which reader gives which fact:
 - a Python session: the torch probe (version, build, CUDA available, device count, arch list, devices), Python,
   the variables set before `python`;
 - an NCCL log: the NCCL_* variables it says were set;
+- an nccl-tests / rccl-tests run: whether it finished (a sign, rocmcheck/triage/signs.py, when it did not);
 - a rocmcheck summary: everything it shows, and its verdicts;
+- `ls -l` of the GPU device nodes (/dev/kfd, /dev/dri/*, /dev/dxg, /dev/nvidia*): each node exists, its mode and
+  group, and whether this user can open it when the paste says who the user is (`id`, `groups`, or a `$` prompt
+  on a node only root may open); `id` / `groups`: the user's uid and groups;
+- the topology tools (`amd-smi topology`, `nvidia-smi topo -m`, `rocm-smi --showtopo`): the link of each GPU pair;
 - any line: `export NAME=value`, `NAME=value command`: the variables rocmcheck records (ENV_NAMES / ENV_PREFIXES).
+
+Besides the facts, a reader's finding that is evidence by itself though no single line says it is a sign
+(rocmcheck/triage/signs.py): an nccl-tests run with no summary, a `docker run` that passes no GPU.
 """
 
 from __future__ import annotations
@@ -31,13 +39,17 @@ from typing import Any, Callable
 from rocmcheck.facts.collect import PACKAGES, Facts, in_env_domain
 from rocmcheck.facts.known import ALL
 from rocmcheck.facts.parsers._read import normalize_name
+from rocmcheck.facts.parsers.links import Topology
 from rocmcheck.facts.parsers.paste import Block, Paste, split_paste
 from rocmcheck.facts.parsers.paste_read import read_block
+from rocmcheck.facts.parsers.shell import split_prompt, unmark
+from rocmcheck.facts.parsers.system_info import DeviceNode, parse_device_listing, parse_id
 from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
 from rocmcheck.facts.redact import redact_value
 from rocmcheck.knowledge import all_archs, arch_of_product, base_gfx
 from rocmcheck.result import CheckResult
 from rocmcheck.runner import CommandResult
+from rocmcheck.triage.signs import SIGNS
 from rocmcheck.units import GIB, KIB, MIB
 
 # A quoted line longer than this is cut (a one-line JSON dump); the cut is marked with QUOTE_CUT.
@@ -50,6 +62,10 @@ DOCKER_DEFAULT_SHM = 64 * MIB
 # The kernel-log reader the doctor tries first; a pasted log stands for both (`commands["kernel-log-dmesg"]`).
 KERNEL_LOG_KEYS = ("kernel-log-journalctl", "kernel-log-dmesg")
 MAX_GPUS = 1024
+MAX_SIGNS = 200
+MAX_DEVICE_NODES = 256
+# A GPU reaches a container through one of these (docker run's options; `-v /dev/...` binds device nodes too).
+NVIDIA_RUNTIMES = ("nvidia", "nvidia-container-runtime")
 # The tool behind each commands key (its argv[0] in the doctor's record).
 _TOOLS = {"rocm-smi-json": "rocm-smi", "amd-smi-static": "amd-smi", "amd-smi-version": "amd-smi",
           "nvidia-smi-health": "nvidia-smi", "nvidia-smi-query": "nvidia-smi", "kernel-log-dmesg": "dmesg",
@@ -120,6 +136,8 @@ class Pasted:
     read: dict[int, Any] = field(default_factory=dict)  # id(block) -> what its reader made of it
     rocm: Any = None  # a rocmcheck summary's ROCm install (a RocmLocation)
     container: bool | None = None  # a rocmcheck summary's word on running in a container
+    signs: list[tuple[str, Quote]] = field(default_factory=list)  # (name of rocmcheck/triage/signs.py, its line)
+    topologies: list[tuple[Quote, Topology]] = field(default_factory=list)  # the topology tools' matrices
 
     def blocks(self) -> list[tuple[PasteInput, Block]]:
         return [(inp, block) for inp in self.inputs for block in inp.paste]
@@ -142,17 +160,26 @@ class _Builder:
     def __init__(self, pasted: Pasted) -> None:
         self.p = pasted
         self.f = pasted.facts
+        self.nodes: list[tuple[DeviceNode, Quote, bool | None]] = []  # `ls -l` lines: judged when all is read
 
     # ---- recording one fact ----------------------------------------------------------------------------------
-    def fact(self, group: str, key: str, value: Any, quote: Quote | None) -> None:
-        """Set group[key] unless an earlier paste did; mark it known."""
+    def fact(self, group: str, key: str, value: Any, quote: Quote | None) -> bool:
+        """Set group[key] unless an earlier paste did; mark it known. False when an earlier one did."""
         known = self.f.known.get(group)
         if known == ALL or (isinstance(known, list) and key in known):
-            return
+            return False
         getattr(self.f, group)[key] = value
         self.f.known.setdefault(group, []).append(key)  # type: ignore[union-attr]
         if quote is not None:
             self.p.where.setdefault(f"{group}/{key}", quote)
+        return True
+
+    def sign(self, name: str, quote: Quote) -> None:
+        """A reader's finding that is evidence by itself (rocmcheck/triage/signs.py), with the line that shows it."""
+        if name not in SIGNS:
+            raise ValueError(f"{name} is not a sign of rocmcheck/triage/signs.py")
+        if len(self.p.signs) < MAX_SIGNS and (name, quote) not in self.p.signs:
+            self.p.signs.append((name, quote))
 
     def known_absent(self, group: str, keys: list[str]) -> None:
         """Keys a source looked at and did not find (a summary lists every variable set): known, absent."""
@@ -210,6 +237,7 @@ class _Builder:
     # ---- one block ---------------------------------------------------------------------------------------------
     def read(self, inp: PasteInput, block: Block) -> None:
         self._env_lines(inp, block)
+        self._shell_outputs(inp, block)
         result = read_block(block)
         if result is None:
             return
@@ -223,6 +251,7 @@ class _Builder:
             return
 
     def finish(self) -> Pasted:
+        self._device_nodes()
         return self.p
 
     # ---- readers ------------------------------------------------------------------------------------------------
@@ -322,12 +351,16 @@ class _Builder:
         self.command("rocminfo", block.text, inp.quote(block, needle))
 
     def rocm_smi(self, inp: PasteInput, block: Block, report: Any) -> None:
+        if self._topology(inp, block, report):
+            return
         key = "rocm-smi-json" if block.text.lstrip().startswith("{") else "rocm-smi"
         if report.gpus or report.error:
             self.command(key, block.text, inp.quote(block, report.error))
             self._smi_gpus(inp, block, report)
 
     def amd_smi(self, inp: PasteInput, block: Block, report: Any) -> None:
+        if self._topology(inp, block, report):
+            return
         text = block.text
         if text.lstrip().startswith(("{", "[")):
             self.command("amd-smi-static", text, inp.quote(block))
@@ -336,10 +369,13 @@ class _Builder:
         self._smi_gpus(inp, block, report)
 
     def nvidia_smi(self, inp: PasteInput, block: Block, report: Any) -> None:
+        if self._topology(inp, block, report):
+            return
         text = block.text
         if "NVSMI LOG" in text:
             self.command("nvidia-smi-health", text, inp.quote(block, "NVSMI LOG"))
-        elif "NVIDIA-SMI" in text or "|" in text:
+        elif "NVIDIA-SMI" in text or "|" in text or (report.error and not report.gpus):
+            # The table, or nvidia-smi's own failure ("Failed to initialize NVML: ...") with no table after it.
             self.command("nvidia-smi", text, inp.quote(block, report.error or "NVIDIA-SMI"))
         else:
             self._smi_gpus(inp, block, report, "nvidia")
@@ -372,6 +408,8 @@ class _Builder:
         if not d.found:
             return
         q = inp.quote(block, pattern=_DOCKER_RUN)
+        if not _passes_a_gpu(d):
+            self.sign("docker_run.no_gpu", q)
         marker = "/run/.containerenv" if d.runtime == "podman" else "/.dockerenv"
         self.fact("present", marker, True, q)
         kfd = d.privileged or any(dev.split(":", 1)[0] == "/dev/kfd" for dev in d.devices)
@@ -420,6 +458,16 @@ class _Builder:
         if chosen is not None:
             for name, value in chosen.env.items():
                 self.env(name, value, q(block, f"{name}={value}"))
+
+    def nccl_tests(self, inp: PasteInput, block: Block, tests: Any) -> None:
+        """A run that printed its devices or its table and then neither its summary nor an error stopped inside a
+        collective (or the paste stops there): the last line shown is where."""
+        if tests.found and not tests.complete and not tests.errors and (tests.devices or tests.rows
+                                                                         or tests.threads is not None):
+            last = next((n for n in range(min(len(inp.lines), block.last_line), block.first_line - 1, -1)
+                         if inp.lines[n - 1].strip() and not inp.lines[n - 1].strip().startswith("`")), None)
+            if last is not None:
+                self.sign("nccl_tests.unfinished", inp.make_quote(last))
 
     def nccl_log(self, inp: PasteInput, block: Block, log: Any) -> None:
         for name, value in log.env.items():
@@ -494,6 +542,53 @@ class _Builder:
             self.gpu(block.kind, vendor or ("amd" if g.gfx else None), name, g.gfx, inp.quote(block, name or g.gfx),
                      g.vram_total_bytes)
 
+    def _topology(self, inp: PasteInput, block: Block, result: Any) -> bool:
+        """A topology tool's matrix (the smi tools print it): kept with its first line; True when it is one."""
+        if not isinstance(result, Topology):
+            return False
+        if result.gpus and len(self.p.topologies) < MAX_SIGNS:
+            self.p.topologies.append((inp.quote(block), result))
+        return True
+
+    def _shell_outputs(self, inp: PasteInput, block: Block) -> None:
+        """`id` / `groups` and `ls -l` of the GPU device nodes, in any block that is not a tool's own output: what
+        triage asks people to paste (the asks of devices.kfd, container.flags, torch.sees_gpus)."""
+        if block.kind in _TOOL_OUTPUTS:
+            return
+        ids = parse_id(block.text, block.command)
+        if ids.found:
+            q = inp.quote(block, ids.line)
+            if ids.uid is not None:
+                self.fact("user", "uid", ids.uid, q)
+            if ids.user:
+                self.fact("user", "name", ids.user, q)
+            if ids.groups is not None:
+                self.fact("user", "groups", sorted(set(ids.groups)), q)
+        nodes = parse_device_listing(block.text)
+        if nodes:
+            root = _prompt_is_root(inp, block)
+            for node in nodes:
+                if len(self.nodes) < MAX_DEVICE_NODES:
+                    self.nodes.append((node, inp.quote(block, node.line), root))
+
+    def _device_nodes(self) -> None:
+        """Each listed device node: it exists, its mode and group; read-write for this user when the pastes say who
+        the user is (every block read first: `id` often comes after the listing it explains)."""
+        user = self.f.user
+        known_user = self.f.known.get("user")
+        shown = set(known_user) if isinstance(known_user, list) else set()
+        for node, quote, root in self.nodes:
+            record: dict[str, Any] = {"exists": True, "mode": node.mode, "group": node.group}
+            ok = node.access(user=user.get("name") if "name" in shown else None,
+                             uid=user.get("uid") if "uid" in shown else None,
+                             groups=user.get("groups") if "groups" in shown else None, root=root)
+            if ok is not None:
+                record["readable"] = record["writable"] = ok
+            if self.fact("devices", node.path, record, quote):
+                self.p.nested_known[("devices", node.path)] = set(record)
+            if ok is False and (node.path == "/dev/kfd" or node.path.startswith("/dev/dri/renderD")):
+                self.sign("devices.no_access", quote)
+
     def _env_lines(self, inp: PasteInput, block: Block) -> None:
         """`export NAME=value` anywhere; `NAME=value` words before a command, or a line of assignments."""
         if block.kind in ("rocminfo", "rocm_smi", "amd_smi", "nvidia_smi", "os_release", "kernel_log", "pip_list",
@@ -532,9 +627,14 @@ _READERS: dict[str, Callable[[_Builder, PasteInput, Block, Any], None]] = {
     "docker_run": _Builder.docker_run,
     "python_session": _Builder.python_session,
     "nccl_log": _Builder.nccl_log,
+    "nccl_tests": _Builder.nccl_tests,
     "rocmcheck_summary": _Builder.summary,
 }
 
+# Blocks that are a tool's own output: no `id` or `ls -l` line is read in them.
+_TOOL_OUTPUTS = ("rocminfo", "rocm_smi", "amd_smi", "nvidia_smi", "hipconfig", "collect_env", "ds_report", "pip_list",
+                 "pip_freeze", "conda_list", "os_release", "kernel_log", "nccl_log", "nccl_tests", "hip_log",
+                 "rocmcheck_summary")
 _MAX_ENV_LINES = 20_000
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 _VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s;`'\"&|]*)"
@@ -555,6 +655,29 @@ _DISTRO_NAMES = (("ubuntu", "ubuntu"), ("debian", "debian"), ("red hat enterpris
                  ("linux mint", "linuxmint"))
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "k": KIB, "m": MIB, "g": GIB, "t": 1024 * GIB}
+
+
+def _passes_a_gpu(d: Any) -> bool:
+    """The `docker run` gives the container a GPU some way: a --device, --gpus, an NVIDIA runtime (or
+    nvidia-docker, or NVIDIA_VISIBLE_DEVICES for a daemon whose default runtime is NVIDIA's), --privileged, or a
+    bind of /dev or a node under it."""
+    runtime = (d.runtime_option or "").lower()
+    return bool(d.devices or d.gpus or d.privileged or d.runtime == "nvidia-docker" or runtime in NVIDIA_RUNTIMES
+                or "NVIDIA_VISIBLE_DEVICES" in d.env
+                or any(v.split(":", 1)[0].rstrip("/") == "/dev" or v.startswith("/dev/") for v in d.volumes))
+
+
+def _prompt_is_root(inp: PasteInput, block: Block) -> bool | None:
+    """Whether the shell that printed the block was root's, by the prompt of its command line (`# ` root, `$ `
+    any other user, by the shells' default prompts); None when the paste shows no prompt for it."""
+    if not block.command:
+        return None
+    for number in range(block.first_line - 1, max(0, block.first_line - 4), -1):
+        split = split_prompt(unmark(inp.lines[number - 1])) if number <= len(inp.lines) else None
+        if split is not None and split[1].strip() == block.command.strip():
+            prompt = split[0].rstrip()
+            return True if prompt.endswith("#") else False if prompt.endswith("$") else None
+    return None
 
 
 def _unquote(value: str) -> str:

@@ -153,7 +153,10 @@ SIGNATURES: list[tuple[str, str]] = [
      r"|GPU\s+Temp\b|ERROR:root:Driver not initialized|={4,} [A-Z][\w /().%-]* ={4,}$"),
     ("amd_smi",
      r"AMDSMI Tool: |\|\s*AMD-SMI \S+|GPU: \d+\s*$|CPU: \d+\s*$|ERROR: Unable to detect any GPU devices, check amdgpu"
-     r"|Fail to open libdrm_amdgpu|ERROR:root:Drivers not loaded|GPU\s+(?:POWER|XCP)\s+\S"),
+     r"|Fail to open libdrm_amdgpu|ERROR:root:Drivers not loaded|GPU\s+(?:POWER|XCP)\s+\S"
+     # `amd-smi topology`: its tables, each headed "<NAME> TABLE:"
+     r"|(?:ACCESS|WEIGHT|HOPS|LINK TYPE|NUMA BW|CACHE COHER[AE]NCY|ATOMICS|DMA|BI-DIRECTIONAL)"
+     r" TABLE:\s*$"),
     ("nvidia_smi",
      r"\|?\s*NVIDIA-SMI \d|=+NVSMI LOG=+|NVIDIA-SMI has failed|No devices were found|Failed to initialize NVML"
      r"|Attached GPUs\s+:|GPU0(?:\s+(?:GPU|NIC|mlx)\w*)*\s+CPU Affinity"
@@ -224,6 +227,8 @@ _BUILDKIT = re.compile(r"^\d+\.\d{2}(?:\s|$)")
 # What, inside an output, continues it outside a code fence (where prose may follow the output). Matched against
 # the stripped line; kinds in _ACCEPTS_INDENTED also take any indented line.
 _KEY_VALUE = r"[A-Za-z(][\w .()/+#,%-]*?:+\s+\S"
+# A topology matrix's row: a GPU's PCI address, then its cells (`amd-smi topology`).
+_BDF_CELL = r"(?:[0-9a-fA-F]{4,8}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7](?:\s|$)"
 _MEMBERS = {
     "collect_env": rf"{_KEY_VALUE}|GPU \d+: |\[(?:pip3?|conda)\] |CPU:$|Collecting environment|\S+\.py:\d+: \w*Warning"
                    r"|/\S+$|warn(?:ings\.warn)?\(|CUDA Archs:|[\w ]+:$",
@@ -240,8 +245,9 @@ _MEMBERS = {
     "env_list": r"- |-\s*$",
     "rocminfo": rf"{_KEY_VALUE}|[=*]{{3,}}|Agent \d+|HSA Error|N/A$|\S+ is (?:not )?member of|Failed to get user name"
                 r"|mkdir: cannot create|[xyz]\s+\d+\(0x",
-    "rocm_smi": rf"={{3,}}|GPU\[\d+\]|\d+\s+\S|Exception caught|ERROR: GPU\[|{_KEY_VALUE}|PID\s|Driver version:",
-    "amd_smi": rf"[|+]|GPU: \d+|CPU: \d+|{_KEY_VALUE}|[A-Z_ ]+:$",
+    "rocm_smi": rf"={{3,}}|GPU\[\d+\]|\d+\s+\S|Exception caught|ERROR: GPU\[|{_KEY_VALUE}|PID\s|Driver version:"
+                r"|GPU\d+\s+\S",  # the last: a row of `rocm-smi --showtopo`'s matrices
+    "amd_smi": rf"[|+]|GPU: \d+|CPU: \d+|{_KEY_VALUE}|[A-Z_ ]+:$|{_BDF_CELL}|Legend:$",
     "nvidia_smi": rf"[|+]|{_KEY_VALUE}|(?:GPU|NIC|mlx)\w*\s|Legend:|[^,]+(?:,[^,]+)+$|[A-Z][\w ]+$",
     "hipconfig": rf"{_KEY_VALUE}|==|[A-Za-z_]\w*=|(?:\S+ )?clang version|Target: |Thread model:"
                  r"|InstalledDir:|(?:AMD )?LLVM|Can't exec|Use of uninitialized value|HSA Error|Hostname"

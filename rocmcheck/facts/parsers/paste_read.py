@@ -13,6 +13,7 @@ go to the readers in rocminfo.py, smi.py, nvidia_smi.py, hipconfig.py and kernel
 | rocm_smi | smi.parse_rocm_smi (+ _productname, _meminfo, _json), merged | SmiReport |
 | amd_smi | smi.parse_amd_smi_version (+ _list, _static_json), merged | SmiReport |
 | nvidia_smi | nvidia_smi.parse_nvidia_smi_table, or parse_nvidia_smi_csv with the query's fields | SmiReport |
+| rocm_smi / amd_smi / nvidia_smi topology | links.parse_rocm_smi_topo / _amd_smi_topology / _nvidia_topo | Topology |
 | hipconfig | hipconfig.parse_hipconfig | HipConfig |
 | kernel_log | kernel_log.parse_kernel_log | list[Finding] |
 | uname, os_release, lsb_release, nvcc, dkms | system_info.parse_* | Uname, OsRelease, LsbRelease, Nvcc, DkmsStatus |
@@ -37,6 +38,7 @@ from rocmcheck.facts.parsers.env_reports import parse_env_report
 from rocmcheck.facts.parsers.hip_log import parse_hip_log
 from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
 from rocmcheck.facts.parsers.kernel_log import parse_kernel_log
+from rocmcheck.facts.parsers.links import parse_amd_smi_topology, parse_nvidia_topo, parse_rocm_smi_topo
 from rocmcheck.facts.parsers.nccl_log import parse_nccl_log, parse_nccl_tests
 from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
 from rocmcheck.facts.parsers.packages import parse_conda_list, parse_pip_freeze, parse_pip_install, parse_pip_list
@@ -63,6 +65,11 @@ from rocmcheck.facts.parsers.system_info import (
 )
 from rocmcheck.facts.parsers.traceback import parse_traceback
 
+# The topology tools' own lines: `amd-smi topology`'s table titles, `nvidia-smi topo -m`'s header, `rocm-smi
+# --showtopo`'s block titles.
+_AMD_TOPOLOGY = re.compile(r"^\s*LINK TYPE TABLE:\s*$", re.MULTILINE)
+_NVIDIA_TOPOLOGY = re.compile(r"^\s*GPU0(?:\s+(?:GPU|NIC|mlx)\w*)*\s+CPU Affinity", re.MULTILINE)
+_ROCM_SMI_TOPOLOGY = re.compile(r"^=+ (?:Weight|Hops|Link Type|Numa Nodes) between two GPUs =+", re.MULTILINE)
 _QUERY = re.compile(r"--query-(?:gpu|compute-apps)[= ]([\w.,]+)")
 _CSV_HEADER = re.compile(r"^\s*([a-z_][\w.]*(?:\s*\[[^\]]*\])?(?:\s*,\s*[a-z_][\w.]*(?:\s*\[[^\]]*\])?)+)\s*$",
                          re.MULTILINE)
@@ -70,6 +77,8 @@ _CSV_HEADER = re.compile(r"^\s*([a-z_][\w.]*(?:\s*\[[^\]]*\])?(?:\s*,\s*[a-z_][\
 
 def _rocm_smi(block: Block) -> Any:
     text = block.text
+    if _ROCM_SMI_TOPOLOGY.search(text):
+        return parse_rocm_smi_topo(text)
     if text.lstrip().startswith("{"):
         return parse_rocm_smi_json(text)
     return merge_smi(parse_rocm_smi(text), parse_rocm_smi_productname(text), parse_rocm_smi_meminfo(text))
@@ -77,12 +86,16 @@ def _rocm_smi(block: Block) -> Any:
 
 def _amd_smi(block: Block) -> Any:
     text = block.text
+    if _AMD_TOPOLOGY.search(text):
+        return parse_amd_smi_topology(text)
     return merge_smi(parse_amd_smi_static_json(text), parse_amd_smi_list(text), parse_amd_smi_version(text))
 
 
 def _nvidia_smi(block: Block) -> Any:
     """The default table, or `--query-gpu` CSV read with the fields of its command or of its header row."""
     text = block.text
+    if _NVIDIA_TOPOLOGY.search(text):
+        return parse_nvidia_topo(text)
     if "NVIDIA-SMI" in text or "|" in text:
         return parse_nvidia_smi_table(text)
     m = _QUERY.search(block.command or "")

@@ -1,5 +1,6 @@
 """The small system outputs people paste: `uname -a` / `uname -r` / `/proc/version`, `/etc/os-release`,
-`lsb_release -a`, `nvcc -V` and `dkms status`.
+`lsb_release -a`, `nvcc -V`, `dkms status`, and the answers to what triage asks for next: `ls -l` of the GPU device
+nodes and `id` / `groups`.
 
 Written against tests/fixtures/pastes/uname/, os_release/, lsb_release/, nvcc/ and dkms/, and the public
 fixtures tests/fixtures/public/os-release/ (Ubuntu 22.04.5, RHEL 9.3 on aarch64, a `uname -a`): an Ubuntu HWE
@@ -251,4 +252,106 @@ def parse_dkms_status(text: Any) -> DkmsStatus:
             result.modules.append(DkmsModule(
                 name=m.group(1), version=m.group(2), kernel=extra[0] if extra else None,
                 arch=extra[1] if len(extra) > 1 else None, state=m.group(4), note=m.group(5)))
+    return result
+
+
+# `ls -l` of a device node: type c (character) or b (block), the mode bits, the link count, owner, group, the
+# "major, minor" pair that only device nodes show, the date (any of ls's forms: "Aug 22 21:34", "Mai 21 05:13",
+# "2024-01-05 10:11"), then the name.
+_DEVICE_LINE = re.compile(r"^([bc])([r-][w-][xsS-][r-][w-][xsS-][r-][w-][xtT-])[.+@]?\s+\d+\s+(\S+)\s+(\S+)\s+"
+                          r"(\d+),\s*(\d+)\s+.*?(\S+)$")
+# Where the GPU device nodes live (the kernel's names for them): a listing of /dev shows only the name.
+_DEVICE_DIRS = ((re.compile(r"^kfd$"), "/dev/"), (re.compile(r"^(?:renderD|card)\d+$"), "/dev/dri/"),
+                (re.compile(r"^dxg$"), "/dev/"), (re.compile(r"^nvidia(?:\d+|ctl|-uvm(?:-tools)?|-modeset)$"), "/dev/"))
+MAX_DEVICE_NODES = 256
+
+
+@dataclass
+class DeviceNode:
+    path: str  # "/dev/kfd", "/dev/dri/renderD128"
+    mode: str  # "crw-rw----", as stat.filemode writes it
+    owner: str
+    group: str
+    line: str  # the listing's line as pasted
+
+    def access(self, user: str | None = None, uid: int | None = None, groups: list[str] | None = None,
+               root: bool | None = None) -> bool | None:
+        """Read-write for that user: root always; else the owner's, the group's or the others' rw bits. `root`
+        False: the user is known not to be root (a `$` prompt) though not by name. None when who the user is decides
+        it and is not known."""
+        rw = {who: self.mode[1 + 3 * i] == "r" and self.mode[2 + 3 * i] == "w"
+              for i, who in enumerate(("owner", "group", "other"))}
+        if uid == 0 or root is True:
+            return True
+        if rw["other"]:
+            return True
+        if user is not None and user == self.owner:
+            return rw["owner"]
+        if groups is not None:
+            return rw["group"] and self.group in groups
+        if (root is False or uid is not None) and self.owner == "root" and not rw["group"]:
+            return False  # only root may open it, and this user is not root
+        return None
+
+
+def parse_device_listing(text: Any) -> list[DeviceNode]:
+    """The GPU device nodes an `ls -l` (of /dev, /dev/dri, /dev/kfd, `ls -la /dev | grep kfd`) lists: /dev/kfd,
+    /dev/dri/renderD* and card*, /dev/dxg (WSL), /dev/nvidia*. Other files are left out."""
+    nodes: list[DeviceNode] = []
+    for raw in read_lines(text):
+        line = raw.strip()
+        m = _DEVICE_LINE.match(line)
+        if not m or len(nodes) >= MAX_DEVICE_NODES:
+            continue
+        name = m.group(7)
+        if name.startswith("/dev/"):
+            path = name
+        else:
+            base = next((d for pattern, d in _DEVICE_DIRS if pattern.match(name)), None)
+            if base is None:
+                continue
+            path = base + name
+        nodes.append(DeviceNode(path, m.group(1) + m.group(2), m.group(3), m.group(4), line))
+    return nodes
+
+
+_ID = re.compile(r"\buid=(\d{1,10})(?:\(([^)\s]*)\))?\s+gid=(\d{1,10})(?:\(([^)\s]*)\))?(?:\s+groups=(\S+))?")
+_ID_GROUP = re.compile(r"(\d{1,10})(?:\(([^)\s]*)\))?")
+
+
+@dataclass
+class UserIds:
+    uid: int | None = None
+    user: str | None = None
+    groups: list[str] | None = None  # names (or numbers where `id` printed no name); None: not shown
+    line: str = ""
+
+    @property
+    def found(self) -> bool:
+        return self.uid is not None or self.groups is not None
+
+
+def parse_id(text: Any, command: str | None = None) -> UserIds:
+    """`id` ("uid=1000(alice) gid=1000(alice) groups=1000(alice),44(video)") anywhere in the text; and, after a
+    `groups` command, its one line of group names ("alice sudo video", or `groups alice`'s "alice : alice video")."""
+    result = UserIds()
+    lines = read_lines(text)
+    for raw in lines:
+        m = _ID.search(raw)
+        if m:
+            result.uid, result.user, result.line = int(m.group(1)), m.group(2) or None, raw.strip()
+            names = [g.group(2) or g.group(1) for g in _ID_GROUP.finditer(m.group(5) or "")]
+            result.groups = (names or [m.group(4) or m.group(3)])[:256]
+            return result
+    words = (command or "").split()
+    if words and words[0] == "groups" and len(words) <= 2:
+        for raw in lines:
+            line = raw.strip()
+            if line:
+                names = line.split(":", 1)[-1].split()
+                if names and all(re.fullmatch(r"[\w.-]{1,64}", n) for n in names):
+                    result.groups, result.line = names[:256], line
+                    if len(words) == 2 and ":" in line:
+                        result.user = words[1]
+                break
     return result

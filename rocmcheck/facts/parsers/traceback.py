@@ -40,6 +40,9 @@ _CHAIN = re.compile(r"^(?:During handling of the above exception|The above excep
 _WARNING = re.compile(r"^(\S+?\.py|<frozen [\w.]+>):(\d+): (\w*Warning): (.*)$")
 _LIBRARY = re.compile(r"(?:site|dist)-packages[/\\]([A-Za-z_][\w]*)")
 _SHARED_OBJECT = re.compile(r"(/?[\w./+-]+\.so(?:\.\d+)*)")
+# The dynamic loader's "<name>: cannot open shared object file": <name> is a library the object being loaded needs
+# and the loader did not find, not that object (which is the module the failing import loads).
+_NOT_FOUND = re.compile(r"(?:^|[\s'\"(])([\w.+-]+\.so(?:\.\d+)*): cannot open shared object file")
 _UNDEFINED = re.compile(r"undefined symbol: (\S+)")
 # GPU-stack error text, wherever it is printed (a message, a log line, prose): each is kept as the line it is in.
 _KNOWN_ERRORS = re.compile(
@@ -80,7 +83,8 @@ class Traceback:
     errors: list[str] = field(default_factory=list)  # known GPU-stack error lines, verbatim, in order, de-duplicated
     warnings: list[PyWarning] = field(default_factory=list)
     undefined_symbol: str | None = None  # "_ZN3c104cuda9SetDeviceEi"
-    shared_object: str | None = None  # the .so an ImportError / OSError names
+    shared_object: str | None = None  # the .so an ImportError / OSError names as the object it loaded
+    missing_library: str | None = None  # "libcudart.so.12": a library the loader could not find for that object
 
     @property
     def library(self) -> str | None:
@@ -183,7 +187,9 @@ def parse_traceback(text: Any) -> Traceback:
                                                    None)
     tb.undefined_symbol = m.group(1) if m else None
     if tb.exception_type and tb.exception_type.split(".")[-1] in ("ImportError", "OSError", "ModuleNotFoundError"):
-        so = _SHARED_OBJECT.search(text_of_message)
+        missing = _NOT_FOUND.search(text_of_message)
+        so = None if missing else _SHARED_OBJECT.search(text_of_message)
+        tb.missing_library = missing.group(1) if missing else None
         tb.shared_object = so.group(1) if so else None
     return tb
 

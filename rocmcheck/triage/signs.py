@@ -1,0 +1,24 @@
+"""What the paste readers found that is evidence by itself, though no single line of text says it: a test run that
+never printed its summary, a container started with no GPU at all. pasted.py records each with the pasted line
+that shows it; a catalogue signature of the form {"fact": name} (rocmcheck/knowledge/signatures.json) turns it into
+evidence of causes, exactly as a matched error text is.
+
+Each name here is one reading rule, written where the reader's output is turned into facts (pasted.py)."""
+
+from __future__ import annotations
+
+SIGNS = {
+    # nccl-tests / rccl-tests printed its devices (or its table header) and then neither a result row's summary
+    # ("# Avg bus bandwidth") nor an error: the run stopped inside a collective. A run that ends normally always
+    # prints the summary line (nccl-tests' common.cu), so a paste that shows the run without it shows a hang, or a
+    # paste cut before the end (the quote lets the reader judge which).
+    "nccl_tests.unfinished": "an nccl-tests / rccl-tests run printed no result summary and no error",
+    # `docker run` with none of the flags that give a container a GPU: no --device for /dev/kfd or /dev/dri, no
+    # --gpus, no --runtime=nvidia, no --privileged, and not started through nvidia-docker. Such a container has no
+    # GPU device node, whichever the vendor.
+    "docker_run.no_gpu": "a docker / podman run line that passes no GPU to the container",
+    # `ls -l` shows /dev/kfd or a /dev/dri/renderD* node this user cannot read and write: by its mode and group and
+    # who the pastes say the user is (`id`, `groups`, or a `$` prompt where only root may open the node). The HSA
+    # runtime opens both read-write; without that it finds no GPU.
+    "devices.no_access": "a listed AMD GPU device node this user cannot open read-write",
+}

@@ -1,0 +1,178 @@
+"""What triage reads beyond the error texts, each on the real pastes that show it: the answers to what it asks
+people to paste (`ls -l` of the device nodes, `id`), an error that nvidia-smi printed in place of its table, the
+signs of rocmcheck/triage/signs.py (a test run that never finished, a container given no GPU, a device node this
+user cannot open), a message wrapped onto two lines, WSL as people write it, the topology tools' matrices, and a
+library the loader did not find charged to the module that needed it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from conftest import PROJECT_FIXTURES_DIR
+
+from rocmcheck.facts.parsers.paste import split_paste
+from rocmcheck.facts.parsers.paste_read import read_block
+from rocmcheck.facts.parsers.system_info import parse_device_listing, parse_id
+from rocmcheck.result import Status
+from rocmcheck.triage import triage
+from rocmcheck.triage.catalogue import catalogue
+from rocmcheck.triage.signs import SIGNS
+
+PASTES = PROJECT_FIXTURES_DIR / "pastes"
+PUBLIC = PROJECT_FIXTURES_DIR / "public"
+ROOT_ONLY_KFD = PASTES / "corpus-fresh" / "04-ROCm-ROCT-Thunk-Interface-36.paste.txt"
+CONTAINER_LISTING = (PASTES / "docker_run" /
+                     "docker-run_rocm_u-1000_group-add-video-render_ls-lart-dev-dri-kfd_2xgfx90a_ROCm-docker-pr93.txt")
+ID_OUTPUT = PASTES / "id" / "id_container-user_video-render-gids_two-forms_rocm-examples-pr172.txt"
+FINISHED_RUN = (PASTES / "nccl_tests" /
+                "nccl-tests_all_gather_perf_complete_4xA100-80GB-PCIe_with-topo-m_Llama2-finetune-README_excerpt.txt")
+HUNG_RUN = PASTES / "corpus" / "15-ROCm-rccl-1129.paste.txt"
+FLASH_ATTN_NO_CUDART = (PASTES / "traceback" /
+                        "flash-attn-import_libcudart.so.12-not-found_torch-2.1.0-cu118_flash-attention-631_excerpt.txt")
+
+
+def _triage(path: Path):
+    return triage([(path.name, path.read_text(encoding="utf-8"))])
+
+
+def _verdict(t, check_id: str):
+    return next(j for j in t.judged if j.result.id == check_id)
+
+
+def test_a_device_listing_gives_each_node_its_mode_and_group():
+    nodes = parse_device_listing(CONTAINER_LISTING.read_text())
+    assert [(n.path, n.mode, n.group) for n in nodes] == [
+        ("/dev/dri/renderD129", "crw-rw----", "render"), ("/dev/dri/renderD128", "crw-rw----", "render"),
+        ("/dev/dri/card2", "crw-rw----", "video"), ("/dev/dri/card1", "crw-rw----", "video"),
+        ("/dev/dri/card0", "crw-rw----", "video"), ("/dev/kfd", "crw-rw----", "render")]  # not "." and ".."
+    kfd = nodes[-1]
+    # Group access: it depends on the user's groups, which this paste does not show.
+    assert kfd.access(uid=1000) is None and kfd.access(root=False) is None
+    assert kfd.access(uid=1000, groups=["video"]) is False and kfd.access(uid=1000, groups=["render"]) is True
+    assert kfd.access(root=True) is True
+
+
+def test_a_node_only_root_may_open_is_shut_to_a_user_prompt():
+    """`$ ls -la /dev | grep kfd` showing crw------- root root: the user at a `$` prompt cannot open /dev/kfd, and
+    devices.kfd (the doctor's own check) says so, quoting the listed line."""
+    [node] = parse_device_listing(ROOT_ONLY_KFD.read_text())
+    assert (node.path, node.mode, node.owner, node.group) == ("/dev/kfd", "crw-------", "root", "root")
+    assert node.access(root=False) is False and node.access() is None and node.access(root=True) is True
+    t = _triage(ROOT_ONLY_KFD)
+    assert t.pasted.facts.devices["/dev/kfd"] == {"exists": True, "mode": "crw-------", "group": "root",
+                                                  "readable": False, "writable": False}
+    assert [name for name, _ in t.pasted.signs] == ["devices.no_access"]
+    top = t.findings[0]
+    assert top.id == "devices.kfd" and top.status is Status.FAIL
+    assert top.quotes[0].text.startswith("crw-------   1 root    root")
+
+
+def test_a_listing_does_not_judge_access_it_cannot_know():
+    """The same nodes as root:render crw-rw---- with a `$` prompt and no `id`: whether the user is in render is not
+    in the paste, so the node's access is not known (never "denied"), and no sign is made."""
+    t = _triage(CONTAINER_LISTING)
+    render = t.pasted.facts.devices["/dev/dri/renderD128"]
+    assert render == {"exists": True, "mode": "crw-rw----", "group": "render"}
+    assert not t.pasted.signs
+    kfd = _verdict(t, "devices.kfd").result
+    assert kfd.status is Status.SKIP and kfd.summary.startswith("not in the paste")
+
+
+def test_id_gives_the_user_and_groups():
+    ids = parse_id(ID_OUTPUT.read_text())
+    assert (ids.uid, ids.user, ids.groups) == (1000, "developer", ["developer", "sudo", "video", "render"])
+    assert parse_id("rocm-user sudo video\n", "groups").groups == ["rocm-user", "sudo", "video"]
+    assert not parse_id("rocm-user sudo video\n", "ls").found  # a line of words is `groups` output only after it
+    t = _triage(ID_OUTPUT)
+    assert t.pasted.facts.user == {"uid": 1000, "name": "developer", "groups": ["developer", "render", "sudo", "video"]}
+
+
+def test_an_nvml_failure_in_place_of_the_table_is_read():
+    """nvidia-smi printed only "Failed to initialize NVML: Driver/library version mismatch": the block is recorded
+    as nvidia-smi's output, and the cause is the driver's kernel module left from before an upgrade."""
+    path = PASTES / "corpus-fresh" / "16-lyulyul-shine-cluster-30.paste.txt"
+    t = _triage(path)
+    assert "nvidia-smi" in t.pasted.facts.commands
+    assert "Driver/library version mismatch" in t.pasted.facts.commands["nvidia-smi"].stdout
+    top = t.findings[0]
+    assert top.id == "nvidia.driver_module" and top.quotes[0].text.endswith("Driver/library version mismatch")
+    assert "reboot" in top.fix.text
+
+
+def test_an_unfinished_collective_test_is_a_sign_of_a_hang():
+    hung = _triage(HUNG_RUN)
+    assert [name for name, _ in hung.pasted.signs] == ["nccl_tests.unfinished"]
+    assert hung.findings[0].id == "nccl.hang" and hung.findings[0].thin and hung.findings[0].ask is not None
+    finished = _triage(FINISHED_RUN)
+    assert not finished.pasted.signs and not any(f.id == "nccl.hang" for f in finished.findings)
+
+
+def test_a_container_started_without_any_gpu_is_a_sign():
+    plain = _triage(PASTES / "corpus" / "36-floydhub-dockerfiles-3.paste.txt")
+    assert [name for name, _ in plain.pasted.signs] == ["docker_run.no_gpu"]
+    assert "container.flags" in [f.id for f in plain.findings[:3]]
+    given = sorted(p for p in (PASTES / "docker_run").glob("*.txt") if not p.name.endswith(".source"))
+    assert len(given) == 9
+    for path in given:  # --device, --gpus, --runtime=nvidia, --privileged: a GPU is passed some way
+        assert not _triage(path).pasted.signs, path.name
+
+
+def test_every_sign_has_a_signature_and_is_made_by_a_reader():
+    cat = catalogue()
+    named = {s.fact for s in cat.signatures if s.fact}
+    assert named == set(SIGNS)
+    made = {name for path in (ROOT_ONLY_KFD, HUNG_RUN, PASTES / "corpus" / "36-floydhub-dockerfiles-3.paste.txt")
+            for name, _ in _triage(path).pasted.signs}
+    assert made == set(SIGNS)
+
+
+def test_a_message_wrapped_onto_the_next_line_is_found():
+    """torch's "DataLoader worker (pid 47) is killed by signal: Bus" / "error." split over two lines of prose."""
+    t = _triage(PASTES / "corpus-fresh" / "02-fastai-docker-containers-21.paste.txt")
+    top = t.findings[0]
+    assert top.id == "host.shm" and "dataloader.bus_error" in top.signatures
+    assert "killed by signal: Bus" in top.quotes[0].text or top.quotes[0].line == 1
+    # Two unrelated lines never make a match: one that lies inside a single line is that line's.
+    assert not triage([("p", "killed by signal: Bus\nstop.\n")]).findings
+
+
+def test_wsl_as_people_write_it():
+    t = _triage(PASTES / "corpus" / "45-ROCm-hip-3710.paste.txt")  # "ROCm 6.2 on wsl ubuntu 24.04"
+    assert "wsl" in t.scene.flags and t.findings[0].id == "wsl.runtime"
+    under_wsl = _triage(PASTES / "corpus-fresh" / "19-ROCm-legacy-rocm-build-1794.paste.txt")
+    assert under_wsl.findings[0].id == "wsl.runtime"  # "ROCk module is NOT loaded" there is WSL's, not a driver's
+    bare = triage([("p", "ROCk module is NOT loaded, possibly no GPU devices\n")])
+    assert bare.findings[0].id == "driver.amdgpu"
+
+
+@pytest.mark.parametrize("path,source,kinds", [
+    (PUBLIC / "amd-smi" / "mi355x-x8-topology-xgmi.txt", "amd-smi topology", {"xgmi"}),
+    (PUBLIC / "amd-smi" / "rx7900xtx-x2-topology-pcie-rocm7.2.1.txt", "amd-smi topology", {"pcie"}),
+    (PUBLIC / "rocm-smi" / "4gpu-showtopo-pcie-rocm-smi-lib-108.txt", "rocm-smi --showtopo", {"pcie"}),
+    (PASTES / "corpus" / "51-NVIDIA-nccl-667.paste.txt", "nvidia-smi topo -m", {"pcie"}),
+    (FINISHED_RUN, "nvidia-smi topo -m", {"nvlink", "pcie"}),
+], ids=lambda v: v.name[:30] if isinstance(v, Path) else str(v))
+def test_the_topology_tools_are_read(path, source, kinds):
+    blocks = [b for b in split_paste(path.read_text()) if b.kind in ("amd_smi", "nvidia_smi", "rocm_smi")]
+    [topology] = [r for r in map(read_block, blocks) if getattr(r, "source", None) == source]
+    assert topology.gpus and set(topology.kinds.values()) == kinds
+    pasted = _triage(path).pasted
+    assert [t.source for _, t in pasted.topologies] == [source]
+
+
+def test_a_skip_of_extensions_arch_speaks_the_pastes_words():
+    t = _triage(PASTES / "corpus-fresh" / "03-microsoft-onnxruntime-16566.paste.txt")
+    assert _verdict(t, "extensions.arch").result.summary.startswith("not in the paste: ")
+
+
+def test_a_runtime_library_not_found_is_charged_to_the_module_that_needed_it():
+    """The loader's message names libcudart; the failing frame is flash-attn's, so flash-attn's build is the cause,
+    and a paste that only mentions flash-attn beside the bare message points the same way."""
+    t = _triage(FLASH_ATTN_NO_CUDART)
+    assert t.findings[0].id == "flash_attn.import"
+    error = "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory"
+    bare = triage([("p.txt", f"pip install flash-attn --no-build-isolation\n{error}")])
+    assert "flash_attn.import" in [f.id for f in bare.findings[:2]]
+    unnamed = triage([("p.txt", error)])
+    assert "flash_attn.import" not in [f.id for f in unnamed.findings]
