@@ -196,6 +196,17 @@ def with_why(fix: Fix, why: str) -> Fix:
     return Fix(fix.kind, fix.text, one_line(why), fix.file)
 
 
+def as_recorded(fix: Fix | None, where: str = "") -> Fix | None:
+    """A fix read back from a file or a paste someone else may have written (a bundle from a shared folder, a
+    pasted `doctor --summary`): its command line is data, however real its words (`python -c '...'` passes as a
+    shell line), so it becomes a note holding the line as recorded (after `where: ` when given), never one of
+    the lines to paste. Edits and notes stay as they are."""
+    if fix is None or fix.kind is not FixKind.SHELL:
+        return fix
+    line = fix.line()  # one line already: from_dict refused a control character in it
+    return Fix(FixKind.NOTE, f"{where}: {line}" if where else line)
+
+
 def step(command: str | None, note_text: str = "") -> Fix:
     """A shell fix from a command line that holds no data (`rocmcheck doctor`), or a note when there is none."""
     if not command:

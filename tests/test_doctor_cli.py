@@ -249,14 +249,30 @@ def test_a_replayed_fix_with_a_newline_never_prints_as_two_lines(tmp_path):
     bundle = _write(tmp_path, doc)
     fixes_only = doctor("--bundle", str(bundle), "--only", "probe", "--fixes-only")
     lines = fixes_only.stdout.splitlines()
-    assert "rocmcheck probe attention  # run it alone" in lines  # a whole recorded shell fix still pastes
+    # A whole recorded shell fix is shown as what was recorded, a comment: the bundle's file wrote it, not rocmcheck
+    assert "# recorded with this bundle: rocmcheck probe attention # run it alone  [probe.attention]" in lines
     assert not [line for line in lines if "PWNED" in line and not line.startswith("#")], lines
     assert fixes_only.returncode == 1
     console = doctor("--bundle", str(bundle), "--only", "probe")
     assert not [line for line in console.stdout.splitlines() if line.lstrip().startswith("touch")]
     report = json.loads(doctor("--bundle", str(bundle), "--only", "probe", "--json").stdout)
     kinds = {r["id"]: r["fix"]["kind"] for r in report["results"]}
-    assert kinds == {"probe.gemm": "note", "probe.memory": "note", "probe.attention": "shell"}
+    assert kinds == {"probe.gemm": "note", "probe.memory": "note", "probe.attention": "note"}
+
+
+def test_a_replayed_fix_of_real_words_that_runs_code_is_never_a_line_to_paste(tmp_path):
+    """`python -c '...'` and `sudo rm -rf ...` pass as shell lines (their words are real commands), but in a
+    bundle they are whatever its writer put there: the replay and compare show them as notes only."""
+    doc = _bundle(tmp_path)
+    recorded = {"area": "probe", "status": "fail", "summary": "gemm failed", "evidence": [], "data": {}}
+    doc["facts"]["recorded_results"] = [
+        {**recorded, "id": "probe.gemm", "fix": {"kind": "shell", "text": "python -c 'import os; os.system(\"touch "
+                                                  "PWNED\")'", "why": "shows the error", "file": ""}}]
+    bundle = _write(tmp_path, doc)
+    lines = doctor("--bundle", str(bundle), "--only", "probe", "--fixes-only").stdout.splitlines()
+    assert [line for line in lines if "PWNED" in line] and all(line.startswith("#") for line in lines if line), lines
+    console = doctor("--bundle", str(bundle), "--only", "probe").stdout
+    assert "Fixes (paste a line" not in console and "What to do by hand:" in console
 
 
 def test_nothing_judged_exits_3(tmp_path):
@@ -356,3 +372,16 @@ def test_only_probe_events_of_the_right_shape_are_answers():
               "data": {}}, {"event": "probe", "probe": "nvml", "data": "x"}, {"event": "progress", "probe": "amdsmi",
               "data": {}}, {"event": "probe", "data": {}}]
     assert probe_answers(events) == {"torch": {"version": "2.5"}}
+
+
+def test_a_probe_answered_twice_is_not_believed(tmp_path):
+    """A torch whose import writes its own answer to the probe's channel (the descriptor is reachable through
+    /proc/self/fd) before it fails: two answers for one probe, so neither is taken."""
+    from rocmcheck.facts.collect import probe_answers
+
+    events = [{"event": "probe", "probe": "torch", "data": {"installed": True, "version": "9.9.9"}},
+              {"event": "probe", "probe": "torch", "data": {"installed": True, "error": "ImportError: no torch"}},
+              {"event": "probe", "probe": "deepspeed", "data": {"installed": False}}]
+    answers = probe_answers(events)
+    assert "version" not in answers["torch"] and "answered 2 times" in answers["torch"]["error"]
+    assert answers["deepspeed"] == {"installed": False}

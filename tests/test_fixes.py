@@ -713,3 +713,14 @@ def test_no_check_and_no_summary_crashes_on_hostile_numbers(number):
         crashed = [f"{r.id}: {r.summary}" for r in results if r.status.value == "crash"]
         assert not crashed, (name, crashed)
         DoctorRun(facts, results, 0.0, "bundle", ctx).machine_summary()  # outside any check: must not raise
+
+
+def test_a_fix_read_back_from_someone_elses_file_is_a_note():
+    from rocmcheck.fixes import FixKind, as_recorded, edit, shell
+
+    code = shell("python -c 'import torch'", "shows the error")
+    recorded = as_recorded(code, "recorded")
+    assert recorded.kind is FixKind.NOTE and recorded.text == "recorded: python -c 'import torch'  # shows the error"
+    assert as_recorded(code).text == code.line()
+    change = edit("ds.json", "set stage to 3")
+    assert as_recorded(change) is change and as_recorded(None) is None

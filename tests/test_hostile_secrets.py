@@ -30,6 +30,8 @@ TOKENS = [
     "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
     "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
     "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
+    "dapi" + "0123456789abcdef0123456789abcde6",  # Databricks
+    "SG." + "ngeVfQFYQlKU0ufo8x5d1A" + "." + "TwL2iGABf9DHoTf-09kqeF8tAmbihYzrnopKc-1s5cr",  # SendGrid
 ]
 
 
@@ -37,6 +39,15 @@ TOKENS = [
 def test_token_shapes_are_redacted_anywhere(token):
     out = redact_value(f"error: 401 for url with {token} in it")
     assert token not in out and REDACTED in out and out.startswith("error: 401")
+
+
+@pytest.mark.parametrize("colour", ["\x1b[m", "\x1b[1m", "\x1b[01;31m", "\x1b[38;5;196m"])
+def test_a_coloured_token_is_redacted(colour):
+    """grep --color and coloured logs put an escape sequence, which ends in a letter, right before the token."""
+    token = TOKENS[1]
+    out = redact_value(f"found {colour}{token}\x1b[0m here")
+    assert token not in out and f"{colour}{REDACTED}\x1b[0m" in out
+    assert redact_value(f"x{token}") == f"x{token}"  # glued to a word: not a token's start (as before)
 
 
 @pytest.mark.parametrize("url, kept", [

@@ -87,6 +87,13 @@ def test_a_name_ending_in_a_slash_is_a_folder_not_a_file(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("command", [QUICK_DOCTOR + ("--out",), ("build-env", "--arch", "gfx942", "-o")])
+def test_a_command_given_a_name_ending_in_a_slash_writes_nothing(tmp_path, command):
+    """From the command line too: the option's type sees the slash before a Path drops it."""
+    proc = cli(*command, "newdir/", cwd=tmp_path)
+    assert "names a folder" in one_line(proc) and os.listdir(tmp_path) == []
+
+
 @pytest.mark.parametrize("target, words", [("/dev/null", "character device"), ("dir", "directory"),
                                            ("missing/x", "is not a directory")])
 def test_check_target_refuses_devices_folders_and_missing_parents(tmp_path, target, words):

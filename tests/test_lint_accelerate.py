@@ -137,6 +137,30 @@ def test_the_deepspeed_config_file_is_found_as_accelerate_finds_it(tmp_path, mon
     assert missing.is_error and missing.key_path == "deepspeed_config.deepspeed_config_file"
 
 
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_deepspeed_config_file_that_is_no_file_is_an_error_and_never_reaches_accelerate(tmp_path, monkeypatch,
+                                                                                          kind):
+    """accelerate's own classes would open it with a plain read (a FIFO blocks their child, /dev/zero fills its
+    memory): lint names it and does not start the child for it."""
+    from rocmcheck.lint import accelerate_config
+
+    def no_child(*args, **kw):
+        raise AssertionError("the accelerate child was started for an unreadable deepspeed_config_file")
+
+    monkeypatch.setattr(accelerate_config, "run_child", no_child)
+    target = tmp_path / "ds.json"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    config = {**BASE, "distributed_type": "DEEPSPEED", "deepspeed_config": {"deepspeed_config_file": str(target)}}
+    (tmp_path / "acc.yaml").write_text(yaml.safe_dump(config))
+    check_with_accelerate([(tmp_path / "acc.yaml", config, str(tmp_path))])  # answered without a child
+    messages = lint_file(tmp_path / "acc.yaml")
+    assert by_code(messages, "lint.accelerate.deepspeed_config_missing")[0].is_error
+    assert not by_code(messages, "lint.accelerate.deep_skipped")
+
+
 def test_distributed_type_no_with_several_processes_warns(tmp_path):
     (tmp_path / "single.yaml").write_text(yaml.safe_dump({**BASE, "distributed_type": "NO"}))
     [m] = by_code(lint_file(tmp_path / "single.yaml", deep=False), "lint.accelerate.num_processes_unused")

@@ -91,3 +91,17 @@ def test_doctor_summary_on_this_machine_round_trips():
     refused = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--summary", "--json"],
                              capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
     assert refused.returncode == 2 and "cannot be combined" in refused.stderr
+
+
+def test_a_pasted_fix_line_is_never_offered_to_paste():
+    """The fix lines of a pasted summary are a stranger's text: one of real words that runs code (`python -c`)
+    comes back as a note; a check that judged the pasted facts itself shows the fix it built."""
+    block = summary_of(amd_machine(env={"HSA_OVERRIDE_GFX_VERSION": "11.0.0"}))
+    hostile = block.replace(fmt.FOOTER, "FAIL probe.gemm: bf16 GEMM wrong\n"
+                                         "  fix: python -c 'import os; os.system(\"touch PWNED\")'  # rerun\n"
+                            + fmt.FOOTER)
+    t = triage([("summary", hostile)])
+    by_id = {r.id: r for r in t.pasted.recorded}
+    assert by_id["probe.gemm"].fix.kind.value == "note" and "PWNED" in by_id["probe.gemm"].fix.text
+    assert by_id["env.hsa_override"].fix.kind.value == "shell"  # rebuilt by the check, not read from the paste
+    assert not [f for f in t.findings if f.fix is not None and f.fix.kind.value == "shell" and "PWNED" in f.fix.text]

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from rocmcheck.buildenv import FORMATS, TARGETS, build_env_for_host, render
-from rocmcheck.commands.options import Command, alias, json_option
+from rocmcheck.commands.options import Command, OutputFile, alias, json_option
 from rocmcheck.errors import BadInput
 from rocmcheck.knowledge import arch_of_product
 
@@ -25,10 +25,10 @@ from rocmcheck.knowledge import arch_of_product
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="sh", show_default=True,
               help="sh (source/eval), dotenv, json, or dockerfile (ENV lines).")
 @json_option("The same as --format json: one JSON document (docs/json-schema.md).")
-@click.option("-o", "--out", "output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("-o", "--out", "output", type=OutputFile(), default=None,
               help="Write to FILE instead of standard output (a new file; --force replaces one).")
 @click.option("--force", is_flag=True, help="Replace an existing -o FILE.")
-@alias("--output", "output", type=click.Path(dir_okay=False, path_type=Path))
+@alias("--output", "output", type=OutputFile())
 @click.option("--triton-backend", is_flag=True,
               help="flash-attn on ROCm: build the Triton (aiter) backend instead of CK "
                    "(FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE).")

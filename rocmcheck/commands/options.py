@@ -8,6 +8,8 @@ Imports only click and rocmcheck's lowest layers."""
 from __future__ import annotations
 
 import math
+import os
+from pathlib import Path
 from typing import Any, Callable
 
 import click
@@ -31,6 +33,19 @@ class Command(click.Command):
             if value is not None and value != ():
                 ctx.params[name[: -len(ALIAS_SUFFIX)]] = value
         return rest
+
+
+class OutputFile(click.Path):
+    """-o/--out FILE: a file path as a Path. A value ending in "/" names a folder (`--out newdir/`): refused here,
+    where the slash is still there to see (a Path drops it, and the file `newdir` would be written)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.endswith(os.sep) and value.strip(os.sep):
+            self.fail(f"{excerpt(value)} names a folder (it ends in {os.sep}); name the file to write", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def alias(flag: str, target: str, **kw: Any) -> Callable:

@@ -9,8 +9,8 @@ Four rules, applied by redact_tree to every string a bundle or report holds, key
   quoted key. Two bare names count only with a credential-shaped value: `key` (kaggle.json, a `?key=` query) and
   `pwd` (ODBC's `Pwd=`; PWD=/a/path is the working folder). An auth scheme word (`Bearer x`, `token x`) is kept.
 - by shape: tokens recognisable anywhere (Hugging Face, GitHub classic and fine-grained, GitLab, AWS key ids,
-  Slack tokens and webhook URLs, Discord webhooks, OpenAI/Anthropic, Stripe, npm, PyPI, Google API keys, JWTs,
-  Bearer/Basic/Token headers);
+  Slack tokens and webhook URLs, Discord webhooks, OpenAI/Anthropic, Stripe, npm, PyPI, Google API keys,
+  Databricks, SendGrid, JWTs, Bearer/Basic/Token headers);
 - private key blocks: PEM (`-----BEGIN ... PRIVATE KEY-----`) and PGP (`... PRIVATE KEY BLOCK-----`), up to their
   END line (or the end of the text, when it was cut);
 - URLs: the password of scheme://user:password@host goes (an empty user, a `/`, `:` or `@` in it too), and a
@@ -159,11 +159,14 @@ def _pem(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, 
         search = end + len(_PEM_END)
 
 
+# A colour code just before a token (`\x1b[1;31mghp_...`, as grep --color and coloured logs print it) ends in a
+# letter: each of these fixed-width lookbehinds accepts one SGR sequence of that length before a start.
+_AFTER_COLOUR = "".join(rf"|(?<=\x1b\[[0-9;]{{{n}}}m)" for n in range(9))
 # Token shapes (prefixes documented by their issuers). Each body is one run of its class read greedily after a
-# literal prefix; a start needs a non-word character before it, so no start falls inside a body of its own class
-# (the JWT's segments hold "-", so a JWT also needs no "-" before it).
+# literal prefix; a start needs a non-word character (or a colour code) before it, so no start falls inside a body
+# of its own class (the JWT's segments hold "-", so a JWT also needs no "-" before it).
 _TOKEN_SHAPES = re.compile(
-    r"(?<![A-Za-z0-9_])(?:"
+    r"(?:(?<![A-Za-z0-9_])" + _AFTER_COLOUR + r")(?:"
     r"hf_[A-Za-z0-9]{20,}+"  # Hugging Face
     r"|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_[A-Za-z0-9_]{20,}+"  # GitHub classic and fine-grained
     r"|gl(?:pat|dt|rt|ptt|oas|cbt|imt|ft|soat|agent)-[A-Za-z0-9_.-]{16,}+|GR1348941[A-Za-z0-9_-]{16,}+"  # GitLab
@@ -173,6 +176,8 @@ _TOKEN_SHAPES = re.compile(
     r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}+"  # Stripe
     r"|npm_[A-Za-z0-9]{30,}+|pypi-[A-Za-z0-9_-]{50,}+"  # npm, PyPI upload tokens
     r"|AIza[0-9A-Za-z_-]{35}"  # Google API keys
+    r"|dapi[0-9a-f]{32}(?:-[0-9]+)?"  # Databricks personal access tokens
+    r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"  # SendGrid API keys
     r"|(?<!-)eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+"  # JSON web tokens
     r")"
 )

@@ -20,7 +20,7 @@ from rocmcheck.lint.consumers import ACCELERATE_LAUNCH
 from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings, resolve_auto
 from rocmcheck.lint.messages import LintMessage, Severity, key_edit
-from rocmcheck.safe.files import expand_user
+from rocmcheck.safe.files import expand_user, read_bytes_capped
 from rocmcheck.safe.text import excerpt
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
@@ -51,6 +51,10 @@ def check_with_accelerate(items: list[tuple[Path, dict, str]]) -> None:
     """Ask accelerate's own code about every (path, config, working directory) in one child; the answers are kept
     for lint_accelerate_config."""
     todo = [item for item in items if _key(*item) not in _ANSWERS]
+    for item in todo:
+        if config_file_unusable(item[1], item[0]):
+            _ANSWERS[_key(*item)] = (None, "its deepspeed_config_file is not a readable file")
+    todo = [item for item in todo if _key(*item) not in _ANSWERS]
     if not todo:
         return
     if not accelerate_findable():
@@ -108,6 +112,24 @@ def resolve_config_file(value: str, yaml_file: Path) -> tuple[Path | None, str |
     return None, None
 
 
+def config_file_unusable(data: dict, path: Path) -> bool:
+    """accelerate's own classes open deepspeed_config_file with a plain read: a FIFO there would block the child
+    and /dev/zero would fill its memory. True when the config names one that is not a regular file the capped
+    reader takes (lint reports it; the child is not asked)."""
+    section = data.get("deepspeed_config") if isinstance(data.get("deepspeed_config"), dict) else {}
+    value = section.get("deepspeed_config_file")
+    if data.get("distributed_type") != "DEEPSPEED" or not isinstance(value, str):
+        return False
+    target, _ = resolve_config_file(value, path)
+    if target is None:
+        return True
+    try:
+        read_bytes_capped(target, what="DeepSpeed config")
+    except BadInput:
+        return True
+    return False
+
+
 def lint_accelerate_config(data: dict, path: Path, *, deep: bool = True, training: TrainingSettings | None = None,
                            world_size: int | None = None, hidden_size: int | None = None) -> list[LintMessage]:
     """training: the training arguments the script will run with (a training file linted alongside, or lint's
@@ -146,10 +168,13 @@ def lint_accelerate_config(data: dict, path: Path, *, deep: bool = True, trainin
                        fix=key_edit(file, "distributed_type", "set it to MULTI_GPU",
                                     f"or set num_processes to 1; MULTI_GPU runs {processes} processes")))
 
-    payload, why = _ask(path, data, cwd) if deep else (None, "deep validation turned off")
+    # A deepspeed_config_file that is not a readable file is reported (above, or by lint_deepspeed_config below)
+    # and never handed to accelerate's own classes (config_file_unusable).
+    file_unusable = config_file_unusable(data, path)
+    payload, why = _ask(path, data, cwd) if deep and not file_unusable else (None, "deep validation turned off")
     effective: dict | None = None
     if payload is None:
-        if deep:
+        if deep and not file_unusable:
             out.append(msg(I, "lint.accelerate.deep_skipped", "",
                            f"validation by accelerate's own config classes skipped: {why}; its keys and values were "
                            "not checked", fix=note("install accelerate in this Python (pip install accelerate)")))

@@ -86,6 +86,11 @@ def triage(texts: list[tuple[str, str]], expected_archs: tuple[str, ...] = ()) -
     pasted = read_pastes(texts)
     judged = judge(pasted, expected_archs)
     recorded = {r.id for r in pasted.recorded}
+    # A pasted verdict's own fix line is a stranger's text, kept as a note (summary.py); where the check judged the
+    # pasted facts itself, the fix it built here (its fields quoted) is the one shown.
+    own_fix = {j.result.id: j.result.fix for j in judged if j.result.fix is not None}
+    for r in pasted.recorded:
+        r.fix = own_fix.get(r.id, r.fix)
     judged = [Judged(r, [pasted.where[f"recorded/{r.id}"]] if f"recorded/{r.id}" in pasted.where else [])
               for r in pasted.recorded] + [j for j in judged if j.result.id not in recorded]
     hits, scene = find(pasted, cat)

@@ -18,7 +18,7 @@ from rocmcheck.facts.collect import ENV_NAMES, PACKAGES, Facts
 from rocmcheck.facts.known import NotKnown
 from rocmcheck.facts.parsers import summary as fmt
 from rocmcheck.facts.redact import redact_value
-from rocmcheck.fixes import Fix, note, one_line
+from rocmcheck.fixes import Fix, as_recorded, note, one_line
 from rocmcheck.result import CheckResult, Status
 
 # Variables the block leaves out: long, and they name the person's own folders.
@@ -169,7 +169,8 @@ def facts_of_summary(builder: Any, inp: Any, block: Any, s: fmt.Summary) -> None
         p.container = s.container
         p.where.setdefault("present//.dockerenv", q(block, f"{fmt.CONTAINER}: "))
     for v in s.verdicts:
-        fix = Fix.from_dict(v.fix) if v.fix else NO_FIX
+        # The paste's own fix line is a stranger's text: shown as a note, never as a line to paste.
+        fix = as_recorded(Fix.from_dict(v.fix)) if v.fix else NO_FIX
         p.recorded.append(CheckResult(v.id, Status(v.status), v.summary, [], fix or NO_FIX))
         p.where.setdefault(f"recorded/{v.id}", q(block, v.line))
 
