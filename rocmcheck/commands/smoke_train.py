@@ -58,6 +58,9 @@ MAX_NPROC = 1024  # a typo bound; what this machine holds (one rank per GPU, or 
 @click.option("--memory-snapshot", is_flag=True,
               help="Watch two steps with the leak finder: the allocations that survive a step, by Python line, and "
                    "(GPU) the allocator snapshot for PyTorch's memory visualizer, written into --out (else here).")
+@click.option("--drift", is_flag=True,
+              help="After the run, train the same steps again in fp32 (same weights, data, lr schedule) and compare "
+                   "the loss and gradient-norm curves (train.drift). About doubles the training time.")
 @click.option("-o", "--out", type=click.Path(path_type=Path), default=None,
               help="Write metrics.jsonl, report.json, loss_memory.png and the checkpoint here (a new or empty folder).")
 @click.option("--force", is_flag=True, help="Use a non-empty --out folder: replace those four outputs there.")
@@ -79,7 +82,7 @@ MAX_NPROC = 1024  # a typo bound; what this machine holds (one rank per GPU, or 
 @click.option("--local_rank", "--local-rank", "local_rank", type=BoundedInt(0, MAX_NPROC), default=None, hidden=True,
               help="Passed by the DeepSpeed launcher; the rank comes from the environment.")
 def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, gradient_checkpointing, lora_rank, attn,
-                device, seed, compile_, no_profile, memory_snapshot, out, force, as_json, bench, bench_shape,
+                device, seed, compile_, no_profile, memory_snapshot, drift, out, force, as_json, bench, bench_shape,
                 deepspeed_config, nproc, timeout_s, local_rank) -> None:
     """Fine-tune a LLaMA in bf16 for a short run and judge the whole stack."""
     from rocmcheck.train.runner import smoke_train as run_smoke_train
@@ -88,7 +91,7 @@ def smoke_train(model, steps, micro_batch, grad_accum, seq_len, lr, pure_bf16, g
                       seq_len=seq_len, lr=DEFAULTS.lr if lr is None else lr, pure_bf16=pure_bf16,
                       gradient_checkpointing=gradient_checkpointing, attn=attn, device=device, seed=seed,
                       compile=compile_, profile=not no_profile, memory_snapshot=memory_snapshot, out=out,
-                      lora_rank=lora_rank)
+                      lora_rank=lora_rank, drift=drift)
     sys.exit(run_smoke_train(cfg, lr_given=lr is not None, bench=bench, bench_shape=bench_shape,
                              deepspeed=deepspeed_config, nproc=nproc, timeout_s=timeout_s, force=force,
                              as_json=as_json))

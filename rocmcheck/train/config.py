@@ -46,6 +46,7 @@ class TrainConfig:
     profile: bool = True  # one profiled step for the kernel report
     memory_snapshot: bool = False  # watch the loop with the leak finder (rocmcheck/monitor/leak.py), snapshot kept
     lora_rank: int | None = None  # LoRA adapters (peft) on every Linear of the decoder; the base frozen in bf16
+    drift: bool = False  # after the run, the same steps in fp32 and the two curves compared (train/drift.py)
     # Verdict thresholds; defaults are for the bundled model (see verdicts.py for why).
     min_loss_drop: float = 0.75  # final loss must be <= (1 - this) * first loss
     min_accuracy: float = 0.5  # the full fine-tune's; a LoRA run's is LORA_MIN_ACCURACY (accuracy_threshold)

@@ -23,10 +23,14 @@ class PlainStrategy:
     zero3 = False
 
     def __init__(self, cfg: TrainConfig, device: torch.device, world: World, model: torch.nn.Module | None = None,
-                 on_loss: Callable[[int, torch.Tensor], None] | None = None) -> None:
+                 on_loss: Callable[[int, torch.Tensor], None] | None = None, fp32: bool = False) -> None:
         """model: an already built model to train (the bench's random-init shape); default: load cfg.model.
-        on_loss(step, loss): called with every micro-batch's loss tensor (tests reach into a real run with it)."""
+        on_loss(step, loss): called with every micro-batch's loss tensor (tests reach into a real run with it).
+        fp32: the reference run of --drift (train/drift.py): fp32 weights (a LoRA base too), no autocast."""
         self.cfg, self.device, self.world = cfg, device, world
+        self.fp32 = fp32
+        if fp32:
+            self.name = "fp32"
         self.model = model
         self.forward = self.optimizer = None
         self.on_loss = on_loss
@@ -38,7 +42,7 @@ class PlainStrategy:
         if self.model is None:
             # LoRA: the frozen base in bf16, as the planner counts it (2 bytes a weight)
             self.model = modeling.load_model(Path(self.cfg.model), self.cfg, self.device,
-                                             dtype=torch.bfloat16 if lora else None)
+                                             dtype=torch.float32 if self.fp32 else torch.bfloat16 if lora else None)
         model = modeling.prepare_for_training(self.model, self.cfg.gradient_checkpointing)
         if lora:
             model = self.model = modeling.add_lora(model, lora)
@@ -63,7 +67,7 @@ class PlainStrategy:
     def forward_backward(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward/backward over the accumulation micro-batches, then clip: (this rank's loss, grad norm)."""
         cfg = self.cfg
-        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=not cfg.pure_bf16)
+        autocast = torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=not (cfg.pure_bf16 or self.fp32))
         loss_sum = torch.zeros((), device=self.device)
         for micro in range(cfg.grad_accum):
             x, y = self._micro_batch(step, micro)

@@ -82,6 +82,10 @@ def decide(cfg: TrainConfig, *, lr_given: bool = True, bench: bool = False, benc
     if bench and parallel:
         raise BadInput("--bench runs in one process on one GPU: it cannot be combined with --deepspeed or --gpus "
                        "(nor under a launcher)")
+    if cfg.drift and (bench or deepspeed is not None):
+        raise BadInput(f"--drift runs the plain bf16 run against fp32, not {'--bench' if bench else '--deepspeed'}: "
+                       "drop it (a DeepSpeed run is held to the plain run by train.deepspeed_parity; run --drift "
+                       "with the same settings without --deepspeed for the plain run against fp32)")
     model_config: dict[str, Any] | None = None
     if not bench:
         model_config = validate_model_dir(cfg.model)
