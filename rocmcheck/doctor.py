@@ -13,7 +13,7 @@ from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.health import annotate_link_with_bandwidth
 from rocmcheck.facts.collect import Facts, collect_facts
 from rocmcheck.facts.redact import redact_tree
-from rocmcheck.fixes import BUG_FIX, note
+from rocmcheck.fixes import BUG_FIX, as_recorded, note
 from rocmcheck.result import CheckResult, Status, skipped
 
 
@@ -103,7 +103,48 @@ def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResul
                         duration_s=opts.duration_s, skip=skip, listener=listener)
 
 
-def run_train_stage(ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]:
+def start_early_train(opts: DoctorOptions) -> Any:
+    """The smoke-train's child, started now to import while the facts are collected and the GPU probes run; it
+    trains only when its stage opens the gate, after the probes (rocmcheck/train/gate.py). None when no smoke-train
+    is wanted."""
+    if not (opts.train and _stage_wanted(opts, "train")):
+        return None
+    from rocmcheck.train.doctor_stage import EarlyTrain
+
+    return EarlyTrain(opts.train_timeout_s, _time_before_train_s(opts), drift=opts.level >= 2)
+
+
+def _time_before_train_s(opts: DoctorOptions) -> float:
+    """The longest the stages before the smoke-train may take: the fact collection's deadline, the cross-node
+    collective's and the GPU probes' limits, each when it runs, and the checks' time on top."""
+    wait = opts.deadline_s + opts.command_timeout_s + 60.0
+    if opts.across_nodes and _stage_wanted(opts, "cluster"):
+        wait += opts.across_timeout_s
+    if opts.gpu_probes and _stage_wanted(opts, "probe"):
+        from rocmcheck.probes.catalog import BY_NAME
+        from rocmcheck.probes.levels import stage_budget_s
+        from rocmcheck.probes.stage import select_names
+
+        only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
+        skip = {o.split(".", 1)[1] for o in opts.skip if o.startswith("probe.")} or None
+        try:
+            chosen = [BY_NAME[n] for n in select_names(only, skip, opts.level)]
+        except (KeyError, ValueError):  # a name the stage refuses: it ends at once, saying so
+            chosen = []
+        wait += stage_budget_s(opts.gpu_stage_timeout_s, opts.level, chosen, opts.duration_s)
+    return wait
+
+
+def run_train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any = None) -> list[CheckResult]:
+    """early: the stage's child, already started (start_early_train): sent on here, or let go."""
+    try:
+        return _train_stage(ctx, opts, early)
+    finally:
+        if early is not None:
+            early.cancel()  # nothing when the gate was opened; else the child exits without a run
+
+
+def _train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any) -> list[CheckResult]:
     if not opts.train:
         return [skipped("smoke-train skipped (--no-train)", id="train.stage")]
     torch = known_or_none(lambda: ctx.torch) or {}
@@ -112,6 +153,8 @@ def run_train_stage(ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]
     from rocmcheck.train.doctor_stage import run_train_stage as train_stage
 
     device = "cuda" if torch.get("device_count") else "cpu"
+    if early is not None:
+        return early.go(device)
     # --level 2 (numerics) and up: the run also trains its steps in fp32 and compares the curves (train.drift)
     return train_stage(timeout_s=opts.train_timeout_s, device=device, drift=opts.level >= 2)
 
@@ -150,6 +193,8 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
     source = "live" if facts is None else "bundle"
     specs = select_checks(opts.only, opts.skip)
     early: list[CheckResult] = []
+    # The smoke-train's child imports beside the facts and the GPU probes; it trains after them (stage overlap).
+    pending_train = start_early_train(opts) if facts is None else None
     if facts is None:
         needs_python = (any(s.area in PYTHON_STACK_AREAS for s in specs)
                         or (opts.gpu_probes and _stage_wanted(opts, "probe"))
@@ -184,8 +229,9 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         results.append(late)
         emit([late], [])
     if source == "bundle":
-        # GPU and training stages ran on the recorded machine; show what they said there.
-        recorded = [CheckResult.from_dict(d) for d in facts.recorded_results if _stage_wanted(opts, d.get("area", ""))]
+        # GPU and training stages ran on the recorded machine; show what they said there. Their fixes come from the
+        # file (anyone who can write the bundle folder wrote them): shown as notes, never as lines to paste.
+        recorded = [_replayed(d) for d in facts.recorded_results if _stage_wanted(opts, d.get("area", ""))]
         results.extend(recorded)
         emit(recorded, [])
     else:
@@ -211,13 +257,21 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         if _stage_wanted(opts, "train"):
             if opts.train:
                 progress.begin("smoke-train (the bundled tiny LLaMA)")
-            new = _guarded("train.stage", lambda: run_train_stage(ctx, opts))
+            new = _guarded("train.stage", lambda: run_train_stage(ctx, opts, pending_train))
             staged += new
             emit(new, [])
         facts.recorded_results = [r.to_dict() for r in staged]
         results += staged
     annotate_link_with_bandwidth(results)
     return DoctorRun(facts, [_redacted(r) for r in results], time.monotonic() - start, source, ctx)
+
+
+def _replayed(recorded: dict[str, Any]) -> CheckResult:
+    """A stage verdict recorded in a bundle, as a replay (and compare) shows it: its shell fix becomes a note
+    naming the recorded command (rocmcheck.fixes.as_recorded)."""
+    result = CheckResult.from_dict(recorded)
+    result.fix = as_recorded(result.fix, "recorded with this bundle")
+    return result
 
 
 def _redacted_facts(facts: Facts) -> Facts:

@@ -10,7 +10,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "rocmcheck"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("rocmcheck", "units", "record", "heap", "errors", "package_data"),  # "rocmcheck": the __init__ (its version)
+    ("rocmcheck", "units", "record", "heap", "bytecode", "errors", "package_data"),  # "rocmcheck": the __init__
     ("safe", "outliers"),  # the one reader/writer/loader/sanitiser; the outlier maths
     ("fixes",),  # the fix type and every fix text
     ("result",),  # CheckResult and the one exit rule

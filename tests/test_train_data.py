@@ -80,3 +80,16 @@ def test_packed_rows_hold_whole_examples_with_labels_on_responses_only():
     assert (labels[labels != data.IGNORE] == ids[labels != data.IGNORE]).all()
     with pytest.raises(ValueError, match="shorter than one example"):
         data.pack_rows(tokenizer, examples[:3], 4)
+
+
+@pytest.mark.parametrize("rows", [1, 16, 1920])
+def test_asking_for_rows_packs_the_rows_every_example_would_put_first(rows):
+    # The run asks for its rows from an endless stream of examples: only what they take is made and encoded.
+    tokenizer = bundled_tokenizer()
+    every_ids, every_labels = data.pack_rows(tokenizer, task.train_examples(12 * rows + 20, seed=0), 64)
+    ids, labels = data.pack_rows(tokenizer, task.iter_train_examples(0), 64, rows=rows)
+    assert ids.shape == (rows, 64) and ids.tolist() == every_ids[:rows].tolist()
+    assert labels.tolist() == every_labels[:rows].tolist()
+    assert task.train_examples(50, seed=0) == [e for e, _ in zip(task.iter_train_examples(0), range(50))]
+    with pytest.raises(ValueError, match="shorter than one example"):
+        data.pack_rows(tokenizer, task.iter_train_examples(0), 4, rows=rows)

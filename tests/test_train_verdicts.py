@@ -49,6 +49,23 @@ def test_reload_must_be_exact():
     assert verdicts.check_reload(None, error="OSError: No space left on device").status.value == "fail"
 
 
+def test_reload_read_back_from_the_files_needs_the_same_weights_and_config():
+    files = {"tensors": 291, "bytes": 27 * 2**30, "config_equal": True, "config_differences": [],
+             "first_difference": None}
+    ok = verdicts.check_reload(None, files=files)
+    assert ok.status.value == "pass" and "291 tensors" in ok.summary and ok.data["method"] == "files"
+    bit = verdicts.check_reload(None, weights_equal=False, files=files | {"first_difference": "lm_head.weight"})
+    assert bit.status.value == "fail" and "lm_head.weight" in bit.summary
+    config = verdicts.check_reload(None, files=files | {"config_equal": False,
+                                                        "config_differences": ["rope_theta: 10000.0 != 500000.0"]})
+    assert config.status.value == "fail" and "rope_theta" in config.summary
+    assert not verdicts.check_reload(None, files={"tensors": 1, "bytes": 4}).status.value == "pass"  # config unknown
+    # ZeRO-3 saves its gathered copy: that copy's logits are still held to the engine's
+    assert verdicts.check_reload(0.5, noise=0.1, files=files).status.value == "fail"
+    assert verdicts.check_reload(0.05, noise=0.1, files=files).status.value == "pass"
+    assert verdicts.check_reload(0.0).data["method"] == "from_pretrained"
+
+
 def test_mfu_from_the_datasheet_peak_and_stall_warning():
     # H200 numbers of the 1.1B shape: 45.6k tok/s is 35.5% of 989 TFLOP/s.
     flops = 6 * 1_100_048_384 + 12 * 22 * 2048 * 2048

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from rocmcheck.commands.options import Command, FiniteFloat, alias, json_option, resolve_archs
+from rocmcheck.commands.options import Command, FiniteFloat, OutputFile, alias, json_option, resolve_archs
 from rocmcheck.errors import BadInput
 from rocmcheck.probes.levels import DEFAULT_DURATION_S, MAX_DURATION_S, MIN_DURATION_S
 
@@ -74,10 +74,10 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
                    "3 adds stress probes for --duration.")
 @click.option("--duration", type=FiniteFloat(MIN_DURATION_S, MAX_DURATION_S), default=None, metavar="SECONDS",
               help=f"With --level 3: seconds the stress probes run in all (default {DEFAULT_DURATION_S:g}).")
-@click.option("-o", "--out", "save_bundle", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("-o", "--out", "save_bundle", type=OutputFile(),
               help="Write every raw input the checks used to FILE, a bundle (secrets redacted; a new file, --force "
                    "replaces one).")
-@alias("--save-bundle", "save_bundle", type=click.Path(dir_okay=False, path_type=Path))
+@alias("--save-bundle", "save_bundle", type=OutputFile())
 @click.option("--bundle", type=click.Path(dir_okay=False, path_type=Path),
               help="Re-run the checks on a saved bundle instead of this machine.")
 @click.option("--deadline", type=FiniteFloat(1, MAX_DEADLINE_S), default=60.0, show_default=True,

@@ -231,9 +231,20 @@ DEADLINE_GRACE_S = 5.0
 
 def probe_answers(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """{probe name: its data} from a python_probe child's events (ChildRun.events: the child protocol already
-    parsed its stdout); events of another kind or shape are left out. Never raises."""
-    return {e["probe"]: e["data"] for e in events
-            if e.get("event") == "probe" and isinstance(e.get("probe"), str) and isinstance(e.get("data"), dict)}
+    parsed its stdout); events of another kind or shape are left out. The child answers each probe once: a probe
+    answered more than once was written for by something else in the child (code an import ran can reach the
+    channel's descriptor), so none of its answers is believed. Never raises."""
+    answers: dict[str, dict[str, Any]] = {}
+    counts: dict[str, int] = {}
+    for e in events:
+        if e.get("event") == "probe" and isinstance(e.get("probe"), str) and isinstance(e.get("data"), dict):
+            answers[e["probe"]] = e["data"]
+            counts[e["probe"]] = counts.get(e["probe"], 0) + 1
+    for name, count in counts.items():
+        if count > 1:
+            answers[name] = {"installed": True, "error": f"the probe answered {count} times: something its import "
+                                                         "ran wrote to the probe's channel"}
+    return answers
 
 
 def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> ChildRun:

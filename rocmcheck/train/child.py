@@ -4,7 +4,8 @@ under torchrun, one process per rank.
 
 Request (train_request): {"config": TrainConfig.to_dict(), "deepspeed": DeepSpeedPlan.to_dict() or null,
 "pg_timeout_s": the limit on any one collective, or null}. The plan arrives already linted and filled, so no rank
-reads the DeepSpeed file again.
+reads the DeepSpeed file again. The doctor's early start adds "gate": {"path", "wait_s", "timeout_s"}
+(rocmcheck/train/gate.py): the child imports, waits for the doctor's decision there, then runs (or exits 0).
 
 Events, rank 0 only (every rank points fd 1 at stderr; the others never emit):
   {"event": "step", "step": n, "steps": total, "loss": x, "tokens_per_s": y}   as training goes
@@ -74,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     from rocmcheck.train.report import RunReport, error_result
 
     die_with_parent()  # a parent (torchrun's agent, the doctor) killed for its timeout takes this run with it
+    if isinstance(request.get("gate"), dict):  # the doctor's early start: import now, train once it says so
+        from rocmcheck.train.gate import wait_at_gate
+
+        cfg = wait_at_gate(request["gate"], cfg)
+        if cfg is None:
+            return 0  # cancelled: the doctor needs no run after all
     rank = int(os.environ.get("RANK", "0") or 0)
 
     def progress(step: int, steps: int, row: dict[str, Any]) -> None:

@@ -7,6 +7,9 @@ that would hide whether the run learned the task).
 
 from __future__ import annotations
 
+from itertools import islice
+from typing import Iterable
+
 import torch
 
 from rocmcheck.train.task import Example
@@ -47,29 +50,44 @@ def _ids(tokenizer, texts: list[str]) -> list[list[int]]:
     return [list(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
 
 
-def pack_rows(tokenizer, examples: list[Example], seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(input_ids, labels), each [rows, seq_len]. Examples never straddle two rows."""
+# Examples encoded per batched tokenizer call while packing: large enough that the call's own cost vanishes, small
+# enough that little is encoded past the last row asked for.
+ENCODE_CHUNK = 512
+# A first chunk of this many examples per row asked for: the task's examples are 10-16 tokens with the bundled
+# tokenizer (13 on average), so a 64-token row holds 4-6 of them and one chunk covers a fixed batch's 16 rows.
+EXAMPLES_PER_ROW_AT_MOST = 8
+
+
+def pack_rows(tokenizer, examples: Iterable[Example], seq_len: int,
+              rows: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, labels), each [rows, seq_len]. Examples never straddle two rows. rows: stop once that many rows
+    are full, the same rows that packing every example would put first (`examples` may then be endless: only what
+    the rows need is made and encoded); None: every example, the last row padded."""
     _, _, pad = special_ids(tokenizer)
     rows_ids: list[list[int]] = []
     rows_lab: list[list[int]] = []
     ids: list[int] = []
     lab: list[int] = []
-    for e_ids, e_lab in encode_examples(tokenizer, examples):
-        if len(e_ids) > seq_len:
-            raise ValueError(f"--seq-len {seq_len} is shorter than one example ({len(e_ids)} tokens)")
-        if len(ids) + len(e_ids) > seq_len:
-            rows_ids.append(ids + [pad] * (seq_len - len(ids)))
-            rows_lab.append(lab + [IGNORE] * (seq_len - len(lab)))
-            ids, lab = [], []
-        ids, lab = ids + e_ids, lab + e_lab
-    if ids:
+    source = iter(examples)
+    size = ENCODE_CHUNK if rows is None else min(ENCODE_CHUNK, EXAMPLES_PER_ROW_AT_MOST * rows)
+    while rows is None or len(rows_ids) < rows:
+        chunk = list(islice(source, size))
+        if not chunk:
+            break
+        for e_ids, e_lab in encode_examples(tokenizer, chunk):
+            if len(e_ids) > seq_len:
+                raise ValueError(f"--seq-len {seq_len} is shorter than one example ({len(e_ids)} tokens)")
+            if len(ids) + len(e_ids) > seq_len:
+                rows_ids.append(ids + [pad] * (seq_len - len(ids)))
+                rows_lab.append(lab + [IGNORE] * (seq_len - len(lab)))
+                ids, lab = [], []
+                if rows is not None and len(rows_ids) == rows:
+                    break
+            ids, lab = ids + e_ids, lab + e_lab
+    if ids and (rows is None or len(rows_ids) < rows):
         rows_ids.append(ids + [pad] * (seq_len - len(ids)))
         rows_lab.append(lab + [IGNORE] * (seq_len - len(lab)))
     return torch.tensor(rows_ids, dtype=torch.long), torch.tensor(rows_lab, dtype=torch.long)
-
-
-def examples_per_row(tokenizer, example: Example, seq_len: int) -> int:
-    return max(1, seq_len // len(encode_examples(tokenizer, [example])[0][0]))
 
 
 def left_padded_prompts(tokenizer, examples: list[Example]) -> tuple[torch.Tensor, torch.Tensor]:

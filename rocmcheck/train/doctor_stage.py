@@ -1,17 +1,24 @@
 """The doctor's last stage: the default smoke-train in a child process (rocmcheck.train.child over the one
 child protocol), so a crash (segfault in HIP init, a kernel fault) or a hang becomes a verdict instead of
-taking the doctor down. No torch here."""
+taking the doctor down. EarlyTrain starts that child while the doctor's earlier stages run and holds it at a gate
+until they are done (rocmcheck/train/gate.py). No torch here."""
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import Any
 
 from rocmcheck import fixes
-from rocmcheck.child import run_child
+from rocmcheck.child import ChildRun, run_child
 from rocmcheck.result import CheckResult, Status, failed, passed
 from rocmcheck.train import child as train_child
 from rocmcheck.train.config import TrainConfig
+from rocmcheck.train.gate import Gate
 from rocmcheck.train.report import TRAIN_BUG_FIX
+
+# What the early child's overall limit adds to its wait and its run: the interpreter's start and the last report.
+GATE_MARGIN_S = 30.0
 
 HUNG_FIX = fixes.shell("rocmcheck smoke-train --device cpu",
                        "if that finishes, the GPU hangs: check dmesg for GPU resets")
@@ -20,11 +27,59 @@ CRASHED_FIX = fixes.shell("rocmcheck smoke-train --device cpu",
 REFUSED_FIX = fixes.shell("rocmcheck smoke-train --help", "the child refused the run's settings")
 
 
-def run_train_stage(timeout_s: float = 180.0, device: str = "auto", *,
+def run_train_stage(timeout_s: float = 180.0, device: str = "auto", *, drift: bool = False,
                     config: TrainConfig | None = None) -> list[CheckResult]:
-    """config: the run to make (default: the default smoke-train on `device`)."""
-    cfg = config or TrainConfig(device=device)
+    """config: the run to make (default: the default smoke-train on `device`; with drift, also its fp32 run and
+    train.drift, as `smoke-train --drift`)."""
+    cfg = config or TrainConfig(device=device, drift=drift)
     run = run_child(train_child.MODULE, train_child.train_request(cfg), timeout_s)
+    return verdicts_of(run, timeout_s, run.command.duration_s)
+
+
+class EarlyTrain:
+    """The same stage with its child started ahead (rocmcheck/train/gate.py): the child imports torch, transformers
+    and the model classes while the doctor's earlier stages run, then waits at the gate; `go` opens it and returns
+    the stage's verdicts, `cancel` lets the child go without a run; a `cancel` after `go` changes nothing, so a
+    caller cancels on every way out.
+
+    wait_s: the longest the stages before it may take (the child gives up after that); timeout_s: the run's own
+    limit, counted from `go` (the child's watchdog), so a hung run is called hung as the plain stage calls it."""
+
+    def __init__(self, timeout_s: float, wait_s: float, *, drift: bool = False,
+                 config: TrainConfig | None = None) -> None:
+        self.timeout_s = timeout_s
+        self.gate = Gate()
+        cfg = config or TrainConfig(device="auto", drift=drift)
+        request = train_child.train_request(cfg) | {"gate": self.gate.spec(wait_s, timeout_s)}
+        self._runs: list[ChildRun] = []
+        self._ended_at: list[float] = []
+
+        def child() -> None:
+            try:
+                self._runs.append(run_child(train_child.MODULE, request, wait_s + timeout_s + GATE_MARGIN_S))
+            finally:
+                self._ended_at.append(time.monotonic())
+                self.gate.remove()  # however the child ended (a doctor stopped by a signal too): no folder left
+
+        self._thread = threading.Thread(target=child, name="rocmcheck-early-train", daemon=True)
+        self._thread.start()
+
+    def go(self, device: str) -> list[CheckResult]:
+        self.gate.open(device)
+        self._thread.join()
+        self.gate.remove()
+        opened = self.gate.opened_at or time.monotonic()
+        ran_s = max(0.0, (self._ended_at[0] if self._ended_at else time.monotonic()) - opened)
+        return verdicts_of(self._runs[0], self.timeout_s, ran_s)
+
+    def cancel(self) -> None:
+        self.gate.cancel()
+        self._thread.join()
+        self.gate.remove()
+
+
+def verdicts_of(run: ChildRun, timeout_s: float, ran_s: float) -> list[CheckResult]:
+    """The stage's verdicts from how its child ended; ran_s: the seconds the run itself took."""
     res, tail = run.command, run.stderr_tail()
     if run.hung:
         return [failed(f"smoke-train did not finish within {timeout_s:g} s (hung)", HUNG_FIX, tail,
@@ -41,8 +96,7 @@ def run_train_stage(timeout_s: float = 180.0, device: str = "auto", *,
                             TRAIN_BUG_FIX)]
     if any(r.id == "train.run" for r in results):  # the child caught its own crash and said so
         return results
-    return [passed(f"smoke-train ran to the end in {res.duration_s:.1f} s", duration_s=res.duration_s,
-                   id="train.run")] + results
+    return [passed(f"smoke-train ran to the end in {ran_s:.1f} s", duration_s=ran_s, id="train.run")] + results
 
 
 def _results(event: dict[str, Any] | None) -> list[CheckResult] | None:

@@ -27,6 +27,27 @@ def offline_and_quiet() -> None:
     hf_logging.disable_progress_bar()
 
 
+# What loading any LLaMA-family model and its tokenizer imports, whatever the part of the run that first needs it:
+# transformers' weight-loading machinery (the tokenizer's import already pulls it in: transformers 5's
+# core_model_loading, with torch.distributed.tensor), its modeling base, and the attention-mask module every
+# decoder model imports, which imports torch._dynamo at module level (transformers 5.x). torch's optimizers
+# import torch._dynamo on first use too, so no run avoids it: measured, it is the same import either way.
+MODEL_CLASS_MODULES = ("transformers.masking_utils", "transformers.modeling_utils", "torch._dynamo")
+
+
+def import_model_classes() -> None:
+    """Import MODEL_CLASS_MODULES now (one timed part of the run, instead of a share of several); a module this
+    transformers does not have is left out."""
+    import importlib
+
+    for name in MODEL_CLASS_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401 - the auto classes themselves
+
+
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 

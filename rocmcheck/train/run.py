@@ -32,7 +32,18 @@ from rocmcheck.fixes import Fix
 from rocmcheck.heap import imports_without_gc
 from rocmcheck.monitor.step_memory import MemorySampler, detect_leak
 from rocmcheck.result import CheckResult, skipped
-from rocmcheck.train import comparisons, distributed, fit, kernels, modeling, numerics, reference, task, verdicts
+from rocmcheck.train import (
+    comparisons,
+    distributed,
+    fit,
+    kernels,
+    modeling,
+    numerics,
+    reference,
+    saved_weights,
+    task,
+    verdicts,
+)
 from rocmcheck.train import data as data_mod
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
@@ -75,6 +86,7 @@ class RunHooks:
 
     on_model: Callable[[torch.nn.Module], None] | None = None  # e.g. register a forward hook
     on_step_end: Callable[[int, torch.Tensor], None] | None = None  # gets each micro-batch's loss tensor
+    on_saved: Callable[[Path], None] | None = None  # gets the checkpoint folder once saved, before it is checked
 
 
 @dataclass
@@ -169,6 +181,8 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
     world = world_from_env()
     if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported anywhere
+    with timed("import model classes (and torch._dynamo)"), imports_without_gc():
+        modeling.import_model_classes()
     bind_device(world, cfg.device)
     run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s, timed)
     try:
@@ -243,15 +257,12 @@ class _Run:
         self.tokenizer = self._tokenizer()
         steps_of_data = 1 if self.fixed_batch else cfg.steps
         rows_needed = steps_of_data * cfg.grad_accum * cfg.micro_batch * world.world_size
-        # Upper bound on examples per row (all shortest), so packing never runs short of rows.
-        per_row = data_mod.examples_per_row(self.tokenizer, task.make_example(task.FINETUNE_OP, "9" * task.MIN_DIGITS),
-                                            cfg.seq_len)
-        try:
-            examples = task.train_examples(rows_needed * per_row + per_row, cfg.seed)
-            ids, labels = data_mod.pack_rows(self.tokenizer, examples, cfg.seq_len)
+        try:  # only the examples these rows take are made and encoded
+            ids, labels = data_mod.pack_rows(self.tokenizer, task.iter_train_examples(cfg.seed), cfg.seq_len,
+                                             rows=rows_needed)
         except ValueError as exc:
             raise SetupFailed("train.data", str(exc), seq_len_fix(cfg.seq_len)) from None
-        self.ids, self.labels = ids[:rows_needed].to(self.device), labels[:rows_needed].to(self.device)
+        self.ids, self.labels = ids.to(self.device), labels.to(self.device)
         self.eval_set = task.eval_examples(cfg.eval_prompts) if cfg.judged_on_task else []
 
     def _tokenizer(self):
@@ -296,7 +307,7 @@ class _Run:
         with self.timed("device"):
             self.dev = self._device()
         self.device = self.dev.device
-        with self.timed("first optimizer step (imports torch._dynamo)"), imports_without_gc():
+        with self.timed("first optimizer step"):
             self.fused_adamw = fused_adamw_ok(self.device, self.cfg.pure_bf16)
         with self.timed("fit"):
             self._fit()
@@ -371,6 +382,10 @@ class _Run:
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
+        if main and cfg.drift and phase.finished:  # --drift: the same steps again in fp32, this model gone
+            from rocmcheck.train import drift
+
+            phase.info.setdefault("results", []).append(drift.compare_with_fp32(self, phase))
         return phase
 
     # -- verdicts on the main run (collectives first, on every rank; then rank 0 alone) -------------
@@ -395,7 +410,7 @@ class _Run:
             min_drop = verdicts.LORA_LEARNS_MIN_DROP if cfg.lora_rank else verdicts.LEARNS_MIN_DROP
             results = [verdicts.check_learns(phase.losses, numerics_ok, min_drop)]
         with self.timed("reload"):
-            results.append(self._reload(eval_model, live, noise, batch))
+            results.append(self._reload(eval_model, live, noise, batch, saved_other_model=strategy.zero3))
         if cfg.judged_on_task:
             key = cfg.reference_key()
             if world.distributed:
@@ -443,34 +458,62 @@ class _Run:
         return _host_memory_bytes()
 
     @torch.no_grad()
-    def _reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor) -> CheckResult:
-        """Save the trained weights as the Trainer would (ZeRO-3: the gathered 16-bit state), load them back
-        with from_pretrained: the weights must come back bit for bit, and the logits must match the trained
-        model's own (live) logits within the device's run-to-run noise."""
+    def _reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor,
+                saved_other_model: bool = False) -> CheckResult:
+        """Save the trained weights as the Trainer would (ZeRO-3: the gathered 16-bit state), then check what was
+        saved: the weights must come back bit for bit, and the logits must match the trained model's own (live)
+        logits within the device's run-to-run noise. A small model (up to 1 GiB of weights) is loaded back with
+        from_pretrained; a larger one is read back from its files tensor by tensor (saved_weights.py: no second
+        copy on the device), falling back to from_pretrained when the files are not a one-to-one image of the
+        model. saved_other_model: eval_model is not the module whose logits `live` holds (ZeRO-3's gathered
+        copy), so its logits are compared in either method. info["reload"]: the method and the save and verify
+        seconds."""
         if self.cfg.lora_rank:
             return self._reload_adapter(eval_model, live, noise, batch)
+        dtype = next(eval_model.parameters()).dtype
+        nbytes = saved_weights.weight_bytes(eval_model)
+        method = saved_weights.choose_method(nbytes, os.environ.get(saved_weights.METHOD_ENV))
+        shown = self.info["reload"] = {"method": method, "weight_bytes": nbytes}
+        files = again = None
+        save_dir = Path(self.cfg.out or ".")
         try:
             # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
             with checkpoint_folder(self.cfg.out) as save_dir:
+                t0 = time.perf_counter()
                 eval_model.save_pretrained(save_dir, safe_serialization=True)
-                dtype = next(eval_model.parameters()).dtype
-                again = modeling.load_model(save_dir, self.cfg, batch.device, dtype=dtype).eval()
+                shown["save_s"] = round(time.perf_counter() - t0, 3)
+                if self.hooks.on_saved:
+                    self.hooks.on_saved(save_dir)
+                t0 = time.perf_counter()
+                if method == "files":
+                    files = saved_weights.compare_files(save_dir, eval_model)
+                    if not files.one_to_one:
+                        shown["method"], shown["fallback"], files = "full", files.why_not, None
+                if files is None:
+                    again = modeling.load_model(save_dir, self.cfg, batch.device, dtype=dtype).eval()
                 if self.cfg.out:
                     publish_checkpoint(save_dir, Path(self.cfg.out))
-        except OSError as exc:
-            return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
-        reloaded = again.state_dict()
-        weights_equal = all(torch.equal(t, reloaded[k]) for k, t in eval_model.state_dict().items() if k in reloaded)
-        diff = (again(input_ids=batch).logits.float() - live).abs().max().item()
+        except Exception as exc:  # noqa: BLE001 - sorted below: what the saved files make the readers raise fails
+            if not isinstance(exc, OSError) and weights_failure(save_dir, exc) is None:
+                raise
+            return verdicts.check_reload(None, error=f"{type(exc).__name__}: {first_line(exc, 300)}")
+        bound, label = noise, "this device's run-to-run noise"
         if dtype in (torch.bfloat16, torch.float16):
             # The engine's module (ZeRO hooks, gathered parameters) and a plain HF model with the same 16-bit
             # weights may pick different GEMM/attention kernels: their 16-bit logits then differ by a few units
             # in the last place (bf16: 2^-7 of the magnitude; seen on an H200 with ZeRO-3 + offload: max |diff|
             # 0.28). A wrong checkpoint differs by far more; the weights themselves are still compared bit for bit.
-            ulps = 4 * torch.finfo(dtype).eps * live.abs().max().item()
-            return verdicts.check_reload(diff, max(noise, ulps), weights_equal,
-                                         bound_label=f"4 {dtype} ulps of the largest logit")
-        return verdicts.check_reload(diff, noise, weights_equal)
+            bound = max(noise, 4 * torch.finfo(dtype).eps * live.abs().max().item())
+            label = f"4 {dtype} ulps of the largest logit"
+        if files is not None:
+            diff = (eval_model(input_ids=batch).logits.float() - live).abs().max().item() if saved_other_model else None
+            shown["verify_s"] = round(time.perf_counter() - t0, 3)
+            return verdicts.check_reload(diff, bound, files.weights_equal, bound_label=label, files=files.to_dict())
+        reloaded = again.state_dict()
+        weights_equal = all(torch.equal(t, reloaded[k]) for k, t in eval_model.state_dict().items() if k in reloaded)
+        diff = (again(input_ids=batch).logits.float() - live).abs().max().item()
+        shown["verify_s"] = round(time.perf_counter() - t0, 3)
+        return verdicts.check_reload(diff, bound, weights_equal, bound_label=label)
 
     @torch.no_grad()
     def _reload_adapter(self, model, live: torch.Tensor, noise: float, batch: torch.Tensor) -> CheckResult:

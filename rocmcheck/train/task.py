@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from itertools import islice
+from typing import Iterator
 
 MIN_DIGITS, MAX_DIGITS = 3, 6
 FINETUNE_OP = "inc"
@@ -50,14 +52,17 @@ def _held_out(digits: str) -> bool:
     return sum(int(d) * (i + 3) for i, d in enumerate(digits)) % 7 == 0
 
 
-def train_examples(n: int, seed: int, op: str = FINETUNE_OP) -> list[Example]:
+def iter_train_examples(seed: int, op: str = FINETUNE_OP) -> Iterator[Example]:
+    """Training examples without end, the same sequence for a seed (train_examples(n) is its first n)."""
     rng = random.Random(f"train-{op}-{seed}")
-    out: list[Example] = []
-    while len(out) < n:
+    while True:
         digits = _random_digits(rng)
         if not _held_out(digits):
-            out.append(make_example(op, digits))
-    return out
+            yield make_example(op, digits)
+
+
+def train_examples(n: int, seed: int, op: str = FINETUNE_OP) -> list[Example]:
+    return list(islice(iter_train_examples(seed, op), n))
 
 
 def eval_examples(n: int, op: str = FINETUNE_OP) -> list[Example]:

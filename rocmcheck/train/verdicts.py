@@ -88,23 +88,52 @@ def check_accuracy(before: float | None, after: float | None, threshold: float, 
 
 
 def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: bool = True,
-                 error: str | None = None, bound_label: str = "this device's run-to-run noise") -> CheckResult:
+                 error: str | None = None, bound_label: str = "this device's run-to-run noise", *,
+                 files: dict[str, Any] | None = None) -> CheckResult:
     """Reloaded weights must be bit-identical, and its logits no further from the trained model's than
-    two forwards of the trained model are from each other (0 where kernels are deterministic)."""
+    two forwards of the trained model are from each other (0 where kernels are deterministic).
+
+    files: the checkpoint was read back from its files instead of being built again (saved_weights.py: its
+    FilesComparison.to_dict(): tensors, bytes, config_equal, config_differences, first_difference); the logits
+    are then compared only where another model than the trained one was saved (max_abs_diff None otherwise):
+    the same config with the same weights computes the same logits."""
     if error:
         return failed(f"save -> reload failed: {error}",
                       fixes.step("df -h .", "free disk space; the --out folder must also be writable"), [error],
                       id="train.reload")
-    data = {"max_abs_diff": max_abs_diff, "forward_noise": noise, "weights_equal": weights_equal}
-    if weights_equal and max_abs_diff is not None and max_abs_diff <= noise:
-        how = "identical logits" if max_abs_diff == 0 else f"logits within {bound_label} ({noise:.2g})"
+    data: dict[str, Any] = {"max_abs_diff": max_abs_diff, "forward_noise": noise, "weights_equal": weights_equal,
+                            "method": "files" if files is not None else "from_pretrained"}
+    config_equal = True
+    if files is not None:
+        data["files"] = files
+        config_equal = bool(files.get("config_equal", False))
+    logits_ok = max_abs_diff is not None and max_abs_diff <= noise
+    if files is not None and max_abs_diff is None:
+        logits_ok = True  # nothing else to compare: the trained model itself was saved
+    if weights_equal and config_equal and logits_ok:
+        if files is not None:
+            how = (f"bit-identical weights ({files.get('tensors', 0)} tensors, {files.get('bytes', 0) / GiB:.2f} GiB "
+                   "read back from the files) and the same config")
+            if max_abs_diff is not None:
+                how += ", logits " + ("identical" if max_abs_diff == 0 else f"within {bound_label} ({noise:.2g})")
+        else:
+            how = "identical logits" if max_abs_diff == 0 else f"logits within {bound_label} ({noise:.2g})"
         return passed(f"save -> reload gives {how}", **data, id="train.reload")
-    what = "weights changed on the way through the checkpoint" if not weights_equal else \
-        f"reloaded model's logits differ (max |diff| {max_abs_diff:.3g}, allowed: {bound_label} {noise:.2g})"
+    if not weights_equal:
+        where = f" (first: {files['first_difference']})" if files and files.get("first_difference") else ""
+        what = f"weights changed on the way through the checkpoint{where}"
+    elif not config_equal:
+        shown = "; ".join((files or {}).get("config_differences", [])[:3])
+        what = f"the saved config.json differs from the trained model's ({shown})"
+    else:
+        what = f"reloaded model's logits differ (max |diff| {max_abs_diff:.3g}, allowed: {bound_label} {noise:.2g})"
+    evidence = [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"]
+    if files is not None:
+        evidence.append(f"read back from the files: {files.get('tensors', 0)} tensors; config equal: {config_equal}"
+                        + "".join(f"; {d}" for d in files.get("config_differences", [])[:10]))
     return failed(what, fixes.step("pip install -U safetensors transformers", "a saved checkpoint does not "
                                    "reproduce the trained model: newer savers and loaders"),
-                  [f"max |logit diff| = {max_abs_diff}; forward noise = {noise}; weights equal: {weights_equal}"],
-                  **data, id="train.reload")
+                  evidence, **data, id="train.reload")
 
 
 def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why_not: str, kind: str) -> CheckResult:
@@ -367,3 +396,294 @@ def check_memory_snapshot(report: dict | None, survivors: bool, held: bool) -> C
     where = f"; allocator snapshot {data['snapshot']}" if data.get("snapshot") else ""
     return passed(f"nothing born in one watched step survived the next{where}", evidence, **data,
                   id="train.memory_snapshot")
+
+
+# --- train.drift: the bf16 run against an fp32 run of the same steps (smoke-train --drift, train/drift.py) -----
+# Both runs start from the same weights and read the same batches in the same order under the same lr schedule,
+# so bf16 rounding is all that parts them: it moves the loss a little, and the gap grows slowly with the steps.
+# Measured on this repository's 2-core CPU (oneDNN bf16 GEMMs with fp32 accumulation), per window of 10 steps: d =
+# bf16's mean loss minus fp32's (the nearest within DRIFT_LOSS_SHIFT_STEPS), m = fp32's mean loss, and the ratio of
+# the two median gradient norms (56 healthy runs, the curves of most in tests/fixtures/drift/curves.json):
+#   healthy: the bundled model, 120 steps, seeds 0-9 (and 40 steps, gradient checkpointing, eager attention,
+#     --grad-accum 2): |d| <= 0.028, at most 23% of the tolerance below (bf16 ends about 0.015 under fp32's 0.13);
+#     --pure-bf16, seeds 0-2: 28%; --lora-rank 4, 8, 32 (seeds 0-7 of rank 8; the frozen base is fp32 rounded to
+#     bf16, so these part first): |d| <= 0.055, 60% at most; random-init LLaMAs 48-256 wide, 30 and 120 steps on
+#     their one batch (also LoRA and pure bf16), seeds 0-2: 44% at most. Gradient-norm ratios 0.52-1.65, 1.94x
+#     apart at most either way (one step's alone 0.19-7.5: the windows' medians are compared, never single steps).
+#   planted faults (tests/test_train_drift.py), bundled model: every gradient x1000 in the backward pass: ratio
+#     820-1150 with the loss unchanged (clipping and Adam hide a gradient's scale; only its norm shows it); x10:
+#     9.2-10; the weights corrupted at step 60: the next step's loss 6-24x its previous steps', then 0.1-1.6 above
+#     fp32 to the end (10-44x the tolerance); noise on the final norm growing with the step (0.02 x step, 120
+#     steps): out of the tolerance from step 80, 2.1x it at most; 0.05-0.065 x step over 40 steps: 1.35-2.45x;
+#     0.08-0.1 x step: 3.7-5.7x.
+DRIFT_WINDOW = reference.WINDOW
+# d is taken against the nearest of fp32's window means over the same steps or up to 2 steps earlier or later: on
+# the steep part of a curve a run a step behind differs by much while it learns at the same rate (a random-init
+# LLaMA overfitting its batch, 3.2 -> 0.1 in 30 steps: d 0.128 at m 0.56 over the same steps, 0.039 within 2).
+DRIFT_LOSS_SHIFT_STEPS = 2
+# A window's |d| may be up to 0.05 + 15% of m: the healthy worst uses 60% of it (LoRA), the bundled model's full
+# fine-tune 23%; the growing noise leaves it at 1.35-2.45x, the corrupted weights at 10-44x.
+DRIFT_LOSS_ABS_TOL = 0.05
+DRIFT_LOSS_REL_TOL = 0.15
+# Beyond 3x the tolerance the curves have parted for good (diverged: fail); within it, drifting (warn).
+DRIFT_LOSS_FAIL_FACTOR = 3.0
+# Median gradient norms apart by 3x (either way) warn, by 8x fail: 1.5x and 4x the healthy worst (1.94x); a
+# kernel whose gradients are wrong by orders of magnitude (bf16 norms in the thousands against fp32's single
+# digits) is far beyond either.
+DRIFT_NORM_WARN_FACTOR = 3.0
+DRIFT_NORM_FAIL_FACTOR = 8.0
+# Norms are compared only in windows where fp32's mean loss is at least this (nats per token; e^-0.1: 90% on every
+# target token). Below it the model has all but memorized its batch (a --model run trains on one fixed batch), the
+# gradient is the noise of what is left, and Adam on so small a gradient takes unsteady steps in fp32 and bf16
+# alike: a random-init 256-wide LLaMA, 120 steps, fell to 0.003 with window norms 86x apart (fp32 0.005-17, bf16
+# smoothly to 0.01); every window of any healthy run more than 3x apart had a loss under 0.05, and none at 0.066
+# or more was 2.5x apart. The bundled model's windows stay at 0.13 and above (its data is new every step), so all
+# of them are compared.
+DRIFT_NORM_MIN_LOSS = 0.1
+# A spike: a bf16 step's loss at least 2x the median of its previous 5 steps' while fp32's at that step is not (a
+# hard batch lifts both), and above fp32's by more than the fail factor x the tolerance. Healthy runs: at most
+# 1.33x, at the same step in both runs, above a loss of 0.1; below it a memorized batch's loss jumps 2.3x (0.07 ->
+# 0.17, fp32 0.06: 0.11 above, under the 0.18 needed). It came back when the next 10 steps' mean is again within
+# the tolerance of fp32's.
+DRIFT_SPIKE_RATIO = 2.0
+DRIFT_SPIKE_LOOKBACK = 5
+DRIFT_SPIKE_RECOVERY_STEPS = 10
+DRIFT_EVIDENCE_WINDOWS = 12  # windows shown in the evidence: evenly spaced, and each window where a finding starts
+
+
+def drift_tolerance(fp32_mean: float) -> float:
+    """How far a window's mean bf16 loss may lie from fp32's."""
+    return DRIFT_LOSS_ABS_TOL + DRIFT_LOSS_REL_TOL * abs(fp32_mean)
+
+
+def _ratio(low: float, high: float) -> float:
+    if high > 0:
+        return low / high
+    return 1.0 if low == 0 else math.inf
+
+
+def _factor(ratio: float) -> float:
+    """How many times apart, either way: x0.1 and x10 are both 10."""
+    return math.inf if ratio <= 0 else max(ratio, 1 / ratio)
+
+
+def drift_windows(low: dict[str, list[float]], ref: dict[str, list[float]],
+                  window: int = DRIFT_WINDOW) -> list[dict[str, Any]]:
+    """Per window of steps: bf16's mean loss, fp32's over the same steps, fp32's it is compared with (the nearest
+    of its windows shifted by up to DRIFT_LOSS_SHIFT_STEPS, the least shift among equals: `fp32_first`-`fp32_last`),
+    the difference and its tolerance; both median gradient norms and whether they are compared."""
+    n = min(len(low["loss"]), len(ref["loss"]))
+    shifts = sorted(range(-DRIFT_LOSS_SHIFT_STEPS, DRIFT_LOSS_SHIFT_STEPS + 1), key=abs)
+    rows = []
+    for a in range(0, n, window):
+        z = min(a + window, n)
+        lb, lf = statistics.fmean(low["loss"][a:z]), statistics.fmean(ref["loss"][a:z])
+        spans = [(max(0, a + s), min(n, z + s)) for s in shifts if max(0, a + s) < min(n, z + s)]
+        f0, f1 = min(spans, key=lambda span: abs(lb - statistics.fmean(ref["loss"][span[0]:span[1]])))
+        compared = statistics.fmean(ref["loss"][f0:f1])
+        gb, gf = statistics.median(low["grad_norm"][a:z]), statistics.median(ref["grad_norm"][a:z])
+        rows.append({"first": a, "last": z - 1, "loss_bf16": lb, "loss_fp32": lf, "loss_fp32_compared": compared,
+                     "fp32_first": f0, "fp32_last": f1 - 1, "diff": lb - compared, "tolerance": drift_tolerance(lf),
+                     "norm_bf16": gb, "norm_fp32": gf, "norm_ratio": _ratio(gb, gf),
+                     "norms_compared": lf >= DRIFT_NORM_MIN_LOSS})
+    return rows
+
+
+def _compared_with(r: dict[str, Any]) -> str:
+    """fp32's loss a window was compared with: "0.5984", or "0.5984 at fp32's steps 22-31" when shifted."""
+    if (r["fp32_first"], r["fp32_last"]) == (r["first"], r["last"]):
+        return f"{r['loss_fp32_compared']:.4f}"
+    return f"{r['loss_fp32_compared']:.4f} at fp32's steps {r['fp32_first']}-{r['fp32_last']}"
+
+
+def find_spike(low: list[float], ref: list[float]) -> dict[str, Any] | None:
+    """The first bf16 loss spike that fp32 does not share (see DRIFT_SPIKE_RATIO), and whether it came back
+    (None: it is the last step, so that is not known)."""
+    n = min(len(low), len(ref))
+    for i in range(1, n):
+        before = statistics.median(low[max(0, i - DRIFT_SPIKE_LOOKBACK):i])
+        ref_before = statistics.median(ref[max(0, i - DRIFT_SPIKE_LOOKBACK):i])
+        if not (before > 0 and low[i] >= DRIFT_SPIKE_RATIO * before):
+            continue
+        if ref_before > 0 and ref[i] >= DRIFT_SPIKE_RATIO * ref_before:
+            continue  # fp32 jumps at the same step: the batch, not bf16
+        if low[i] - ref[i] <= DRIFT_LOSS_FAIL_FACTOR * drift_tolerance(ref[i]):
+            continue
+        after = slice(i + 1, min(n, i + 1 + DRIFT_SPIKE_RECOVERY_STEPS))
+        spike = {"step": i, "before": before, "loss": low[i], "fp32": ref[i], "steps_after": len(low[after]),
+                 "after_bf16": None, "after_fp32": None, "came_back": None}
+        if low[after]:
+            ab, af = statistics.fmean(low[after]), statistics.fmean(ref[after])
+            spike.update(after_bf16=ab, after_fp32=af, came_back=ab - af <= drift_tolerance(af))
+        return spike
+    return None
+
+
+def _first_step_apart(row: dict[str, Any], low: list[float], ref: list[float], factor: float) -> int:
+    """The first step of a window whose own gradient norms are `factor` apart (else the window's first step)."""
+    for i in range(row["first"], row["last"] + 1):
+        if _factor(_ratio(low[i], ref[i])) > factor:
+            return i
+    return row["first"]
+
+
+def _times(ratio: float) -> str:
+    """x1,146 / x2.40 / x0.031: a ratio as the verdicts print it."""
+    if not math.isfinite(ratio) or ratio >= 10:
+        return f"x{ratio:,.0f}"
+    return f"x{ratio:.2f}" if ratio >= 0.1 else f"x{ratio:.2g}"
+
+
+def _sampled_windows(rows: list[dict[str, Any]], keep: list[int]) -> list[dict[str, Any]]:
+    if len(rows) <= DRIFT_EVIDENCE_WINDOWS:
+        return rows
+    picks = {round(i * (len(rows) - 1) / (DRIFT_EVIDENCE_WINDOWS - 1)) for i in range(DRIFT_EVIDENCE_WINDOWS)}
+    return [rows[i] for i in sorted(picks | set(keep))]
+
+
+def _drift_fix(kind: str, on_gpu: bool, attn: str) -> fixes.Fix:
+    other_attn = "sdpa" if attn == "eager" else "eager"
+    if kind == "norm":
+        return fixes.shell("rocmcheck smoke-train --drift --attn {attn}",
+                           "if the gradient norms then match fp32's, this build's fused attention backward is at fault "
+                           "in bf16; if not, the bf16 GEMMs or a fused RMSNorm are: where training code swaps "
+                           "transformers' LlamaRMSNorm for a fused kernel (torch.nn.functional.rms_norm, Liger, apex), "
+                           "compute RMSNorm in fp32 as LlamaRMSNorm does (upcast the input to float32, normalize, cast "
+                           "back); report the torch/ROCm versions (rocmcheck doctor) with this evidence",
+                           attn=other_attn)
+    if on_gpu:
+        return fixes.shell("rocmcheck smoke-train --drift --device cpu",
+                           "the same comparison on the CPU (add this run's flags): if bf16 stays with fp32 there, this "
+                           f"GPU's bf16 kernels are at fault, and --attn {other_attn} on the GPU tells the attention "
+                           "kernel from the GEMMs")
+    return fixes.shell("rocmcheck smoke-train --drift --attn {attn}",
+                       "if bf16 then stays with fp32, the attention kernel is at fault; if not, the bf16 GEMMs or "
+                       "the training settings (a learning rate at the edge of stability amplifies rounding)",
+                       attn=other_attn)
+
+
+def _finding(kind: str, severity: str, step: int, short: str, detail: str) -> dict[str, Any]:
+    return {"kind": kind, "severity": severity, "step": step, "short": short, "text": short + detail}
+
+
+def _norm_finding(rows: list[dict[str, Any]], low: list[float], ref: list[float]) -> dict[str, Any] | None:
+    compared = [r for r in rows if r["norms_compared"]]
+    out = [r for r in compared if _factor(r["norm_ratio"]) > DRIFT_NORM_WARN_FACTOR]
+    if not out:
+        return None
+    worst = max(compared, key=lambda r: _factor(r["norm_ratio"]))
+    exploded = _factor(worst["norm_ratio"]) > DRIFT_NORM_FAIL_FACTOR
+    step = _first_step_apart(out[0], low, ref, DRIFT_NORM_WARN_FACTOR)
+    what = ("exploded" if worst["norm_ratio"] > 1 else "vanished") if exploded else "apart"
+    return _finding("norm", "fail" if exploded else "warn", step,
+                    f"bf16 gradient norms are {_times(worst['norm_ratio'])} fp32's from step {step}",
+                    f" ({what}: {worst['norm_bf16']:.4g} vs {worst['norm_fp32']:.4g} at steps {worst['first']}-"
+                    f"{worst['last']}; bf16 rounding keeps them within x{DRIFT_NORM_WARN_FACTOR:g})")
+
+
+def _spike_finding(spike: dict[str, Any] | None) -> dict[str, Any] | None:
+    if spike is None:
+        return None
+    s = spike["step"]
+    jump = f" ({spike['before']:.4g} -> {spike['loss']:.4g}; fp32 {spike['fp32']:.4g})"
+    if spike["came_back"] is None:
+        return _finding("spike", "warn", s, f"bf16 loss spikes at the last step, {s}",
+                        jump + ": whether it comes back is not known (add --steps)")
+    back = "came back" if spike["came_back"] else "did not come back"
+    return _finding("spike", "warn" if spike["came_back"] else "fail", s, f"bf16 loss spikes at step {s} and {back}",
+                    f"{jump}: {spike['after_bf16']:.4g} vs fp32 {spike['after_fp32']:.4g} over the next "
+                    f"{spike['steps_after']} steps")
+
+
+def _loss_finding(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    out = [r for r in rows if not abs(r["diff"]) <= r["tolerance"]]
+    if not out:
+        return None
+    worst = max(rows, key=lambda r: abs(r["diff"]) / r["tolerance"])
+    diverged = abs(worst["diff"]) > DRIFT_LOSS_FAIL_FACTOR * worst["tolerance"]
+    return _finding("loss", "fail" if diverged else "warn", out[0]["first"],
+                    f"bf16 loss {'diverged' if diverged else 'drifts'} from fp32's from step {out[0]['first']}",
+                    f": {worst['loss_bf16']:.4f} at steps {worst['first']}-{worst['last']} vs {_compared_with(worst)} "
+                    f"({worst['diff']:+.3g}, tolerance {worst['tolerance']:.3g})")
+
+
+def _json_number(v: Any) -> Any:
+    """JSON has no inf or NaN: those become None (not known); floats rounded for the report."""
+    if isinstance(v, float):
+        return round(v, 6) if math.isfinite(v) else None
+    return v
+
+
+def _window_line(r: dict[str, Any]) -> str:
+    out = "" if abs(r["diff"]) <= r["tolerance"] else ": OUT"
+    return (f"steps {r['first']}-{r['last']}: loss {r['loss_bf16']:.4f} vs {_compared_with(r)} ({r['diff']:+.4f}, "
+            f"tolerance {r['tolerance']:.3f}{out}); gradient norm {r['norm_bf16']:.4g} vs {r['norm_fp32']:.4g} "
+            f"({_times(r['norm_ratio'])}{'' if r['norms_compared'] else ', not compared: a memorized batch'})")
+
+
+def check_drift(low: dict[str, list[float]], ref: dict[str, list[float]] | None, why_not: str | None = None, *,
+                precision: str = "bf16", on_gpu: bool = False, attn: str = "sdpa") -> CheckResult:
+    """smoke-train --drift: the run's per-step loss and gradient norm (`low`: {"loss": [...], "grad_norm": [...]})
+    against an fp32 run of the same steps (`ref`; None: there is none, and `why_not` says why). Fails on gradient
+    norms more than DRIFT_NORM_FAIL_FACTOR apart, a loss further than DRIFT_LOSS_FAIL_FACTOR x the tolerance, or a
+    spike that does not come back; warns on less (drifting). Each finding names the step it started at.
+    precision: how the run computed (evidence only)."""
+    if ref is None:
+        return skipped(f"no fp32 reference: {why_not or 'not run'}", id="train.drift")
+    n = len(low["loss"])
+    if n < DRIFT_WINDOW:
+        return skipped(f"only {n} steps ran; need {DRIFT_WINDOW} to compare curves", id="train.drift")
+    ref_bad = [i for i in range(min(n, len(ref["loss"])))
+               if not (math.isfinite(ref["loss"][i]) and math.isfinite(ref["grad_norm"][i]))]
+    if ref_bad:
+        return skipped(f"the fp32 reference became non-finite at step {ref_bad[0]}: these settings diverge in fp32 "
+                       "too (the learning rate, not bf16)", id="train.drift")
+    if len(ref["loss"]) < n:
+        return skipped(f"the fp32 reference ran {len(ref['loss'])} of {n} steps", id="train.drift")
+    data: dict[str, Any] = {
+        "steps": n, "precision": precision, "window": DRIFT_WINDOW, "loss_abs_tol": DRIFT_LOSS_ABS_TOL,
+        "loss_rel_tol": DRIFT_LOSS_REL_TOL, "loss_fail_factor": DRIFT_LOSS_FAIL_FACTOR,
+        "norm_warn_factor": DRIFT_NORM_WARN_FACTOR, "norm_fail_factor": DRIFT_NORM_FAIL_FACTOR}
+    evidence = [f"{precision} vs fp32 (fp32 weights, no autocast): the same {n} steps from the same weights, "
+                f"batches and lr schedule; per {DRIFT_WINDOW}-step window the mean loss (against fp32's over the same "
+                f"steps or up to {DRIFT_LOSS_SHIFT_STEPS} off, the nearest; tolerance {DRIFT_LOSS_ABS_TOL:g} + "
+                f"{DRIFT_LOSS_REL_TOL:.0%} of fp32's, x{DRIFT_LOSS_FAIL_FACTOR:g} fails) and the median gradient norm "
+                f"(x{DRIFT_NORM_WARN_FACTOR:g} apart warns, x{DRIFT_NORM_FAIL_FACTOR:g} fails; compared where fp32's "
+                f"loss is {DRIFT_NORM_MIN_LOSS:g} or more)"]
+    bad = [i for i in range(n) if not (math.isfinite(low["loss"][i]) and math.isfinite(low["grad_norm"][i]))]
+    if bad:
+        k = bad[0]
+        found = _finding("nonfinite", "fail", k, f"bf16 loss or gradient norm became non-finite at step {k} while "
+                         "fp32's stayed finite", f" (loss {ref['loss'][k]:.4f}, gradient norm "
+                         f"{ref['grad_norm'][k]:.4g})")
+        return failed(found["text"], _drift_fix("loss", on_gpu, attn), evidence + [found["text"]], **data,
+                      started_at=k, findings=[found], id="train.drift")
+    rows = drift_windows(low, ref)
+    spike = find_spike(low["loss"], ref["loss"])
+    findings = [f for f in (_norm_finding(rows, low["grad_norm"], ref["grad_norm"]), _spike_finding(spike),
+                            _loss_finding(rows)) if f is not None]
+    # The worst first; among equals the most specific: a norm or a spike names the cause, a window only the effect.
+    findings.sort(key=lambda f: (f["severity"] != "fail", ("norm", "spike", "loss").index(f["kind"])))
+    keep = [i for i, r in enumerate(rows) if any(r["first"] <= f["step"] <= r["last"] for f in findings)]
+    shown = _sampled_windows(rows, keep)
+    evidence += [f["text"] for f in findings] + [_window_line(r) for r in shown]
+    worst_excess = max(abs(r["diff"]) / r["tolerance"] for r in rows)
+    ratios = [r["norm_ratio"] for r in rows if r["norms_compared"]]
+    data.update(windows=[{k: _json_number(v) for k, v in r.items()} for r in shown],
+                worst_loss_excess=_json_number(worst_excess),
+                norm_ratio_min=_json_number(min(ratios)) if ratios else None,
+                norm_ratio_max=_json_number(max(ratios)) if ratios else None,
+                norm_windows_compared=len(ratios), spike=spike, findings=findings,
+                started_at=findings[0]["step"] if findings else None)
+    if not findings:
+        norms = (f"gradient norms {_times(min(ratios))}-{_times(max(ratios))} fp32's" if ratios else
+                 f"gradient norms not compared (fp32's loss below {DRIFT_NORM_MIN_LOSS:g} throughout: a memorized "
+                 "batch)")
+        return passed(f"bf16 tracks fp32 over {n} steps: window losses within {worst_excess:.0%} of the tolerance, "
+                      + norms, evidence, **data, id="train.drift")
+    top = findings[0]
+    summary = top["text"] + "".join(f"; {f['short']}" for f in findings[1:] if f["severity"] == top["severity"])
+    fix = _drift_fix(top["kind"], on_gpu, attn)
+    if top["severity"] == "fail":
+        return failed(summary, fix, evidence, **data, id="train.drift")
+    return warned(summary, fix, evidence, **data, id="train.drift")
