@@ -80,6 +80,31 @@ for step in "$@"; do
         train-models) run train-models 560 python3 benchmarks/bench_train_models.py --only 1.1b bundled numerics ;;
         train-7b) ROCMCHECK_KEEP_MODELS=1 run train-7b 580 python3 benchmarks/bench_train_models.py --only 7b ;;
         train-7b-lora) run train-7b-lora 580 python3 benchmarks/bench_train_models.py --only 7b-lora ;;
+        # Time to verdict (smoke-train, own models, doctor, without bytecode), each beside its floor and peers.
+        time) run time-to-verdict ${TTV_S:-540} python3 benchmarks/bench_time_to_verdict.py --budget ${TTV_BUDGET:-500} \
+            ${TTV_FLAGS:-} --json "$OUT/time_to_verdict.json" ;;
+        level2) run level2 ${L2_S:-300} python3 benchmarks/bench_level2.py ${L2_FLAGS:---no-alone} ;;
+        level3) run level3 ${L3_S:-420} python3 benchmarks/bench_level3.py ${L3_FLAGS:---no-alone --duration 60} ;;
+        drift)  # the bf16 run against its fp32 twin over every step, three seeds
+            for seed in 0 1 2; do
+                run "drift-seed$seed" 180 python3 -m rocmcheck smoke-train --drift --seed $seed --json -o "$OUT/drift-$seed" --force
+            done ;;
+        extensions) run extensions 120 python3 -m rocmcheck doctor --only extensions,bitsandbytes,torch --no-train --no-gpu-probes -v ;;
+        plan-purebf16)  # the planner's pure-bf16 estimate against the batch finder's measured peak at micro-batch 2, 4, 8
+            run plan-purebf16 240 python3 -c "
+from rocmcheck.plan.measure import find_max_micro_batch as f; from rocmcheck.plan.estimate import estimate_memory as e
+from rocmcheck.plan.shapes import preset_shape as p
+s = p('tinyllama-1.1b')
+for b in (2, 4, 8):
+    m = f(s, 2048, 0.999, start=b, max_micro_batch=b, max_trials=1, steps=2, precision='pure-bf16')
+    t = m.trials[0] if m.trials else None
+    est = e(s, micro_batch=b, seq_len=2048, precision='pure-bf16').allocated_peak_bytes
+    print('micro-batch', b, m.reason or '', t and t.outcome, 'measured GiB', t and (t.peak_allocated or 0) / 2**30,
+          'estimate GiB', est / 2**30)
+" ;;
+        triage-summary)  # doctor --summary on this machine read back by triage
+            python3 -m rocmcheck doctor --summary > "$OUT/summary.txt" 2> "$OUT/summary.err"
+            run triage-summary 120 python3 -m rocmcheck triage "$OUT/summary.txt" ;;
         *) echo "unknown step $step" ;;
     esac
 done
