@@ -42,7 +42,8 @@ CASES = [["gfx942"], ["gfx942", "gfx90a"], ["gfx90a:xnack+"]]
 # --offload-arch per entry (_get_rocm_arch_flags).
 HIPCC = 'set --; for a in $(echo "$PYTORCH_ROCM_ARCH" | tr ";" " "); do set -- "$@" --offload-arch="$a"; done; ' \
         '"$ROCM_HOME/bin/hipcc" "$@" -o k k.hip'
-CMAKE_HIP = 'cmake -S hip-proj -B hip-build $CMAKE_ARGS > hip-cmake.log 2>&1 && cmake --build hip-build >> hip-cmake.log 2>&1'
+CMAKE_HIP = ('cmake -S hip-proj -B hip-build $CMAKE_ARGS > hip-cmake.log 2>&1 '
+             '&& cmake --build hip-build >> hip-cmake.log 2>&1')
 CMAKE_MODULES = ('cmake -S mod-proj -B mod-build -DCMAKE_CXX_COMPILER="$(hipconfig --hipclangpath)/clang++" '
                  '-DCMAKE_PREFIX_PATH="$ROCM_HOME" $CMAKE_ARGS > mod-cmake.log 2>&1 '
                  '&& cmake --build mod-build >> mod-cmake.log 2>&1')
@@ -66,7 +67,8 @@ def build(work: Path, archs: list[str], what: str, script: str, binary: str, env
     """Source env.sh (then env_edit, to break it), run script; (archs built == archs asked, description)."""
     result = sh(f". ./env.sh && {env_edit} {script}", work)
     if result.returncode != 0:
-        return False, f"{what}: build failed (exit {result.returncode}): {(result.stderr or result.stdout).strip()[-300:]}"
+        return False, (f"{what}: build failed (exit {result.returncode}): "
+                       f"{(result.stderr or result.stdout).strip()[-300:]}")
     built = code_objects(work / binary)
     ok = built == sorted(archs)
     return ok, f"{what}: asked {sorted(archs)}, code objects {built}"
@@ -96,7 +98,8 @@ def main(workdir: str) -> int:
         prepare(work, archs)
         env_sh = (work / "env.sh").read_text()
         exported = dict(re.findall(r"^export (\w+)=(.*)$", env_sh, re.MULTILINE))
-        print(f"[{' '.join(archs)}] ROCM_HOME={exported.get('ROCM_HOME')} PYTORCH_ROCM_ARCH={exported.get('PYTORCH_ROCM_ARCH')} "
+        print(f"[{' '.join(archs)}] ROCM_HOME={exported.get('ROCM_HOME')} "
+              f"PYTORCH_ROCM_ARCH={exported.get('PYTORCH_ROCM_ARCH')} "
               f"CMAKE_ARGS={exported.get('CMAKE_ARGS')}")
         if exported.get("ROCM_HOME") != "/usr" or "ROCM_PATH" in exported:
             problems.append(f"build-env should set ROCM_HOME=/usr and leave ROCM_PATH unset: {exported}")

@@ -53,7 +53,8 @@ def main(doctor_path: str, replay_path: str, bundle_path: str, doctor_rc: str, r
             print(f"    {line}")
         if driver["status"] != "fail":
             problems.append(f"driver.amdgpu should fail (no amdgpu here): {driver}")
-        for said in ("rocminfo: ROCk module is NOT loaded", "rocm-smi: Driver not initialized (amdgpu not found in modules)",
+        for said in ("rocminfo: ROCk module is NOT loaded",
+                     "rocm-smi: Driver not initialized (amdgpu not found in modules)",
                      "amd-smi: Drivers not loaded"):
             if said not in evidence:
                 problems.append(f"driver.amdgpu evidence lacks {said!r}")
@@ -70,7 +71,8 @@ def main(doctor_path: str, replay_path: str, bundle_path: str, doctor_rc: str, r
             elif r["status"] == "fail" and rid not in TRUE_FAILURES:
                 problems.append(f"{rid} fails for a reason that is not true here: {r['summary']}")
             elif r["status"] == "fail" and TRUE_FAILURES[rid] not in r["summary"]:
-                problems.append(f"{rid} fails, but not for the reason true here ({TRUE_FAILURES[rid]!r}): {r['summary']}")
+                problems.append(f"{rid} fails, but not for the reason true here ({TRUE_FAILURES[rid]!r}): "
+                                f"{r['summary']}")
         if doctor_rc != "1":
             problems.append(f"doctor exited {doctor_rc}, expected 1 (checks fail: no driver, no GPU)")
 

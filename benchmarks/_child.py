@@ -13,7 +13,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def child(argv: list[str], timeout: float, extra_env: dict[str, str] | None = None) -> tuple[float, int | None, str, str]:
+def child(argv: list[str], timeout: float,
+          extra_env: dict[str, str] | None = None) -> tuple[float, int | None, str, str]:
     """(wall seconds, exit code or None on timeout, stdout, stderr); offline, this checkout first on PYTHONPATH."""
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), HF_HUB_OFFLINE="1")
     env.update(extra_env or {})

@@ -119,12 +119,13 @@ def main() -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     tokens = bench_tokens(args.shape)
     results: dict[str, dict] = {}
-    print(f"{'variant':<17} {'tok/s':>9} {'vs Trainer':>10} {'step ms':>8} {'peak GiB':>8} {'compile s':>9} {'max |loss-eager|':>16}",
-          flush=True)
+    print(f"{'variant':<17} {'tok/s':>9} {'vs Trainer':>10} {'step ms':>8} {'peak GiB':>8} {'compile s':>9} "
+          f"{'max |loss-eager|':>16}", flush=True)
     for name in args.variants:  # each row is printed and saved as it lands: a call cut short keeps what ran
         wall, rc, stdout, stderr = child([str(Path(__file__).resolve()), "--child", name, "--shape", args.shape]
                                          + (["--profile"] if args.profile else []) + (["--ckpt"] if args.ckpt else []),
-                                         args.timeout, {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")})
+                                         args.timeout,
+                                         {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0")})
         run = last_json(stdout)
         results[name] = {"wall_s": wall, "rc": rc, **(run or {"error": stderr.strip().splitlines()[-3:]})}
         (out_dir / "compile_variants.json").write_text(json.dumps(results, indent=1) + "\n")

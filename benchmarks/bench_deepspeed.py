@@ -38,7 +38,8 @@ BUDGET_S = 330.0  # leave room under the 6-minute call for startup and the table
 
 
 def gpu_count() -> int:
-    _, rc, out, _ = child(["-c", "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"], 120)
+    _, rc, out, _ = child(["-c", "import torch; "
+                                 "print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"], 120)
     try:
         return int(out.strip().splitlines()[-1]) if rc == 0 else 0
     except (ValueError, IndexError):
@@ -55,12 +56,14 @@ def curve_gap(a: list[float], b: list[float]) -> tuple[float, float]:
     if not a or len(a) != len(b):
         return float("nan"), float("nan")
     steps = max(abs(x - y) for x, y in zip(a, b))
-    wins = max(abs(sum(a[i:i + 10]) / len(a[i:i + 10]) - sum(b[i:i + 10]) / len(b[i:i + 10])) for i in range(0, len(a), 10))
+    wins = max(abs(sum(a[i:i + 10]) / len(a[i:i + 10]) - sum(b[i:i + 10]) / len(b[i:i + 10]))
+               for i in range(0, len(a), 10))
     return steps, wins
 
 
 def smoke(label: str, args: list[str], timeout: float, record: dict, rows: list, extra_env: dict | None = None) -> dict:
-    wall, rc, stdout, stderr = child(["-m", "rocmcheck", "smoke-train", "--json", "--no-profile", *args], timeout, extra_env)
+    wall, rc, stdout, stderr = child(["-m", "rocmcheck", "smoke-train", "--json", "--no-profile", *args],
+                                     timeout, extra_env)
     rep = last_json(stdout) or {}
     results = {r["id"]: r for r in rep.get("results", [])}
     entry = {"args": args, "wall_s": wall, "rc": rc, "statuses": {k: r["status"] for k, r in results.items()},
@@ -144,7 +147,8 @@ def main() -> None:
         rows.append(("GPU rows", "skipped", "no GPU visible to torch", ""))
     else:
         one_gpu = {**env, "CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0]}
-        smoke("1gpu zero2", [*steps, "--deepspeed", str(RECIPES / "zero2.json")], min(240, left()), record, rows, one_gpu)
+        smoke("1gpu zero2", [*steps, "--deepspeed", str(RECIPES / "zero2.json")], min(240, left()),
+              record, rows, one_gpu)
         smoke("1gpu zero3+offload", [*steps, "--deepspeed", str(RECIPES / "zero3-offload.json")], min(240, left()),
               record, rows, one_gpu)
         if gpus >= 2 and left() > 60:
@@ -154,8 +158,9 @@ def main() -> None:
                   record, rows, env)
         if left() > 90:
             medium = make_medium_model(Path(tempfile.mkdtemp(prefix="rocmcheck-medium-")) / "llama-0.3b")
-            smoke("1gpu 0.3B zero3+offload", ["--model", str(medium), "--steps", "20", "--micro-batch", "8", "--seq-len", "256",
-                                             "--deepspeed", str(RECIPES / "zero3-offload.json")], left() - 10, record, rows, one_gpu)
+            smoke("1gpu 0.3B zero3+offload",
+                  ["--model", str(medium), "--steps", "20", "--micro-batch", "8", "--seq-len", "256",
+                   "--deepspeed", str(RECIPES / "zero3-offload.json")], left() - 10, record, rows, one_gpu)
         else:
             rows.append(("1gpu 0.3B zero3+offload", "skipped", f"out of time budget ({left():.0f} s left)", ""))
 

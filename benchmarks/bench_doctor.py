@@ -19,7 +19,8 @@ import sys
 import time
 
 CANDIDATES = {
-    "rocmcheck doctor (cheap stage)": [sys.executable, "-m", "rocmcheck", "doctor", "--json", "--no-gpu-probes", "--no-train"],
+    "rocmcheck doctor (cheap stage)": [sys.executable, "-m", "rocmcheck", "doctor", "--json", "--no-gpu-probes",
+                                       "--no-train"],
     "python -c 'import torch'": [sys.executable, "-c", "import torch"],
     "python -m torch.utils.collect_env": [sys.executable, "-m", "torch.utils.collect_env"],
     "ds_report": [shutil.which("ds_report") or "ds_report"],
@@ -49,8 +50,8 @@ def main() -> int:
     doctor = rows["rocmcheck doctor (cheap stage)"][0]
     torch_import = rows["python -c 'import torch'"][0]
     collect, ds = rows["python -m torch.utils.collect_env"][0], rows["ds_report"][0]
-    print(f"machine: {platform.node() and platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}, "
-          f"median of {args.repeat}")
+    print(f"machine: {platform.node() and platform.machine()} {os.cpu_count()} cores, "
+          f"Python {platform.python_version()}, median of {args.repeat}")
     print(f"{'command':<36} {'median s':>9}  note")
     for name, (secs, note) in rows.items():
         print(f"{name:<36} {secs if secs is None else round(secs, 2)!s:>9}  {note}")

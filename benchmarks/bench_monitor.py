@@ -125,7 +125,8 @@ def main() -> int:
                 sys.executable, str(loop), "leak", "250", "no"])
     verdict = json.loads(next(mon_leak.glob("verdict-*.json")).read_text()) if mon_leak.exists() else {"results": []}
     curve = next((r for r in verdict["results"] if r["id"] == "monitor.memory_curve"), None)
-    say(f"leaking loop: exit {proc.returncode}; memory_curve = {curve and curve['status']}: {curve and curve['summary']}")
+    say(f"leaking loop: exit {proc.returncode}; "
+        f"memory_curve = {curve and curve['status']}: {curve and curve['summary']}")
     if not curve or curve["status"] != "fail" or "staircase" not in curve["summary"]:
         failures.append("leaking loop: verdict is not a staircase")
 

@@ -62,7 +62,8 @@ def careful_gemm(size: int = 8192, warmup_s: float = 3.0, batches: int = 20, per
 
 def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--collective", action="store_true", help="also run the collective probe alone (needs >= 2 GPUs)")
+    parser.add_argument("--collective", action="store_true",
+                        help="also run the collective probe alone (needs >= 2 GPUs)")
     parser.add_argument("--timeout", type=float, default=60.0)
     args = parser.parse_args()
     out_dir = Path(os.environ.get("OUT") or ".")
@@ -105,7 +106,8 @@ def main() -> int:
         print(f"careful torch.matmul {careful['size']}^3 bf16: best {careful['best_tflops']:.1f}, "
               f"median {careful['median_tflops']:.1f} TFLOP/s on {careful['device']} (torch {careful['torch']})")
     if "probe_vs_careful_best" in report:
-        print(f"probe.gemm_tflops = {probe_tflops:.1f} TFLOP/s = {report['probe_vs_careful_best']:.1%} of the careful best (target >= 95%)")
+        print(f"probe.gemm_tflops = {probe_tflops:.1f} TFLOP/s = {report['probe_vs_careful_best']:.1%} "
+              "of the careful best (target >= 95%)")
     else:
         print(f"careful GEMM: {careful.get('skipped', 'no probe figure to compare')}")
     print(f"JSON: {out_dir / 'bench_probes.json'}")

@@ -52,8 +52,8 @@ def import_tree(top: int = 25) -> None:
         parts = line.split("|")
         if len(parts) == 3 and parts[1].strip().isdigit():
             rows.append((int(parts[1]), parts[2].rstrip()))
-    print("\nslowest imports (cumulative, -X importtime): " + "; ".join(f"{name.strip()} {us / 1e6:.2f} s"
-                                                                       for us, name in sorted(rows, reverse=True)[:top]),
+    print("\nslowest imports (cumulative, -X importtime): "
+          + "; ".join(f"{name.strip()} {us / 1e6:.2f} s" for us, name in sorted(rows, reverse=True)[:top]),
           flush=True)
 
 
@@ -66,7 +66,8 @@ def bench_run(extra: list[str], timeout: float) -> dict:
         return {"wall": wall, "exit": proc.returncode}
     info = doc.get("info", {})
     results = {r["id"]: r for r in doc.get("results", [])}
-    problems = [f"{k}: {r['status']}: {r['summary']}" for k, r in results.items() if r["status"] not in ("pass", "skip")]
+    problems = [f"{k}: {r['status']}: {r['summary']}" for k, r in results.items()
+                if r["status"] not in ("pass", "skip")]
     return {"wall": wall, "exit": proc.returncode, "run": info.get("wall_s"), "parts": info.get("timings_s", {}),
             "device": info.get("device", {}).get("name"), "verdicts": len(results), "problems": problems,
             "accuracy": results.get("train.task_accuracy", {}).get("summary")}
@@ -94,7 +95,8 @@ def main() -> None:
             parts = r.get("parts") or {}
             shown = ", ".join(f"{k} {v:.2f}" for k, v in sorted(parts.items(), key=lambda kv: -kv[1]))
             before = r["wall"] - r["run"] if r.get("run") is not None else float("nan")
-            print(f"\n{r['variant']} #{r['run_no']} on {r.get('device')}: exit {r['exit']}, {r.get('verdicts')} verdicts, "
+            print(f"\n{r['variant']} #{r['run_no']} on {r.get('device')}: exit {r['exit']}, "
+                  f"{r.get('verdicts')} verdicts, "
                   f"**wall {r['wall']:.2f} s** = start-up and imports {before:.2f} s + run {r.get('run') or 0:.2f} s "
                   f"({shown}); {r.get('accuracy')}", flush=True)
             for p in r.get("problems", []):

@@ -47,7 +47,8 @@ if threaded:
 else:
     if cuda:
         torch.zeros(1, device=dev); torch.cuda.synchronize(); mark("CUDA context")
-        a = torch.ones(64, 64, device=dev, dtype=torch.bfloat16); (a @ a).float().sum().item(); mark("first bf16 GEMM (cuBLAS)")
+        a = torch.ones(64, 64, device=dev, dtype=torch.bfloat16)
+        (a @ a).float().sum().item(); mark("first bf16 GEMM (cuBLAS)")
     import torch._dynamo  # noqa: F401
     mark("import torch._dynamo")
     p = torch.nn.Parameter(torch.zeros(2, device=dev)); p.grad = torch.zeros_like(p)
@@ -60,7 +61,8 @@ if threaded:
 model_dir = sys.argv[2]
 tok = AutoTokenizer.from_pretrained(model_dir, local_files_only=True); mark("load tokenizer")
 where = {"device_map": str(dev)} if cuda else {}
-model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32, attn_implementation="sdpa", **where).to(dev)
+model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32,
+                                             attn_implementation="sdpa", **where).to(dev)
 model.config.use_cache = False
 model.train(); mark("load model")
 x = torch.randint(4, 100, (16, 64), device=dev)
@@ -74,7 +76,8 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-3, fused=True)
 for _ in range(10):
     with torch.autocast(dev.type, dtype=torch.bfloat16):
         loss = model(input_ids=x, labels=x).loss
-    loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step(); opt.zero_grad(set_to_none=True)
+    loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step(); opt.zero_grad(set_to_none=True)
     float(loss)
 mark("10 training steps")
 model.eval()
@@ -93,7 +96,9 @@ with profile(activities=acts) as prof:
     if cuda: torch.cuda.synchronize()
 prof.key_averages(); model.zero_grad(); mark("one profiled step")
 with tempfile.TemporaryDirectory() as d:
-    model.save_pretrained(d); again = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=torch.float32, attn_implementation="sdpa", **where)
+    model.save_pretrained(d)
+    again = AutoModelForCausalLM.from_pretrained(d, local_files_only=True, dtype=torch.float32,
+                                                 attn_implementation="sdpa", **where)
 mark("save_pretrained + from_pretrained")
 rows, prev = [], t0
 for name, t in marks:
@@ -113,16 +118,16 @@ def main() -> None:
     for mode in args.modes.split(","):
         for i in range(args.runs):
             t0 = time.perf_counter()
-            proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(BUNDLED_MODEL)], capture_output=True, text=True,
-                                  timeout=600)
+            proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(BUNDLED_MODEL)],
+                                  capture_output=True, text=True, timeout=600)
             wall = time.perf_counter() - t0
             try:
                 doc = json.loads(proc.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
                 print(f"{mode} #{i + 1}: exit {proc.returncode}\n{proc.stderr[-3000:]}", flush=True)
                 continue
-            print(f"\n{mode} #{i + 1}: process wall {wall:.2f} s, parts sum {doc['total']:.2f} s\n| part | s |\n|---|---|",
-                  flush=True)
+            print(f"\n{mode} #{i + 1}: process wall {wall:.2f} s, parts sum {doc['total']:.2f} s\n"
+                  "| part | s |\n|---|---|", flush=True)
             for name, secs in doc["rows"]:
                 print(f"| {name} | {secs:.2f} |", flush=True)
 

@@ -36,7 +36,8 @@ def has_gpu() -> bool:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--skip-bench", action="store_true")
-    ap.add_argument("--skip-default", action="store_true", help="only the --bench part (no time-to-verdict, no reference curve)")
+    ap.add_argument("--skip-default", action="store_true",
+                    help="only the --bench part (no time-to-verdict, no reference curve)")
     ap.add_argument("--bench-ckpt", choices=["off", "on", "both"], default="both")
     args = ap.parse_args()
     out = Path(os.environ.get("OUT") or REPO / "bench-out")
@@ -47,13 +48,15 @@ def main() -> None:
 
     # 1. time to verdict, from process start
     for label in () if args.skip_default else ("cold", "warm"):
-        wall, rc, stdout, stderr = child(["-m", "rocmcheck", "smoke-train", "--json", "--out", str(out / f"default-{label}")], 300)
+        wall, rc, stdout, stderr = child(["-m", "rocmcheck", "smoke-train", "--json",
+                                          "--out", str(out / f"default-{label}")], 300)
         rep = last_json(stdout) or {}
         statuses = {r["id"]: r["status"] for r in rep.get("results", [])}
         thr = next((r["data"] for r in rep.get("results", []) if r["id"] == "train.throughput"), {})
         record[f"default_{label}"] = {"wall_s": wall, "rc": rc, "statuses": statuses, "info": rep.get("info", {}),
                                       "stderr_tail": stderr[-2000:]}
-        rows.append((f"default smoke-train ({label}) time to verdict", f"{wall:.1f} s (rc {rc}; target <= 20 s on H200)"))
+        rows.append((f"default smoke-train ({label}) time to verdict",
+                     f"{wall:.1f} s (rc {rc}; target <= 20 s on H200)"))
         rows.append((f"  verdicts ({label})", " ".join(f"{k.split('.', 1)[1]}={v}" for k, v in statuses.items())))
         if thr:
             rows.append((f"  tiny-model throughput ({label})", f"{thr.get('tokens_per_s', 0):,.0f} tok/s"))
@@ -63,7 +66,8 @@ def main() -> None:
         rows.append(("--bench 1.1B", "skipped: no GPU here"))
     elif not args.skip_bench:
         for ckpt in (["off", "on"] if args.bench_ckpt == "both" else [args.bench_ckpt]):
-            argv = ["-m", "rocmcheck", "smoke-train", "--bench", "--json"] + (["--gradient-checkpointing"] if ckpt == "on" else [])
+            argv = (["-m", "rocmcheck", "smoke-train", "--bench", "--json"]
+                    + (["--gradient-checkpointing"] if ckpt == "on" else []))
             wall, rc, stdout, stderr = child(argv, 420)
             rep = last_json(stdout) or {}
             record[f"bench_ckpt_{ckpt}"] = {"wall_s": wall, "rc": rc, "report": rep, "stderr_tail": stderr[-3000:]}
@@ -72,8 +76,10 @@ def main() -> None:
                     rows.append((f"bench ckpt={ckpt} {r['mode']}", r["error"]))
                     continue
                 mfu = f"{r['mfu']:.1%}" if r.get("mfu") is not None else "n/a"
-                rows.append((f"bench ckpt={ckpt} {r['mode']}", f"{r['tokens_per_s']:,.0f} tok/s, MFU {mfu}, step {r['step_s'] * 1e3:.0f} ms, "
-                             f"peak {r.get('peak_gib') or 0:.1f} GiB, loss {r['first_loss']:.3f}->{r['last_loss']:.3f}"))
+                rows.append((f"bench ckpt={ckpt} {r['mode']}",
+                             f"{r['tokens_per_s']:,.0f} tok/s, MFU {mfu}, step {r['step_s'] * 1e3:.0f} ms, "
+                             f"peak {r.get('peak_gib') or 0:.1f} GiB, "
+                             f"loss {r['first_loss']:.3f}->{r['last_loss']:.3f}"))
             for r in rep.get("results", []):
                 rows.append((f"  {r['id']} (ckpt={ckpt})", f"{r['status']}: {r['summary']}"))
             if not rep:
@@ -86,7 +92,8 @@ def main() -> None:
         if bundled.is_file():
             shutil.copy(bundled, ref_out)
         wall, rc, stdout, stderr = child([str(REPO / "scripts" / "record_reference.py"), "--out", str(ref_out)], 300)
-        rows.append(("reference curve recorded", f"{ref_out} (rc {rc}, {wall:.0f} s)" if rc == 0 else f"failed: {stderr[-300:]}"))
+        rows.append(("reference curve recorded",
+                     f"{ref_out} (rc {rc}, {wall:.0f} s)" if rc == 0 else f"failed: {stderr[-300:]}"))
     elif not gpu:
         rows.append(("GPU reference curve", "skipped: no GPU here"))
 

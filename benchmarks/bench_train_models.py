@@ -61,8 +61,8 @@ def make_folder(root: Path, name: str) -> Path:
     wall, rc, out, err = child(["-c", MAKE, str(path), json.dumps(SHAPES[name]),
                                 str(REPO / "rocmcheck" / "train" / "assets" / "tiny-llama")], 900)
     size = sum(f.stat().st_size for f in path.glob("*.safetensors")) / 1e9 if path.is_dir() else 0
-    print(f"made {name}: rc {rc}, {out.strip()[-20:]} params, {size:.1f} GB safetensors, {time.perf_counter() - t0:.0f} s",
-          flush=True)
+    print(f"made {name}: rc {rc}, {out.strip()[-20:]} params, {size:.1f} GB safetensors, "
+          f"{time.perf_counter() - t0:.0f} s", flush=True)
     if rc != 0:
         print(err[-2000:], flush=True)
     return path

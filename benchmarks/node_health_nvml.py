@@ -1,8 +1,8 @@
 """Read the NVML path of the node-health checks on a real NVIDIA GPU and print it, step by step.
 
 Run on the GPU machine:  python benchmarks/node_health_nvml.py
-1. the bindings child (`python -m rocmcheck.facts.python_probe --request '{"probes": ["nvml"]}'`): ECC, retired pages, row remapping,
-   clock event (throttle) reasons, PCIe gen/width current vs max, power limit, clocks, per GPU;
+1. the bindings child (`python -m rocmcheck.facts.python_probe --request '{"probes": ["nvml"]}'`): ECC, retired pages,
+   row remapping, clock event (throttle) reasons, PCIe gen/width current vs max, power limit, clocks, per GPU;
 2. `nvidia-smi -q -d ECC,PERFORMANCE` parsed the way the doctor parses it when NVML is missing;
 3. the sysfs PCIe link files of each GPU;
 4. the doctor's health.* checks, live.

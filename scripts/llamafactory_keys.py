@@ -47,7 +47,8 @@ def main(out_path: str) -> None:
             "llamafactory_version": llamafactory.__version__,
             "transformers_version": transformers.__version__,
             "transformers_requirement": next(str(r).split(";")[0][len("transformers"):]
-                                             for r in metadata.requires("llamafactory") if r.startswith("transformers")),
+                                             for r in metadata.requires("llamafactory")
+                                             if r.startswith("transformers")),
             "keys_by_class": by_class,
             # the classes each llamafactory-cli parser reads: train; eval; export, chat, webchat and api
             "subcommands": {"train": [name(t) for t in _TRAIN_ARGS], "eval": [name(t) for t in _EVAL_ARGS],

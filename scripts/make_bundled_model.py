@@ -130,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
     model.save_pretrained(args.out, safe_serialization=True)
     tokenizer.save_pretrained(args.out)
     _portable_tokenizer_config(args.out / "tokenizer_config.json")
-    (args.out / "pretrain_loss.json").write_text(json.dumps({"seed": SEED, "loss": [round(x, 5) for x in losses]}) + "\n")
+    (args.out / "pretrain_loss.json").write_text(
+        json.dumps({"seed": SEED, "loss": [round(x, 5) for x in losses]}) + "\n")
     print(f"saved {sum(p.numel() for p in model.parameters()):,} params to {args.out}")
     if not args.no_reference:
         from record_reference import record_reference
