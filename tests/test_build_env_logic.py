@@ -14,11 +14,12 @@ from fakes import make_tool
 
 from rocmcheck.buildenv.archs import select_archs
 from rocmcheck.buildenv.env import BuildEnv, EnvVar, HostResources, compute_build_env
-from rocmcheck.buildenv.jobs import available_memory, estimate_jobs, usable_cores
+from rocmcheck.buildenv.jobs import estimate_jobs
 from rocmcheck.buildenv.render import render
 from rocmcheck.buildenv.toolkit import detect_cuda, detect_rocm
 from rocmcheck.errors import BadInput
 from rocmcheck.facts import rocm_location
+from rocmcheck.facts.host_resources import available_memory, usable_cores
 from rocmcheck.units import GIB
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,10 +8,10 @@ from typing import Callable
 
 from rocmcheck.buildenv.archs import ArchSelection, select_archs
 from rocmcheck.buildenv.env import TARGETS, BuildEnv, HostResources, compute_build_env, expand_targets
-from rocmcheck.buildenv.jobs import available_memory, usable_cores
 from rocmcheck.buildenv.render import FORMATS, render
 from rocmcheck.buildenv.toolkit import Toolkit, detect_cuda, detect_rocm
 from rocmcheck.errors import BadInput
+from rocmcheck.facts.host_resources import available_memory, usable_cores
 
 __all__ = [
     "BadInput", "ArchSelection", "BuildEnv", "BadInput", "FORMATS", "TARGETS", "HostResources", "Toolkit",
