@@ -343,7 +343,7 @@ def parse_id(text: Any, command: str | None = None) -> UserIds:
             names = [g.group(2) or g.group(1) for g in _ID_GROUP.finditer(m.group(5) or "")]
             result.groups = (names or [m.group(4) or m.group(3)])[:256]
             return result
-    words = (command or "").split()
+    words = command.split() if isinstance(command, str) else []
     if words and words[0] == "groups" and len(words) <= 2:
         for raw in lines:
             line = raw.strip()
