@@ -1,6 +1,7 @@
 """`rocmcheck compare BUNDLE... | DIR`: several nodes' doctor bundles side by side, the odd node named. Exit code:
 the one rule (rocmcheck.result.exit_code): 0 when no node differs or the differences are warnings, 1 when one
-is a failure (another driver, ROCm, torch, GPU count...), 2 on bad input."""
+is a failure (another driver, ROCm, torch, GPU count...), 2 on bad input, 3 when nothing could be compared
+(every verdict a skip)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ def compare(bundles, as_json, verbose):
     time, and name the node that differs: versions, GPUs, failing checks, slow probes, kernel-log faults.
 
     Exit code: 0 no node differs, or only in warnings (a slower GEMM, another OS); 1 a difference that fails
-    (another driver, ROCm, torch, GPU count or model, a check that fails on one node); 2 bad input."""
+    (another driver, ROCm, torch, GPU count or model, a check that fails on one node); 2 bad input; 3 nothing
+    could be compared (every verdict a skip)."""
     from rocmcheck.compare.bundles import bundle_paths, load_nodes
     from rocmcheck.compare.report import compare_nodes, render, to_json
     paths = bundle_paths(list(bundles))
