@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+from devices import TRAIN_DEVICE
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -25,7 +26,7 @@ SHORT_STEPS = 12
 
 
 def short(**kw) -> TrainConfig:
-    return TrainConfig(device="cpu", steps=kw.pop("steps", SHORT_STEPS), profile=False, eval_prompts=8, **kw)
+    return TrainConfig(device=TRAIN_DEVICE, steps=kw.pop("steps", SHORT_STEPS), profile=False, eval_prompts=8, **kw)
 
 
 def by_id(report):

@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from devices import TRAIN_DEVICE
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -137,7 +138,7 @@ def test_the_method_follows_the_size_and_the_switch():
 # ------------------------------------------------- the run's reload check, with a broken save planted
 
 def short() -> TrainConfig:
-    return TrainConfig(device="cpu", steps=10, profile=False, eval_prompts=8)
+    return TrainConfig(device=TRAIN_DEVICE, steps=10, profile=False, eval_prompts=8)
 
 
 def reload_check(model, plant=None, method: str | None = None, monkeypatch=None):
