@@ -241,7 +241,9 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         if opts.across_nodes and _stage_wanted(opts, "cluster"):  # first: every node arrives at about the same time
             from rocmcheck.probes.across import run_cross_node_stage
 
-            staged += _guarded("cluster.collective", lambda: run_cross_node_stage(opts.launch, opts.across_timeout_s))
+            cross = _guarded("cluster.collective", lambda: run_cross_node_stage(opts.launch, opts.across_timeout_s))
+            staged += cross
+            emit(cross, [])
         if _stage_wanted(opts, "probe"):
             if opts.gpu_probes:
                 progress.begin("GPU probes (child process per probe)")

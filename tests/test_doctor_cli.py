@@ -137,6 +137,16 @@ def test_console_report_on_this_cpu_machine_says_no_gpu():
     assert proc.returncode == 1
 
 
+def test_the_cross_node_verdict_is_printed_as_well_as_counted():
+    """--across-nodes outside a launcher: cluster.collective is a skip (one node), in the table as in the JSON."""
+    args = ("--across-nodes", "--no-gpu-probes", "--no-train", "--only", "cluster,torch")
+    text, report = doctor(*args), json.loads(doctor(*args, "--json").stdout)
+    assert by_id(report)["cluster.collective"]["status"] == "skip"
+    for r in report["results"]:
+        assert r["id"] in text.stdout, r["id"]
+    assert "one node in this" in text.stdout
+
+
 def test_importing_the_cli_and_doctor_does_not_import_torch():
     code = ("import sys, rocmcheck.cli, rocmcheck.doctor, rocmcheck.commands.doctor, rocmcheck.checks;"
             "rocmcheck.checks.all_checks(); print('torch' in sys.modules)")
