@@ -213,6 +213,44 @@ def test_per_node_doctor_one_bundle_per_node(tmp_path):
     assert json.loads(bundle.read_text())["facts"]["collected_at"] > doc["facts"]["collected_at"]
 
 
+SLOW_ROCMINFO = """#!/bin/sh
+sleep 6
+echo "ROCk module is NOT loaded, possibly no GPU devices"
+exit 1
+"""
+RANK_WRAPPER = """import os, runpy, sys
+if os.environ.get("RANK") == "1":  # this rank's node answers late: its doctor ends last
+    os.environ["PATH"] = sys.argv.pop(1) + os.pathsep + os.environ["PATH"]
+else:
+    sys.argv.pop(1)
+sys.argv = ["rocmcheck", "doctor", *sys.argv[1:]]
+runpy.run_module("rocmcheck", run_name="__main__")
+"""
+
+
+def test_under_torchrun_a_rank_that_fails_first_waits_for_the_slower_ranks_bundle(tmp_path):
+    """Real torchrun, 2 ranks standing in for 2 nodes: both fail (no GPU here), rank 1 six seconds later. torchrun
+    ends every rank once one exits non-zero, so rank 0 waits for rank 1's bundle before it exits: both are
+    written, and compare reads the two."""
+    pytest.importorskip("torch")
+    slow = tmp_path / "slowbin"
+    slow.mkdir()
+    (slow / "rocminfo").write_text(SLOW_ROCMINFO)
+    (slow / "rocminfo").chmod(0o755)
+    wrapper = tmp_path / "rank.py"
+    wrapper.write_text(RANK_WRAPPER)
+    folder = tmp_path / "bundles"
+    proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
+                           "--max-restarts", "0", str(wrapper), str(slow), "--node-per-rank", "--no-train",
+                           "--no-gpu-probes", "--only", "gpu,os", "--bundle-dir", str(folder)],
+                          capture_output=True, text=True, timeout=240, cwd=tmp_path)
+    names = sorted(p.name for p in folder.iterdir())
+    assert len(names) == 2 and names[0].endswith("-rank0.json") and names[1].endswith("-rank1.json"), proc.stderr
+    assert "waiting up to 180 s for the other 1 rank(s)' bundles" in proc.stderr
+    assert proc.returncode == 1
+    assert run_cli("compare", str(folder)).returncode in (0, 1)
+
+
 # ------------------------------------------------------------------------------------------ pure judges
 
 def test_slow_nodes_uses_median_and_mad():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -12,6 +13,7 @@ from rocmcheck.errors import BadInput
 from rocmcheck.probes.levels import DEFAULT_DURATION_S, MAX_DURATION_S, MIN_DURATION_S
 
 MAX_DEADLINE_S = 3600.0  # an hour for the fact collection: every tool has a 20 s limit of its own
+PEER_POLL_S = 0.5  # --node-per-rank: how often a rank that failed looks for the other ranks' bundles
 
 STAGE_AREAS = {"probe", "train", "cluster"}
 
@@ -132,6 +134,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     if problem:
         raise BadInput(problem)
     launch, node_bundle = _launch(bundle_dir, force, across_nodes, node_per_rank)
+    started = time.time()
 
     from rocmcheck.doctor import DoctorOptions, load_bundle, run_doctor
     from rocmcheck.doctor import save_bundle as write_bundle
@@ -201,7 +204,48 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     if write_error:
         click.echo(f"Error: {write_error}", err=True)
         sys.exit(2)
-    sys.exit(exit_code(run.results))  # the one rule (rocmcheck/result.py): 0 judged, 1 failed, 3 nothing judged
+    code = exit_code(run.results)  # the one rule (rocmcheck/result.py): 0 judged, 1 failed, 3 nothing judged
+    if code != 0 and node_per_rank and node_bundle is not None:
+        _wait_for_peer_bundles(node_bundle.parent, _peer_bundles(launch), started, across_timeout)
+    sys.exit(code)
+
+
+def _bundle_name(hostname: str) -> str:
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in hostname) or "node"
+    return f"{safe}.json"
+
+
+def _peer_bundles(launch) -> list[str]:
+    """--node-per-rank: the bundle names of the launch's other ranks (facts/launch.py: node_per_rank names them)."""
+    base = launch.hostname.rsplit(f"-rank{launch.rank}", 1)[0]
+    return [_bundle_name(f"{base}-rank{r}") for r in range(launch.world_size) if r != launch.rank]
+
+
+def _wait_for_peer_bundles(folder: Path, names: list[str], since: float, timeout_s: float) -> list[str]:
+    """Before a rank exits non-zero: torchrun ends every other rank the moment one does, so a slower rank would
+    never write its bundle and compare would lack it. Wait (bounded by --across-timeout) until each other rank's
+    bundle has been written since this run began; the names still missing, said on stderr."""
+    if not names:
+        return []
+    click.echo(f"doctor: waiting up to {timeout_s:g} s for the other {len(names)} rank(s)' bundles in {folder} "
+               "(the launcher ends every rank when one exits non-zero)", err=True)
+    deadline = time.monotonic() + timeout_s
+    missing = list(names)
+    while missing:
+        missing = [n for n in missing if not _written_since(folder / n, since)]
+        if not missing or time.monotonic() >= deadline:
+            break
+        time.sleep(PEER_POLL_S)
+    if missing:
+        click.echo(f"doctor: not written within {timeout_s:g} s: {', '.join(missing)}", err=True)
+    return missing
+
+
+def _written_since(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_mtime >= since - 1  # the bundle is written whole, then renamed into place
+    except OSError:
+        return False
 
 
 def _launch(bundle_dir: Path | None, force: bool, across_nodes: bool, node_per_rank: bool):
@@ -223,8 +267,7 @@ def _launch(bundle_dir: Path | None, force: bool, across_nodes: bool, node_per_r
         sys.exit(0)  # the node's local rank 0 does the node's work
     if bundle_dir is None:
         return launch, None
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in launch.hostname) or "node"
-    target = bundle_dir / f"{safe}.json"
+    target = bundle_dir / _bundle_name(launch.hostname)
     if target.exists() and not force:  # fail now, not after the whole run
         raise BadInput(f"{target} exists (use --force to replace it)")
     if bundle_dir.exists() and not bundle_dir.is_dir():
