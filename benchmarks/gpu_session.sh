@@ -105,8 +105,8 @@ for b in (2, 4, 8):
         triage-summary)  # doctor --summary on this machine read back by triage
             python3 -m rocmcheck doctor --summary > "$OUT/summary.txt" 2> "$OUT/summary.err"
             run triage-summary 120 python3 -m rocmcheck triage "$OUT/summary.txt" ;;
-        train-faults) run train-faults 420 python3 benchmarks/bench_train_faults.py --device cuda ;;
-        planted-faults) run planted-faults 240 python3 benchmarks/bench_planted_faults.py --json "$OUT/planted_faults.json" ;;
+        train-faults) run train-faults ${TF_S:-420} python3 benchmarks/bench_train_faults.py --device cuda ;;
+        planted-faults) run planted-faults ${PF_S:-240} python3 benchmarks/bench_planted_faults.py --json "$OUT/planted_faults.json" ;;
         memory-room)  # where train.reload's scratch checkpoint can go (train/scratch.py): /dev/shm's room, the host's
             df -h /dev/shm /tmp; grep -E "MemTotal|MemAvailable" /proc/meminfo; cat /sys/fs/cgroup/memory.max 2>&1 ;;
         *) echo "unknown step $step" ;;
