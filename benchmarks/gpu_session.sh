@@ -107,6 +107,8 @@ for b in (2, 4, 8):
             run triage-summary 120 python3 -m rocmcheck triage "$OUT/summary.txt" ;;
         train-faults) run train-faults ${TF_S:-420} python3 benchmarks/bench_train_faults.py --device cuda ;;
         planted-faults) run planted-faults ${PF_S:-240} python3 benchmarks/bench_planted_faults.py --json "$OUT/planted_faults.json" ;;
+        compile-bytecode)  # what pip leaves on an installed machine: the bytecode of torch's venv, the wheels, rocmcheck
+            run compile-bytecode 120 python3 -m compileall -q -j 0 "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" /tmp/site rocmcheck ;;
         memory-room)  # where train.reload's scratch checkpoint can go (train/scratch.py): /dev/shm's room, the host's
             df -h /dev/shm /tmp; grep -E "MemTotal|MemAvailable" /proc/meminfo; cat /sys/fs/cgroup/memory.max 2>&1 ;;
         *) echo "unknown step $step" ;;
