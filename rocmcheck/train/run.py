@@ -478,11 +478,10 @@ class _Run:
         save_dir = Path(self.cfg.out or ".")
         try:
             # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
-            with checkpoint_folder(self.cfg.out, size_bytes=nbytes) as save_dir:
+            with checkpoint_folder(self.cfg.out) as save_dir:
                 t0 = time.perf_counter()
                 eval_model.save_pretrained(save_dir, safe_serialization=True)
                 shown["save_s"] = round(time.perf_counter() - t0, 3)
-                shown["saved_in"] = str(save_dir.parent.parent)  # --out, /dev/shm or the temporary folder
                 if self.hooks.on_saved:
                     self.hooks.on_saved(save_dir)
                 t0 = time.perf_counter()
