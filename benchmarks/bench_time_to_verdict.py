@@ -232,7 +232,7 @@ def show_smoke(label: str, row: dict[str, Any]) -> None:
     if row.get("reload"):
         rl = row["reload"]
         say(f"    reload: {rl.get('method')} ({(rl.get('weight_bytes') or 0) / 2**30:.2f} GiB of weights): save "
-            f"{rl.get('save_s')} s in {rl.get('saved_in', '?')}, verify {rl.get('verify_s')} s"
+            f"{rl.get('save_s')} s, verify {rl.get('verify_s')} s"
             + (f"; fell back: {rl['fallback']}" if rl.get("fallback") else ""))
     say(f"    {len(verdicts)} verdicts" + (f", not passing: {bad}" if bad else ", all pass or skip")
         + (f"; no report: {row['no_report'][-300:]}" if row.get("no_report") else ""))
