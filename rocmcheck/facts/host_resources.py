@@ -1,6 +1,6 @@
 """What this host lets a process use: the CPUs it may run on and the memory it may still take, each narrowed by a
 cgroup v2 limit where a container sets one (inside a container /proc/meminfo shows the host's memory, not the
-limit). Read by build-env (MAX_JOBS) and by smoke-train (whether its scratch checkpoint fits in memory)."""
+limit). build-env reads them for MAX_JOBS."""
 
 from __future__ import annotations
 
