@@ -440,7 +440,7 @@ class _Run:
     def _kernels(self, strategy) -> CheckResult:
         if self.world.distributed or self.plan is not None:
             return skipped("the kernel report comes from the single-process plain run (rocmcheck smoke-train without "
-                           "--deepspeed/--nproc): profiling a sharded step would profile the collectives of one rank",
+                           "--deepspeed/--gpus): profiling a sharded step would profile the collectives of one rank",
                            id="train.kernels")
         if not self.cfg.profile:
             return skipped("profiling turned off", id="train.kernels")

@@ -96,8 +96,8 @@ def judge(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     outliers = []
     for kind, values in by_kind.items():
         named, ref = slow_nodes(values, P2P_SLOW_FRACTION)
-        outliers += [f"{key} {values[key]:,.1f} GB/s vs {ref:,.1f} for the other {LINK_NAMES.get(kind, kind)} pairs"
-                     for key in named]
+        link = f"{LINK_NAMES[kind]} pairs" if kind in LINK_NAMES else "pairs (link type not known)"
+        outliers += [f"{key} {values[key]:,.1f} GB/s vs {ref:,.1f} for the other {link}" for key in named]
     fabric_no_peer = [f"{p['src']}->{p['dst']}" for p in pairs if p.get("peer_access") is False
                       and kinds.get(f"{p['src']}-{p['dst']}") in ("nvlink", "xgmi")]
     if not kinds:
