@@ -74,7 +74,8 @@ def test_nvml_gpus_are_read_and_preferred(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--json", "--no-gpu-probes", "--no-train",
                            "--only", "gpu,nvidia"], capture_output=True, text=True, env=env, timeout=120)
     results = {r["id"]: r for r in json.loads(proc.stdout)["results"]}
-    assert "2 GPU(s) via NVML, driver 580.159.04" in results["nvidia.smi"]["summary"]
+    assert "2 GPU(s), driver 580.159.04" in results["nvidia.smi"]["summary"]
+    assert "listed by the NVML binding" in results["nvidia.smi"]["evidence"]
     assert results["gpu.arch"]["data"]["archs"] == ["sm_90"] and results["gpu.arch"]["data"]["products"] == ["H200"]
 
 

@@ -18,7 +18,7 @@ CUDA_VERSIONS_FIX = shell("nvidia-smi; python -c 'import torch; print(torch.vers
 def check_nvidia_smi(ctx: CheckContext) -> CheckResult:
     report = ctx.nvidia_smi
     if report is not None and report.tool == "nvml" and report.gpus:
-        return passed(f"{len(ctx.nvidia_gpus)} GPU(s) via NVML, driver {report.driver_version}",
+        return passed(f"{len(ctx.nvidia_gpus)} GPU(s), driver {report.driver_version}",
                       ["listed by the NVML binding"] + [describe_gpu(g) for g in ctx.nvidia_gpus])
     runs = {key: known_or_none(lambda key=key: ctx.command(key)) for key in ("nvidia-smi-query", "nvidia-smi")}
     ran = {key: res for key, res in runs.items() if res is not None}
