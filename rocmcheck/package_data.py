@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from importlib import resources
-from importlib.abc import Traversable
+from importlib.resources.abc import Traversable  # importlib.abc.Traversable is gone in Python 3.14
 from typing import Any
 
 

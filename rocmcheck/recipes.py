@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from importlib.abc import Traversable
+from importlib.resources.abc import Traversable  # importlib.abc.Traversable is gone in Python 3.14
 from pathlib import Path
 
 from rocmcheck.errors import BadInput
