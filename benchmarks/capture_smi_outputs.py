@@ -1,9 +1,9 @@
-"""Record real GPU tool outputs for ../shared/fixtures and show what rocmcheck's parsers read from them.
+"""Record real GPU tool outputs for tests/fixtures and show what rocmcheck's parsers read from them.
 
 Run on a GPU machine (one call):  python benchmarks/capture_smi_outputs.py
 Each tool found on PATH is run through rocmcheck's runner (argv, timeout); its stdout is written verbatim to
 $OUT/fixtures/<tool>/<gpu>-<what>.txt (or ./capture-out/ when $OUT is unset) with a .source note beside it,
-then parsed. The lead reviews them and copies the useful ones into ../shared/fixtures. On a machine with
+then parsed. The useful ones are reviewed and copied into tests/fixtures with their .source. On a machine with
 none of the tools (a CPU box) every row says "not on PATH" and the script exits 0.
 """
 

@@ -195,7 +195,7 @@ def test_per_node_doctor_one_bundle_per_node(tmp_path):
     base = {**os.environ, "RANK": "1", "LOCAL_RANK": "1", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
             "LOCAL_WORLD_SIZE": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500",
             "TORCHELASTIC_RUN_ID": "t1"}
-    folder = tmp_path / "shared"
+    folder = tmp_path / "bundles-dir"
     args = ("doctor", "--no-gpu-probes", "--no-train", "--only", "os", "--bundle-dir", str(folder))
     quiet = run_cli(*args, env=base)
     assert (quiet.returncode, quiet.stdout, quiet.stderr, folder.exists()) == (0, "", "", False)
@@ -298,7 +298,7 @@ def test_status_judge_ignores_absent_checks_and_names_the_worse_node():
 
 
 def test_bundle_is_written_whole_and_never_overwritten_without_force(tmp_path):
-    target = tmp_path / "shared" / "node-1.json"
+    target = tmp_path / "bundles-dir" / "node-1.json"
     target.parent.mkdir()
     write_atomic(target, json.dumps({"a": 1}))
     with pytest.raises(BadInput):

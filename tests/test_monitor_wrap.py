@@ -253,14 +253,14 @@ def test_nvml_process_list_picks_the_gpu_the_command_uses(tmp_path):
 
 
 def test_replay_merges_nodes_and_finds_the_staircase(tmp_path):
-    shared = tmp_path / "shared"
-    shared.mkdir()
+    recordings = tmp_path / "recordings"
+    recordings.mkdir()
     for host, curve in (("node1", mc.flat()), ("node2", mc.staircase())):
-        with open(shared / f"memory-{host}.jsonl", "w") as f:
+        with open(recordings / f"memory-{host}.jsonl", "w") as f:
             for t, used in zip(*curve):
                 f.write(json.dumps({"t": t, "gpu": 0, "used_bytes": int(used), "total_bytes": mc.H200,
                                     "host": host}) + "\n")
-    proc = monitor(["--replay", str(shared)], tmp_path)
+    proc = monitor(["--replay", str(recordings)], tmp_path)
     assert proc.returncode == 1
     text = proc.stderr.decode()
     assert "FAIL" in text and "monitor.memory_curve" in text and "node2:0" in text and "node1:0: flat" in text

@@ -1,4 +1,4 @@
-"""The triage's answer as text for a terminal, and as a reply ready to post in the issue thread (Markdown): the
+"""The triage's answer as text for a terminal, and as Markdown ready to post as a reply beside the pasted text: the
 likely causes, each with the pasted line that shows it, the fix, and what to paste next when the evidence is thin.
 Every line printed is redacted (the pastes were redacted before they were read; this is the second guard) and
 cleaned of control characters (rocmcheck.report.render.clean)."""

@@ -312,7 +312,8 @@ _HTML_LINE = re.compile(r"^\s*(?:</?details\b[^>]*>|<summary>.*?</summary>|</?su
                         re.IGNORECASE)
 _HEADING = re.compile(r"^#{1,6}\s+\S")
 _DEEP_HEADING = re.compile(r"^#{2,6}\s+\S")
-# "[0m" / "[1;31m": a colour code whose ESC byte was lost on the way into the issue tracker.
+# "[0m" / "[1;31m": a colour code whose ESC byte was dropped when terminal output was copied as text (a web form
+# keeps the rest of the sequence).
 _LOST_ESC = re.compile(r"(?<![\w\[\]])\[(?:\d{1,3};){0,4}\d{1,3}m")
 _WORD = re.compile(r"[A-Za-z][a-z']*[,.;:!?)]?$")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
