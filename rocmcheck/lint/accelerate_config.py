@@ -19,8 +19,9 @@ from rocmcheck.lint import known_keys
 from rocmcheck.lint.consumers import ACCELERATE_LAUNCH
 from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings, resolve_auto
+from rocmcheck.lint.loading import resolve_named_file
 from rocmcheck.lint.messages import LintMessage, Severity, key_edit
-from rocmcheck.safe.files import expand_user, read_bytes_capped
+from rocmcheck.safe.files import read_bytes_capped
 from rocmcheck.safe.text import excerpt
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
@@ -96,20 +97,8 @@ def working_directory(data: dict, path: Path) -> str:
 
 def resolve_config_file(value: str, yaml_file: Path) -> tuple[Path | None, str | None]:
     """accelerate opens deepspeed_config_file relative to the working directory of `accelerate launch`
-    (HfDeepSpeedConfig reads the path as given). (path, None) when found from here; (path, why) when it exists
-    only next to the YAML; (None, why or None) when found nowhere."""
-    try:
-        given = expand_user(value)
-    except BadInput as exc:
-        return None, str(exc)
-    if given.is_file():
-        return given, None
-    beside = yaml_file.parent / given
-    if not given.is_absolute() and not value.startswith("~") and beside.is_file():
-        return beside, (f"'{excerpt(value)}' is opened relative to the working directory of accelerate launch; it "
-                        f"exists only relative to {excerpt(yaml_file.name)}, so launch from "
-                        f"{excerpt(yaml_file.parent)} or use an absolute path")
-    return None, None
+    (HfDeepSpeedConfig reads the path as given): loading.resolve_named_file."""
+    return resolve_named_file(value, yaml_file, "of accelerate launch", "launch")
 
 
 def config_file_unusable(data: dict, path: Path) -> bool:

@@ -21,7 +21,7 @@ from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings
 from rocmcheck.lint.lines import key_lines, line_for
 from rocmcheck.lint.llamafactory_rules import LfContext, lint_llamafactory_values
-from rocmcheck.lint.loading import load_mapping
+from rocmcheck.lint.loading import load_mapping, resolve_named_file
 from rocmcheck.lint.messages import LintMessage, Severity, key_edit
 from rocmcheck.lint.stack import Stack, this_stack
 from rocmcheck.lint.training_keys import (
@@ -342,19 +342,6 @@ def _inside(messages: list[LintMessage], file: str, key: str) -> list[LintMessag
 
 
 def resolve_deepspeed_path(value: str, training_file: Path) -> tuple[Path | None, str | None]:
-    """LLaMA-Factory hands the string to TrainingArguments, which opens it relative to the working
-    directory (that is how its examples/ paths work). A path that only exists next to the YAML is
-    linted too, with a warning that the run would not find it from here. (None, why) when it is found
-    nowhere and there is more to say than "not found" (a ~user this machine does not have)."""
-    try:
-        given = expand_user(value)
-    except BadInput as exc:
-        return None, str(exc)
-    if given.is_file():
-        return given, None
-    beside = training_file.parent / given
-    if not given.is_absolute() and not value.startswith("~") and beside.is_file():
-        return beside, (f"'{excerpt(value)}' is opened relative to the working directory when training starts; "
-                        f"it exists only relative to {excerpt(training_file.name)}, so run from "
-                        f"{excerpt(training_file.parent)} or use an absolute path")
-    return None, None
+    """LLaMA-Factory hands the string to TrainingArguments, which opens it relative to the working directory (that
+    is how its examples/ paths work): loading.resolve_named_file."""
+    return resolve_named_file(value, training_file, "when training starts", "run")

@@ -1,5 +1,5 @@
 """Reading config files: JSON (duplicate keys rejected, as DeepSpeed does) and YAML, through the one capped reader
-and the one limited loader (rocmcheck/safe)."""
+and the one limited loader (rocmcheck/safe); and finding a file one config names by path."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from rocmcheck.errors import BadInput
+from rocmcheck.safe.files import expand_user
 from rocmcheck.safe.structured import LimitedSafeLoader, load_file
 from rocmcheck.safe.text import excerpt
 
@@ -57,3 +58,23 @@ def load_mapping(path: Path) -> dict:
     if not isinstance(data, dict):
         raise BadInput(f"{excerpt(path)}: expected a mapping of keys at the top, found {type(data).__name__}")
     return data
+
+
+def resolve_named_file(value: str, config_file: Path, opened: str, run: str) -> tuple[Path | None, str | None]:
+    """A file `config_file` names by path (a DeepSpeed config), as its consumer opens it: relative to the working
+    directory. (path, None) when found from here; (path, why) when it exists only next to config_file (linted too,
+    with the warning that the run would not find it); (None, why or None) when found nowhere (why: a ~user this
+    machine does not have). opened: when the consumer opens it ("of accelerate launch"); run: what to start from
+    the right folder ("launch")."""
+    try:
+        given = expand_user(value)
+    except BadInput as exc:
+        return None, str(exc)
+    if given.is_file():
+        return given, None
+    beside = config_file.parent / given
+    if not given.is_absolute() and not value.startswith("~") and beside.is_file():
+        return beside, (f"'{excerpt(value)}' is opened relative to the working directory {opened}; it exists only "
+                        f"relative to {excerpt(config_file.name)}, so {run} from {excerpt(config_file.parent)} or use "
+                        "an absolute path")
+    return None, None
