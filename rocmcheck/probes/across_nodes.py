@@ -32,7 +32,7 @@ import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
 from rocmcheck.child import open_channel, read_request
-from rocmcheck.probes.collective import measure, operands
+from rocmcheck.probes.collective import failure_event, measure, operands
 from rocmcheck.units import MIB
 
 PROBE = "across_nodes"
@@ -148,10 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                 data["procs"] = counts
                 event = {"outcome": "ok", "data": data}
             except Exception as exc:  # a worker raised (NCCL error, collective timeout) or died
-                lines = str(exc).strip().splitlines()
-                event = {"outcome": "error", "data": {},
-                         "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
-                         "traceback": lines[-8:]}
+                event = failure_event(exc)
     # Node 0 holds the store: it leaves only when every node has finished with it (or a collective's time has
     # passed: a node that is that late is stuck, and its own deadline will tell it).
     store.set(f"finished/{node}", "1")

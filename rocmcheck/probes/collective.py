@@ -138,6 +138,14 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
         dist.destroy_process_group()
 
 
+def failure_event(exc: BaseException) -> dict:
+    """The result event of a multi-process run whose worker raised or died: the error's last line (what
+    torch.multiprocessing carries back from the worker) and its last lines as the traceback."""
+    lines = str(exc).strip().splitlines()
+    return {"outcome": "error", "data": {}, "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}",
+            "traceback": lines[-8:]}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Request: {"world": ranks (0 = one per visible GPU), "go_file": wait (after set-up) until this file says
     go ('stop' ends quietly), "backend": "nccl"|"gloo", "timeout": s per collective, "mib": buffer per rank}."""
@@ -167,9 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                 with open(result_path, encoding="utf-8") as fh:
                     event = {"outcome": "ok", "data": json.load(fh)}
         except Exception as exc:  # a worker raised (NCCL error, timeout) or died
-            lines = str(exc).strip().splitlines()
-            event = {"outcome": "error", "data": {},
-                     "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}", "traceback": lines[-8:]}
+            event = failure_event(exc)
     channel.emit("result", probe=PROBE, seconds=round(time.perf_counter() - t0, 3), **event)
     channel.emit("done")
     return 0

@@ -27,7 +27,7 @@ import torch.multiprocessing as mp
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.facts.parsers.nccl_env import transport_settings
 from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
-from rocmcheck.probes.collective import _all_gather, wait_for_go
+from rocmcheck.probes.collective import _all_gather, failure_event, wait_for_go
 from rocmcheck.units import MIB
 
 PROBE = "collective_sweep"
@@ -163,9 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 data["transport_env"] = settings
                 event = {"outcome": "ok", "data": data}
         except Exception as exc:  # a rank raised (NCCL error, timeout) or died
-            lines = str(exc).strip().splitlines()
-            event = {"outcome": "error", "data": {},
-                     "error": f"{type(exc).__name__}: {lines[-1][:400] if lines else ''}", "traceback": lines[-8:]}
+            event = failure_event(exc)
     channel.emit("result", probe=PROBE, seconds=round(time.perf_counter() - t0, 3), **event)
     channel.emit("done")
     return 0
