@@ -86,14 +86,16 @@ def test_stand_in_nodes_get_their_own_gpu_and_node_rank():
     assert (launch.hostname, launch.node_rank, launch.nnodes, launch.leads_node) == ("box-rank9", 9, 16, True)
 
 
-def test_torchrun_really_sets_what_is_read():
-    """Two processes under a real torchrun: each reads its own rank, torchrun's store and run id."""
-    code = ("import os, json, platform; from rocmcheck.facts.launch import read_launch; "
-            "print(json.dumps(read_launch(os.environ, platform.node()).to_dict()))")
+def test_torchrun_really_sets_what_is_read(tmp_path):
+    """Two processes under a real torchrun: each reads its own rank, torchrun's store and run id. Each rank writes
+    its own file: two ranks printing to one pipe at once can interleave their lines."""
+    code = ("import os, sys, json, platform; from rocmcheck.facts.launch import read_launch; "
+            "open(os.path.join(sys.argv[1], os.environ['RANK'] + '.json'), 'w').write("
+            "json.dumps(read_launch(os.environ, platform.node()).to_dict()))")
     proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone",
-                           "--no-python", sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    seen = sorted((json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")),
-                  key=lambda d: d["rank"])
+                           "--no-python", sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                          timeout=120)
+    seen = sorted((json.loads(p.read_text()) for p in tmp_path.glob("*.json")), key=lambda d: d["rank"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert [(d["launcher"], d["rank"], d["local_rank"], d["node_rank"], d["nnodes"]) for d in seen] == [
         ("torchrun", 0, 0, 0, 1), ("torchrun", 1, 1, 0, 1)]
