@@ -17,18 +17,18 @@ import importlib.util
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from model_folders import make_random_llama
 
 from rocmcheck.errors import BadInput
 from rocmcheck.result import Status
 from rocmcheck.train import verdicts
-from rocmcheck.train.config import BUNDLED_MODEL, TrainConfig
+from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.drift import sampled
 from rocmcheck.train.request import decide
 
@@ -298,21 +298,7 @@ def test_planted_growing_noise_warns_as_drifting_after_healthy_steps():
 
 @pytest.fixture(scope="module")
 def random_llama(tmp_path_factory) -> Path:
-    """A LLaMA of another shape than the bundled one (96 wide, 3 layers, 6 heads over 2 KV heads), random init."""
-    import torch
-    import transformers
-
-    tok = transformers.AutoTokenizer.from_pretrained(BUNDLED_MODEL)
-    torch.manual_seed(7)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=len(tok), hidden_size=96, intermediate_size=256, num_hidden_layers=3, num_attention_heads=6,
-        num_key_value_heads=2, max_position_embeddings=128, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
-    folder = tmp_path_factory.mktemp("own") / "random-llama"
-    model.save_pretrained(folder)
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(BUNDLED_MODEL / name, folder / name)
-    return folder
+    return make_random_llama(tmp_path_factory.mktemp("own") / "random-llama")
 
 
 @needs_torch

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from model_folders import make_random_llama, tokenizer_files
 
 from rocmcheck.train import fit, verdicts
-from rocmcheck.train.config import BUNDLED_MODEL
 
 REPO = Path(__file__).resolve().parents[1]
 OWN_MODEL_IDS = {"train.fit", "train.numerics", "train.finite", "train.learns", "train.reload", "train.memory_leak",
@@ -34,26 +33,11 @@ def cli(*args: str, timeout: float = 900) -> tuple[subprocess.CompletedProcess, 
     return proc, report, {r["id"]: r for r in report["results"]}
 
 
-def tokenizer_files(dest: Path) -> None:
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        shutil.copy(BUNDLED_MODEL / name, dest / name)
-
-
 @pytest.fixture(scope="module")
 def random_llama(tmp_path_factory) -> Path:
-    """A LLaMA of another shape than the bundled one (96 wide, 3 layers, 6 heads over 2 KV heads), random init."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    tok = transformers.AutoTokenizer.from_pretrained(BUNDLED_MODEL)
-    torch.manual_seed(7)
-    model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-        vocab_size=len(tok), hidden_size=96, intermediate_size=256, num_hidden_layers=3, num_attention_heads=6,
-        num_key_value_heads=2, max_position_embeddings=128, bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
-    path = tmp_path_factory.mktemp("own") / "random-llama"
-    model.save_pretrained(path)
-    tokenizer_files(path)
-    return path
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    return make_random_llama(tmp_path_factory.mktemp("own") / "random-llama")
 
 
 def test_random_init_llama_of_another_shape_passes_30_steps(random_llama):
