@@ -25,6 +25,19 @@ assert FIX_LOG_ENV == "ROCMCHECK_FIX_LOG"
 os.environ.setdefault("ROCMCHECK_BYTECODE_CACHE", "0")
 
 
+# A parametrized value longer than this gets a short test id. pytest < 9.2 writes a str value into the id whole,
+# and the id into PYTEST_CURRENT_TEST, which every child inherits: a 200,000-character hostile input made that
+# one variable longer than Linux lets execve pass (MAX_ARG_STRLEN, 128 KiB), so each subprocess of that test
+# failed with E2BIG ("Argument list too long") before it started.
+MAX_PARAM_ID_CHARS = 100
+
+
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    if isinstance(val, (str, bytes)) and len(val) > MAX_PARAM_ID_CHARS:
+        return f"{argname}-{len(val)}-long"
+    return None
+
+
 def shell_fixes_that_do_not_parse(lines: list[str]) -> list[str]:
     """The lines bash -n refuses, each checked alone."""
     bad = []
