@@ -64,6 +64,9 @@ def test_child_that_exits_at_once_and_one_killed_by_a_signal(tmp_path):
     # No GPU reader here: the command succeeded, nothing could be judged: NOT JUDGED, exit 3 (the one rule).
     proc = monitor(["--", "true"], tmp_path)
     assert proc.returncode == 3 and b"Verdict: NOT JUDGED" in proc.stderr and b"PASS" not in proc.stderr
+    # The folder asked for with --out is not made, and the line that says so names it.
+    assert f"running without sampling; nothing is written to {tmp_path / 'out'}".encode() in proc.stderr
+    assert not (tmp_path / "out").exists()
     # With a GPU to read the same command is judged (the peak against capacity): exit 0.
     assert monitor(["--", "true"], tmp_path / "gpu", env=fake_nvidia_smi(tmp_path / "gpu")).returncode == 0
     killed = monitor(["--", sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],

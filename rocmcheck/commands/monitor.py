@@ -167,8 +167,9 @@ def monitor(interval: float, pid: int | None, out_dir: Path | None, force: bool,
         raise BadInput(f"no process {pid}")
     reader, problems = open_reader(backend)
     if reader is None:  # nothing to record: no files, and the verdicts say nothing could be judged
-        click.echo("rocmcheck monitor: no GPU reader (" + "; ".join(problems) + "); running without sampling",
-                   err=True)
+        unwritten = f"; nothing is written to {out_dir}" if out_dir is not None else ""
+        click.echo("rocmcheck monitor: no GPU reader (" + "; ".join(problems) + "); running without sampling"
+                   + unwritten, err=True)
         out_dir = None
     host, status = this_host(), None
     try:
