@@ -276,7 +276,7 @@ def test_on_a_terminal_a_stopped_command_stops_the_monitor_with_it(tmp_path):
         return out
 
     try:
-        read_until("PROMPT$ ", 20)
+        assert "PROMPT$ " in read_until(r"PROMPT\$ ", 20)
         os.write(fd, f"{sys.executable} -m rocmcheck monitor --quiet -- sh -c 'kill -STOP $$; echo back-$((40+2))'\n"
                  .encode())
         assert "Stopped" in read_until("Stopped")
