@@ -16,7 +16,7 @@ _spec.loader.exec_module(bench_flood)
 
 
 def test_doctor_under_flooding_tools_reports_them_with_bounded_memory(tmp_path):
-    run = bench_flood.run_flooded_doctor(tmp_path, deadline=20)
+    run = bench_flood.run_flooded_doctor(tmp_path, deadline=10)
     assert "Traceback" not in run.stderr, run.stderr[-2000:]
     assert run.returncode == 1, (run.returncode, run.stdout[-2000:], run.stderr[-2000:])
     # The rocminfo verdict names the tool and says it did not finish (it never exits on its own).
