@@ -49,6 +49,7 @@ def shell_fixes_that_do_not_parse(lines: list[str]) -> list[str]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _end_ops_build()
     if not _FIX_LOG.is_file() or shutil.which("bash") is None:
         return
     lines = sorted(set(_FIX_LOG.read_text(encoding="utf-8", errors="replace").splitlines()) - {""})
@@ -87,12 +88,66 @@ def fixture_text() -> Callable[[str], str]:
     return read_fixture
 
 
+# DeepSpeed JIT-builds two C++ ops on this CPU, the way its own code asks for them: the shared-memory collective
+# at init_distributed (deepspeed/comm/torch.py) and DeepSpeedCPUAdam for the offload recipe (ops/adam/cpu_adam.py).
+# About 60 s of g++ on 2 cores, which the first test that needs them used to wait out. When the collected tests
+# need them, one child builds them from the end of collection on, beside the tests that come first; torch's build
+# lock (a baton file in each op's build folder) makes a test that gets there before it finishes wait for that build
+# rather than start a second one.
+_BUILD_DEEPSPEED_OPS = (
+    "from deepspeed.accelerator import get_accelerator\n"
+    "from deepspeed.ops.op_builder import CPUAdamBuilder\n"
+    "get_accelerator().create_op_builder('ShareMemCommBuilder').load()\n"
+    "CPUAdamBuilder().load()\n")
+# Twice the slowest build seen on a loaded 2-core box (about 90 s for both ops), with room to spare.
+DEEPSPEED_OPS_BUILD_TIMEOUT_S = 600
+_ops_build: dict[str, object] = {}
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    import importlib.util
+    import sys
+
+    if session.config.option.collectonly or not any(
+            "torch_extensions_dir" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    if importlib.util.find_spec("deepspeed") is None or not (shutil.which("g++") and shutil.which("ninja")):
+        return  # those tests skip themselves
+    keep = os.environ.get("ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR")
+    folder = keep or tempfile.mkdtemp(prefix="rocmcheck-torch-extensions-")
+    log = open(Path(folder) / "rocmcheck-test-build.log", "wb")
+    env = dict(os.environ, DS_ACCELERATOR="cpu", TORCH_EXTENSIONS_DIR=folder)
+    proc = subprocess.Popen([sys.executable, "-c", _BUILD_DEEPSPEED_OPS], env=env, stdin=subprocess.DEVNULL,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    _ops_build.update(proc=proc, folder=folder, log=log, ours=not keep)
+
+
+def _end_ops_build() -> None:
+    proc = _ops_build.get("proc")
+    if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+        import signal
+
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    log = _ops_build.get("log")
+    if log is not None:
+        log.close()  # type: ignore[attr-defined]
+    if _ops_build.get("ours"):
+        shutil.rmtree(str(_ops_build["folder"]), ignore_errors=True)
+    _ops_build.clear()
+
+
 @pytest.fixture(scope="session")
 def torch_extensions_dir(tmp_path_factory) -> str:
-    """Where DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) during this test session: built once
-    per session (about 1-2 min on 2 cores), never in the user's ~/.cache. Set
+    """Where DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) during this test session: built once per
+    session, by the child pytest_collection_finish started, never in the user's ~/.cache. Set
     ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR to keep the builds between sessions (a CI cache)."""
-    import os
-
+    proc = _ops_build.get("proc")
+    if isinstance(proc, subprocess.Popen):
+        try:
+            proc.wait(timeout=DEEPSPEED_OPS_BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            pass  # the tests' own DeepSpeed runs then build (or fail to build) and say why
+        return str(_ops_build["folder"])
     keep = os.environ.get("ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR")
     return keep or str(tmp_path_factory.mktemp("torch-extensions"))
