@@ -76,6 +76,17 @@ def test_mfu_from_the_datasheet_peak_and_stall_warning():
     assert stalls.status.value == "warn" and "unsteady" in stalls.summary
 
 
+def test_with_several_ranks_the_throughput_says_it_is_their_sum():
+    # Two H200 ranks of the 1.1B shape, each at 45.6k tok/s: the run's tokens and peak are the sums over ranks.
+    flops = 6 * 1_100_048_384 + 12 * 22 * 2048 * 2048
+    tokens = 2 * 4 * 2048
+    r = verdicts.check_throughput([tokens / 91172.0] * 20, tokens, flops, 2 * 989.0, "sm_90 H200", True, ranks=2)
+    assert r.summary.startswith("91,172 tokens/s over 2 ranks (45,586 per rank), step ")
+    assert "MFU 35.5% of 2 x 989 = 1978 TFLOP/s" in r.summary and r.data["ranks"] == 2
+    one = verdicts.check_throughput([tokens / 91172.0] * 20, tokens, flops, 989.0, "sm_90 H200", True)
+    assert "over" not in one.summary and "x 989" not in one.summary
+
+
 def test_gpu_runtime_errors_are_verdicts_other_errors_are_crashes():
     hip = RuntimeError("HIP error: invalid device function\nHIP kernel errors might be asynchronously reported at "
                        "some other API call")

@@ -432,7 +432,7 @@ class _Run:
         results.append(verdicts.check_throughput(phase.step_times, cfg.tokens_per_step * world.world_size,
                                                  modeling.flops_per_token(eval_model, cfg.seq_len), peak,
                                                  self.dev.peak_source, device.type == "cuda",
-                                                 modeling.param_count(eval_model), recompute))
+                                                 modeling.param_count(eval_model), recompute, world.world_size))
         with self.timed("profile"):
             results.append(self._kernels(strategy))
         return results

@@ -224,10 +224,11 @@ MFU_MIN_PARAMS = 100_000_000
 
 def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_token: float, peak_tflops: float | None,
                      peak_source: str | None, on_gpu: bool, params: int | None = None,
-                     recompute_flops_per_token: float = 0.0) -> CheckResult:
+                     recompute_flops_per_token: float = 0.0, ranks: int = 1) -> CheckResult:
     """Tokens/s and step time; MFU (model FLOPs: checkpointing's recomputation not counted, as in PaLM's
     definition) against the datasheet bf16 peak, only for models large enough that it means something.
-    recompute_flops_per_token: what checkpointing adds, shown as the hardware utilisation beside it."""
+    recompute_flops_per_token: what checkpointing adds, shown as the hardware utilisation beside it.
+    With several ranks, tokens_per_step and peak_tflops are the sums over them, and the summary says so."""
     steady = step_times[3:] if len(step_times) > 6 else step_times
     if not steady:
         return skipped("no steps timed", id="train.throughput")
@@ -238,10 +239,11 @@ def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_to
     mfu = flops_per_token * tok_s / (peak_tflops * 1e12) if peak_tflops and meaningful else None
     hfu = (flops_per_token + recompute_flops_per_token) * tok_s / (peak_tflops * 1e12) \
         if mfu is not None and recompute_flops_per_token else None
-    data = {"tokens_per_s": tok_s, "step_s_median": median, "step_s_p90": p90, "mfu": mfu, "hfu": hfu,
+    data = {"tokens_per_s": tok_s, "ranks": ranks, "step_s_median": median, "step_s_p90": p90, "mfu": mfu, "hfu": hfu,
             "peak_bf16_tflops": peak_tflops, "peak_source": peak_source, "flops_per_token": flops_per_token}
     if mfu is not None:
-        mfu_text = f", MFU {mfu:.1%} of {peak_tflops:g} TFLOP/s ({peak_source})"
+        shared = f"{ranks} x {peak_tflops / ranks:g} = " if ranks > 1 else ""
+        mfu_text = f", MFU {mfu:.1%} of {shared}{peak_tflops:g} TFLOP/s ({peak_source})"
         if hfu is not None:
             mfu_text += f" ({hfu:.1%} counting checkpointing's recomputation)"
     elif not on_gpu:
@@ -250,7 +252,8 @@ def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_to
         mfu_text = f", MFU not shown: {params / 1e6:.1f}M parameters cannot keep a GPU busy"
     else:
         mfu_text = ", MFU n/a (no datasheet bf16 peak for this device)"
-    summary = f"{tok_s:,.0f} tokens/s, step {median * 1e3:.1f} ms median{mfu_text}"
+    over = f" over {ranks} ranks ({tok_s / ranks:,.0f} per rank)" if ranks > 1 else ""
+    summary = f"{tok_s:,.0f} tokens/s{over}, step {median * 1e3:.1f} ms median{mfu_text}"
     evidence = [f"{len(steady)} steady steps; median {median * 1e3:.1f} ms, p90 {p90 * 1e3:.1f} ms; "
                 f"{tokens_per_step} tokens/step"]
     # Stalls: a GPU step should take the same time every step; 3x spread means syncs, recompiles or
