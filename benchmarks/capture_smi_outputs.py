@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rocmcheck.facts.collect import NVIDIA_QUERY_FIELDS  # noqa: E402
 from rocmcheck.facts.parsers.hipconfig import parse_hipconfig  # noqa: E402
 from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table  # noqa: E402
 from rocmcheck.facts.parsers.rocminfo import parse_rocminfo  # noqa: E402
@@ -34,9 +35,6 @@ from rocmcheck.facts.parsers.smi import (  # noqa: E402
 )
 from rocmcheck.runner import run_command  # noqa: E402
 
-# The query rocmcheck itself sends (rocmcheck/facts/collect.py NVIDIA_QUERY_FIELDS).
-NVIDIA_FIELDS = ["index", "name", "memory.total", "memory.used", "driver_version", "compute_cap", "uuid"]
-
 
 @dataclass
 class Capture:
@@ -47,9 +45,9 @@ class Capture:
 
 
 CAPTURES = [
-    Capture("nvidia-smi", [f"--query-gpu={','.join(NVIDIA_FIELDS)}", "--format=csv,noheader,nounits"],
+    Capture("nvidia-smi", [f"--query-gpu={','.join(NVIDIA_QUERY_FIELDS)}", "--format=csv,noheader,nounits"],
             "query-index-name-memory-driver-compute_cap-uuid-csv-noheader-nounits",
-            lambda t: parse_nvidia_smi_csv(t, NVIDIA_FIELDS)),
+            lambda t: parse_nvidia_smi_csv(t, NVIDIA_QUERY_FIELDS)),
     Capture("nvidia-smi", [], "default", parse_nvidia_smi_table),
     Capture("nvidia-smi", ["--query-gpu=name,pci.device_id", "--format=csv,noheader"],
             "query-name-pci-device-id-csv-noheader", lambda t: parse_nvidia_smi_csv(t, ["name", "pci.device_id"])),
