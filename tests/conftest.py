@@ -115,6 +115,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return  # those tests skip themselves
     keep = os.environ.get("ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR")
     folder = keep or tempfile.mkdtemp(prefix="rocmcheck-torch-extensions-")
+    Path(folder).mkdir(parents=True, exist_ok=True)
     log = open(Path(folder) / "rocmcheck-test-build.log", "wb")
     env = dict(os.environ, DS_ACCELERATOR="cpu", TORCH_EXTENSIONS_DIR=folder)
     proc = subprocess.Popen([sys.executable, "-c", _BUILD_DEEPSPEED_OPS], env=env, stdin=subprocess.DEVNULL,
