@@ -25,7 +25,7 @@ DS_CONFIG = {"train_micro_batch_size_per_gpu": 1, "zero_optimization": {"stage":
 def test_lint_skips_deepspeed_for_the_rest_once_its_child_hung(tmp_path, monkeypatch):
     site, starts = hanging_deepspeed(tmp_path)
     monkeypatch.setenv("PYTHONPATH", f"{site}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    monkeypatch.setattr(deepspeed_deep, "DEFAULT_TIMEOUT_S", 5.0)
+    monkeypatch.setattr(deepspeed_deep, "DEFAULT_TIMEOUT_S", 3.0)
     first, second = tmp_path / "a.json", tmp_path / "b.json"
     for f in (first, second):
         f.write_text(json.dumps(DS_CONFIG))
