@@ -123,13 +123,22 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     _ops_build.update(proc=proc, folder=folder, log=log, ours=not keep)
 
 
-def _end_ops_build() -> None:
+def _stop_ops_build() -> None:
+    """Kill the build child if it still runs. torch's build lock is a file (<op>/lock) that only its holder
+    removes, so a killed holder would leave every later build of that op waiting on it forever: the locks it held
+    go with it."""
     proc = _ops_build.get("proc")
     if isinstance(proc, subprocess.Popen) and proc.poll() is None:
         import signal
 
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+        for lock in Path(str(_ops_build["folder"])).glob("*/lock"):
+            lock.unlink(missing_ok=True)
+
+
+def _end_ops_build() -> None:
+    _stop_ops_build()
     log = _ops_build.get("log")
     if log is not None:
         log.close()  # type: ignore[attr-defined]
@@ -148,7 +157,7 @@ def torch_extensions_dir(tmp_path_factory) -> str:
         try:
             proc.wait(timeout=DEEPSPEED_OPS_BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            pass  # the tests' own DeepSpeed runs then build (or fail to build) and say why
+            _stop_ops_build()  # the tests' own DeepSpeed runs then build (or fail to build) and say why
         return str(_ops_build["folder"])
     keep = os.environ.get("ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR")
     return keep or str(tmp_path_factory.mktemp("torch-extensions"))
