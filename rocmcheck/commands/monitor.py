@@ -21,6 +21,7 @@ from rocmcheck.commands.options import MAX_SECONDS, BoundedInt, FiniteFloat
 from rocmcheck.errors import BadInput
 from rocmcheck.report import render
 from rocmcheck.result import CheckResult, exit_code
+from rocmcheck.safe.text import excerpt
 
 MAX_PID = 1 << 22  # Linux's pid_max ceiling (PID_MAX_LIMIT)
 # How much of the watched command the stderr header shows (all of it, redacted, is in verdict-<host>.json).
@@ -45,7 +46,7 @@ def _check_verdict_target(out_dir: Path, host: str, force: bool) -> None:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise BadInput(f"cannot create {out_dir}: {exc.strerror or exc}") from None
+        raise BadInput(f"cannot create {excerpt(out_dir)}: {exc.strerror or exc}") from None
     for name in (f"verdict-{host}.json", f"memory-{host}.png"):
         check_target(out_dir / name, force=force)
 
@@ -167,7 +168,7 @@ def monitor(interval: float, pid: int | None, out_dir: Path | None, force: bool,
         raise BadInput(f"no process {pid}")
     reader, problems = open_reader(backend)
     if reader is None:  # nothing to record: no files, and the verdicts say nothing could be judged
-        unwritten = f"; nothing is written to {out_dir}" if out_dir is not None else ""
+        unwritten = f"; nothing is written to {excerpt(out_dir)}" if out_dir is not None else ""
         click.echo("rocmcheck monitor: no GPU reader (" + "; ".join(problems) + "); running without sampling"
                    + unwritten, err=True)
         out_dir = None
