@@ -328,6 +328,7 @@ def load_bundle(path: Path) -> Facts:
     from rocmcheck.facts.bundle_types import type_problem
     from rocmcheck.safe.files import MAX_BUNDLE_BYTES
     from rocmcheck.safe.structured import load_file
+    from rocmcheck.safe.text import MAX_ECHO_CHARS, excerpt
 
     try:
         # Non-finite floats are allowed: a NaN loss is a real, recorded result.
@@ -335,15 +336,15 @@ def load_bundle(path: Path) -> Facts:
     except BadInput as exc:
         raise BadInput(f"cannot read bundle {exc}") from None
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
-        raise BadInput(f"{path} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
+        raise BadInput(f"{excerpt(path)} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
     problem = (_too_many(doc["facts"]) or type_problem(doc["facts"])) if isinstance(doc["facts"], dict) \
         else "facts should be an object"
     if problem:
-        raise BadInput(f"{path}: damaged bundle: {problem}")
+        raise BadInput(f"{excerpt(path)}: damaged bundle: {problem}")
     try:
         facts = Facts.from_dict(doc["facts"])
         for recorded in facts.recorded_results:
             CheckResult.from_dict(recorded)  # the replay shows these: they must be whole
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise BadInput(f"{path}: damaged bundle: {exc}") from None
+        raise BadInput(f"{excerpt(path)}: damaged bundle: {excerpt(exc, 2 * MAX_ECHO_CHARS)}") from None
     return facts

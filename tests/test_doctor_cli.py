@@ -192,6 +192,8 @@ def test_a_hung_vendor_binding_is_named_alone(tmp_path):
     lambda f: f.update(platform=[]),
     lambda f: f["probes"].update(torch="x"),
     lambda f: f.update(recorded_results=[{"id": "x"}]),
+    lambda f: f.update(probes={"\n\x1b[2J": 0}),  # a key of the damaged part is echoed, on the one line
+    lambda f: f.update(known={"group\nsecond line": 1}),
 ])
 def test_a_damaged_bundle_is_one_line_and_exit_2(tmp_path, edit):
     good = tmp_path / "good.json"
@@ -203,6 +205,14 @@ def test_a_damaged_bundle_is_one_line_and_exit_2(tmp_path, edit):
     proc = doctor("--bundle", str(bad))
     assert proc.returncode == 2 and "damaged bundle" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_bundle_whose_name_holds_a_newline_is_refused_on_one_line(tmp_path):
+    odd = tmp_path / "node\n2.json"
+    odd.write_text(json.dumps({"not": "a bundle"}))
+    proc = doctor("--bundle", str(odd))
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"Error: {tmp_path}/node\\n2.json is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)"]
 
 
 @pytest.mark.parametrize("argv", [["nosuch"], ["doctor", "--bundle", "/nonexistent/b.json"], ["probe", "nope"],

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from rocmcheck.facts.known import known_problem
+from rocmcheck.facts.known import KEY_ECHO_CHARS, known_problem
+from rocmcheck.safe.text import excerpt
 
 
 class Rule(NamedTuple):
@@ -124,7 +125,7 @@ def type_problem(value: Any, spec: Any = None, where: str = "facts") -> str | No
             for key, child in node.items():
                 child_spec = node_spec.get(key, node_spec.get("+" + key, node_spec.get("*")))
                 if child_spec is not None:
-                    stack.append((child, child_spec, f"{path}.{key}"))
+                    stack.append((child, child_spec, f"{path}.{excerpt(key, KEY_ECHO_CHARS)}"))
         elif isinstance(node_spec, list):
             if not isinstance(node, list):
                 return f"{path} should be a list, not {_describe(node)}"
@@ -137,7 +138,7 @@ def type_problem(value: Any, spec: Any = None, where: str = "facts") -> str | No
     roots = value.get("rocm_layout", {}).get("roots", {}) if spec is None and isinstance(value, dict) else {}
     for root, entry in roots.items() if isinstance(roots, dict) else ():
         if entry is not None:
-            problem = type_problem(entry, _ROOT, f"facts.rocm_layout.roots.{root}")
+            problem = type_problem(entry, _ROOT, f"facts.rocm_layout.roots.{excerpt(root, KEY_ECHO_CHARS)}")
             if problem:
                 return problem
     return None

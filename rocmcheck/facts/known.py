@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Union
 
+from rocmcheck.safe.text import excerpt
+
 ALL = "all"
 NOT_KNOWN_PHRASE = "not known"
 
@@ -62,6 +64,10 @@ def knows_all(known: Mapping[str, Any], group: str) -> bool:
     return known.get(group) == ALL
 
 
+# How much of one key of a damaged bundle a message echoes (through excerpt: one line, at most this long).
+KEY_ECHO_CHARS = 40
+
+
 def known_problem(value: Any) -> str | None:
     """Why a bundle's `known` is not a map of group -> "all" | [key, ...]; None when it is."""
     if not isinstance(value, dict):
@@ -70,7 +76,7 @@ def known_problem(value: Any) -> str | None:
         if state == ALL:
             continue
         if not isinstance(state, list) or not all(isinstance(k, str) for k in state):
-            return f"known.{group} should be \"all\" or a list of strings"
+            return f"known.{excerpt(group, KEY_ECHO_CHARS)} should be \"all\" or a list of strings"
     return None
 
 
