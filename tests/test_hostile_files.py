@@ -12,6 +12,7 @@ from hostile import billion_laughs, cli, one_line
 from rocmcheck.errors import BadInput
 from rocmcheck.safe.files import MAX_CONFIG_BYTES, read_head, read_text_capped
 from rocmcheck.safe.structured import load_file, parse_json, parse_yaml
+from rocmcheck.safe.text import KEY_ECHO_CHARS
 
 DEEP = 100_000
 
@@ -102,6 +103,18 @@ def test_json_limits(text, words):
 def test_yaml_limits(text, words):
     with pytest.raises(BadInput, match=words):
         parse_yaml(text)
+
+
+@pytest.mark.parametrize("text, shown", [
+    ('{"zero\\noptimization": {"stage": ' + "9" * 100 + "}}", "zero\\noptimization.stage: an integer of"),
+    ('{"x\\u001b[2J": 1e400}', "x\\x1b[2J: inf is not a finite number"),
+    ('{"' + "k" * 5000 + '": {"a": NaN}}', "k" * KEY_ECHO_CHARS + "... (4920 more characters).a: nan"),
+])
+def test_where_a_bad_value_sits_is_said_on_one_short_line(text, shown):
+    with pytest.raises(BadInput) as info:
+        parse_json(text)
+    message = str(info.value)
+    assert shown in message and "\n" not in message and "\x1b" not in message and len(message) < 300, message
 
 
 def test_yaml_merge_keys_and_small_aliases_still_load():

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
-from rocmcheck.facts.known import KEY_ECHO_CHARS, known_problem
-from rocmcheck.safe.text import excerpt
+from rocmcheck.facts.known import known_problem
+from rocmcheck.safe.text import KEY_ECHO_CHARS, excerpt
 
 
 class Rule(NamedTuple):

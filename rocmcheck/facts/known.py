@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Union
 
-from rocmcheck.safe.text import excerpt
+from rocmcheck.safe.text import KEY_ECHO_CHARS, excerpt
 
 ALL = "all"
 NOT_KNOWN_PHRASE = "not known"
@@ -62,10 +62,6 @@ def knows(known: Mapping[str, Any], group: str, key: str | None = None) -> bool:
 def knows_all(known: Mapping[str, Any], group: str) -> bool:
     """Whether every key of the group is known, so a key missing from it is absent."""
     return known.get(group) == ALL
-
-
-# How much of one key of a damaged bundle a message echoes (through excerpt: one line, at most this long).
-KEY_ECHO_CHARS = 40
 
 
 def known_problem(value: Any) -> str | None:

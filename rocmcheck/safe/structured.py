@@ -19,7 +19,7 @@ from yaml.nodes import MappingNode, SequenceNode
 
 from rocmcheck.errors import BadInput
 from rocmcheck.safe.files import MAX_CONFIG_BYTES, read_text_capped
-from rocmcheck.safe.text import excerpt
+from rocmcheck.safe.text import KEY_ECHO_CHARS, excerpt
 
 # Real configs nest 4 deep (zero_optimization.offload_param.device), bundles 6; 64 is far above both and far
 # below Python's recursion limit, so nothing that walks the data later can hit RecursionError.
@@ -34,11 +34,14 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 
 def _where(path: tuple[Any, ...]) -> str:
+    """Where in the document a value is, as one line: each key through excerpt (a newline in a key is shown as
+    `\\n`, never written)."""
     if not path:
         return "the top level"
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        key = excerpt(part, KEY_ECHO_CHARS)
+        out += f"[{part}]" if isinstance(part, int) else (f".{key}" if out else key)
     return out
 
 

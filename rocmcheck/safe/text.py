@@ -39,6 +39,9 @@ def clean(text: str) -> str:
 # How much of one piece of user data (a key from a config, a file name, an option value) a message echoes: real
 # keys, paths and names are far shorter; a 5 MB key would otherwise be printed whole in every line that names it.
 MAX_ECHO_CHARS = 200
+# How much of one key (of a config, a bundle) a message that says where a value sits echoes: DeepSpeed's longest
+# key, `stage3_gather_16bit_weights_on_model_save`, has 41 characters; twice that is left whole.
+KEY_ECHO_CHARS = 80
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
