@@ -171,7 +171,7 @@ def main() -> None:
     stdout that cannot be written (a full disk) is one line and exit 1."""
     _install_stop_signals()
     from rocmcheck.runner import adopt_orphans
-    from rocmcheck.safe.text import install_console_streams
+    from rocmcheck.safe.text import install_console_streams, one_line
 
     if _command_name(sys.argv[1:]) not in RUNS_A_PERSONS_COMMAND:
         adopt_orphans()  # what a tool leaves (setsid, a daemon) stays below rocmcheck, to be ended with it
@@ -190,11 +190,11 @@ def main() -> None:
             click.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
         except OutputError as failure:
             code = _output_failed(failure)
-    except click.ClickException as exc:
-        click.echo(f"Error: {exc.format_message()}", err=True)
+    except click.ClickException as exc:  # one line too: click echoes a bad value as it was given
+        click.echo(f"Error: {one_line(exc.format_message())}", err=True)
         code = exc.exit_code
-    except BadInput as exc:  # the one bad-input type (rocmcheck/errors.py): one line, exit 2
-        click.echo(f"Error: {exc}", err=True)
+    except BadInput as exc:  # the one bad-input type (rocmcheck/errors.py): one line, exit 2, whatever data it holds
+        click.echo(f"Error: {one_line(str(exc))}", err=True)
         code = EXIT_BAD_INPUT
     except OutputError as exc:
         code = _output_failed(exc)

@@ -135,9 +135,10 @@ SIZES = json.loads((BUNDLED_MODEL / "config.json").read_text())
     ({**SIZES, "num_hidden_layers": -4}, "num_hidden_layers must be a positive integer"),
     ({**SIZES, "vocab_size": 1 << 30, "hidden_size": 1 << 20}, "larger than any real model's"),
     ({**SIZES, "intermediate_size": "384"}, "intermediate_size must be a positive integer"),
+    ({**SIZES, "hidden_size": "64\nsecond line"}, "hidden_size must be a positive integer, got 64\\nsecond line"),
 ])
 def test_a_config_the_planner_cannot_size_is_refused_before_torch(tmp_path, config, words):
-    proc = cli("--model", str(copy_of_bundled(tmp_path, config)), "--device", "cpu", timeout=120)
+    proc = cli("--model", str(copy_of_bundled(tmp_path, config, name="m\nodd")), "--device", "cpu", timeout=120)
     one_line_exit_2(proc, words)
     assert "never built" in proc.stderr
 

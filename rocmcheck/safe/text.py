@@ -45,16 +45,22 @@ KEY_ECHO_CHARS = 80
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
+def one_line(text: str) -> str:
+    """text with a newline, a tab or any control character written as its escape (`\\n`): it cannot start a
+    second line or reach the terminal as a control."""
+    if _CONTROLS.search(text) or "\n" in text or "\t" in text:
+        return "".join(_ESCAPES.get(c) or (ascii(c)[1:-1] if _CONTROLS.match(c) else c) for c in text)
+    return text
+
+
 def excerpt(value: Any, limit: int = MAX_ECHO_CHARS) -> str:
-    """User data as it may be echoed in a message: one line (a newline, a tab or any control character is written
-    as its escape, `\\n`, so a file name with a newline cannot start a second line), at most `limit` characters of
-    it, then how many were left out. The one helper every message uses for data it repeats."""
+    """User data as it may be echoed in a message: one line (one_line: a file name with a newline cannot start a
+    second line), at most `limit` characters of it, then how many were left out. The one helper every message
+    uses for data it repeats."""
     text = str(value)
     if len(text) > limit:
         text = f"{text[:limit]}... ({len(text) - limit} more characters)"
-    if _CONTROLS.search(text) or "\n" in text or "\t" in text:
-        text = "".join(_ESCAPES.get(c) or (ascii(c)[1:-1] if _CONTROLS.match(c) else c) for c in text)
-    return text
+    return one_line(text)
 
 
 def clean_tree(value: Any) -> Any:
