@@ -6,8 +6,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import IO, Callable
 
 import pytest
 
@@ -101,50 +102,62 @@ _BUILD_DEEPSPEED_OPS = (
     "CPUAdamBuilder().load()\n")
 # Over six times the slowest build of both ops seen on a loaded 2-core box (about 90 s): only a wedged build hits it.
 DEEPSPEED_OPS_BUILD_TIMEOUT_S = 600
-_ops_build: dict[str, object] = {}
+KEPT_EXTENSIONS_ENV = "ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR"
+
+
+@dataclass
+class _OpsBuild:
+    proc: subprocess.Popen
+    folder: Path
+    log: IO[bytes]
+    ours: bool  # a temporary folder of this session (removed at its end), not the kept one
+
+
+_ops_build: _OpsBuild | None = None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     import importlib.util
     import sys
 
+    global _ops_build
     if session.config.option.collectonly or not any(
             "torch_extensions_dir" in getattr(item, "fixturenames", ()) for item in session.items):
         return
     if importlib.util.find_spec("deepspeed") is None or not (shutil.which("g++") and shutil.which("ninja")):
         return  # those tests skip themselves
-    keep = os.environ.get("ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR")
-    folder = keep or tempfile.mkdtemp(prefix="rocmcheck-torch-extensions-")
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    log = open(Path(folder) / "rocmcheck-test-build.log", "wb")
-    env = dict(os.environ, DS_ACCELERATOR="cpu", TORCH_EXTENSIONS_DIR=folder)
+    keep = os.environ.get(KEPT_EXTENSIONS_ENV)
+    folder = Path(keep or tempfile.mkdtemp(prefix="rocmcheck-torch-extensions-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    log = open(folder / "rocmcheck-test-build.log", "wb")
+    env = dict(os.environ, DS_ACCELERATOR="cpu", TORCH_EXTENSIONS_DIR=str(folder))
     proc = subprocess.Popen([sys.executable, "-c", _BUILD_DEEPSPEED_OPS], env=env, stdin=subprocess.DEVNULL,
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    _ops_build.update(proc=proc, folder=folder, log=log, ours=not keep)
+    _ops_build = _OpsBuild(proc, folder, log, ours=not keep)
 
 
-def _stop_ops_build() -> None:
+def _stop_ops_build(build: _OpsBuild) -> None:
     """Kill the build child if it still runs. torch's build lock is a file (<op>/lock) that only its holder
     removes, so a killed holder would leave every later build of that op waiting on it forever: the locks it held
     go with it."""
-    proc = _ops_build.get("proc")
-    if isinstance(proc, subprocess.Popen) and proc.poll() is None:
+    if build.proc.poll() is None:
         import signal
 
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        for lock in Path(str(_ops_build["folder"])).glob("*/lock"):
+        os.killpg(build.proc.pid, signal.SIGKILL)
+        build.proc.wait()
+        for lock in build.folder.glob("*/lock"):
             lock.unlink(missing_ok=True)
 
 
 def _end_ops_build() -> None:
-    _stop_ops_build()
-    log = _ops_build.get("log")
-    if log is not None:
-        log.close()  # type: ignore[attr-defined]
-    if _ops_build.get("ours"):
-        shutil.rmtree(str(_ops_build["folder"]), ignore_errors=True)
-    _ops_build.clear()
+    global _ops_build
+    if _ops_build is None:
+        return
+    _stop_ops_build(_ops_build)
+    _ops_build.log.close()
+    if _ops_build.ours:
+        shutil.rmtree(_ops_build.folder, ignore_errors=True)
+    _ops_build = None
 
 
 @pytest.fixture(scope="session")
@@ -152,12 +165,10 @@ def torch_extensions_dir(tmp_path_factory) -> str:
     """Where DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) during this test session: built once per
     session, by the child pytest_collection_finish started, never in the user's ~/.cache. Set
     ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR to keep the builds between sessions (a CI cache)."""
-    proc = _ops_build.get("proc")
-    if isinstance(proc, subprocess.Popen):
+    if _ops_build is not None:
         try:
-            proc.wait(timeout=DEEPSPEED_OPS_BUILD_TIMEOUT_S)
+            _ops_build.proc.wait(timeout=DEEPSPEED_OPS_BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
-            _stop_ops_build()  # the tests' own DeepSpeed runs then build (or fail to build) and say why
-        return str(_ops_build["folder"])
-    keep = os.environ.get("ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR")
-    return keep or str(tmp_path_factory.mktemp("torch-extensions"))
+            _stop_ops_build(_ops_build)  # the tests' own DeepSpeed runs then build (or fail to build) and say why
+        return str(_ops_build.folder)
+    return os.environ.get(KEPT_EXTENSIONS_ENV) or str(tmp_path_factory.mktemp("torch-extensions"))
