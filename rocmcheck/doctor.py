@@ -335,16 +335,17 @@ def load_bundle(path: Path) -> Facts:
         doc = load_file(path, limit=MAX_BUNDLE_BYTES, what="bundle", fmt="json", allow_nonfinite=True)
     except BadInput as exc:
         raise BadInput(f"cannot read bundle {exc}") from None
+    shown = excerpt(path)
     if not isinstance(doc, dict) or doc.get("rocmcheck_bundle") != 1 or "facts" not in doc:
-        raise BadInput(f"{excerpt(path)} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
+        raise BadInput(f"{shown} is not a rocmcheck bundle (made by `rocmcheck doctor --out FILE`)")
     problem = (_too_many(doc["facts"]) or type_problem(doc["facts"])) if isinstance(doc["facts"], dict) \
         else "facts should be an object"
     if problem:
-        raise BadInput(f"{excerpt(path)}: damaged bundle: {problem}")
+        raise BadInput(f"{shown}: damaged bundle: {problem}")
     try:
         facts = Facts.from_dict(doc["facts"])
         for recorded in facts.recorded_results:
             CheckResult.from_dict(recorded)  # the replay shows these: they must be whole
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
-        raise BadInput(f"{excerpt(path)}: damaged bundle: {excerpt(exc, 2 * MAX_ECHO_CHARS)}") from None
+        raise BadInput(f"{shown}: damaged bundle: {excerpt(exc, 2 * MAX_ECHO_CHARS)}") from None
     return facts
