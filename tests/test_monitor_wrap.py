@@ -146,8 +146,12 @@ FAKE_NVIDIA_SMI = r'''#!{python}
 brackets, nounits values), with the recorded H200s' uuids and capacity; memory.used climbs by 1 GiB a call."""
 import os, sys
 counter = {counter!r}
-n = int(open(counter).read()) if os.path.exists(counter) else 0
-open(counter, "w").write(str(n + 1))
+try:  # several monitors may share one counter: it is replaced whole, never read half-written
+    n = int(open(counter).read())
+except (OSError, ValueError):
+    n = 0
+open(f"{{counter}}.{{os.getpid()}}", "w").write(str(n + 1))
+os.replace(f"{{counter}}.{{os.getpid()}}", counter)
 args = " ".join(sys.argv[1:])
 if "--query-compute-apps" in args:
     print("gpu_uuid, pid, used_gpu_memory [MiB]")
@@ -169,6 +173,22 @@ def fake_nvidia_smi(tmp_path: Path) -> dict[str, str]:
     tool.chmod(0o755)
     # no NVML driver here, so the reader falls through to the CLI (the real nvidia-ml-py is installed in CI)
     return env_with_path(bin_dir)
+
+
+def test_a_command_that_ends_before_the_first_tick_still_gets_one_reading(tmp_path):
+    """The stop event set before the sampling thread first runs (a command quicker than a busy scheduler)."""
+    from rocmcheck.monitor.sampler import open_reader
+    from rocmcheck.monitor.wrap import Sampler
+
+    reader, tried = open_reader("nvidia-smi", fake_nvidia_smi(tmp_path))
+    assert reader is not None, tried
+    sampler = Sampler(reader, 60.0, None, None, "vm", {}, time.monotonic())
+    sampler.stop_event.set()
+    sampler.start()
+    sampler.join(timeout=60)
+    reader.close()
+    assert not sampler.is_alive()
+    assert sorted(s.gpu for s in sampler.samples) == [0, 1]
 
 
 def test_readings_from_nvidia_smi_are_recorded(tmp_path):

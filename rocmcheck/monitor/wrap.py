@@ -155,8 +155,10 @@ class Sampler(threading.Thread):
         self.visible: set[int] | None = None
 
     def run(self) -> None:
+        # The first reading is taken whatever the stop event says: a command that ends before this thread is
+        # first scheduled (a busy machine) still gets one reading of the GPUs it ran on, not none.
         next_at = time.monotonic()
-        while not self.stop_event.is_set():
+        while True:
             self.tick()
             next_at += self.interval
             delay = next_at - time.monotonic()
