@@ -5,7 +5,9 @@ the bench. Imports torch."""
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch
 
@@ -37,15 +39,45 @@ MODEL_CLASS_MODULES = ("transformers.masking_utils", "transformers.modeling_util
 
 def import_model_classes() -> None:
     """Import MODEL_CLASS_MODULES now (one timed part of the run, instead of a share of several); a module this
-    transformers does not have is left out."""
+    transformers does not have is left out. scikit-learn is kept out of these imports (sklearn_unseen)."""
     import importlib
 
-    for name in MODEL_CLASS_MODULES:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            pass
-    from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401 - the auto classes themselves
+    with sklearn_unseen():
+        for name in MODEL_CLASS_MODULES:
+            try:
+                importlib.import_module(name)
+            except ImportError:
+                pass
+        from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: F401 - the auto classes themselves
+
+
+@contextmanager
+def sklearn_unseen() -> Iterator[None]:
+    """While the block runs, transformers sees no scikit-learn. Where it is installed, transformers 4.x to 5.17
+    imports sklearn.metrics (and with it scipy) when any model class is imported, at the top of
+    generation/candidate_generator.py, for the roc_curve of assisted decoding's confidence threshold, which a
+    training step never calls: 1.75 s of a 2.4 s import of the model classes on one H200 (transformers 5.17,
+    scikit-learn installed; benchmarks/RESULTS.md, section 18). transformers 5.24 imports it inside the function that
+    uses it, and this changes nothing there. Only this process's view changes (the name that module binds at import);
+    is_sklearn_available answers truly again after the block."""
+    try:
+        import transformers.utils as hf_utils
+    except ImportError:
+        yield
+        return
+    real = getattr(hf_utils, "is_sklearn_available", None)
+    if real is None:
+        yield
+        return
+    hf_utils.is_sklearn_available = _no_sklearn
+    try:
+        yield
+    finally:
+        hf_utils.is_sklearn_available = real
+
+
+def _no_sklearn() -> bool:
+    return False
 
 
 def load_tokenizer(path: Path):
