@@ -1,71 +1,290 @@
-"""Where train.reload's save goes: a random-init LLaMA (1.1B shape by default, fp32, on the GPU) saved by
-save_pretrained to memory (/dev/shm) and to the temporary folder, beside its parts measured in the same run: the
-copy of every tensor to the host, and safetensors' save_file of the host copies.
+"""Where train.reload's save and verify go: a random-init LLaMA (fp32, on the GPU when there is one) saved by
+save_pretrained to the temporary folder, beside its parts and the alternatives, measured in the same run:
 
-    python benchmarks/bench_save_parts.py [--layers 22] [--hidden 2048]
+  host copies       every tensor copied to the host: `.cpu()` (what safetensors does inside save_file), and into
+                    fresh huge-page host buffers (anonymous mmap with MADV_HUGEPAGE, one per tensor)
+  save_pretrained   of the model as it is (GPU tensors), and with state_dict= the huge-page host copies
+  verify            the saved file against the model: on the device (each file tensor moved there and compared, as
+                    saved_weights.compare_files does), and on the host against the host copies
+  GIL               how many Python loop turns another thread makes while save_pretrained writes from host copies
+                    (whether the write lets other work run beside it)
 
-Prints one line per part as it ends (seconds and GB/s over the weights' bytes).
+    python benchmarks/bench_save_parts.py [--shapes 1.1b,7b] [--thp-child] [--variants]
+    python benchmarks/bench_save_parts.py --reload-parts 7b   # the reload check's parts, in its order
+
+--variants also times the huge-page copies made by 4 and 8 threads, and into huge-page buffers pinned with
+cudaHostRegister first (the pinning and the DMA copy apart). --thp-child also times `.cpu()` in a child with
+THP_MEM_ALLOC_ENABLE=1 (torch's CPU allocator asks for huge pages for allocations of 2 MB and more). Prints
+one line per part as it ends (seconds and GB/s over the weights' bytes), and the machine's transparent huge
+page settings first.
 """
 
 from __future__ import annotations
 
 import argparse
+import mmap
+import os
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+
+SHAPES = {  # hidden, intermediate, layers, heads, kv heads (TinyLlama 1.1B, Llama-2 7B)
+    "1.1b": (2048, 5632, 22, 32, 4),
+    "7b": (4096, 11008, 32, 32, 32),
+    "cpu": (1024, 2816, 4, 16, 4),  # a shape a CPU box runs in seconds
+}
+
+
+def sysfs(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError as exc:
+        return f"not readable ({exc.strerror})"
+
+
+def build(shape: str):
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    hidden, inter, layers, heads, kv = SHAPES[shape]
+    cfg = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers, num_attention_heads=heads,
+                      num_key_value_heads=kv, vocab_size=32000)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    with torch.device(device):
+        return LlamaForCausalLM(cfg)
+
+
+def hugepage_empty(like):
+    """A host tensor shaped like `like`, in its own anonymous mapping advised to use huge pages."""
+    import torch
+
+    nbytes = max(1, like.numel() * like.element_size())
+    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        buf.madvise(mmap.MADV_HUGEPAGE)
+    flat = torch.frombuffer(buf, dtype=torch.uint8, count=like.numel() * like.element_size())
+    return flat.view(like.dtype).view(like.shape)
+
+
+def child_cpu_copy(shape: str) -> None:
+    import torch
+
+    model = build(shape)
+    state = model.state_dict()
+    torch.cuda.synchronize() if torch.cuda.is_available() else None
+    t0 = time.perf_counter()
+    host = {k: v.cpu() for k, v in state.items()}
+    s = time.perf_counter() - t0
+    gb = sum(v.numel() * v.element_size() for v in host.values()) / 1e9
+    print(f"  child THP_MEM_ALLOC_ENABLE={os.environ.get('THP_MEM_ALLOC_ENABLE')}: .cpu() of every tensor "
+          f"{s:7.2f} s {gb / s:6.2f} GB/s", flush=True)
+
+
+def measure(shape: str, thp_child: bool, variants: bool) -> None:
+    import torch
+    from safetensors import safe_open
+
+    model = build(shape)
+    on_gpu = next(model.parameters()).is_cuda
+    state = model.state_dict()
+    nbytes = sum(t.numel() * t.element_size() for t in state.values())
+    gb = nbytes / 1e9
+    print(f"{shape}: {sum(p.numel() for p in model.parameters()) / 1e6:,.0f}M parameters, {gb:.2f} GB, "
+          f"{'cuda' if on_gpu else 'cpu'}", flush=True)
+
+    def part(label: str, fn):
+        if on_gpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn()
+        if on_gpu:
+            torch.cuda.synchronize()
+        s = time.perf_counter() - t0
+        print(f"  {label:<62} {s:7.2f} s  {gb / s:6.2f} GB/s", flush=True)
+        return out
+
+    host_plain = part(".cpu() of every tensor (fresh 4 KiB pages)", lambda: {k: v.cpu() for k, v in state.items()})
+    del host_plain
+
+    def hugepage_copies():
+        out = {}
+        for k, v in state.items():
+            h = hugepage_empty(v)
+            h.copy_(v)
+            out[k] = h
+        return out
+
+    host = part("copy into huge-page host buffers", hugepage_copies)
+    if variants and on_gpu:
+        from concurrent.futures import ThreadPoolExecutor
+
+        for workers in (4, 8):
+            def threaded(workers=workers):
+                def one(item):
+                    h = hugepage_empty(item[1])
+                    h.copy_(item[1])
+                    return item[0], h
+                with ThreadPoolExecutor(workers) as pool:
+                    return dict(pool.map(one, state.items()))
+            part(f"copy into huge-page host buffers, {workers} threads", threaded)
+        cudart = torch.cuda.cudart()
+        bufs = part("huge-page buffers, each pinned (cudaHostRegister)", lambda: [
+            (hugepage_empty(v), v) for v in state.values()])
+        def register():
+            for h, _ in bufs:
+                cudart.cudaHostRegister(h.data_ptr(), h.numel() * h.element_size(), 0)
+        part("  the pinning itself", register)
+        part("  copy into them (DMA)", lambda: [h.copy_(v, non_blocking=True) for h, v in bufs])
+        print(f"    equal: {all(torch.equal(h, v.cpu()) for h, v in bufs[:3])}", flush=True)
+        part("  unpin", lambda: [cudart.cudaHostUnregister(h.data_ptr()) for h, _ in bufs])
+        del bufs
+    with tempfile.TemporaryDirectory(prefix="rocmcheck-save-") as tmp:
+        part("save_pretrained of the model (GPU tensors), temporary folder",
+             lambda: model.save_pretrained(Path(tmp) / "a", safe_serialization=True))
+        shutil.rmtree(Path(tmp) / "a")
+        part("save_pretrained state_dict=huge-page host copies",
+             lambda: model.save_pretrained(Path(tmp) / "b", state_dict=dict(host), safe_serialization=True))
+        files = sorted((Path(tmp) / "b").glob("*.safetensors"))
+
+        def verify_device():
+            ok = True
+            for path in files:
+                with safe_open(str(path), framework="pt") as f:
+                    for key in f.keys():
+                        ok &= torch.equal(f.get_tensor(key).to(state[key].device), state[key])
+            return ok
+
+        def verify_host():
+            ok = True
+            for path in files:
+                with safe_open(str(path), framework="pt") as f:
+                    for key in f.keys():
+                        ok &= torch.equal(f.get_tensor(key), host[key])
+            return ok
+
+        print(f"    equal: {part('verify on the device (file tensor -> device, compare)', verify_device)}", flush=True)
+        print(f"    equal: {part('verify on the host (file tensor vs host copy)', verify_host)}", flush=True)
+
+        turns = [0]
+        stop = threading.Event()
+
+        def spin():
+            while not stop.is_set():
+                turns[0] += 1
+
+        base_t0 = time.perf_counter()
+        th = threading.Thread(target=spin)
+        th.start()
+        time.sleep(0.5)
+        stop.set()
+        th.join()
+        idle_rate = turns[0] / (time.perf_counter() - base_t0)
+        turns[0] = 0
+        stop.clear()
+        th = threading.Thread(target=spin)
+        th.start()
+        t0 = time.perf_counter()
+        model.save_pretrained(Path(tmp) / "c", state_dict=dict(host), safe_serialization=True)
+        s = time.perf_counter() - t0
+        stop.set()
+        th.join()
+        print(f"  GIL: another thread ran {turns[0] / s / idle_rate:.0%} of its idle rate during a {s:.2f} s "
+              f"save_pretrained from host copies", flush=True)
+    host = None  # the copies go before the next shape
+    if thp_child:
+        for value in ("0", "1"):
+            env = dict(os.environ, THP_MEM_ALLOC_ENABLE=value)
+            subprocess.run([sys.executable, __file__, "--child-cpu-copy", shape], env=env, timeout=300, check=False)
+
+
+def reload_parts(shape: str) -> None:
+    """The reload check's own parts in the order the run does them, for each place the checkpoint can go: the
+    host copies (one thread, 8 threads), save_pretrained from them, the compare with them (one thread, 8 threads),
+    and the removal of the folder; then the pinned-buffer variant of the copies."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+    from safetensors import safe_open
+
+    model = build(shape)
+    state = model.state_dict()
+    gb = sum(t.numel() * t.element_size() for t in state.values()) / 1e9
+    print(f"{shape}: {gb:.2f} GB", flush=True)
+
+    on_gpu = torch.cuda.is_available()
+
+    def part(label: str, fn):
+        if on_gpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn()
+        if on_gpu:
+            torch.cuda.synchronize()
+        s = time.perf_counter() - t0
+        print(f"  {label:<62} {s:7.2f} s  {gb / s:6.2f} GB/s", flush=True)
+        return out
+
+    def copy_one(item):
+        h = hugepage_empty(item[1])
+        h.copy_(item[1])
+        return item[0], h
+
+    for workers in (1, 8, 4, 1, 8):  # each twice apart: the first copy also faults the pages in for the first time
+        host = None
+        with ThreadPoolExecutor(workers) as pool:
+            host = part(f"host copies, huge pages, {workers} thread(s)",
+                        lambda: dict(pool.map(copy_one, state.items())))
+    for where in (tempfile.gettempdir(), "/dev/shm"):
+        folder = Path(tempfile.mkdtemp(prefix="rocmcheck-reload-parts-", dir=where))
+        part(f"save_pretrained from the host copies, {where}",
+             lambda: model.save_pretrained(folder / "ckpt", state_dict=dict(host), safe_serialization=True))
+        files = sorted((folder / "ckpt").glob("*.safetensors"))
+
+        def compare(workers: int) -> bool:
+            handles = [safe_open(str(p), framework="pt") for p in files]
+            pairs = [(h.get_tensor(k), host[k]) for h in handles for k in h.keys()]
+            with ThreadPoolExecutor(workers) as pool:
+                return all(pool.map(lambda ab: torch.equal(*ab), pairs))
+
+        for workers in (1, 8):
+            print(f"    equal: {part(f'compare with the host copies, {workers} thread(s)', lambda: compare(workers))}",
+                  flush=True)
+        part(f"remove the folder, {where}", lambda: shutil.rmtree(folder))
+    host = None
+    if not on_gpu:
+        return
+    cudart = torch.cuda.cudart()
+    bufs = part("pinned: huge-page buffers", lambda: [(hugepage_empty(v), v) for v in state.values()])
+    part("pinned: touch every page, 8 threads", lambda: list(ThreadPoolExecutor(8).map(
+        lambda hv: hv[0].view(-1).view(torch.uint8)[::4096].fill_(0), bufs)))
+    part("pinned: cudaHostRegister", lambda: [cudart.cudaHostRegister(h.data_ptr(), h.nbytes, 0) for h, _ in bufs])
+    part("pinned: copy into them (DMA)", lambda: [h.copy_(v, non_blocking=True) for h, v in bufs])
+    part("pinned: cudaHostUnregister", lambda: [cudart.cudaHostUnregister(h.data_ptr()) for h, _ in bufs])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--layers", type=int, default=22)
-    ap.add_argument("--hidden", type=int, default=2048)
-    ap.add_argument("--intermediate", type=int, default=5632)
+    ap.add_argument("--shapes", default="1.1b")
+    ap.add_argument("--thp-child", action="store_true")
+    ap.add_argument("--variants", action="store_true", help="also: threaded copies, pinned (registered) buffers")
+    ap.add_argument("--child-cpu-copy", metavar="SHAPE")
+    ap.add_argument("--reload-parts", metavar="SHAPE", help="the reload check's parts in its order (a GPU only)")
     args = ap.parse_args()
-    import torch
-    from safetensors.torch import save_file
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    cfg = LlamaConfig(hidden_size=args.hidden, intermediate_size=args.intermediate, num_hidden_layers=args.layers,
-                      num_attention_heads=max(1, args.hidden // 64), num_key_value_heads=max(1, args.hidden // 256),
-                      vocab_size=32000)
-    with torch.device(device):
-        model = LlamaForCausalLM(cfg)
-    nbytes = sum(t.numel() * t.element_size() for t in model.state_dict().values())
-    gb = nbytes / 1e9
-    print(f"{device}: {sum(p.numel() for p in model.parameters()) / 1e6:,.0f}M parameters, {gb:.2f} GB fp32",
-          flush=True)
-
-    def part(label: str, fn) -> None:
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        s = time.perf_counter() - t0
-        print(f"{label:<48} {s:7.2f} s  {gb / s:6.2f} GB/s", flush=True)
-
-    host: dict[str, torch.Tensor] = {}
-    part("every tensor to the host (.cpu())", lambda: host.update({k: v.cpu() for k, v in model.state_dict().items()
-                                                                  if k != "lm_head.weight"}))
-    if device == "cuda":
-        pinned: dict[str, torch.Tensor] = {}
-        part("every tensor to pinned host memory", lambda: pinned.update(
-            {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True).copy_(v, non_blocking=True)
-             for k, v in model.state_dict().items() if k != "lm_head.weight"}))
-    for where in ("/dev/shm", tempfile.gettempdir()):
-        if not Path(where).is_dir():
-            continue
-        folder = Path(tempfile.mkdtemp(prefix="rocmcheck-save-", dir=where))
-        try:
-            part(f"safetensors save_file of the host copies, {where}",
-                 lambda: save_file(host, str(folder / "host.safetensors")))
-            (folder / "host.safetensors").unlink()
-            part(f"save_pretrained, {where}", lambda: model.save_pretrained(folder / "m", safe_serialization=True))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+    if args.child_cpu_copy:
+        child_cpu_copy(args.child_cpu_copy)
+        return
+    if args.reload_parts:
+        reload_parts(args.reload_parts)
+        return
+    for name in ("enabled", "defrag", "khugepaged/defrag"):
+        print(f"transparent_hugepage/{name}: {sysfs('/sys/kernel/mm/transparent_hugepage/' + name)}")
+    print(f"temporary folder: {tempfile.gettempdir()}", flush=True)
+    for shape in args.shapes.split(","):
+        measure(shape, args.thp_child, args.variants)
 
 
 if __name__ == "__main__":

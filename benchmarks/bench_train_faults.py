@@ -4,7 +4,8 @@ pass the same run without it:
 
 - a leak (a validation loss kept with its graph every step) -> train.memory_leak fails; the clean run passes
 - an inf in the forward pass -> train.finite fails and the run stops
-- a flipped bit in the saved checkpoint -> train.reload fails (the files read back, and the full reload)
+- a flipped bit in the saved checkpoint -> train.reload fails (the files read back, and the full reload); the
+  same check passes a healthy save made from host copies in the background
 - attention that drops its scale in bf16 -> train.numerics fails; the same run without it passes
 
     python benchmarks/bench_train_faults.py [--device cuda]
@@ -27,6 +28,7 @@ SELECTION = [
     "tests/test_train_faults.py::test_clean_run_is_not_flagged",
     "tests/test_train_faults.py::test_inf_in_the_forward_pass_is_caught_and_stops_the_run",
     "tests/test_train_reload.py::test_a_real_run_with_a_flipped_bit_in_its_checkpoint_fails_reload",
+    "tests/test_train_reload.py::test_the_files_method_saves_from_host_copies_and_keeps_the_verdict_order",
     "tests/test_train_own_model.py::test_planted_attention_fault_fails_numerics",
     "tests/test_train_own_model.py::test_the_same_run_without_the_fault_passes_numerics",
 ]

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 from rocmcheck.monitor.step_memory import GiB, MiB
 from rocmcheck.result import CheckResult, worst
 from rocmcheck.safe.files import write_atomic
-from rocmcheck.train import reference
+from rocmcheck.train import reference, scratch
 
 OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint", "adapter")
 
@@ -69,15 +69,16 @@ def _nearest_existing(path: Path) -> Path | str:
 
 
 @contextmanager
-def checkpoint_folder(out: Path | None, name: str = "checkpoint") -> Iterator[Path]:
-    """A new, empty folder to save the checkpoint (or LoRA adapter) into (inside --out, so the final rename stays
-    on one file system; a temporary folder without --out). Removed on the way out; publish_checkpoint moves it
-    first."""
-    parent = None
+def checkpoint_folder(out: Path | None, name: str = "checkpoint", size_bytes: int | None = None) -> Iterator[Path]:
+    """A new, empty folder to save the checkpoint (or LoRA adapter) into: inside --out, so the final rename stays
+    on one file system; without --out, in memory when a checkpoint of size_bytes fits there (scratch.py), else a
+    temporary folder. Removed on the way out; publish_checkpoint moves it first."""
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
-        parent = str(out)
-    with tempfile.TemporaryDirectory(prefix=".rocmcheck-checkpoint-", dir=parent) as tmp:
+        parent = Path(out)
+    else:
+        parent = scratch.scratch_parent(size_bytes)
+    with tempfile.TemporaryDirectory(prefix=scratch.folder_prefix(), dir=parent) as tmp:
         yield Path(tmp) / name
 
 

@@ -13,6 +13,7 @@ Those runs keep only their loss and step times; the verdicts are on the DeepSpee
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib.util
 import json
@@ -409,8 +410,9 @@ class _Run:
         else:
             min_drop = verdicts.LORA_LEARNS_MIN_DROP if cfg.lora_rank else verdicts.LEARNS_MIN_DROP
             results = [verdicts.check_learns(phase.losses, numerics_ok, min_drop)]
-        with self.timed("reload"):
-            results.append(self._reload(eval_model, live, noise, batch, saved_other_model=strategy.zero3))
+        with self.timed("reload"):  # saves now, in the background where it can; judged after the profile
+            finish_reload = self._begin_reload(eval_model, live, noise, batch, saved_other_model=strategy.zero3)
+        reload_at = len(results)
         if cfg.judged_on_task:
             key = cfg.reference_key()
             if world.distributed:
@@ -435,6 +437,8 @@ class _Run:
                                                  modeling.param_count(eval_model), recompute, world.world_size))
         with self.timed("profile"):
             results.append(self._kernels(strategy))
+        with self.timed("reload"):
+            results.insert(reload_at, finish_reload())
         return results
 
     def _kernels(self, strategy) -> CheckResult:
@@ -457,46 +461,84 @@ class _Run:
             return torch.cuda.get_device_properties(self.device).total_memory
         return _host_memory_bytes()
 
-    @torch.no_grad()
     def _reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor,
                 saved_other_model: bool = False) -> CheckResult:
+        """train.reload from start to end (_begin_reload, then what it returns)."""
+        return self._begin_reload(eval_model, live, noise, batch, saved_other_model)()
+
+    @torch.no_grad()
+    def _begin_reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor,
+                      saved_other_model: bool = False) -> Callable[[], CheckResult]:
         """Save the trained weights as the Trainer would (ZeRO-3: the gathered 16-bit state), then check what was
         saved: the weights must come back bit for bit, and the logits must match the trained model's own (live)
         logits within the device's run-to-run noise. A small model (up to 1 GiB of weights) is loaded back with
         from_pretrained; a larger one is read back from its files tensor by tensor (saved_weights.py: no second
         copy on the device), falling back to from_pretrained when the files are not a one-to-one image of the
-        model. saved_other_model: eval_model is not the module whose logits `live` holds (ZeRO-3's gathered
-        copy), so its logits are compared in either method. info["reload"]: the method and the save and verify
-        seconds."""
+        model. The larger one is saved from host copies made here, written by a background thread while the
+        caller goes on; the function returned waits for the write and judges. saved_other_model: eval_model is
+        not the module whose logits `live` holds (ZeRO-3's gathered copy), so its logits are compared in either
+        method. info["reload"]: the method, and the host copy, save and verify seconds."""
         if self.cfg.lora_rank:
-            return self._reload_adapter(eval_model, live, noise, batch)
-        dtype = next(eval_model.parameters()).dtype
+            result = self._reload_adapter(eval_model, live, noise, batch)
+            return lambda: result
         nbytes = saved_weights.weight_bytes(eval_model)
         method = saved_weights.choose_method(nbytes, os.environ.get(saved_weights.METHOD_ENV))
         shown = self.info["reload"] = {"method": method, "weight_bytes": nbytes}
-        files = again = None
+        folder = contextlib.ExitStack()
         save_dir = Path(self.cfg.out or ".")
+        host = saving = None
         try:
             # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
-            with checkpoint_folder(self.cfg.out) as save_dir:
+            t0 = time.perf_counter()
+            if method == "files":
+                host = saved_weights.host_copies(eval_model.state_dict())
+                shown["host_copy_s"] = round(time.perf_counter() - t0, 3)
+            # after the copies: whether the checkpoint fits in memory counts the memory they take
+            save_dir = folder.enter_context(checkpoint_folder(self.cfg.out, size_bytes=nbytes))
+            shown["saved_in"] = str(save_dir.parent.parent)  # --out, /dev/shm or the temporary folder
+            if host is not None:
+                saving = saved_weights.BackgroundSave(eval_model, save_dir, host)
+                host = None  # the save owns the copies now: it lets them go once they are compared
+            else:
                 t0 = time.perf_counter()
                 eval_model.save_pretrained(save_dir, safe_serialization=True)
                 shown["save_s"] = round(time.perf_counter() - t0, 3)
+        except Exception as exc:  # noqa: BLE001 - _save_failed sorts it
+            folder.close()
+            if host is not None:
+                host.release()
+            failed = self._save_failed(exc, save_dir)
+            return lambda: failed
+        return lambda: self._finish_reload(eval_model, live, noise, batch, saved_other_model, folder, save_dir,
+                                           saving)
+
+    @torch.no_grad()
+    def _finish_reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor,
+                       saved_other_model: bool, folder: contextlib.ExitStack, save_dir: Path,
+                       saving: saved_weights.BackgroundSave | None) -> CheckResult:
+        shown = self.info["reload"]
+        dtype = next(eval_model.parameters()).dtype
+        files = again = None
+        try:
+            with folder:
+                if saving is not None:
+                    shown["save_s"] = saving.join()
                 if self.hooks.on_saved:
                     self.hooks.on_saved(save_dir)
                 t0 = time.perf_counter()
-                if method == "files":
-                    files = saved_weights.compare_files(save_dir, eval_model)
+                if shown["method"] == "files":
+                    files = saved_weights.compare_files(save_dir, eval_model, saving.copies if saving else None)
                     if not files.one_to_one:
                         shown["method"], shown["fallback"], files = "full", files.why_not, None
                 if files is None:
                     again = modeling.load_model(save_dir, self.cfg, batch.device, dtype=dtype).eval()
                 if self.cfg.out:
                     publish_checkpoint(save_dir, Path(self.cfg.out))
-        except Exception as exc:  # noqa: BLE001 - sorted below: what the saved files make the readers raise fails
-            if not isinstance(exc, OSError) and weights_failure(save_dir, exc) is None:
-                raise
-            return verdicts.check_reload(None, error=f"{type(exc).__name__}: {first_line(exc, 300)}")
+        except Exception as exc:  # noqa: BLE001 - _save_failed sorts it
+            return self._save_failed(exc, save_dir)
+        finally:
+            if saving is not None:
+                saving.release()  # the host copies go as soon as the files are judged
         bound, label = noise, "this device's run-to-run noise"
         if dtype in (torch.bfloat16, torch.float16):
             # The engine's module (ZeRO hooks, gathered parameters) and a plain HF model with the same 16-bit
@@ -514,6 +556,14 @@ class _Run:
         diff = (again(input_ids=batch).logits.float() - live).abs().max().item()
         shown["verify_s"] = round(time.perf_counter() - t0, 3)
         return verdicts.check_reload(diff, bound, weights_equal, bound_label=label)
+
+    @staticmethod
+    def _save_failed(exc: Exception, save_dir: Path) -> CheckResult:
+        """A save or a read back that raised: a failed train.reload when the saved files (or the disk) made the
+        readers raise; anything else is raised again (a bug)."""
+        if not isinstance(exc, OSError) and weights_failure(save_dir, exc) is None:
+            raise exc
+        return verdicts.check_reload(None, error=f"{type(exc).__name__}: {first_line(exc, 300)}")
 
     @torch.no_grad()
     def _reload_adapter(self, model, live: torch.Tensor, noise: float, batch: torch.Tensor) -> CheckResult:

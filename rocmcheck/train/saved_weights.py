@@ -13,12 +13,31 @@ That holds only when the files are a one-to-one image of the model's state dict:
 saved once), dtypes and shapes. Anything else (a saver that renames or converts tensors, a tensor missing from the
 files) is not judged here: `compare_files` says why, and the caller falls back to the full reload, which
 decides (a missing tensor comes back from from_pretrained freshly initialised, so the weights differ there too).
-A tensor whose bytes differ is a broken save either way. Imports torch.
+A tensor whose bytes differ is a broken save either way.
+
+A model checked this way is saved from host copies (host_copies): save_pretrained moves every tensor of a shard
+to the host before it writes (safetensors' save_file does), into fresh 4 KiB pages, and those page faults made
+the copy, not the disk, most of the save's time: on one H200, a 7B in fp32 (26.95 GB) took 21.35 s to copy that
+way, 8.27 s into pageable buffers that ask for huge pages, and 1.93 s into such buffers pinned first (their pages
+faulted in by 8 threads, then registered with the driver, then filled by the copy engine); save_pretrained took
+34.90 s from the GPU and 8.19 s from host copies (benchmarks/bench_save_parts.py, RESULTS.md section 18).
+save_pretrained is handed the copies as its state_dict, as Trainer hands it one, so it writes the same bytes by its
+own code. The write runs in a thread of its own (BackgroundSave): it holds no GIL while it writes (another thread
+ran at 91-146% of its idle rate beside it), so the run's other verdicts and its profile go on meanwhile. The
+files are then compared with the host copies, which are the model's bytes (on the H200: 0.88 s for the 7B, 4.00 s
+moving each file tensor to the GPU).
+Imports torch.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import mmap
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,6 +55,16 @@ METHOD_ENV = "ROCMCHECK_RELOAD_CHECK"
 METHODS = ("full", "files")
 # Keys of a config that say where it was read from and by which version, not what the model computes.
 PROVENANCE_KEYS = ("_name_or_path", "transformers_version")
+# A host copy at least this large gets its own mapping advised to use huge pages (the x86-64 and arm64 huge page
+# size: a smaller one could not use one anyway).
+HUGE_PAGE_BYTES = 2 << 20
+# Pages of the buffers to pin are faulted in by this many threads first, one write every PAGE_TOUCH_STRIDE bytes
+# (a 4 KiB page's size, so it holds for buffers that got no huge pages too). On one H200 (16 cores), a 7B in fp32:
+# the faulting 0.59 s, the registration 0.85 s and the DMA copy 0.49 s, where the copy into pageable huge pages
+# took 8.25 s (8 threads copying there: 8.56 s; benchmarks/bench_save_parts.py --reload-parts, RESULTS.md
+# section 18).
+PIN_THREADS = 8
+PAGE_TOUCH_STRIDE = 4096
 
 
 @dataclass
@@ -91,10 +120,141 @@ def _aliases(state: dict[str, torch.Tensor]) -> dict[str, set[str]]:
     return {key: group - {key} for group in groups.values() for key in group}
 
 
+def _host_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised host tensor; from HUGE_PAGE_BYTES up, in a private anonymous mapping of its own with
+    MADV_HUGEPAGE (honoured where transparent huge pages are "always" or "madvise", the usual settings; a
+    shared mapping would follow shmem_enabled instead, mostly "never")."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    if nbytes < HUGE_PAGE_BYTES or not flags:
+        return torch.empty(shape, dtype=dtype)
+    buf = mmap.mmap(-1, nbytes, flags=flags)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        buf.madvise(mmap.MADV_HUGEPAGE)
+    return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).view(shape)  # the tensor keeps the mapping alive
+
+
+class HostCopies:
+    """A state dict's host copies (host_copies): `tensors` by name. Those that came from a GPU are pinned
+    (registered with the driver) so the copy engine writes them at full speed: unpin() gives the pages back to the
+    kernel's usual care and must come before they are freed; release() unpins and lets every copy go. Both may be
+    called again."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], pinned: list[int]) -> None:
+        self.tensors = tensors
+        self._pinned = pinned
+
+    def unpin(self) -> None:
+        pinned, self._pinned = self._pinned, []
+        if pinned:
+            cudart = torch.cuda.cudart()
+            for ptr in pinned:
+                cudart.cudaHostUnregister(ptr)
+
+    def release(self) -> None:
+        self.unpin()
+        self.tensors = {}
+
+
+def _pin(buffers: list[torch.Tensor]) -> list[int]:
+    """Register each buffer with the GPU driver (cudaHostRegister; hipHostRegister under ROCm, the same torch
+    call), after faulting its pages in from several threads at once (registration would fault them in one).
+    Returns the addresses registered; a buffer the driver refuses stays pageable, still copied correctly."""
+    try:
+        cudart = torch.cuda.cudart()
+        success = cudart.cudaError.success
+    except (AttributeError, RuntimeError, AssertionError):  # a torch without these bindings
+        return []
+    with ThreadPoolExecutor(max(1, min(PIN_THREADS, os.cpu_count() or 1))) as pool:
+        list(pool.map(lambda b: b.view(-1).view(torch.uint8)[::PAGE_TOUCH_STRIDE].fill_(0), buffers))
+    pinned = []
+    for b in buffers:
+        if cudart.cudaHostRegister(b.data_ptr(), b.nbytes, 0) == success:
+            pinned.append(b.data_ptr())
+    return pinned
+
+
 @torch.no_grad()
-def compare_files(folder: Path, model: torch.nn.Module) -> FilesComparison:
-    """The checkpoint in `folder` against `model`, tensor by tensor. Raises what safetensors or the config
-    reader raise on a damaged file (the caller turns that into a failed train.reload)."""
+def host_copies(state: dict[str, torch.Tensor]) -> HostCopies | None:
+    """Every tensor of `state` copied once to the host (_host_empty; from a GPU, into pinned buffers by the copy
+    engine, then waited for); names of one tensor (a tied weight) share one copy, as they share one tensor in the
+    model, so save_pretrained finds the same ties. None when a copy would not be the same state dict: two
+    different tensors within one storage (save_pretrained decides what to do with those), or an entry that is not
+    a dense tensor."""
+    names: dict[str, tuple] = {}
+    sources: dict[tuple, torch.Tensor] = {}
+    storages: set[tuple] = set()
+    for key, t in state.items():
+        if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
+            return None
+        storage = (str(t.device), t.untyped_storage().data_ptr())
+        ident = (*storage, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        names[key] = ident
+        if ident in sources:
+            continue
+        if t.numel() and storage in storages:
+            return None
+        storages.add(storage)
+        sources[ident] = t
+    copies = {ident: _host_empty(tuple(t.shape), t.dtype) for ident, t in sources.items()}
+    on_gpu = [ident for ident, t in sources.items() if t.device.type == "cuda"]
+    pinned = _pin([copies[i] for i in on_gpu if copies[i].nbytes >= HUGE_PAGE_BYTES]) if on_gpu else []
+    for ident, t in sources.items():
+        copies[ident].copy_(t, non_blocking=t.device.type == "cuda")
+    for device in {sources[i].device for i in on_gpu}:
+        torch.cuda.synchronize(device)
+    return HostCopies({key: copies[ident] for key, ident in names.items()}, pinned)
+
+
+class BackgroundSave:
+    """model.save_pretrained(folder, state_dict=the host copies) in a thread of its own, started at once, which
+    unpins the copies when the write is done; join() waits for it, raises what save_pretrained raised, and returns
+    the seconds it took. copies: the host copies by name, to compare the files with; release() lets them go."""
+
+    def __init__(self, model: torch.nn.Module, folder: Path, copies: HostCopies) -> None:
+        self._copies = copies
+        self._error: BaseException | None = None
+        self._seconds = 0.0
+        # save_pretrained pops what it wrote from the dict it is given: a copy, so the copies stay whole for the compare
+        self._thread = threading.Thread(target=self._save, args=(model, folder, dict(copies.tensors)), daemon=True,
+                                        name="rocmcheck-save-pretrained")
+        self._thread.start()
+
+    @property
+    def copies(self) -> dict[str, torch.Tensor]:
+        return self._copies.tensors
+
+    def _save(self, model: torch.nn.Module, folder: Path, state: dict[str, torch.Tensor]) -> None:
+        t0 = time.perf_counter()
+        try:
+            model.save_pretrained(folder, state_dict=state, safe_serialization=True)
+        except BaseException as exc:  # noqa: BLE001 - handed to join(), on the run's own thread
+            self._error = exc
+        finally:
+            self._seconds = round(time.perf_counter() - t0, 3)
+            try:
+                self._copies.unpin()
+            except Exception as exc:  # noqa: BLE001 - a driver that cannot unregister: join() raises it
+                self._error = self._error or exc
+
+    def join(self) -> float:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._seconds
+
+    def release(self) -> None:
+        self._thread.join()
+        self._copies.release()
+
+
+@torch.no_grad()
+def compare_files(folder: Path, model: torch.nn.Module, host: dict[str, torch.Tensor] | None = None) \
+        -> FilesComparison:
+    """The checkpoint in `folder` against `model`, tensor by tensor: each saved tensor against its host copy when
+    `host` (host_copies of this model) is given, else moved to the model's device and compared there. Raises
+    what safetensors or the config reader raise on a damaged file (the caller turns that into a failed
+    train.reload)."""
     from safetensors import safe_open
     from transformers import AutoConfig
 
@@ -117,7 +277,8 @@ def compare_files(folder: Path, model: torch.nn.Module) -> FilesComparison:
                 seen.add(key)
                 found.tensors += 1
                 found.bytes += saved.numel() * saved.element_size()
-                if found.weights_equal and not torch.equal(saved.to(live.device), live):
+                if found.weights_equal and not (torch.equal(saved, host[key]) if host is not None
+                                                else torch.equal(saved.to(live.device), live)):
                     found.weights_equal, found.first_difference = False, key
     aliases = _aliases(state)
     missing = [k for k in state if k not in seen and not (aliases.get(k, set()) & seen)]

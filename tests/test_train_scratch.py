@@ -1,0 +1,70 @@
+"""Where train.reload's scratch checkpoint goes without --out (rocmcheck/train/scratch.py): in memory only with
+room to spare, never past a TMPDIR the person set, and a folder a killed run left behind removed by the next."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from rocmcheck.train import scratch
+from rocmcheck.train.outputs import checkpoint_folder
+from rocmcheck.units import GIB
+
+
+def plenty() -> tuple[int, str]:
+    return 1 << 50, "MemAvailable"
+
+
+def test_memory_is_used_when_the_checkpoint_fits_with_room(tmp_path):
+    assert scratch.scratch_parent(1000, shm=tmp_path, env={}, memory=plenty) == tmp_path
+
+
+def test_too_little_free_memory_or_not_known_falls_back_to_the_temporary_folder(tmp_path):
+    tight = lambda: (scratch.SHM_HEADROOM_BYTES + 2 * GIB, "cgroup memory.max - memory.current")  # noqa: E731
+    assert scratch.scratch_parent(3 * GIB, shm=tmp_path, env={}, memory=tight) is None
+    assert scratch.scratch_parent(1 * GIB, shm=tmp_path, env={}, memory=tight) == tmp_path
+    assert scratch.scratch_parent(1000, shm=tmp_path, env={}, memory=lambda: (None, "unknown")) is None
+    assert scratch.scratch_parent(None, shm=tmp_path, env={}, memory=plenty) is None
+
+
+def test_a_tmpdir_the_person_set_wins(tmp_path):
+    assert scratch.scratch_parent(1000, shm=tmp_path, env={"TMPDIR": "/scratch/me"}, memory=plenty) is None
+
+
+def test_no_shm_or_a_link_there_is_not_used(tmp_path):
+    assert scratch.scratch_parent(1000, shm=tmp_path / "absent", env={}, memory=plenty) is None
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path)
+    assert scratch.scratch_parent(1000, shm=link, env={}, memory=plenty) is None
+
+
+def test_the_file_system_must_have_the_room_too(tmp_path):
+    free = os.statvfs(tmp_path).f_bavail * os.statvfs(tmp_path).f_frsize
+    assert scratch.scratch_parent(free + GIB, shm=tmp_path, env={}, memory=plenty) is None
+
+
+def test_a_killed_runs_folder_is_swept_and_a_live_ones_and_others_are_kept(tmp_path):
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True, timeout=60).stdout.strip()
+    left = tmp_path / f"{scratch.PREFIX}{gone}-abc"
+    (left / "checkpoint").mkdir(parents=True)
+    (left / "checkpoint" / "model.safetensors").write_bytes(b"x" * 10)
+    live = tmp_path / f"{scratch.folder_prefix()}def"
+    live.mkdir()
+    theirs = tmp_path / "someone-elses"
+    theirs.mkdir()
+    lookalike = tmp_path / f"{scratch.PREFIX}{gone}-file"
+    lookalike.write_text("not a folder")
+    assert scratch.sweep_stale(tmp_path) == [left]
+    assert not left.exists() and live.is_dir() and theirs.is_dir() and lookalike.is_file()
+
+
+def test_the_folder_without_out_is_named_for_its_process_and_removed_after(monkeypatch, tmp_path):
+    monkeypatch.setattr(scratch, "SHM", tmp_path)
+    monkeypatch.delenv("TMPDIR", raising=False)
+    monkeypatch.setattr(scratch, "available_memory", plenty)
+    with checkpoint_folder(None, size_bytes=1000) as save_dir:
+        parent = save_dir.parent
+        assert parent.name.startswith(scratch.folder_prefix())
+    assert not parent.exists()
