@@ -31,6 +31,7 @@ Imports torch.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import mmap
@@ -65,6 +66,10 @@ HUGE_PAGE_BYTES = 2 << 20
 # section 18).
 PIN_THREADS = 8
 PAGE_TOUCH_STRIDE = 4096
+# The files are compared with the host copies by this many threads (torch.equal lets the GIL go). The 7B on one
+# H200: 0.88 s instead of 1.30 s from the disk's page cache, 1.33 s instead of 2.62 s from /dev/shm (the same
+# bench_save_parts.py --reload-parts run).
+COMPARE_THREADS = 8
 
 
 @dataclass
@@ -264,22 +269,31 @@ def compare_files(folder: Path, model: torch.nn.Module, host: dict[str, torch.Te
         return FilesComparison(False, "no safetensors files were saved")
     found = FilesComparison(True)
     seen: set[str] = set()
-    for path in files:
-        with safe_open(str(path), framework="pt") as f:
+    against_host: list[tuple[str, torch.Tensor, torch.Tensor]] = []
+    with contextlib.ExitStack() as handles:  # the file tensors map their files: open until compared
+        for path in files:
+            f = handles.enter_context(safe_open(str(path), framework="pt"))
             for key in f.keys():
                 live = state.get(key)
                 if live is None:
                     return FilesComparison(False, f"{path.name} holds {key}, which the model does not have")
                 saved = f.get_tensor(key)
                 if saved.dtype != live.dtype or saved.shape != live.shape:
-                    return FilesComparison(False, f"{key} was saved as {saved.dtype} {tuple(saved.shape)}, the model "
-                                                  f"has {live.dtype} {tuple(live.shape)}")
+                    return FilesComparison(False, f"{key} was saved as {saved.dtype} {tuple(saved.shape)}, the "
+                                                  f"model has {live.dtype} {tuple(live.shape)}")
                 seen.add(key)
                 found.tensors += 1
                 found.bytes += saved.numel() * saved.element_size()
-                if found.weights_equal and not (torch.equal(saved, host[key]) if host is not None
-                                                else torch.equal(saved.to(live.device), live)):
+                if host is not None:
+                    against_host.append((key, saved, host[key]))
+                elif found.weights_equal and not torch.equal(saved.to(live.device), live):
                     found.weights_equal, found.first_difference = False, key
+        if against_host:
+            with ThreadPoolExecutor(COMPARE_THREADS) as pool:
+                same = list(pool.map(lambda item: torch.equal(item[1], item[2]), against_host))
+            differs = [key for (key, _, _), ok in zip(against_host, same) if not ok]
+            if differs:
+                found.weights_equal, found.first_difference = False, differs[0]
     aliases = _aliases(state)
     missing = [k for k in state if k not in seen and not (aliases.get(k, set()) & seen)]
     if missing:
