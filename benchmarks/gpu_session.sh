@@ -106,6 +106,7 @@ for b in (2, 4, 8):
             python3 -m rocmcheck doctor --summary > "$OUT/summary.txt" 2> "$OUT/summary.err"
             run triage-summary 120 python3 -m rocmcheck triage "$OUT/summary.txt" ;;
         train-faults) run train-faults ${TF_S:-420} python3 benchmarks/bench_train_faults.py --device cuda ;;
+        profile-rows) run profile-rows 120 python3 benchmarks/bench_profile_rows.py ;;
         planted-faults) run planted-faults ${PF_S:-240} python3 benchmarks/bench_planted_faults.py --json "$OUT/planted_faults.json" ;;
         compile-bytecode)  # what pip leaves on an installed machine: the bytecode of torch's venv, the wheels, rocmcheck
             run compile-bytecode 120 python3 -m compileall -q -j 0 "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" /tmp/site rocmcheck ;;
