@@ -82,7 +82,7 @@ def event_rows(events: Any, use_device: bool, cpu_type: Any) -> list[dict[str, A
     device time is its kernels' and its children's; async events nest nowhere and count no time. Rows are keyed
     by name and by CPU or device, as key_averages keys them. cpu_type: DeviceType.CPU."""
     kept: list[_Event] = []
-    by_corr: dict[int, _Event] = {}
+    by_corr: dict[int, list[_Event]] = {}  # several ops of one correlation id each get its kernels, as in torch
     linked: list[tuple[int, _Event]] = []
     for e in events:
         name = e.name()
@@ -98,15 +98,13 @@ def event_rows(events: Any, use_device: bool, cpu_type: Any) -> list[dict[str, A
         if corr > 0:
             linked.append((corr, ev))
         elif cpu and not asynchronous:
-            by_corr[e.correlation_id()] = ev
+            by_corr.setdefault(e.correlation_id(), []).append(ev)
     for corr, ev in linked:
-        op = by_corr.get(corr)
-        if op is None:
-            continue
-        if ev.cpu is False:  # a device event of this op
-            op.kernels_us += ev.us
-        elif ev.cpu:
-            ev.thread = op.thread
+        for op in by_corr.get(corr, ()):
+            if ev.cpu is False:  # a device event of this op
+                op.kernels_us += ev.us
+            elif ev.cpu:
+                ev.thread = op.thread
     kept.sort(key=lambda x: (x.start, -x.end))
     threads: dict[int, list[_Event]] = {}
     for ev in kept:
