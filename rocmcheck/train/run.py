@@ -488,12 +488,12 @@ class _Run:
         save_dir = Path(self.cfg.out or ".")
         host = saving = None
         try:
-            # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
             t0 = time.perf_counter()
             if method == "files":
                 host = saved_weights.host_copies(eval_model.state_dict())
                 shown["host_copy_s"] = round(time.perf_counter() - t0, 3)
-            # after the copies: whether the checkpoint fits in memory counts the memory they take
+            # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
+            # Made after the copies, so whether the checkpoint fits in memory counts the memory they take.
             save_dir = folder.enter_context(checkpoint_folder(self.cfg.out, size_bytes=nbytes))
             shown["saved_in"] = str(save_dir.parent.parent)  # --out, /dev/shm or the temporary folder
             if host is not None:
