@@ -22,7 +22,6 @@ page settings first.
 from __future__ import annotations
 
 import argparse
-import mmap
 import os
 import shutil
 import subprocess
@@ -59,15 +58,10 @@ def build(shape: str):
 
 
 def hugepage_empty(like):
-    """A host tensor shaped like `like`, in its own anonymous mapping advised to use huge pages."""
-    import torch
+    """A host tensor shaped like `like`, as train.reload makes its host copies (saved_weights.host_empty)."""
+    from rocmcheck.train.saved_weights import host_empty
 
-    nbytes = max(1, like.numel() * like.element_size())
-    buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    if hasattr(mmap, "MADV_HUGEPAGE"):
-        buf.madvise(mmap.MADV_HUGEPAGE)
-    flat = torch.frombuffer(buf, dtype=torch.uint8, count=like.numel() * like.element_size())
-    return flat.view(like.dtype).view(like.shape)
+    return host_empty(tuple(like.shape), like.dtype)
 
 
 def child_cpu_copy(shape: str) -> None:

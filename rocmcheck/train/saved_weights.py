@@ -125,7 +125,7 @@ def _aliases(state: dict[str, torch.Tensor]) -> dict[str, set[str]]:
     return {key: group - {key} for group in groups.values() for key in group}
 
 
-def _host_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+def host_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised host tensor; from HUGE_PAGE_BYTES up, in a private anonymous mapping of its own with
     MADV_HUGEPAGE (honoured where transparent huge pages are "always" or "madvise", the usual settings; a
     shared mapping would follow shmem_enabled instead, mostly "never")."""
@@ -181,7 +181,7 @@ def _pin(buffers: list[torch.Tensor]) -> list[int]:
 
 @torch.no_grad()
 def host_copies(state: dict[str, torch.Tensor]) -> HostCopies | None:
-    """Every tensor of `state` copied once to the host (_host_empty; from a GPU, into pinned buffers by the copy
+    """Every tensor of `state` copied once to the host (host_empty; from a GPU, into pinned buffers by the copy
     engine, then waited for); names of one tensor (a tied weight) share one copy, as they share one tensor in the
     model, so save_pretrained finds the same ties. None when a copy would not be the same state dict: two
     different tensors within one storage (save_pretrained decides what to do with those), or an entry that is not
@@ -201,7 +201,7 @@ def host_copies(state: dict[str, torch.Tensor]) -> HostCopies | None:
             return None
         storages.add(storage)
         sources[ident] = t
-    copies = {ident: _host_empty(tuple(t.shape), t.dtype) for ident, t in sources.items()}
+    copies = {ident: host_empty(tuple(t.shape), t.dtype) for ident, t in sources.items()}
     on_gpu = [ident for ident, t in sources.items() if t.device.type == "cuda"]
     pinned = _pin([copies[i] for i in on_gpu if copies[i].nbytes >= HUGE_PAGE_BYTES]) if on_gpu else []
     for ident, t in sources.items():
