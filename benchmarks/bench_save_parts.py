@@ -57,6 +57,25 @@ def build(shape: str):
         return LlamaForCausalLM(cfg)
 
 
+def timer(gb: float, on_gpu: bool):
+    """part(label, fn): runs fn (the GPU synchronised before and after), prints its seconds and GB/s over `gb`, and
+    returns what fn returned."""
+    import torch
+
+    def part(label: str, fn):
+        if on_gpu:
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        out = fn()
+        if on_gpu:
+            torch.cuda.synchronize()
+        s = time.perf_counter() - t0
+        print(f"  {label:<62} {s:7.2f} s  {gb / s:6.2f} GB/s", flush=True)
+        return out
+
+    return part
+
+
 def hugepage_empty(like):
     """A host tensor shaped like `like`, as train.reload makes its host copies (saved_weights.host_empty)."""
     from rocmcheck.train.saved_weights import host_empty
@@ -90,16 +109,7 @@ def measure(shape: str, thp_child: bool, variants: bool) -> None:
     print(f"{shape}: {sum(p.numel() for p in model.parameters()) / 1e6:,.0f}M parameters, {gb:.2f} GB, "
           f"{'cuda' if on_gpu else 'cpu'}", flush=True)
 
-    def part(label: str, fn):
-        if on_gpu:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = fn()
-        if on_gpu:
-            torch.cuda.synchronize()
-        s = time.perf_counter() - t0
-        print(f"  {label:<62} {s:7.2f} s  {gb / s:6.2f} GB/s", flush=True)
-        return out
+    part = timer(gb, on_gpu)
 
     host_plain = part(".cpu() of every tensor (fresh 4 KiB pages)", lambda: {k: v.cpu() for k, v in state.items()})
     del host_plain
@@ -211,16 +221,7 @@ def reload_parts(shape: str) -> None:
 
     on_gpu = torch.cuda.is_available()
 
-    def part(label: str, fn):
-        if on_gpu:
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        out = fn()
-        if on_gpu:
-            torch.cuda.synchronize()
-        s = time.perf_counter() - t0
-        print(f"  {label:<62} {s:7.2f} s  {gb / s:6.2f} GB/s", flush=True)
-        return out
+    part = timer(gb, on_gpu)
 
     def copy_one(item):
         h = hugepage_empty(item[1])
