@@ -65,7 +65,7 @@ def _detect_gpu_archs() -> list[str]:
     # doctor's own arch detector (rocminfo, else nvidia-smi), imported late: only --arch auto needs it.
     from rocmcheck.facts.collect import detect_gpu_archs_why
 
-    archs, failures = detect_gpu_archs_why(timeout=10.0)
+    archs, failures = detect_gpu_archs_why()
     if not archs and failures:  # not "no GPU found": the tools that would have said did not answer
         raise BadInput(f"--arch auto: cannot tell which GPUs are here: {'; '.join(failures)}; name the arch, "
                         "e.g. --arch gfx942 or --arch sm_90")

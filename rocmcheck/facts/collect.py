@@ -426,7 +426,12 @@ def _observe_hipconfig_root(facts: Facts) -> None:
         add_root(facts.rocm_layout, parse_hipconfig(res.stdout).rocm_path)
 
 
-def detect_gpu_archs_why(timeout: float = 10.0) -> tuple[list[str], list[str]]:
+# build-env --arch auto waits this long for each of rocminfo and nvidia-smi; one that has not answered by then is
+# called hung, and build-env says so instead of "no GPU found".
+ARCH_DETECT_TIMEOUT_S = 10.0
+
+
+def detect_gpu_archs_why(timeout: float = ARCH_DETECT_TIMEOUT_S) -> tuple[list[str], list[str]]:
     """The GPU archs of this machine (["gfx942"], ["sm_90"]; [] when none is found), read from rocminfo (AMD)
     then nvidia-smi (NVIDIA) only, for build-env --arch auto; and one line per tool that gave no usable answer
     (hung, crashed, failed), so "no GPU found" is said only when the tools ran and saw none."""
