@@ -117,11 +117,21 @@ def config_differences(saved: dict[str, Any], live: dict[str, Any]) -> list[str]
     return [f"{k}: {saved.get(k)!r} != {live.get(k)!r}" for k in keys if saved.get(k) != live.get(k)]
 
 
+def _storage(t: torch.Tensor) -> tuple:
+    return str(t.device), t.untyped_storage().data_ptr()
+
+
+def _identity(t: torch.Tensor) -> tuple:
+    """What makes two state-dict entries one tensor (a tied weight): the same storage, offset, shape, strides and
+    dtype."""
+    return (*_storage(t), t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+
+
 def _aliases(state: dict[str, torch.Tensor]) -> dict[str, set[str]]:
-    """For each key, the other keys that are the same tensor (a tied weight: same storage, offset and shape)."""
+    """For each key, the other keys that are the same tensor (_identity)."""
     groups: dict[tuple, set[str]] = {}
     for key, t in state.items():
-        groups.setdefault((t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), t.dtype), set()).add(key)
+        groups.setdefault(_identity(t), set()).add(key)
     return {key: group - {key} for group in groups.values() for key in group}
 
 
@@ -192,8 +202,7 @@ def host_copies(state: dict[str, torch.Tensor]) -> HostCopies | None:
     for key, t in state.items():
         if not isinstance(t, torch.Tensor) or t.layout != torch.strided:
             return None
-        storage = (str(t.device), t.untyped_storage().data_ptr())
-        ident = (*storage, t.storage_offset(), tuple(t.shape), tuple(t.stride()), t.dtype)
+        storage, ident = _storage(t), _identity(t)
         names[key] = ident
         if ident in sources:
             continue
