@@ -42,13 +42,20 @@ def folder(tmp_path_factory):
     (root / "fp16_ds.json").write_text(json.dumps(FP16_DS_FILE))
     for name, data in FILES.items():
         (root / name).write_text(yaml.safe_dump(data))
-    home = Path.cwd()
+    scratch = tmp_path_factory.mktemp("accelerate-child-tmp")
+    home, tmpdir = Path.cwd(), os.environ.get("TMPDIR")
     os.chdir(root)
+    os.environ["TMPDIR"] = str(scratch)  # the child's temporary folders, to see that none is left behind
     try:
         check_with_accelerate([(root / n, load_mapping(root / n), working_directory(load_mapping(root / n), root / n))
                                for n in FILES])
     finally:
         os.chdir(home)
+        if tmpdir is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = tmpdir
+    (root / "child-tmp").symlink_to(scratch)
     return root
 
 
@@ -63,6 +70,11 @@ def test_an_unknown_top_level_key_is_accelerates_own_error_with_a_suggestion(fol
     assert m.consumer == "accelerate launch" and " for accelerate launch: " in m.render()
     assert any("had unknown keys (['num_proceses'])" in line for line in m.detail)  # accelerate's own words
     assert m.fix.text == 'num_proceses: rename it to "num_processes"'
+
+
+def test_the_child_leaves_no_temporary_folder_behind(folder):
+    """The child checks typo.yaml again from a copy without its unknown key, written in a temporary folder."""
+    assert list((folder / "child-tmp").iterdir()) == []
 
 
 def test_a_nested_key_the_launcher_never_reads_is_named(folder, monkeypatch):

@@ -114,6 +114,13 @@ def _json_safe(value: Any) -> Any:
 
 
 def check(path: str, data: dict) -> dict[str, Any]:
+    """The config at `path` (parsed as `data`) judged by accelerate; a copy without its unknown keys, when one is
+    needed, is written in a temporary folder that is removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="rocmcheck-accelerate-") as folder:
+        return _check(path, data, folder)
+
+
+def _check(path: str, data: dict, folder: str) -> dict[str, Any]:
     import accelerate
     import torch
     from accelerate.commands.config import config_args
@@ -136,7 +143,6 @@ def check(path: str, data: dict) -> dict[str, Any]:
     dests, groups = _launcher_vocabulary()
     result["ignored"] = ignored_nested_keys(data, dests, groups)
 
-    folder = tempfile.mkdtemp(prefix="rocmcheck-accelerate-")
     read_path = path
     try:
         config_args.load_config_from_file(read_path)
