@@ -26,14 +26,13 @@ import contextlib
 import faulthandler
 import json
 import os
-import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence, TextIO
 
 from rocmcheck.runner import CommandResult, run_command
+from rocmcheck.safe.scratch_folders import scratch_folder
 
 PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])
 MAX_EVENT_CHARS = 4_000_000  # one event line; a whole training report is ~100 KB
@@ -120,16 +119,14 @@ def child_argv(module: str, request_file: str, *, python: str | None = None,
 
 @contextlib.contextmanager
 def request_file(request: dict[str, Any] | None) -> Iterator[str]:
-    """The request as a file only this user can read, removed afterwards."""
-    folder = tempfile.mkdtemp(prefix="rocmcheck-request-")  # mode 0700
-    path = os.path.join(folder, "request.json")
-    try:
+    """The request as a file only this user can read (in a scratch folder, rocmcheck/safe/scratch_folders.py),
+    removed afterwards."""
+    with scratch_folder("request") as folder:  # mode 0700
+        path = os.path.join(folder, "request.json")
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(request or {}, fh)
         yield path
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def run_child(module: str, request: dict[str, Any] | None, timeout_s: float, *,

@@ -115,10 +115,14 @@ def _say(line: str) -> None:
 def _stop(code: int) -> None:
     """Leave at once and leave nothing behind: every tool, probe child and training rank started through the
     runner is ended, and whatever they left (rocmcheck.runner.end_descendants). os._exit, because worker
-    threads still waiting on those children would otherwise be joined first."""
+    threads still waiting on those children would otherwise be joined first. So no `finally` runs, here or in
+    the children: the temporary folders of this process and of the children now ended are removed here
+    (rocmcheck.safe.scratch_folders.sweep_on_stop; a 7B's checkpoint in /dev/shm takes about 3 s of that)."""
     from rocmcheck.runner import end_descendants
+    from rocmcheck.safe.scratch_folders import sweep_on_stop
 
     end_descendants()
+    sweep_on_stop()
     _flush_streams()
     os._exit(code)
 
@@ -213,8 +217,10 @@ def _leave(code: int | str | None) -> None:
     run and the streams are flushed as at a normal exit, and the process ends without that teardown. A message
     (sys.exit("...")) takes the interpreter's own way out, which prints it."""
     from rocmcheck.runner import end_descendants
+    from rocmcheck.safe.scratch_folders import sweep_gone
 
     end_descendants()  # nothing a command started outlives it (a straggler, what a tool left running)
+    sweep_gone()  # the temporary folders of those, of a child ended at its timeout, of a run killed outright
     try:
         sys.stdout.flush()  # buffered output fails here when it fails (a full disk): say so while we can
     except OSError as exc:

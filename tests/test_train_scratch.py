@@ -1,5 +1,6 @@
 """Where train.reload's scratch checkpoint goes without --out (rocmcheck/train/scratch.py): in memory only with
-room to spare, never past a TMPDIR the person set, and a folder a killed run left behind removed by the next."""
+room to spare, never past a TMPDIR the person set, and a folder a killed run left in memory removed by the next
+before it measures the free memory (the naming and the sweep: tests/test_scratch_folders.py)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import subprocess
 import sys
 
+from rocmcheck.safe import scratch_folders
 from rocmcheck.train import scratch
 from rocmcheck.train.outputs import checkpoint_folder
 from rocmcheck.units import GIB
@@ -44,20 +46,18 @@ def test_the_file_system_must_have_the_room_too(tmp_path):
     assert scratch.scratch_parent(free + GIB, shm=tmp_path, env={}, memory=plenty) is None
 
 
-def test_a_killed_runs_folder_is_swept_and_a_live_ones_and_others_are_kept(tmp_path):
+def test_a_killed_runs_folder_is_swept_first_even_where_memory_is_not_used(tmp_path):
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True, timeout=60).stdout.strip()
-    left = tmp_path / f"{scratch.PREFIX}{gone}-abc"
-    (left / "checkpoint").mkdir(parents=True)
-    (left / "checkpoint" / "model.safetensors").write_bytes(b"x" * 10)
-    live = tmp_path / f"{scratch.folder_prefix()}def"
-    live.mkdir()
-    theirs = tmp_path / "someone-elses"
-    theirs.mkdir()
-    lookalike = tmp_path / f"{scratch.PREFIX}{gone}-file"
-    lookalike.write_text("not a folder")
-    assert scratch.sweep_stale(tmp_path) == [left]
-    assert not left.exists() and live.is_dir() and theirs.is_dir() and lookalike.is_file()
+    namespace = scratch_folders.pid_namespace()
+    for room, env in ((plenty, {}), (lambda: (1, "MemAvailable"), {}), (plenty, {"TMPDIR": "/scratch/me"})):
+        left = tmp_path / f".rocmcheck-checkpoint-{gone}-{namespace}-abc"  # what it holds: memory
+        (left / "checkpoint").mkdir(parents=True)
+        (left / "checkpoint" / "model.safetensors").write_bytes(b"x" * 10)
+        live = tmp_path / f"{scratch_folders.folder_prefix(scratch.KIND, hidden=True)}def"
+        live.mkdir(exist_ok=True)
+        scratch.scratch_parent(1000, shm=tmp_path, env=env, memory=room)
+        assert not left.exists() and live.is_dir()
 
 
 def test_the_folder_without_out_is_named_for_its_process_and_removed_after(monkeypatch, tmp_path):
@@ -66,5 +66,5 @@ def test_the_folder_without_out_is_named_for_its_process_and_removed_after(monke
     monkeypatch.setattr(scratch, "available_memory", plenty)
     with checkpoint_folder(None, size_bytes=1000) as save_dir:
         parent = save_dir.parent
-        assert parent.name.startswith(scratch.folder_prefix())
+        assert parent.name.startswith(scratch_folders.folder_prefix(scratch.KIND, hidden=True))
     assert not parent.exists()

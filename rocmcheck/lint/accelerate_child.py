@@ -29,11 +29,11 @@ import math
 import os
 import re
 import sys
-import tempfile
 import warnings
 from typing import Any
 
 from rocmcheck.child import open_channel, read_request
+from rocmcheck.safe.scratch_folders import scratch_folder
 
 # How _validate_launch_command turns a nested key into a launcher argument (accelerate/commands/launch.py: the
 # defaults loop): an fsdp_config key not starting "fsdp" gets "fsdp_", fp8_config "fp8_", dynamo_config "dynamo_";
@@ -116,8 +116,8 @@ def _json_safe(value: Any) -> Any:
 def check(path: str, data: dict) -> dict[str, Any]:
     """The config at `path` (parsed as `data`) judged by accelerate; a copy without its unknown keys, when one is
     needed, is written in a temporary folder that is removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="rocmcheck-accelerate-") as folder:
-        return _check(path, data, folder)
+    with scratch_folder("accelerate") as folder:
+        return _check(path, data, str(folder))
 
 
 def _check(path: str, data: dict, folder: str) -> dict[str, Any]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from typing import Any
@@ -33,6 +32,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.probes.collective import failure_event, measure, operands
+from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.units import MIB
 
 PROBE = "across_nodes"
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     if procs < 1:
         event = {"outcome": "error", "data": {}, "error": "no GPU visible on this node"}
     else:
-        with tempfile.TemporaryDirectory(prefix="rocmcheck-across-") as tmp:
+        with scratch_folder("across") as tmp:
             result_path = os.path.join(tmp, "result.json")
             try:
                 mp.start_processes(worker, nprocs=procs, start_method="spawn", join=True,

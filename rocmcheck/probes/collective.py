@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from typing import Any
@@ -25,6 +24,7 @@ _IMPORT_S = _IMPORTED_AT - _IMPORT_START
 
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
+from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.units import MIB
 
 PROBE = "collective"
@@ -163,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                      reason=f"{world} GPU visible, nothing to all-reduce across")
         channel.emit("done")
         return 0
-    with tempfile.TemporaryDirectory(prefix="rocmcheck-collective-") as tmp:
+    with scratch_folder("collective") as tmp:
         result_path = os.path.join(tmp, "result.json")
         try:
             mp.start_processes(worker, nprocs=world, start_method="spawn", join=True,

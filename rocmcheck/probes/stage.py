@@ -20,10 +20,8 @@ from __future__ import annotations
 import json
 import os
 import queue
-import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,6 +38,7 @@ from rocmcheck.probes.levels import DEFAULT_LEVEL, durations, names_at
 from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output, result_problem
 from rocmcheck.probes.spec import Probe
 from rocmcheck.result import CheckResult, Status, failed, skipped
+from rocmcheck.safe.scratch_folders import make_folder, remove_folder
 
 MAIN_CHILD = "rocmcheck.probes.child"
 # The stage's own verdict, when the GPU could not be initialised at all (every probe then skips).
@@ -329,7 +328,7 @@ class _CollectiveLauncher:
     def __init__(self, probe: Probe, python: str, module: str, env: dict[str, str], cpu: bool,
                  deadline: float) -> None:
         self.probe = probe
-        self._dir = tempfile.mkdtemp(prefix="rocmcheck-go-")
+        self._dir = str(make_folder("go"))
         self.go_file = os.path.join(self._dir, "go")
         self.python, self.module, self.env, self.cpu, self.deadline = python, module, env, cpu, deadline
         self.timeout = 0.0
@@ -378,6 +377,6 @@ class _CollectiveLauncher:
             self._go("stop")
         self._pool.shutdown(wait=False)
         if self._future is None or self._future.done():
-            shutil.rmtree(self._dir, ignore_errors=True)
+            remove_folder(self._dir)
         else:
-            self._future.add_done_callback(lambda _f: shutil.rmtree(self._dir, ignore_errors=True))
+            self._future.add_done_callback(lambda _f: remove_folder(self._dir))

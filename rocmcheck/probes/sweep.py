@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 import time
 from datetime import timedelta
 from typing import Any
@@ -28,6 +27,7 @@ from rocmcheck.child import open_channel, read_request
 from rocmcheck.facts.parsers.nccl_env import transport_settings
 from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
 from rocmcheck.probes.collective import _all_gather, failure_event, wait_for_go
+from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.units import MIB
 
 PROBE = "collective_sweep"
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     settings = [{"name": s.name, "value": s.value, "turns_off": s.turns_off, "meaning": s.meaning}
                 for s in transport_settings(os.environ)]
-    with tempfile.TemporaryDirectory(prefix="rocmcheck-sweep-") as tmp:
+    with scratch_folder("sweep") as tmp:
         result_path = os.path.join(tmp, "result.json")
         try:
             mp.start_processes(worker, nprocs=world, start_method="spawn", join=True,

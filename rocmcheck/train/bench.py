@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import gc
 import statistics
-import tempfile
 import time
 from dataclasses import replace
 from typing import Any, Callable
@@ -15,6 +14,7 @@ from typing import Any, Callable
 import torch
 
 from rocmcheck.result import skipped
+from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.train import modeling
 from rocmcheck.train.comparisons import bench_verdicts
 from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
@@ -118,9 +118,9 @@ def bench_trainer(shape, cfg: TrainConfig, device) -> dict[str, Any]:
             self.times.append(time.perf_counter() - self._t)
 
     timer = StepTimer()
-    with tempfile.TemporaryDirectory(prefix="rocmcheck-bench-") as tmp:
+    with scratch_folder("bench") as tmp:
         args = TrainingArguments(
-            output_dir=tmp, max_steps=shape["steps"], per_device_train_batch_size=shape["micro_batch"],
+            output_dir=str(tmp), max_steps=shape["steps"], per_device_train_batch_size=shape["micro_batch"],
             gradient_accumulation_steps=cfg.grad_accum, learning_rate=cfg.lr, lr_scheduler_type="cosine",
             warmup_steps=cfg.warmup_steps, weight_decay=cfg.weight_decay, adam_beta1=ADAM_BETAS[0],
             adam_beta2=ADAM_BETAS[1], adam_epsilon=ADAM_EPS,

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from rocmcheck.safe.scratch_folders import make_folder, remove_folder
 from rocmcheck.train.config import DEVICE_CHOICES, TrainConfig
 
 FILE_NAME = "gate.json"
@@ -33,7 +32,7 @@ class Gate:
     """The parent's side: the folder, and the one decision written into it."""
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="rocmcheck-gate-"))  # mode 0700
+        self.folder = make_folder("gate")  # mode 0700
         self.path = self.folder / FILE_NAME
         self.opened_at: float | None = None
         self.decided = False
@@ -61,7 +60,7 @@ class Gate:
         self._write({"cancel": True})
 
     def remove(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        remove_folder(self.folder)
 
 
 def _import_ahead() -> None:

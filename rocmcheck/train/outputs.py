@@ -13,7 +13,6 @@ import io
 import json
 import os
 import shutil
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
@@ -21,6 +20,7 @@ from typing import Any, Iterator
 from rocmcheck.monitor.step_memory import GiB, MiB
 from rocmcheck.result import CheckResult, worst
 from rocmcheck.safe.files import write_atomic
+from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.train import reference, scratch
 
 OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint", "adapter")
@@ -78,8 +78,8 @@ def checkpoint_folder(out: Path | None, name: str = "checkpoint", size_bytes: in
         parent = Path(out)
     else:
         parent = scratch.scratch_parent(size_bytes)
-    with tempfile.TemporaryDirectory(prefix=scratch.folder_prefix(), dir=parent) as tmp:
-        yield Path(tmp) / name
+    with scratch_folder(scratch.KIND, parent, hidden=True) as tmp:
+        yield tmp / name
 
 
 def publish_checkpoint(saved: Path, out: Path) -> Path:

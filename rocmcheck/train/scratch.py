@@ -9,46 +9,50 @@ the pages it is writing back); the compare with the copies 0.88 s and 1.33 s (be
 host memory itself, memory was the slower place and this was not used.
 
 A folder in /dev/shm takes memory until it is removed, so it is used only when, after the checkpoint, the host
-(or the container's cgroup limit) still has SHM_HEADROOM_BYTES free, and a folder left by a run that was killed
-before it could remove its own is removed by the next run (only rocmcheck's own folders, of this user, whose
-process is gone). A TMPDIR the person set is their choice and is always used."""
+(or the container's cgroup limit) still has SHM_HEADROOM_BYTES free. A stopped run removes its own on the way out
+(rocmcheck/cli.py, _stop); one left by a run killed outright (SIGKILL, the OOM killer) is removed by the next run
+that asks for a place, before the free memory is measured, since that folder is holding some of it (only
+rocmcheck's own folders, of this user, whose process is gone: rocmcheck/safe/scratch_folders.py names and sweeps
+them). A TMPDIR the person set is their choice and is always used."""
 
 from __future__ import annotations
 
 import os
-import re
-import shutil
 from pathlib import Path
 from typing import Callable, Mapping
 
 from rocmcheck.facts.host_resources import available_memory
+from rocmcheck.safe.scratch_folders import SHM, sweep
 from rocmcheck.units import GIB, MIB
 
-SHM = Path("/dev/shm")
-PREFIX = ".rocmcheck-checkpoint-"
+KIND = "checkpoint"  # the scratch folder's kind (scratch_folders.make_folder), hidden inside an --out
 # Memory that must stay free after the checkpoint is written to /dev/shm: the training process itself, the
 # reader's page cache and whatever else runs on the host. A GPU host that can hold a 25 GiB checkpoint in memory
 # usually has hundreds of GiB; a small one falls back to disk.
 SHM_HEADROOM_BYTES = 8 * GIB
 # safetensors adds a header per shard and transformers a few small files (config, generation config, index).
 FILES_OVERHEAD_BYTES = 64 * MIB
-_OWN = re.compile(re.escape(PREFIX) + r"(\d+)-")
 
 
 def scratch_parent(size_bytes: int | None, *, shm: Path | None = None, env: Mapping[str, str] | None = None,
                    memory: Callable[[], tuple[int | None, str]] | None = None) -> Path | None:
     """/dev/shm when a checkpoint of size_bytes fits there and leaves SHM_HEADROOM_BYTES of memory; None (the
     temporary folder) otherwise, when the size or the free memory is not known, and whenever TMPDIR is set.
+    Whichever it is, the folders that runs now gone left in /dev/shm are removed first.
     shm, env and memory default to SHM, os.environ and available_memory (host_resources.py)."""
     env = os.environ if env is None else env
     shm = SHM if shm is None else shm
     memory = available_memory if memory is None else memory
-    if size_bytes is None or env.get("TMPDIR"):
+    try:
+        usable = shm.is_dir() and not shm.is_symlink() and os.access(shm, os.W_OK | os.X_OK)
+    except OSError:
+        usable = False
+    if usable:
+        sweep(shm)
+    if size_bytes is None or env.get("TMPDIR") or not usable:
         return None
     need = size_bytes + FILES_OVERHEAD_BYTES
     try:
-        if not shm.is_dir() or shm.is_symlink() or not os.access(shm, os.W_OK | os.X_OK):
-            return None
         stats = os.statvfs(shm)
     except OSError:
         return None
@@ -57,43 +61,4 @@ def scratch_parent(size_bytes: int | None, *, shm: Path | None = None, env: Mapp
     free, _ = memory()
     if free is None or free - need < SHM_HEADROOM_BYTES:
         return None
-    sweep_stale(shm)
     return shm
-
-
-def sweep_stale(parent: Path) -> list[Path]:
-    """Remove rocmcheck's checkpoint folders in parent that a run now gone left behind (named with its process id;
-    this user's only). Returns what was removed. Never raises."""
-    removed: list[Path] = []
-    try:
-        entries = list(parent.iterdir())
-    except OSError:
-        return removed
-    for entry in entries:
-        match = _OWN.match(entry.name)
-        if not match or _alive(int(match.group(1))):
-            continue
-        try:
-            info = entry.lstat()
-            if not entry.is_dir() or entry.is_symlink() or info.st_uid != os.getuid():
-                continue
-            shutil.rmtree(entry)
-            removed.append(entry)
-        except OSError:
-            continue
-    return removed
-
-
-def folder_prefix() -> str:
-    """The scratch folder's name prefix, with this process's id (what sweep_stale reads)."""
-    return f"{PREFIX}{os.getpid()}-"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True  # it exists, owned by someone else
-    return True
