@@ -5,6 +5,7 @@ the bench. Imports torch."""
 from __future__ import annotations
 
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -69,15 +70,39 @@ def sklearn_unseen() -> Iterator[None]:
     if real is None:
         yield
         return
-    hf_utils.is_sklearn_available = _no_sklearn
+    hf_utils.is_sklearn_available = _unavailable
     try:
         yield
     finally:
         hf_utils.is_sklearn_available = real
 
 
-def _no_sklearn() -> bool:
+def _unavailable() -> bool:
     return False
+
+
+@contextmanager
+def deepspeed_unseen() -> Iterator[None]:
+    """While the block runs, accelerate's unwrapping sees no DeepSpeed, when this process has not imported it.
+    save_pretrained unwraps the model through accelerate's extract_model_from_parallel, which imports deepspeed
+    (where it is installed) only to test whether the model is a DeepSpeedEngine: 0.48 s of the bundled model's
+    0.49 s save on one H200 (benchmarks/bench_step_parts.py, RESULTS.md section 18). Without deepspeed imported
+    no object can be a DeepSpeedEngine, so the answer, and the saved files, are the same. With deepspeed
+    imported (a DeepSpeed run) nothing changes."""
+    try:
+        import accelerate.utils.other as unwrapping
+    except ImportError:
+        yield
+        return
+    real = getattr(unwrapping, "is_deepspeed_available", None)
+    if real is None or "deepspeed" in sys.modules:
+        yield
+        return
+    unwrapping.is_deepspeed_available = _unavailable
+    try:
+        yield
+    finally:
+        unwrapping.is_deepspeed_available = real
 
 
 def load_tokenizer(path: Path):
