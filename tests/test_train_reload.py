@@ -207,6 +207,41 @@ def test_host_copies_keep_ties_bytes_and_dtypes():
     assert small.untyped_storage().resizable()
 
 
+def made_ahead(state: dict) -> tuple[saved_weights.HostBuffers, dict]:
+    """HostBuffers for `state`, waited for, and the buffers it made (by identity), left in it for host_copies."""
+    ready = saved_weights.HostBuffers(state)
+    ready._thread.join()
+    return ready, dict(ready._buffers)
+
+
+def test_buffers_made_ahead_are_the_ones_the_copies_fill():
+    """HostBuffers makes, in a thread, a buffer for each tensor whose copy gets a mapping of its own; host_copies
+    then fills those very buffers and makes its own for the rest. The copies equal the state dict."""
+    state = {"embed": torch.randn(1024, 1024), "norm": torch.ones(8)}
+    state["head"] = state["embed"]  # one tensor, one buffer
+    ready, made = made_ahead(state)
+    [buffer] = made.values()  # norm is too small for a mapping of its own
+    assert buffer.shape == state["embed"].shape and not buffer.untyped_storage().resizable()
+    copies = saved_weights.host_copies(state, ready)
+    assert copies is not None and ready.take() == {}  # handed over once
+    host = copies.tensors
+    assert host["embed"].data_ptr() == buffer.data_ptr() and host["head"] is host["embed"]
+    for key, t in state.items():
+        assert torch.equal(host[key], t), key
+
+
+def test_buffers_made_for_other_tensors_are_not_filled():
+    """A buffer is matched by its tensor's identity (storage, offset, shape, strides, dtype); one made for a tensor
+    still alive, of the same size but another shape, is left alone and the copy is still right."""
+    kept = {"w": torch.zeros(1024, 1024)}
+    ready, made = made_ahead(kept)
+    other = {"w": torch.randn(2048, 512)}
+    copies = saved_weights.host_copies(other, ready)
+    assert copies is not None and copies.tensors["w"].shape == (2048, 512)
+    assert torch.equal(copies.tensors["w"], other["w"])
+    assert [b.data_ptr() for b in made.values()] != [copies.tensors["w"].data_ptr()]
+
+
 def test_two_different_tensors_in_one_storage_are_left_to_save_pretrained():
     rows = torch.randn(4, 8)
     assert saved_weights.host_copies({"a": rows[0], "b": rows[1]}) is None
@@ -245,3 +280,5 @@ def test_the_files_method_saves_from_host_copies_and_keeps_the_verdict_order(mon
     assert {r.id: r for r in report.results}["train.reload"].status.value == "pass"
     shown = report.info["reload"]
     assert shown["method"] == "files" and shown["host_copy_s"] >= 0 and shown["save_s"] >= 0, shown
+    usage = shown["save_thread"]  # the writing thread's own account: it wrote, so it ran and faulted pages in
+    assert usage["cpu_s"] > 0 and usage["minor_faults"] >= 0 and usage["waits"] >= 0, usage

@@ -200,6 +200,7 @@ class _Run:
         self.cfg, self.plan, self.world, self.hooks, self.progress = cfg, plan, world, hooks, progress
         self.pg_timeout_s = pg_timeout_s
         self.numerics: dict[str, Any] | None = None
+        self.host_buffers: saved_weights.HostBuffers | None = None  # made while the steps run, for train.reload
         self.numerics_result = verdicts.check_numerics(None, False)
         self.accuracy_before: float | None = None
         self.estimate = None
@@ -362,6 +363,8 @@ class _Run:
 
             gc.unfreeze()  # the finder names holders through gc, which does not see frozen objects (heap.py)
             watch = LeakWatch(cfg.out or ".", always=True, device=self.device)
+        if main:
+            self.host_buffers = self._prepare_host_buffers(strategy)
         with timed(which + "train"):
             phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None,
                                 watch)
@@ -378,6 +381,9 @@ class _Run:
                 phase.info["results"] = self._judge(strategy, phase)
             if "memory_snapshot" in phase.info:
                 phase.info.setdefault("results", []).append(phase.info.pop("memory_snapshot"))
+        if self.host_buffers is not None:  # the run stopped before its reload check took them
+            self.host_buffers.release()
+            self.host_buffers = None
         strategy.close()  # drops the model, optimizer and engine it holds
         del model
         gc.collect()
@@ -441,6 +447,17 @@ class _Run:
             results.insert(reload_at, finish_reload())
         return results
 
+    def _prepare_host_buffers(self, strategy) -> saved_weights.HostBuffers | None:
+        """The host buffers of the reload check's copies, made while the steps run (saved_weights.HostBuffers),
+        when the check will copy this model's GPU weights to the host: the plain run's model on a GPU, checked by
+        its files. The CPU is the GPU run's spare; on a CPU run it is the training's own, so nothing is made."""
+        if (self.device.type != "cuda" or strategy.name != "plain" or self.cfg.lora_rank or not self.world.is_main
+                or strategy.model is None):
+            return None
+        method = saved_weights.choose_method(saved_weights.weight_bytes(strategy.model),
+                                             os.environ.get(saved_weights.METHOD_ENV))
+        return saved_weights.HostBuffers(strategy.model.state_dict()) if method == "files" else None
+
     def _kernels(self, strategy) -> CheckResult:
         if self.world.distributed or self.plan is not None:
             return skipped("the kernel report comes from the single-process plain run (rocmcheck smoke-train without "
@@ -490,7 +507,8 @@ class _Run:
         try:
             t0 = time.perf_counter()
             if method == "files":
-                host = saved_weights.host_copies(eval_model.state_dict())
+                ready, self.host_buffers = self.host_buffers, None
+                host = saved_weights.host_copies(eval_model.state_dict(), ready)
                 shown["host_copy_s"] = round(time.perf_counter() - t0, 3)
             # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
             # Made after the copies, so whether the checkpoint fits in memory counts the memory they take.
@@ -501,7 +519,8 @@ class _Run:
                 host = None  # the save owns the copies now: it lets them go once they are compared
             else:
                 t0 = time.perf_counter()
-                eval_model.save_pretrained(save_dir, safe_serialization=True)
+                with modeling.deepspeed_unseen():
+                    eval_model.save_pretrained(save_dir, safe_serialization=True)
                 shown["save_s"] = round(time.perf_counter() - t0, 3)
         except Exception as exc:  # noqa: BLE001 - _save_failed sorts it
             folder.close()
@@ -523,6 +542,8 @@ class _Run:
             with folder:
                 if saving is not None:
                     shown["save_s"] = saving.join()
+                    if saving.usage:
+                        shown["save_thread"] = saving.usage
                 if self.hooks.on_saved:
                     self.hooks.on_saved(save_dir)
                 t0 = time.perf_counter()

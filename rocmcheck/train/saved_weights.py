@@ -36,14 +36,17 @@ import json
 import math
 import mmap
 import os
+import resource
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 import torch
+
+from rocmcheck.train.modeling import deepspeed_unseen
 
 # Below this many bytes of weights the reload check builds the model again with from_pretrained: a second copy
 # that small costs a fraction of a second and proves the loader too. Above it the files are read back instead (a
@@ -171,17 +174,24 @@ class HostCopies:
         self.tensors = {}
 
 
-def _pin(buffers: list[torch.Tensor]) -> list[int]:
+def _touch(buffers: list[torch.Tensor]) -> None:
+    """Fault every page of the buffers in, from up to PIN_THREADS threads at once (fill_ lets the GIL go)."""
+    if buffers:
+        with ThreadPoolExecutor(max(1, min(PIN_THREADS, os.cpu_count() or 1))) as pool:
+            list(pool.map(lambda b: b.view(-1).view(torch.uint8)[::PAGE_TOUCH_STRIDE].fill_(0), buffers))
+
+
+def _pin(buffers: list[torch.Tensor], touched: Collection[int] = ()) -> list[int]:
     """Register each buffer with the GPU driver (cudaHostRegister; hipHostRegister under ROCm, the same torch
-    call), after faulting its pages in from several threads at once (registration would fault them in one).
-    Returns the addresses registered; a buffer the driver refuses stays pageable, still copied correctly."""
+    call), after faulting its pages in from several threads at once (registration would fault them in one);
+    buffers whose data_ptr is in `touched` were faulted in already (HostBuffers). Returns the addresses
+    registered; a buffer the driver refuses stays pageable, still copied correctly."""
     try:
         cudart = torch.cuda.cudart()
         success = cudart.cudaError.success
     except (AttributeError, RuntimeError, AssertionError):  # a torch without these bindings
         return []
-    with ThreadPoolExecutor(max(1, min(PIN_THREADS, os.cpu_count() or 1))) as pool:
-        list(pool.map(lambda b: b.view(-1).view(torch.uint8)[::PAGE_TOUCH_STRIDE].fill_(0), buffers))
+    _touch([b for b in buffers if b.data_ptr() not in touched])
     pinned = []
     for b in buffers:
         if cudart.cudaHostRegister(b.data_ptr(), b.nbytes, 0) == success:
@@ -189,11 +199,8 @@ def _pin(buffers: list[torch.Tensor]) -> list[int]:
     return pinned
 
 
-@torch.no_grad()
-def host_copies(state: dict[str, torch.Tensor]) -> HostCopies | None:
-    """Every tensor of `state` copied once to the host (host_empty; from a GPU, into pinned buffers by the copy
-    engine, then waited for); names of one tensor (a tied weight) share one copy, as they share one tensor in the
-    model, so save_pretrained finds the same ties. None when a copy would not be the same state dict: two
+def _sources(state: dict[str, torch.Tensor]) -> tuple[dict[str, tuple], dict[tuple, torch.Tensor]] | None:
+    """(each key's _identity, one tensor per identity), or None when a copy would not be the same state dict: two
     different tensors within one storage (save_pretrained decides what to do with those), or an entry that is not
     a dense tensor."""
     names: dict[str, tuple] = {}
@@ -210,14 +217,79 @@ def host_copies(state: dict[str, torch.Tensor]) -> HostCopies | None:
             return None
         storages.add(storage)
         sources[ident] = t
-    copies = {ident: host_empty(tuple(t.shape), t.dtype) for ident, t in sources.items()}
+    return names, sources
+
+
+def _own_mapping(t: torch.Tensor) -> bool:
+    """A source whose host copy gets a mapping of its own (host_empty), pinned when the source is on a GPU."""
+    return t.numel() * t.element_size() >= HUGE_PAGE_BYTES
+
+
+class HostBuffers:
+    """The host buffers host_copies will fill, made ahead in a thread of their own (while the run trains): for
+    each tensor of the state dict whose copy gets a mapping of its own, host_empty, its pages faulted in (_touch). On
+    memory a machine has not used before, that faulting is most of the copies' cost: one H200 VM touched such
+    memory at 7.9 GB/s with 8 threads and memory it had used at 47 GB/s (benchmarks/bench_fresh_memory.py,
+    RESULTS.md section 18); the 7B's host copies took 5.84 s on a fresh VM and 1.52 s later on the same one.
+    A tensor is matched to its buffer by its _identity, which the optimizer's in-place updates keep. take() waits
+    and hands the buffers over; release() lets them go. Nothing here touches the GPU."""
+
+    def __init__(self, state: dict[str, torch.Tensor]) -> None:
+        found = _sources(state)
+        self._specs = {ident: (tuple(t.shape), t.dtype) for ident, t in (found[1] if found else {}).items()
+                       if _own_mapping(t)}
+        self._buffers: dict[tuple, torch.Tensor] = {}
+        self._thread = threading.Thread(target=self._make, daemon=True, name="rocmcheck-host-buffers")
+        self._thread.start()
+
+    def _make(self) -> None:
+        try:
+            buffers = {ident: host_empty(shape, dtype) for ident, (shape, dtype) in self._specs.items()}
+            _touch(list(buffers.values()))
+            self._buffers = buffers
+        except (MemoryError, OSError, RuntimeError):  # no room now: host_copies makes its own, as without these
+            self._buffers = {}
+
+    def take(self) -> dict[tuple, torch.Tensor]:
+        self._thread.join()
+        buffers, self._buffers = self._buffers, {}
+        return buffers
+
+    def release(self) -> None:
+        self.take()
+
+
+@torch.no_grad()
+def host_copies(state: dict[str, torch.Tensor], ready: HostBuffers | None = None) -> HostCopies | None:
+    """Every tensor of `state` copied once to the host (into the buffers `ready` made ahead where it has one, else
+    host_empty; from a GPU, into pinned buffers by the copy engine, then waited for); names of one tensor (a tied
+    weight) share one copy, as they share one tensor in the model, so save_pretrained finds the same ties. None
+    when a copy would not be the same state dict (_sources)."""
+    prepared = ready.take() if ready is not None else {}
+    found = _sources(state)
+    if found is None:
+        return None
+    names, sources = found
+    copies = {ident: prepared[ident] if ident in prepared else host_empty(tuple(t.shape), t.dtype)
+              for ident, t in sources.items()}
     on_gpu = [ident for ident, t in sources.items() if t.device.type == "cuda"]
-    pinned = _pin([copies[i] for i in on_gpu if copies[i].nbytes >= HUGE_PAGE_BYTES]) if on_gpu else []
+    touched = {copies[i].data_ptr() for i in on_gpu if i in prepared}
+    pinned = _pin([copies[i] for i in on_gpu if _own_mapping(sources[i])], touched) if on_gpu else []
     for ident, t in sources.items():
         copies[ident].copy_(t, non_blocking=t.device.type == "cuda")
     for device in {sources[i].device for i in on_gpu}:
         torch.cuda.synchronize(device)
     return HostCopies({key: copies[ident] for key, ident in names.items()}, pinned)
+
+
+def _thread_usage() -> tuple[float, int, int] | None:
+    """This thread's (user + system CPU seconds, minor page faults, voluntary context switches); None where the
+    platform does not count per thread."""
+    who = getattr(resource, "RUSAGE_THREAD", None)
+    if who is None:
+        return None
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime, usage.ru_minflt, usage.ru_nvcsw
 
 
 class BackgroundSave:
@@ -229,6 +301,7 @@ class BackgroundSave:
         self._copies = copies
         self._error: BaseException | None = None
         self._seconds = 0.0
+        self.usage: dict[str, float] = {}  # the writing thread's CPU seconds, minor page faults, voluntary waits
         # save_pretrained pops what it wrote from the dict it is given: a copy, so the copies stay whole for the compare
         self._thread = threading.Thread(target=self._save, args=(model, folder, dict(copies.tensors)), daemon=True,
                                         name="rocmcheck-save-pretrained")
@@ -239,13 +312,18 @@ class BackgroundSave:
         return self._copies.tensors
 
     def _save(self, model: torch.nn.Module, folder: Path, state: dict[str, torch.Tensor]) -> None:
-        t0 = time.perf_counter()
+        t0, before = time.perf_counter(), _thread_usage()
         try:
-            model.save_pretrained(folder, state_dict=state, safe_serialization=True)
+            with deepspeed_unseen():
+                model.save_pretrained(folder, state_dict=state, safe_serialization=True)
         except BaseException as exc:  # noqa: BLE001 - handed to join(), on the run's own thread
             self._error = exc
         finally:
             self._seconds = round(time.perf_counter() - t0, 3)
+            after = _thread_usage()
+            if before and after:  # where a slow save's time went: CPU, page faults, or waiting
+                self.usage = {"cpu_s": round(after[0] - before[0], 3), "minor_faults": after[1] - before[1],
+                              "waits": after[2] - before[2]}
             try:
                 self._copies.unpin()
             except Exception as exc:  # noqa: BLE001 - a driver that cannot unregister: join() raises it
