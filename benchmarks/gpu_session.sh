@@ -107,6 +107,8 @@ for b in (2, 4, 8):
             run triage-summary 120 python3 -m rocmcheck triage "$OUT/summary.txt" ;;
         train-faults) run train-faults ${TF_S:-420} python3 benchmarks/bench_train_faults.py --device cuda ;;
         profile-rows) run profile-rows 120 python3 benchmarks/bench_profile_rows.py ;;
+        fresh-memory) run fresh-memory 240 python3 benchmarks/bench_fresh_memory.py --gib ${FRESH_GIB:-16} ;;  # first, on a fresh VM
+        step-parts) run step-parts ${STEP_PARTS_S:-300} python3 benchmarks/bench_step_parts.py ${STEP_PARTS_FLAGS:-} ;;
         planted-faults) run planted-faults ${PF_S:-240} python3 benchmarks/bench_planted_faults.py --json "$OUT/planted_faults.json" ;;
         compile-bytecode)  # what pip leaves on an installed machine: the bytecode of torch's venv, the wheels, rocmcheck
             run compile-bytecode 120 python3 -m compileall -q -j 0 "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" /tmp/site rocmcheck ;;

@@ -1,0 +1,244 @@
+"""Where a smoke-train's seconds go inside its parts (prints as it goes; a GPU when there is one):
+
+    python benchmarks/bench_step_parts.py                 # every section
+    python benchmarks/bench_step_parts.py --only steps,numerics
+
+  steps     the bundled model's training step as train.run.train_steps takes it (PlainStrategy, the task's rows),
+            120 steps: the loop as it runs; without the memory sampler; without the per-step wait; then the step's
+            parts apart (forward, backward, clip, optimizer step), and the Python functions that take the time
+  numerics  train.numerics.measure on a random-init model (--numerics-shape: the Mistral-shaped 1.9B of
+            bench_time_to_verdict.py, or "bundled"), twice, with its bf16 pass, fp32 pass and block norms apart
+  save      the bundled model's save_pretrained to /dev/shm, three times (the first pays for what it imports)
+  overlap   a child that imports the model classes after the device's first use, and one that starts the
+            device's first use in a thread meanwhile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def steps_section(device) -> None:
+    import torch
+
+    from rocmcheck.monitor.step_memory import MemorySampler
+    from rocmcheck.train import modeling
+    from rocmcheck.train.config import TrainConfig
+    from rocmcheck.train.distributed import World
+    from rocmcheck.train.plain_strategy import PlainStrategy
+    from rocmcheck.train.run import lr_at
+
+    modeling.offline_and_quiet()
+    modeling.import_model_classes()
+    cfg = TrainConfig(device=device.type)
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.randint(4, 100, (cfg.steps, cfg.micro_batch, cfg.seq_len), generator=gen)
+
+    def fresh():
+        s = PlainStrategy(cfg, device, World(0, 1, 0))
+        s.build(lambda step, micro: (rows[step].to(device), rows[step].to(device)))
+        return s
+
+    def loop(strategy, sample: bool, wait: bool) -> float:
+        sampler = MemorySampler(device)
+        sync(device)
+        t0 = time.perf_counter()
+        for step in range(cfg.steps):
+            strategy.set_lr(lr_at(step, cfg))
+            if sample:
+                sampler.start_step()
+            loss, norm = strategy.train_step(step)
+            if wait:
+                torch.stack([loss.float(), loss.float(), norm.float()]).tolist()
+                sync(device)
+            if sample:
+                sampler.sample()
+        sync(device)
+        return time.perf_counter() - t0
+
+    warm = fresh()
+    loop(warm, True, True)  # first use: kernels loaded, the allocator's pools made
+    for name, sample, wait in (("as train_steps runs it", True, True), ("without the memory sampler", False, True),
+                               ("without the per-step wait", True, False), ("neither", False, False)):
+        s = fresh()
+        print(f"  {cfg.steps} steps, {name:<32} {loop(s, sample, wait):6.3f} s", flush=True)
+    s = fresh()
+    parts = {"forward": 0.0, "backward": 0.0, "clip": 0.0, "optimizer step + zero_grad": 0.0, "memory sampler": 0.0}
+    sampler = MemorySampler(device)
+    autocast = torch.autocast(device.type, dtype=torch.bfloat16)
+    for step in range(cfg.steps):
+        x = rows[step].to(device)
+        sync(device)
+        t0 = time.perf_counter()
+        with autocast:
+            loss = s.forward(input_ids=x, labels=x).loss
+        sync(device)
+        t1 = time.perf_counter()
+        loss.backward()
+        sync(device)
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(s.model.parameters(), cfg.grad_clip)
+        sync(device)
+        t3 = time.perf_counter()
+        s.optimizer.step()
+        s.optimizer.zero_grad(set_to_none=True)
+        sync(device)
+        t4 = time.perf_counter()
+        sampler.start_step()
+        sampler.sample()
+        t5 = time.perf_counter()
+        for k, dt in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
+            parts[k] += dt
+    for k, v in parts.items():
+        print(f"  {k:<40} {v:6.3f} s over {cfg.steps} steps ({1000 * v / cfg.steps:.2f} ms each)", flush=True)
+    s = fresh()
+    prof = cProfile.Profile()
+    prof.enable()
+    loop(s, True, True)
+    prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
+    print("\n".join(out.getvalue().splitlines()[:45]), flush=True)
+
+
+def numerics_section(device, shape: str) -> None:
+    import torch
+    import transformers
+
+    from rocmcheck.train import modeling, numerics
+
+    modeling.offline_and_quiet()
+    modeling.import_model_classes()
+    if shape == "bundled":
+        conf = transformers.AutoConfig.from_pretrained(REPO / "rocmcheck" / "train" / "assets" / "tiny-llama")
+    else:
+        conf = transformers.MistralConfig(hidden_size=2048, intermediate_size=7168, num_hidden_layers=32,
+                                          num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
+                                          max_position_embeddings=4096, sliding_window=4096, tie_word_embeddings=False)
+    conf.use_cache = False
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = transformers.AutoModelForCausalLM.from_config(conf, dtype=torch.float32, attn_implementation="sdpa")
+    model.train()
+    x = torch.randint(4, 100, (4, 64), device=device)
+    for i in range(2):
+        sync(device)
+        t0 = time.perf_counter()
+        numerics.measure(model, x, x, pure_bf16=False)
+        sync(device)
+        print(f"  numerics.measure, run {i + 1}: {time.perf_counter() - t0:.3f} s", flush=True)
+    for name, on in (("bf16 autocast pass", True), ("fp32 pass", False)):
+        sync(device)
+        t0 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=on):
+            loss = model(input_ids=x, labels=x).loss
+        sync(device)
+        t1 = time.perf_counter()
+        loss.backward()
+        sync(device)
+        t2 = time.perf_counter()
+        numerics._block_norms(model)
+        t3 = time.perf_counter()
+        print(f"  {name}: forward {t1 - t0:.3f}, backward {t2 - t1:.3f}, block norms {t3 - t2:.3f} s", flush=True)
+    model.zero_grad(set_to_none=True)
+
+
+def save_section(device) -> None:
+    import torch
+
+    from rocmcheck.train import modeling
+    from rocmcheck.train.config import TrainConfig
+
+    modeling.offline_and_quiet()
+    modeling.import_model_classes()
+    cfg = TrainConfig(device=device.type)
+    model = modeling.load_model(Path(cfg.model), cfg, device)
+    for i in range(3):
+        folder = Path(tempfile.mkdtemp(prefix="rocmcheck-bench-save-", dir="/dev/shm" if Path("/dev/shm").is_dir()
+                                       else None))
+        t0 = time.perf_counter()
+        model.save_pretrained(folder, safe_serialization=True)
+        t1 = time.perf_counter()
+        shutil.rmtree(folder)
+        print(f"  save_pretrained of the bundled model, run {i + 1}: {t1 - t0:.3f} s", flush=True)
+    del model, torch
+
+
+OVERLAP = r"""
+import sys, threading, time
+t0 = time.perf_counter()
+import torch
+t_torch = time.perf_counter()
+def first_use():
+    if torch.cuda.is_available():
+        torch.zeros(1, device="cuda"); torch.cuda.synchronize()
+mode = sys.argv[1]
+if mode == "thread":
+    th = threading.Thread(target=first_use); th.start()
+else:
+    first_use()
+t_use = time.perf_counter()
+sys.path.insert(0, sys.argv[2])
+from rocmcheck.train import modeling
+modeling.offline_and_quiet(); modeling.import_model_classes()
+t_import = time.perf_counter()
+if mode == "thread":
+    th.join()
+t_end = time.perf_counter()
+print(f"  {mode:<7} import torch {t_torch - t0:.3f}, first use {t_use - t_torch:.3f}, model classes "
+      f"{t_import - t_use:.3f}, joined {t_end - t_import:.3f}, total {t_end - t0:.3f} s", flush=True)
+"""
+
+
+def overlap_section() -> None:
+    for _ in range(2):
+        for mode in ("inline", "thread"):
+            subprocess.run([sys.executable, "-c", OVERLAP, mode, str(REPO)], timeout=120, check=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", default="steps,numerics,save,overlap")
+    ap.add_argument("--numerics-shape", default="mistral-2b", choices=("mistral-2b", "bundled"))
+    a = ap.parse_args()
+    import torch
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    print(f"device {torch.cuda.get_device_name(0) if device.type == 'cuda' else 'cpu'}, torch {torch.__version__}",
+          flush=True)
+    for part in a.only.split(","):
+        print(f"== {part}", flush=True)
+        t0 = time.perf_counter()
+        if part == "steps":
+            steps_section(device)
+        elif part == "numerics":
+            numerics_section(device, a.numerics_shape)
+        elif part == "save":
+            save_section(device)
+        elif part == "overlap":
+            overlap_section()
+        print(f"== {part} done in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
