@@ -10,6 +10,8 @@ Rows, each over --gib GiB of memory not used before in this run unless it says "
   tmpfs after      a /dev/shm file written right after an anonymous mapping of the same size was touched by 8 threads
                    and unmapped, --pause seconds before (do pages given back come back cheap?)
   tmpfs again      the same write after every file here was removed (memory used before)
+  remove           the same bytes as 6 files in a folder in /dev/shm, removed by shutil.rmtree (one thread) and by
+                   rocmcheck's remove_folder (the large files by several threads at once)
 """
 
 from __future__ import annotations
@@ -17,11 +19,16 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import shutil
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rocmcheck.safe.scratch_folders import make_folder, remove_folder  # noqa: E402
 
 CHUNK = 64 << 20
 SHM = Path("/dev/shm")
@@ -98,6 +105,15 @@ def main() -> None:
     row("anon touch, 1 thread, again", touch(t, 1))
     del t
     buf.close()
+    for name, remove in (("remove 6 files: shutil.rmtree", shutil.rmtree),
+                         ("remove 6 files: remove_folder", remove_folder)):
+        folder = make_folder("bench", SHM)
+        for i in range(6):
+            write_file(folder / f"shard-{i}", n // 6, chunk)
+        t0 = time.perf_counter()
+        remove(folder)
+        row(name, time.perf_counter() - t0)
+        remove_folder(folder)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -65,6 +66,34 @@ def test_a_folder_is_named_for_its_kind_and_process_private_and_removed_after(tm
     assert not hidden.exists()
     with pytest.raises(ValueError):
         sf.folder_prefix("monitor")  # only the kinds the sweep knows
+
+
+def test_large_files_are_removed_side_by_side_and_links_are_not_followed(tmp_path, monkeypatch):
+    """A checkpoint-like folder: three shards of LARGE_FILE_BYTES (sparse), small files, a link to a large file
+    outside. remove_folder removes all of it, the shards by several threads, and leaves the linked file alone."""
+    outside = tmp_path / "outside.bin"
+    with open(outside, "wb") as fh:
+        fh.truncate(sf.LARGE_FILE_BYTES)
+    folder = sf.make_folder("checkpoint", tmp_path)
+    (folder / "checkpoint").mkdir()
+    for i in range(3):
+        with open(folder / "checkpoint" / f"model-0000{i}.safetensors", "wb") as fh:
+            fh.truncate(sf.LARGE_FILE_BYTES)
+    (folder / "checkpoint" / "config.json").write_text("{}")
+    (folder / "checkpoint" / "link.bin").symlink_to(outside)
+    unlinked: dict[str, str] = {}
+    real = os.unlink
+
+    def unlink(path, *a, **k):
+        unlinked[os.path.basename(path)] = threading.current_thread().name
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(sf.os, "unlink", unlink)
+    sf.remove_folder(folder)
+    assert not folder.exists() and outside.stat().st_size == sf.LARGE_FILE_BYTES
+    shards = {f"model-0000{i}.safetensors" for i in range(3)}
+    assert shards <= set(unlinked) and unlinked["link.bin"] == threading.main_thread().name  # with the rest
+    assert all(unlinked[name] != threading.main_thread().name for name in shards)  # by the pool's threads
 
 
 def test_the_temporary_folder_is_tmpdir(tmp_path, monkeypatch):

@@ -280,5 +280,6 @@ def test_the_files_method_saves_from_host_copies_and_keeps_the_verdict_order(mon
     assert {r.id: r for r in report.results}["train.reload"].status.value == "pass"
     shown = report.info["reload"]
     assert shown["method"] == "files" and shown["host_copy_s"] >= 0 and shown["save_s"] >= 0, shown
+    assert shown["remove_s"] >= 0 and shown["verify_s"] >= 0, shown  # the folder's removal timed apart
     usage = shown["save_thread"]  # the writing thread's own account: it wrote, so it ran and faulted pages in
     assert usage["cpu_s"] > 0 and usage["minor_faults"] >= 0 and usage["waits"] >= 0, usage

@@ -29,6 +29,7 @@ import shutil
 import signal
 import stat
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Iterator
 
@@ -49,6 +50,10 @@ KINDS = {
 }
 # kind, pid, pid namespace (as written), mkdtemp's part; the leading dot of a hidden one is optional.
 _NAME = re.compile(r"\.?rocmcheck-(" + "|".join(KINDS) + r")-([0-9]+)-([0-9]+)-[^/]*\Z")
+# Files from this size up are unlinked by up to REMOVE_THREADS threads at once before the rest of a folder goes
+# (remove_folder): a checkpoint's shards.
+LARGE_FILE_BYTES = 64 << 20
+REMOVE_THREADS = 8
 PF_EXITING = 0x4  # include/linux/sched.h: set when the process starts to exit, before its memory is freed
 # The folders this process made and has not removed yet: on a stop they are removed wherever they are (an --out).
 _MADE: set[Path] = set()
@@ -79,10 +84,40 @@ def make_folder(kind: str, parent: str | os.PathLike[str] | None = None, *, hidd
 
 
 def remove_folder(folder: str | os.PathLike[str]) -> None:
-    """Remove a folder make_folder made, with what is in it. Never raises (one already gone is fine)."""
+    """Remove a folder make_folder made, with what is in it: its large files first, by several threads at once
+    (_unlink_large), then the rest. Never raises (one already gone is fine)."""
     path = Path(folder)
+    _unlink_large(path)
     shutil.rmtree(path, ignore_errors=True)
     _MADE.discard(path)
+
+
+def _unlink_large(folder: Path) -> None:
+    """Unlink the regular files of at least LARGE_FILE_BYTES under folder (never following a link), up to
+    REMOVE_THREADS at once. Removing a file gives its pages back one by one, in the remover's time: a 7B's
+    checkpoint (26.95 GB in 6 shards) took 2.78 s to remove from /dev/shm by one thread on an H200
+    (benchmarks/bench_save_parts.py, RESULTS.md section 18); shards of their own are freed side by side."""
+    large: list[str] = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISREG(info.st_mode) and info.st_size >= LARGE_FILE_BYTES:
+                large.append(path)
+    if len(large) < 2:
+        return
+    with ThreadPoolExecutor(min(REMOVE_THREADS, len(large))) as pool:
+        list(pool.map(_unlink_quietly, large))
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 @contextlib.contextmanager
