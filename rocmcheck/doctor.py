@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any, Callable
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.health import annotate_link_with_bandwidth
-from rocmcheck.facts.collect import Facts, collect_facts
+from rocmcheck.facts.collect import Facts, collect_facts, gpu_device_paths
 from rocmcheck.facts.redact import redact_tree
 from rocmcheck.fixes import BUG_FIX, as_recorded, note
 from rocmcheck.result import CheckResult, Status, skipped
@@ -74,9 +75,20 @@ def _gpu_present(ctx: CheckContext, results: list[CheckResult]) -> bool:
 
 
 def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
-                  on_result: Callable[[CheckResult], None] | None = None, progress: Any = None) -> list[CheckResult]:
+                  on_result: Callable[[CheckResult], None] | None = None, progress: Any = None,
+                  early: Any = None) -> list[CheckResult]:
     """The probes of opts.level (or those --only names); on_result hears each verdict the moment it is known,
-    progress.begin each probe as it starts."""
+    progress.begin each probe as it starts. early: the stage's main child, already started (start_early_probes):
+    sent on, or let go."""
+    try:
+        return _gpu_stage(ctx, opts, cheap, on_result, progress, early)
+    finally:
+        if early is not None:
+            early.stop()  # nothing when the stage sent it on; else it leaves without running a probe
+
+
+def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
+               on_result: Callable[[CheckResult], None] | None, progress: Any, early: Any) -> list[CheckResult]:
     if not opts.gpu_probes:
         return [skipped("GPU probes skipped (--no-gpu-probes)", id="probe.stage")]
     if not _gpu_present(ctx, cheap):
@@ -100,7 +112,35 @@ def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResul
                              start=lambda name, number, total: shown.begin(f"GPU probe {number}/{total}: {name}"),
                              note=lambda name, text: getattr(shown, "note", lambda _text: None)(text))
     return probes_stage(timeout_s=opts.gpu_stage_timeout_s, host=host, only=only, level=opts.level,
-                        duration_s=opts.duration_s, skip=skip, listener=listener)
+                        duration_s=opts.duration_s, skip=skip, listener=listener, early=early)
+
+
+def start_early_probes(opts: DoctorOptions, gpu_device_present: Callable[[], bool] | None = None) -> Any:
+    """The GPU stage's main child, started now to import torch and set up the GPU while the facts are collected;
+    it runs its probes only when the stage sends it on (probes/stage.py, EarlyMainChild). None when the stage will
+    not run probes, or no GPU device file exists here (the stage then starts its own child, if it runs at all)."""
+    if not (opts.gpu_probes and _stage_wanted(opts, "probe")) or opts.across_nodes:
+        return None
+    present = gpu_device_present or _gpu_device_present
+    if not present():
+        return None
+    from rocmcheck.probes.catalog import BY_NAME
+    from rocmcheck.probes.levels import stage_budget_s
+    from rocmcheck.probes.stage import select_names, start_early_main_child
+
+    only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
+    skip = {o.split(".", 1)[1] for o in opts.skip if o.startswith("probe.")} or None
+    try:
+        chosen = [BY_NAME[n] for n in select_names(only, skip, opts.level)]
+    except (KeyError, ValueError):  # a name the stage refuses: it says so itself
+        return None
+    budget = stage_budget_s(opts.gpu_stage_timeout_s, opts.level, chosen, opts.duration_s)
+    return start_early_main_child(budget, only, skip, level=opts.level, duration_s=opts.duration_s,
+                                  wait_s=opts.deadline_s + opts.command_timeout_s + 60.0)
+
+
+def _gpu_device_present() -> bool:
+    return any(os.path.exists(p) for p in gpu_device_paths())
 
 
 def start_early_train(opts: DoctorOptions) -> Any:
@@ -195,6 +235,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
     early: list[CheckResult] = []
     # The smoke-train's child imports beside the facts and the GPU probes; it trains after them (stage overlap).
     pending_train = start_early_train(opts) if facts is None else None
+    pending_probes = start_early_probes(opts) if facts is None else None
     if facts is None:
         needs_python = (any(s.area in PYTHON_STACK_AREAS for s in specs)
                         or (opts.gpu_probes and _stage_wanted(opts, "probe"))
@@ -253,7 +294,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
                 shown.append(result)
                 emit([result], [])
 
-            new = _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results, show, progress))
+            new = _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results, show, progress, pending_probes))
             staged += new
             emit([r for r in new if all(r is not s for s in shown)], [])
         if _stage_wanted(opts, "train"):

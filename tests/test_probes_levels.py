@@ -231,7 +231,7 @@ def test_the_doctor_prints_each_probe_verdict_once_as_it_arrives(monkeypatch):
     late = skipped("decided at the end", id="probe.triton")
     asked = {}
 
-    def stage_stub(timeout_s, host, only, *, level, duration_s, skip, listener):
+    def stage_stub(timeout_s, host, only, *, level, duration_s, skip, listener, early=None):
         asked.update(level=level, duration_s=duration_s, skip=skip, only=only)
         listener.start("memory", 1, 2)
         listener.result(streamed)
@@ -256,7 +256,7 @@ def test_run_doctor_emits_a_streamed_verdict_once(monkeypatch):
     streamed = passed("streamed", id="probe.memory")
     late = skipped("decided at the end", id="probe.triton")
 
-    def stage_stub(timeout_s, host, only, *, level, duration_s, skip, listener):
+    def stage_stub(timeout_s, host, only, *, level, duration_s, skip, listener, early=None):
         listener.result(streamed)
         return [streamed, late]
 

@@ -1,7 +1,9 @@
 """The GPU stage's parent side with real child processes: the real child on this GPU-less machine, the
 real child in CPU test mode, and a misbehaving stand-in child (tests/probe_fakes) for hangs and crashes."""
 
+import os
 import sys
+import time
 
 import pytest
 
@@ -154,7 +156,7 @@ def test_one_visible_gpu_skips_the_collective(fake):
 def test_collective_workers_wait_for_the_go_file_and_stop_when_told(tmp_path):
     import threading
 
-    from rocmcheck.probes.collective import wait_for_go
+    from rocmcheck.probes.go_file import wait_for_go
 
     go = tmp_path / "go"
     threading.Timer(0.3, lambda: go.write_text("go")).start()
@@ -195,3 +197,79 @@ def test_the_watchdog_limit_is_the_probes_own():
     r = died_verdict(BY_NAME["triton"], _hung("Timeout (0:01:00)!\nThread 0x1 (most recent call first):", False),
                      DeviceContext(vendor="nvidia", name="NVIDIA H200", arch="sm_90"), 60)
     assert r.data["timeout_s"] == 60 and "hung" in r.summary and r.fix.text.endswith("nvidia-smi")
+
+
+# ------------------------------------------------- the main child started ahead (the doctor's facts meanwhile)
+
+def _children_started(monkeypatch) -> list[dict]:
+    """Every main child the stage itself starts, by its plan."""
+    from rocmcheck.probes import stage
+
+    started: list[dict] = []
+    real = stage._StreamingChild
+
+    class Counted(real):
+        def __init__(self, module, plan, *a, **k):
+            started.append(plan)
+            super().__init__(module, plan, *a, **k)
+
+    monkeypatch.setattr(stage, "_StreamingChild", Counted)
+    return started
+
+
+def test_a_child_started_ahead_runs_the_stage_and_gives_the_same_verdicts(monkeypatch):
+    from rocmcheck.probes.stage import start_early_main_child
+
+    only = {"gemm_numerics", "attention"}
+    early = start_early_main_child(60, only, cpu=True, wait_s=60)
+    assert early is not None
+    started = _children_started(monkeypatch)
+    ahead = by_id(run_stage(timeout_s=60, only=only, cpu=True, early=early))
+    assert started == []  # the stage started no child of its own
+    alone = by_id(run_stage(timeout_s=60, only=only, cpu=True))
+    assert len(started) == 1
+    assert {k: r.status for k, r in ahead.items()} == {k: r.status for k, r in alone.items()}
+    assert ahead["probe.gemm_numerics"].status is Status.PASS and ahead["probe.gemm_numerics"].data["rel_err"] > 0
+
+
+def test_a_child_started_for_other_probes_is_stopped_and_the_stage_starts_its_own(monkeypatch):
+    from rocmcheck.probes.stage import start_early_main_child
+
+    early = start_early_main_child(60, {"attention"}, cpu=True, wait_s=60)
+    started = _children_started(monkeypatch)
+    results = by_id(run_stage(timeout_s=60, only={"gemm_numerics"}, cpu=True, early=early))
+    assert [p[0] for p in started[0]["probes"]] == ["gemm_numerics"] and len(started) == 1
+    assert results["probe.gemm_numerics"].status is Status.PASS
+    early._child.join()  # told "stop": it left without running a probe
+    assert early._child.consume(lambda event: None).command.returncode == 0
+
+
+def test_a_child_started_ahead_and_never_sent_on_leaves_quietly():
+    from rocmcheck.probes.stage import start_early_main_child
+
+    early = start_early_main_child(60, {"gemm_numerics"}, cpu=True, wait_s=60)
+    events: list[dict] = []
+    early.stop()
+    run = early._child.consume(events.append)
+    assert run.command.returncode == 0 and [e["event"] for e in events][-1] == "done"
+    assert not any(e["event"] == "start" for e in events)  # no probe ran
+    deadline = time.monotonic() + 10
+    while os.path.exists(os.path.dirname(early.go_file)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(os.path.dirname(early.go_file))  # its go folder went with it
+
+
+def test_the_doctor_starts_the_probe_child_ahead_only_where_a_probe_stage_will_run_on_a_gpu():
+    from rocmcheck import doctor
+    from rocmcheck.probes.stage import EarlyMainChild
+
+    here = doctor.start_early_probes(doctor.DoctorOptions(), gpu_device_present=lambda: False)
+    assert here is None  # no GPU device file: the stage, if it runs at all, starts its own
+    for opts in (doctor.DoctorOptions(gpu_probes=False), doctor.DoctorOptions(only=("gpu",)),
+                 doctor.DoctorOptions(across_nodes=True), doctor.DoctorOptions(only=("probe.nonesuch",))):
+        assert doctor.start_early_probes(opts, gpu_device_present=lambda: True) is None, opts
+    early = doctor.start_early_probes(doctor.DoctorOptions(only=("probe.memory",)), gpu_device_present=lambda: True)
+    assert isinstance(early, EarlyMainChild)
+    assert [p[0] for p in early._child.plan["probes"]] == ["memory"]
+    early.stop()
+    assert early._child.consume(lambda event: None).command.returncode == 0  # it left, told "stop"

@@ -294,6 +294,12 @@ COMMAND_KEYS = ("rocminfo", "hipconfig", "amd-smi-static", "amd-smi-version", "r
                 "nvidia-smi-query", "nvidia-smi", "nvidia-smi-health") + KERNEL_LOG_KEYS
 
 
+def gpu_device_paths() -> list[str]:
+    """The device files a GPU is reached through: /dev/kfd (AMD's compute interface, listed whether or not it
+    exists), /dev/dri/renderD* and /dev/nvidia0.. that exist."""
+    return ["/dev/kfd"] + sorted(glob.glob("/dev/dri/renderD*")) + sorted(glob.glob("/dev/nvidia[0-9]*"))
+
+
 def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                   probe_timeout_s: float = 45.0, python_probes: bool = True,
                   on_commands_done: Callable[[Facts], None] | None = None) -> Facts:
@@ -352,8 +358,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         facts.env = env
         facts.files = {p: _read(p) for p in FILES}
         facts.present = {p: os.path.exists(p) for p in PRESENCE}
-        dev_paths = ["/dev/kfd"] + sorted(glob.glob("/dev/dri/renderD*")) + sorted(glob.glob("/dev/nvidia[0-9]*"))
-        facts.devices = {p: _device_access(p) for p in dev_paths}
+        facts.devices = {p: _device_access(p) for p in gpu_device_paths()}
         facts.devices.setdefault("/dev/dri", _device_access("/dev/dri"))
         facts.user = _user()
         facts.limits = _limits()

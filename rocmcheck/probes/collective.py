@@ -24,6 +24,7 @@ _IMPORT_S = _IMPORTED_AT - _IMPORT_START
 
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
+from rocmcheck.probes.go_file import wait_for_go
 from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.units import MIB
 
@@ -92,18 +93,6 @@ def measure(ops: dict[str, Any], world: int, device: torch.device, group: Any = 
     out["all_gather"] = {"ok": ok, "bytes": piece * world * 4, "ms": seconds * 1e3, "algbw_gbps": algbw,
                          "busbw_gbps": busbw}
     return out
-
-
-def wait_for_go(go_file: str, timeout_s: float) -> str:
-    """"go" or "stop" from the parent's go file; "stop" when it never comes within timeout_s."""
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        try:
-            with open(go_file, encoding="utf-8") as fh:
-                return fh.read().strip() or "stop"
-        except FileNotFoundError:
-            time.sleep(0.02)
-    return "stop"
 
 
 def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, nbytes: int, result_path: str,

@@ -30,6 +30,7 @@ from typing import Any, Callable
 
 from rocmcheck.child import ChildRun, child_env, run_child
 from rocmcheck.fixes import Fix, collective_hang_fix, shell
+from rocmcheck.probes import go_file
 from rocmcheck.probes.catalog import BY_NAME, PROBE_NAMES
 from rocmcheck.probes.context import DeviceContext, HostFacts
 from rocmcheck.probes.gpu_fault import hw_exception_verdict
@@ -179,11 +180,13 @@ def run_stage(timeout_s: float = 60.0, host: HostFacts | None = None, only: set[
               allow_build: bool = False, cpu: bool = False, python: str | None = None,
               main_child: str = MAIN_CHILD, collective_child: str | None = None, *, level: int = DEFAULT_LEVEL,
               duration_s: float | None = None, skip: set[str] | None = None,
-              listener: StageListener | None = None) -> list[CheckResult]:
+              listener: StageListener | None = None, early: EarlyMainChild | None = None) -> list[CheckResult]:
     """Run the selected probes (select_names: `only` by name, else the `level`'s, less `skip`) within timeout_s
     seconds overall. host: what the caller collected about the machine (the judges read it; nothing is collected
     here). duration_s: what the level-3 probes share (levels.durations). listener: hears every verdict as it is
-    known. cpu=True runs the probe code on the CPU at small sizes: for tests and debugging, not a verdict on a GPU."""
+    known. cpu=True runs the probe code on the CPU at small sizes: for tests and debugging, not a verdict on a GPU.
+    early: the main child started ahead (start_early_main_child), used when its plan is this stage's and stopped
+    otherwise."""
     names = select_names(only, skip, level)
     host = host or HostFacts()
     python = python or sys.executable
@@ -204,41 +207,128 @@ def run_stage(timeout_s: float = 60.0, host: HostFacts | None = None, only: set[
             launcher.start()
     try:
         ctx = _main_child_probes(names, main, deadline, python, main_child, env, cpu, allow_build, host, timeout_s,
-                                 seconds, verdicts)
+                                 seconds, verdicts, early)
         for launcher in launchers:
             if ctx is not None:
                 name = launcher.probe.name
                 listener.start(name, names.index(name) + 1, len(names))
                 verdicts.put(name, launcher.verdict(ctx))
     finally:
+        if early is not None:
+            early.stop()
         for launcher in launchers:
             launcher.release()
     head = [verdicts.by_name[DEVICE_ID]] if DEVICE_ID in verdicts else []  # init failure: one fail, then skips
     return head + [verdicts.by_name[n] for n in names]
 
 
-def _run_streaming(module: str, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str,
-                   take: Callable[[dict[str, Any]], None]) -> ChildRun:
-    """run_child, with each event handed to `take` on this thread as it arrives (the child's reader thread only
-    queues it). The child runs in a daemon thread: Ctrl-C here is not held up by it (the CLI ends the child)."""
-    events: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
-    done: list[ChildRun] = []
-    worker = threading.Thread(target=lambda: done.append(run_child(module, plan, timeout_s, env=env, python=python,
-                                                                   on_event=events.put)),
-                              name="rocmcheck-probe-child", daemon=True)
-    worker.start()
-    while worker.is_alive():
-        try:
-            take(events.get(timeout=0.1))
-        except queue.Empty:
-            continue
-    worker.join()
-    while True:  # what arrived between the last look and the end
-        try:
-            take(events.get_nowait())
-        except queue.Empty:
-            break
-    return done[0]
+class _StreamingChild:
+    """run_child in a daemon thread of its own, started at once, its events queued as they arrive; consume hands
+    each to `take` on the caller's thread and returns the ChildRun at its end. Ctrl-C here is not held up by the
+    thread (the CLI ends the child)."""
+
+    def __init__(self, module: str, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str) -> None:
+        self.plan = plan
+        self._events: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
+        self._done: list[ChildRun] = []
+        self._worker = threading.Thread(
+            target=lambda: self._done.append(run_child(module, plan, timeout_s, env=env, python=python,
+                                                       on_event=self._events.put)),
+            name="rocmcheck-probe-child", daemon=True)
+        self._worker.start()
+
+    def consume(self, take: Callable[[dict[str, Any]], None]) -> ChildRun:
+        while self._worker.is_alive():
+            try:
+                take(self._events.get(timeout=0.1))
+            except queue.Empty:
+                continue
+        self._worker.join()
+        while True:  # what arrived between the last look and the end
+            try:
+                take(self._events.get_nowait())
+            except queue.Empty:
+                break
+        return self._done[0]
+
+    def done(self) -> bool:
+        return not self._worker.is_alive()
+
+    def join(self) -> None:
+        self._worker.join()
+
+
+class EarlyMainChild:
+    """The main probe child started ahead (start_early_main_child), while the doctor collects its facts: it imports
+    torch, reports the device and waits at its go file (rocmcheck/probes/go_file.py). run_stage sends it on when
+    its plan is the stage's own (take); stop lets it go. A stop after take changes nothing, so a caller stops it on
+    every way out. On one H200 the first probe verdict came 1.74 s after a stage without it started: the child's
+    start, torch's import and the device's set-up (benchmarks/RESULTS.md, section 18)."""
+
+    def __init__(self, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str,
+                 main_child: str) -> None:
+        self._dir = str(make_folder("go"))
+        self.go_file = os.path.join(self._dir, "go")
+        self._said = False
+        self._child = _StreamingChild(main_child, {**plan, "go_file": self.go_file, "go_timeout_s": timeout_s},
+                                      timeout_s, env, python)
+
+    def take(self, plan: dict[str, Any]) -> _StreamingChild | None:
+        """The running child, sent on, when it was started to run what `plan` runs (its timeouts were reckoned from
+        the same stage budget a moment earlier) and is still there; None otherwise (it is stopped, and the stage
+        starts its own)."""
+        if self._said or self._child.done() or _what_runs(self._child.plan) != _what_runs(plan):
+            self.stop()
+            return None
+        self._say("go")
+        return self._child
+
+    def _say(self, word: str) -> None:
+        if not self._said:
+            self._said = True
+            go_file.say(self.go_file, word)
+
+    def stop(self) -> None:
+        """Never leave it waiting: "stop" unless it was sent on; its folder goes once it has ended."""
+        self._say("stop")
+        if self._child.done():
+            remove_folder(self._dir)
+        else:
+            threading.Thread(target=lambda: (self._child.join(), remove_folder(self._dir)), daemon=True,
+                             name="rocmcheck-early-probe-cleanup").start()
+
+
+def start_early_main_child(timeout_s: float, only: set[str] | None = None, skip: set[str] | None = None, *,
+                           level: int = DEFAULT_LEVEL, duration_s: float | None = None, wait_s: float = 0.0,
+                           allow_build: bool = False, cpu: bool = False, python: str | None = None,
+                           main_child: str = MAIN_CHILD) -> EarlyMainChild | None:
+    """The main child of run_stage(timeout_s, only=only, skip=skip, level=level, duration_s=duration_s), started
+    now; it waits up to wait_s for its stage, then gets the stage's own timeout_s. None when the stage would have
+    no main child, or refuses the names (it says so itself)."""
+    try:
+        names = select_names(only, skip, level)
+    except (KeyError, ValueError):
+        return None
+    main = [n for n in names if BY_NAME[n].child is None]
+    if not main:
+        return None
+    seconds = durations([BY_NAME[n] for n in names], duration_s)
+    plan = _main_plan(main, seconds, allow_build, cpu, timeout_s)
+    return EarlyMainChild(plan, wait_s + timeout_s, child_env(), python or sys.executable, main_child)
+
+
+def _what_runs(plan: dict[str, Any]) -> tuple:
+    """A main child's plan without its timeouts: the probes in order, their durations, and how they run."""
+    return ([p[0] for p in plan.get("probes", [])], plan.get("durations"), plan.get("allow_build"), plan.get("cpu"))
+
+
+def _main_plan(pending: list[str], seconds: dict[str, float], allow_build: bool, cpu: bool,
+               remaining: float) -> dict[str, Any]:
+    """The main child's request for the probes still pending, with `remaining` seconds of the stage left."""
+    return {"probes": [[n, max(1.0, min(BY_NAME[n].limit(allow_build, seconds.get(n)), remaining - 1))]
+                       for n in pending],
+            "durations": {n: seconds[n] for n in pending if n in seconds},
+            "allow_build": allow_build, "cpu": cpu, "init_timeout_s": max(1.0, remaining - 1)}
 
 
 class _Events:
@@ -269,9 +359,11 @@ class _Events:
 
 def _main_child_probes(names: list[str], main: list[str], deadline: float, python: str, main_child: str,
                        env: dict[str, str], cpu: bool, allow_build: bool, host: HostFacts, timeout_s: float,
-                       seconds: dict[str, float], verdicts: _Verdicts) -> DeviceContext | None:
-    """Run the main child's probes (relaunching it after a probe that hung or killed it), putting every verdict;
-    the device context, or None when there is no GPU to run on (every probe then has its skip or the init fail)."""
+                       seconds: dict[str, float], verdicts: _Verdicts,
+                       early: EarlyMainChild | None = None) -> DeviceContext | None:
+    """Run the main child's probes (the one started ahead, `early`, when it fits; relaunching it after a probe
+    that hung or killed it), putting every verdict; the device context, or None when there is no GPU to run on
+    (every probe then has its skip or the init fail)."""
     pending = list(main)
     ctx: DeviceContext | None = None
 
@@ -279,12 +371,12 @@ def _main_child_probes(names: list[str], main: list[str], deadline: float, pytho
         remaining = deadline - time.monotonic()
         if ctx is not None and remaining < MIN_RELAUNCH_S:
             break
-        plan = {"probes": [[n, max(1.0, min(BY_NAME[n].limit(allow_build, seconds.get(n)), remaining - 1))]
-                           for n in pending],
-                "durations": {n: seconds[n] for n in pending if n in seconds},
-                "allow_build": allow_build, "cpu": cpu, "init_timeout_s": max(1.0, remaining - 1)}
+        plan = _main_plan(pending, seconds, allow_build, cpu, remaining)
         events = _Events(names, pending, ctx, host, cpu, verdicts)
-        run = _run_streaming(main_child, plan, max(1.0, remaining), env, python, events.take)
+        child = early.take(plan) if early is not None and ctx is None else None
+        if child is None:
+            child = _StreamingChild(main_child, plan, max(1.0, remaining), env, python)
+        run = child.consume(events.take)
         report = parse_child_output(run)
         if ctx is None:
             ctx = events.ctx
@@ -346,10 +438,7 @@ class _CollectiveLauncher:
             lambda: run_child(self.module, request, remaining, env=self.env, python=self.python))
 
     def _go(self, word: str) -> None:
-        tmp = self.go_file + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(word)
-        os.replace(tmp, self.go_file)  # atomic: the workers never read half a word
+        go_file.say(self.go_file, word)
 
     def verdict(self, ctx: DeviceContext) -> CheckResult:
         probe, name = self.probe, self.probe.name

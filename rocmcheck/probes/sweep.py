@@ -26,7 +26,8 @@ import torch.multiprocessing as mp
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.facts.parsers.nccl_env import transport_settings
 from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
-from rocmcheck.probes.collective import _all_gather, failure_event, wait_for_go
+from rocmcheck.probes.collective import _all_gather, failure_event
+from rocmcheck.probes.go_file import wait_for_go
 from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.units import MIB
 
