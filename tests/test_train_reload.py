@@ -5,6 +5,7 @@ bit, a tensor left out, a config changed, a truncated file), judged by both meth
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 
@@ -228,6 +229,22 @@ def test_buffers_made_ahead_are_the_ones_the_copies_fill():
     assert host["embed"].data_ptr() == buffer.data_ptr() and host["head"] is host["embed"]
     for key, t in state.items():
         assert torch.equal(host[key], t), key
+
+
+def _resident_bytes() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_buffers_made_ahead_have_their_pages_in_before_they_are_written():
+    """The kernel faults the buffers' pages in (MADV_POPULATE_WRITE), in the buffers' own thread: the process's
+    resident memory grows by the buffer's size before anything writes to it."""
+    if tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit()) < (5, 14):
+        pytest.skip("MADV_POPULATE_WRITE is Linux 5.14 and later")
+    state = {"w": torch.empty(64 << 20, dtype=torch.uint8)}
+    before = _resident_bytes()
+    ready, made = made_ahead(state)
+    assert ready.faulted_in and len(made) == 1
+    assert _resident_bytes() - before >= (64 << 20) * 0.9
 
 
 def test_buffers_made_for_other_tensors_are_not_filled():

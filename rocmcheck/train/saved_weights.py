@@ -32,6 +32,7 @@ Imports torch.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import math
 import mmap
@@ -69,6 +70,12 @@ HUGE_PAGE_BYTES = 2 << 20
 # section 18).
 PIN_THREADS = 8
 PAGE_TOUCH_STRIDE = 4096
+# Buffers made ahead (HostBuffers, while the steps run) are faulted in by the kernel, by this many threads, in
+# pieces of this size (a multiple of the huge page). Fewer threads than PIN_THREADS: the GPU run's own thread is
+# busy meanwhile. MADV_POPULATE_WRITE: include/uapi/asm-generic/mman-common.h, Linux 5.14.
+PREFAULT_THREADS = 4
+POPULATE_CHUNK_BYTES = 256 << 20
+MADV_POPULATE_WRITE = 23
 # The files are compared with the host copies by this many threads (torch.equal lets the GIL go). The 7B on one
 # H200: 0.88 s instead of 1.30 s from the disk's page cache, 1.33 s instead of 2.62 s from /dev/shm (the same
 # bench_save_parts.py --reload-parts run).
@@ -181,6 +188,26 @@ def _touch(buffers: list[torch.Tensor]) -> None:
             list(pool.map(lambda b: b.view(-1).view(torch.uint8)[::PAGE_TOUCH_STRIDE].fill_(0), buffers))
 
 
+def _populate(buffers: list[torch.Tensor]) -> bool:
+    """Have the kernel fault every page of the buffers in (madvise MADV_POPULATE_WRITE, Linux 5.14 and later), by
+    up to PREFAULT_THREADS threads, in POPULATE_CHUNK_BYTES pieces; the GIL is let go during each call (ctypes).
+    False where the kernel cannot (the pages then come in when first written). Never raises."""
+    if not buffers:
+        return True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise = libc.madvise
+    except (OSError, AttributeError):
+        return False
+    madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+    pieces = [(b.data_ptr() + at, min(POPULATE_CHUNK_BYTES, b.nbytes - at))
+              for b in buffers for at in range(0, b.nbytes, POPULATE_CHUNK_BYTES)]
+    if madvise(*pieces[0], MADV_POPULATE_WRITE) != 0:  # EINVAL: a kernel without it
+        return False
+    with ThreadPoolExecutor(max(1, min(PREFAULT_THREADS, os.cpu_count() or 1))) as pool:
+        return all(code == 0 for code in pool.map(lambda piece: madvise(*piece, MADV_POPULATE_WRITE), pieces[1:]))
+
+
 def _pin(buffers: list[torch.Tensor], touched: Collection[int] = ()) -> list[int]:
     """Register each buffer with the GPU driver (cudaHostRegister; hipHostRegister under ROCm, the same torch
     call), after faulting its pages in from several threads at once (registration would fault them in one);
@@ -227,7 +254,8 @@ def _own_mapping(t: torch.Tensor) -> bool:
 
 class HostBuffers:
     """The host buffers host_copies will fill, made ahead in a thread of their own (while the run trains): for
-    each tensor of the state dict whose copy gets a mapping of its own, host_empty, its pages faulted in (_touch). On
+    each tensor of the state dict whose copy gets a mapping of its own, host_empty, its pages faulted in by the
+    kernel (_populate: no torch op, so no thread pool of torch's competes with the training's own thread). On
     memory a machine has not used before, that faulting is most of the copies' cost: one H200 VM touched such
     memory at 7.9 GB/s with 8 threads and memory it had used at 47 GB/s (benchmarks/bench_fresh_memory.py,
     RESULTS.md section 18); the 7B's host copies took 5.84 s on a fresh VM and 1.52 s later on the same one.
@@ -239,13 +267,14 @@ class HostBuffers:
         self._specs = {ident: (tuple(t.shape), t.dtype) for ident, t in (found[1] if found else {}).items()
                        if _own_mapping(t)}
         self._buffers: dict[tuple, torch.Tensor] = {}
+        self.faulted_in = False  # their pages are in (else _pin faults them in, as for buffers made there)
         self._thread = threading.Thread(target=self._make, daemon=True, name="rocmcheck-host-buffers")
         self._thread.start()
 
     def _make(self) -> None:
         try:
             buffers = {ident: host_empty(shape, dtype) for ident, (shape, dtype) in self._specs.items()}
-            _touch(list(buffers.values()))
+            self.faulted_in = _populate(list(buffers.values()))
             self._buffers = buffers
         except (MemoryError, OSError, RuntimeError):  # no room now: host_copies makes its own, as without these
             self._buffers = {}
@@ -266,6 +295,7 @@ def host_copies(state: dict[str, torch.Tensor], ready: HostBuffers | None = None
     weight) share one copy, as they share one tensor in the model, so save_pretrained finds the same ties. None
     when a copy would not be the same state dict (_sources)."""
     prepared = ready.take() if ready is not None else {}
+    faulted_in = bool(ready and ready.faulted_in)
     found = _sources(state)
     if found is None:
         return None
@@ -273,7 +303,7 @@ def host_copies(state: dict[str, torch.Tensor], ready: HostBuffers | None = None
     copies = {ident: prepared[ident] if ident in prepared else host_empty(tuple(t.shape), t.dtype)
               for ident, t in sources.items()}
     on_gpu = [ident for ident, t in sources.items() if t.device.type == "cuda"]
-    touched = {copies[i].data_ptr() for i in on_gpu if i in prepared}
+    touched = {copies[i].data_ptr() for i in on_gpu if i in prepared} if faulted_in else set()
     pinned = _pin([copies[i] for i in on_gpu if _own_mapping(sources[i])], touched) if on_gpu else []
     for ident, t in sources.items():
         copies[ident].copy_(t, non_blocking=t.device.type == "cuda")
