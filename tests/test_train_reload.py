@@ -236,10 +236,8 @@ def _resident_bytes() -> int:
 
 
 def test_buffers_made_ahead_have_their_pages_in_before_they_are_written():
-    """The kernel faults the buffers' pages in (MADV_POPULATE_WRITE), in the buffers' own thread: the process's
-    resident memory grows by the buffer's size before anything writes to it."""
-    if tuple(int(x) for x in os.uname().release.split(".")[:2] if x.isdigit()) < (5, 14):
-        pytest.skip("MADV_POPULATE_WRITE is Linux 5.14 and later")
+    """The buffers' own thread faults their pages in: the process's resident memory grows by the buffer's size
+    before anything else writes to it."""
     state = {"w": torch.empty(64 << 20, dtype=torch.uint8)}
     before = _resident_bytes()
     ready, made = made_ahead(state)

@@ -32,7 +32,6 @@ Imports torch.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import json
 import math
 import mmap
@@ -70,12 +69,9 @@ HUGE_PAGE_BYTES = 2 << 20
 # section 18).
 PIN_THREADS = 8
 PAGE_TOUCH_STRIDE = 4096
-# Buffers made ahead (HostBuffers, while the steps run) are faulted in by the kernel, by this many threads, in
-# pieces of this size (a multiple of the huge page). Fewer threads than PIN_THREADS: the GPU run's own thread is
-# busy meanwhile. MADV_POPULATE_WRITE: include/uapi/asm-generic/mman-common.h, Linux 5.14.
+# Buffers made ahead (HostBuffers, while the steps run) are faulted in by this many threads: fewer than
+# PIN_THREADS, since the GPU run's own thread is busy meanwhile.
 PREFAULT_THREADS = 4
-POPULATE_CHUNK_BYTES = 256 << 20
-MADV_POPULATE_WRITE = 23
 # The files are compared with the host copies by this many threads (torch.equal lets the GIL go). The 7B on one
 # H200: 0.88 s instead of 1.30 s from the disk's page cache, 1.33 s instead of 2.62 s from /dev/shm (the same
 # bench_save_parts.py --reload-parts run).
@@ -188,24 +184,26 @@ def _touch(buffers: list[torch.Tensor]) -> None:
             list(pool.map(lambda b: b.view(-1).view(torch.uint8)[::PAGE_TOUCH_STRIDE].fill_(0), buffers))
 
 
-def _populate(buffers: list[torch.Tensor]) -> bool:
-    """Have the kernel fault every page of the buffers in (madvise MADV_POPULATE_WRITE, Linux 5.14 and later), by
-    up to PREFAULT_THREADS threads, in POPULATE_CHUNK_BYTES pieces; the GIL is let go during each call (ctypes).
-    False where the kernel cannot (the pages then come in when first written). Never raises."""
-    if not buffers:
-        return True
+def _touch_aside(buffers: list[torch.Tensor]) -> bool:
+    """Fault every page of the buffers in, one write per PAGE_TOUCH_STRIDE bytes, from up to PREFAULT_THREADS
+    threads, by numpy (its strided write lets the GIL go and uses no thread pool of torch's, which would compete
+    with the training thread). Page faults leave the training thread alone where madvise(MADV_POPULATE_WRITE)
+    did not: it holds the process's memory-map lock, which the training thread's own allocations wait for. 30
+    steps of a 1.1B on one H200: 2.92-3.13 s alone, 2.85 s beside this touching 24 GiB, 3.25-3.36 s beside
+    MADV_POPULATE_WRITE (benchmarks/bench_step_parts.py --only prefault, RESULTS.md section 18). False when numpy
+    cannot view them (the pages then come in when first written). Never raises."""
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        madvise = libc.madvise
-    except (OSError, AttributeError):
+        import numpy
+    except ImportError:
         return False
-    madvise.argtypes, madvise.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
-    pieces = [(b.data_ptr() + at, min(POPULATE_CHUNK_BYTES, b.nbytes - at))
-              for b in buffers for at in range(0, b.nbytes, POPULATE_CHUNK_BYTES)]
-    if madvise(*pieces[0], MADV_POPULATE_WRITE) != 0:  # EINVAL: a kernel without it
+    try:
+        parts = [part for b in buffers for part in numpy.array_split(b.view(-1).view(torch.uint8).numpy(),
+                                                                      PREFAULT_THREADS)]
+        with ThreadPoolExecutor(max(1, min(PREFAULT_THREADS, os.cpu_count() or 1))) as pool:
+            list(pool.map(lambda part: part.__setitem__(slice(None, None, PAGE_TOUCH_STRIDE), 0), parts))
+    except (RuntimeError, TypeError, ValueError):  # a torch built without numpy
         return False
-    with ThreadPoolExecutor(max(1, min(PREFAULT_THREADS, os.cpu_count() or 1))) as pool:
-        return all(code == 0 for code in pool.map(lambda piece: madvise(*piece, MADV_POPULATE_WRITE), pieces[1:]))
+    return True
 
 
 def _pin(buffers: list[torch.Tensor], touched: Collection[int] = ()) -> list[int]:
@@ -254,8 +252,8 @@ def _own_mapping(t: torch.Tensor) -> bool:
 
 class HostBuffers:
     """The host buffers host_copies will fill, made ahead in a thread of their own (while the run trains): for
-    each tensor of the state dict whose copy gets a mapping of its own, host_empty, its pages faulted in by the
-    kernel (_populate: no torch op, so no thread pool of torch's competes with the training's own thread). On
+    each tensor of the state dict whose copy gets a mapping of its own, host_empty, its pages faulted in
+    (_touch_aside, which leaves the training thread alone). On
     memory a machine has not used before, that faulting is most of the copies' cost: one H200 VM touched such
     memory at 7.9 GB/s with 8 threads and memory it had used at 47 GB/s (benchmarks/bench_fresh_memory.py,
     RESULTS.md section 18); the 7B's host copies took 5.84 s on a fresh VM and 1.52 s later on the same one.
@@ -274,7 +272,7 @@ class HostBuffers:
     def _make(self) -> None:
         try:
             buffers = {ident: host_empty(shape, dtype) for ident, (shape, dtype) in self._specs.items()}
-            self.faulted_in = _populate(list(buffers.values()))
+            self.faulted_in = _touch_aside(list(buffers.values()))
             self._buffers = buffers
         except (MemoryError, OSError, RuntimeError):  # no room now: host_copies makes its own, as without these
             self._buffers = {}
