@@ -213,9 +213,8 @@ def main() -> None:
 def _leave(code: int | str | None) -> None:
     """End the process with `code` once a command is done. After torch was imported, the interpreter's own
     teardown (freeing every module and object of torch and transformers, one by one) adds a second or more to
-    a smoke-train (benchmarks/RESULTS.md, section 17); so then the threads are joined, the atexit handlers
-    run and the streams are flushed as at a normal exit, and the process ends without that teardown. A message
-    (sys.exit("...")) takes the interpreter's own way out, which prints it."""
+    a smoke-train (benchmarks/RESULTS.md, section 17); so the process ends as every child does
+    (rocmcheck.child.leave: threads joined, atexit handlers run, streams flushed, no teardown)."""
     from rocmcheck.runner import end_descendants
     from rocmcheck.safe.scratch_folders import sweep_gone
 
@@ -225,14 +224,6 @@ def _leave(code: int | str | None) -> None:
         sys.stdout.flush()  # buffered output fails here when it fails (a full disk): say so while we can
     except OSError as exc:
         code = _output_failed(exc, code)
-    if "torch" not in sys.modules or not (code is None or isinstance(code, int)):
-        sys.exit(code)
-    import atexit
-    import threading
+    from rocmcheck.child import leave
 
-    for thread in threading.enumerate():  # as the interpreter would: wait for the non-daemon threads
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
-    atexit._run_exitfuncs()
-    _flush_streams()
-    os._exit(code or 0)
+    leave(code)

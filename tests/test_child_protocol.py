@@ -213,3 +213,40 @@ def test_a_normal_exit_ends_what_a_tool_left_running(tmp_path):
     else:
         os.kill(helper, signal.SIGKILL)
         pytest.fail("the helper rocminfo left running outlived the doctor")
+
+
+LEAVES = """
+import atexit, sys, threading, time
+from pathlib import Path
+from rocmcheck.child import leave
+out = Path(sys.argv[1])
+if sys.argv[2] == "torch":
+    import torch  # noqa: F401
+atexit.register(lambda: (out / "atexit").write_text("ran"))
+class Dies:
+    def __del__(self):
+        (out / "teardown").write_text("ran")  # only the interpreter's own teardown runs this
+kept = Dies()
+def late():
+    time.sleep(0.3)
+    (out / "thread").write_text("ran")
+threading.Thread(target=late).start()
+print("buffered, never flushed by hand", end="")
+leave(int(sys.argv[3]))
+"""
+
+
+@pytest.mark.parametrize("with_torch", [True, False])
+def test_a_child_leaves_with_its_code_its_threads_and_atexit_done_and_torch_not_torn_down(tmp_path, with_torch):
+    """rocmcheck.child.leave, in a real process: the exit code, a non-daemon thread's work, the atexit handlers
+    and buffered stdout all kept; with torch imported, the interpreter's teardown (an object's __del__ at exit)
+    is skipped, without torch it runs as usual."""
+    if with_torch:
+        pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", LEAVES, str(tmp_path), "torch" if with_torch else "plain", "3"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stdout == "buffered, never flushed by hand"
+    assert (tmp_path / "thread").read_text() == "ran" and (tmp_path / "atexit").read_text() == "ran"
+    assert (tmp_path / "teardown").exists() is (not with_torch)

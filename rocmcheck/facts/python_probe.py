@@ -17,7 +17,7 @@ import sysconfig
 import traceback
 from typing import Any, Callable
 
-from rocmcheck.child import open_channel, read_request
+from rocmcheck.child import leave, open_channel, read_request
 from rocmcheck.facts.torch_devices import describe_device
 
 
@@ -247,4 +247,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -28,11 +28,10 @@ import copy
 import math
 import os
 import re
-import sys
 import warnings
 from typing import Any
 
-from rocmcheck.child import open_channel, read_request
+from rocmcheck.child import leave, open_channel, read_request
 from rocmcheck.safe.scratch_folders import scratch_folder
 
 # How _validate_launch_command turns a nested key into a launcher argument (accelerate/commands/launch.py: the
@@ -269,4 +268,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -23,7 +23,7 @@ import logging
 import sys
 import types
 
-from rocmcheck.child import open_channel, read_request
+from rocmcheck.child import leave, open_channel, read_request
 
 BATCH_KEYS = ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps")
 
@@ -191,4 +191,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -17,9 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import sys
 
-from rocmcheck.child import open_channel, read_request
+from rocmcheck.child import leave, open_channel, read_request
 
 
 def accepted(kind: str, command: str = "train") -> dict:
@@ -59,4 +58,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -17,11 +17,10 @@ raises a real torch.OutOfMemoryError, so the catching, freeing, doubling and bis
 from __future__ import annotations
 
 import gc
-import sys
 import time
 from typing import Any
 
-from rocmcheck.child import Channel, open_channel, read_request, watchdog
+from rocmcheck.child import Channel, leave, open_channel, read_request, watchdog
 from rocmcheck.facts.torch_devices import describe_devices
 from rocmcheck.plan.search import Trial, search_from_estimate, search_max_batch
 
@@ -277,4 +276,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -11,12 +11,11 @@ Anything a library prints (DeepSpeed logs on stdout, ninja, HIP runtime) goes to
 from __future__ import annotations
 
 import dataclasses
-import sys
 import time
 import traceback
 from typing import Any, Callable
 
-from rocmcheck.child import Channel, open_channel, read_request, watchdog
+from rocmcheck.child import Channel, leave, open_channel, read_request, watchdog
 from rocmcheck.facts.torch_devices import describe_devices
 from rocmcheck.probes.catalog import BY_NAME
 from rocmcheck.probes.go_file import wait_for_go
@@ -124,4 +123,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -22,7 +22,7 @@ import sys
 import traceback
 from typing import Any
 
-from rocmcheck.child import open_channel, read_request
+from rocmcheck.child import leave, open_channel, read_request
 from rocmcheck.errors import BadInput
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan
@@ -102,4 +102,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())
