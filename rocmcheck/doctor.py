@@ -105,8 +105,7 @@ def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
                      numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"))
     from rocmcheck.probes.stage import StageListener
 
-    only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
-    skip = {o.split(".", 1)[1] for o in opts.skip if o.startswith("probe.")} or None
+    only, skip = _probe_filters(opts)
     shown = progress or _Quiet()
     listener = StageListener(result=on_result or (lambda result: None),
                              start=lambda name, number, total: shown.begin(f"GPU probe {number}/{total}: {name}"),
@@ -122,25 +121,43 @@ def start_early_probes(opts: DoctorOptions, gpu_device_present: Callable[[], boo
     if not (opts.gpu_probes and _stage_wanted(opts, "probe")) or opts.across_nodes:
         return None
     present = gpu_device_present or _gpu_device_present
-    if not present():
+    chosen = _chosen_probes(opts) if present() else None
+    if chosen is None:  # no GPU device file, or names the stage refuses (it says so itself)
         return None
-    from rocmcheck.probes.catalog import BY_NAME
     from rocmcheck.probes.levels import stage_budget_s
-    from rocmcheck.probes.stage import select_names, start_early_main_child
+    from rocmcheck.probes.stage import start_early_main_child
 
-    only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
-    skip = {o.split(".", 1)[1] for o in opts.skip if o.startswith("probe.")} or None
-    try:
-        chosen = [BY_NAME[n] for n in select_names(only, skip, opts.level)]
-    except (KeyError, ValueError):  # a name the stage refuses: it says so itself
-        return None
+    only, skip = _probe_filters(opts)
     budget = stage_budget_s(opts.gpu_stage_timeout_s, opts.level, chosen, opts.duration_s)
     return start_early_main_child(budget, only, skip, level=opts.level, duration_s=opts.duration_s,
-                                  wait_s=opts.deadline_s + opts.command_timeout_s + 60.0)
+                                  wait_s=_facts_wait_s(opts))
 
 
 def _gpu_device_present() -> bool:
     return any(os.path.exists(p) for p in gpu_device_paths())
+
+
+def _probe_filters(opts: DoctorOptions) -> tuple[set[str] | None, set[str] | None]:
+    """The probe names --only and --skip give (`probe.NAME`), each None when they name none."""
+    only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
+    skip = {o.split(".", 1)[1] for o in opts.skip if o.startswith("probe.")} or None
+    return only, skip
+
+
+def _chosen_probes(opts: DoctorOptions) -> list[Any] | None:
+    """The probes the GPU stage will run (probes/stage.py: select_names); None when it refuses the names."""
+    from rocmcheck.probes.catalog import BY_NAME
+    from rocmcheck.probes.stage import select_names
+
+    try:
+        return [BY_NAME[n] for n in select_names(*_probe_filters(opts), opts.level)]
+    except (KeyError, ValueError):
+        return None
+
+
+def _facts_wait_s(opts: DoctorOptions) -> float:
+    """The longest the fact collection and the checks on it may take."""
+    return opts.deadline_s + opts.command_timeout_s + 60.0
 
 
 def start_early_train(opts: DoctorOptions) -> Any:
@@ -157,20 +174,13 @@ def start_early_train(opts: DoctorOptions) -> Any:
 def _time_before_train_s(opts: DoctorOptions) -> float:
     """The longest the stages before the smoke-train may take: the fact collection's deadline, the cross-node
     collective's and the GPU probes' limits, each when it runs, and the checks' time on top."""
-    wait = opts.deadline_s + opts.command_timeout_s + 60.0
+    wait = _facts_wait_s(opts)
     if opts.across_nodes and _stage_wanted(opts, "cluster"):
         wait += opts.across_timeout_s
     if opts.gpu_probes and _stage_wanted(opts, "probe"):
-        from rocmcheck.probes.catalog import BY_NAME
         from rocmcheck.probes.levels import stage_budget_s
-        from rocmcheck.probes.stage import select_names
 
-        only = {o.split(".", 1)[1] for o in opts.only if o.startswith("probe.")} or None
-        skip = {o.split(".", 1)[1] for o in opts.skip if o.startswith("probe.")} or None
-        try:
-            chosen = [BY_NAME[n] for n in select_names(only, skip, opts.level)]
-        except (KeyError, ValueError):  # a name the stage refuses: it ends at once, saying so
-            chosen = []
+        chosen = _chosen_probes(opts) or []  # names the stage refuses: it ends at once, saying so
         wait += stage_budget_s(opts.gpu_stage_timeout_s, opts.level, chosen, opts.duration_s)
     return wait
 
