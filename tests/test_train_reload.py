@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 from pathlib import Path
 
 import pytest
@@ -287,7 +288,12 @@ def test_the_background_save_writes_what_save_pretrained_writes_from_the_model(b
 
 def test_the_files_method_saves_from_host_copies_and_keeps_the_verdict_order(monkeypatch):
     monkeypatch.setenv(saved_weights.METHOD_ENV, "files")
+    released_by = []  # the host copies are let go beside the folder's removal, not on the run's own thread
+    release = saved_weights.BackgroundSave.release
+    monkeypatch.setattr(saved_weights.BackgroundSave, "release",
+                        lambda self: (released_by.append(threading.current_thread().name), release(self))[1])
     report = run_smoke_train(short())
+    assert released_by == ["rocmcheck-remove-checkpoint"], released_by
     ids = [r.id for r in report.results]
     # right after the loss and the accuracy, as when it was judged there, though it is judged after the profile now
     assert ids[ids.index("train.loss_decrease"):][:3] == ["train.loss_decrease", "train.task_accuracy",
@@ -296,5 +302,6 @@ def test_the_files_method_saves_from_host_copies_and_keeps_the_verdict_order(mon
     shown = report.info["reload"]
     assert shown["method"] == "files" and shown["host_copy_s"] >= 0 and shown["save_s"] >= 0, shown
     assert shown["remove_s"] >= 0 and shown["verify_s"] >= 0, shown  # the folder's removal timed apart
+    assert 0 <= shown["compare_s"] <= shown["verify_s"], shown  # the compare with the copies, timed within it
     usage = shown["save_thread"]  # the writing thread's own account: it wrote, so it ran and faulted pages in
     assert usage["cpu_s"] > 0 and usage["minor_faults"] >= 0 and usage["waits"] >= 0, usage

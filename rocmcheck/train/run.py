@@ -545,6 +545,7 @@ class _Run:
         shown = self.info["reload"]
         dtype = next(eval_model.parameters()).dtype
         files = again = None
+        handed_over = False
         try:
             with folder:
                 if saving is not None:
@@ -556,17 +557,19 @@ class _Run:
                 t0 = time.perf_counter()
                 if shown["method"] == "files":
                     files = saved_weights.compare_files(save_dir, eval_model, saving.copies if saving else None)
+                    shown["compare_s"] = round(time.perf_counter() - t0, 3)
                     if not files.one_to_one:
                         shown["method"], shown["fallback"], files = "full", files.why_not, None
                 if files is None:
                     again = modeling.load_model(save_dir, self.cfg, batch.device, dtype=dtype).eval()
                 if self.cfg.out:
                     publish_checkpoint(save_dir, Path(self.cfg.out))
-                self._remove_aside(folder.pop_all())
+                self._remove_aside(folder.pop_all(), saving)
+                handed_over = True
         except Exception as exc:  # noqa: BLE001 - _save_failed sorts it
             return self._save_failed(exc, save_dir)
         finally:
-            if saving is not None:
+            if saving is not None and not handed_over:
                 saving.release()  # the host copies go as soon as the files are judged
         bound, label = noise, "this device's run-to-run noise"
         if dtype in (torch.bfloat16, torch.float16):
@@ -586,16 +589,21 @@ class _Run:
         shown["verify_s"] = round(time.perf_counter() - t0, 3)
         return verdicts.check_reload(diff, bound, weights_equal, bound_label=label)
 
-    def _remove_aside(self, folder: contextlib.ExitStack) -> None:
-        """The judged scratch checkpoint removed by a thread of its own while the run goes on (its model and
-        optimizer freed, its report made); run_smoke_train waits for it before it returns. A 7B's checkpoint
-        (one 25 GB file, which no second thread can help remove) took 2.47 s to remove from /dev/shm on an
-        H200 (RESULTS.md section 18). info.reload.remove_s: how long it took."""
+    def _remove_aside(self, folder: contextlib.ExitStack, saving: saved_weights.BackgroundSave | None) -> None:
+        """The judged scratch checkpoint removed, and the host copies it was compared with let go (`saving`), by
+        a thread of its own while the run goes on (its model and optimizer freed, its report made);
+        run_smoke_train waits for it before it returns. A 7B's checkpoint (one 25 GB file, which no second thread
+        can help remove) took 2.47 s to remove from /dev/shm on an H200 (RESULTS.md section 18), and its 25 GB of
+        host copies are unmapped beside it. info.reload.remove_s: how long both took."""
         shown = self.info["reload"]
 
         def remove() -> None:
             t0 = time.perf_counter()
-            folder.close()
+            try:
+                if saving is not None:
+                    saving.release()
+            finally:
+                folder.close()
             shown["remove_s"] = round(time.perf_counter() - t0, 3)
 
         self.removing = threading.Thread(target=remove, name="rocmcheck-remove-checkpoint")
