@@ -118,6 +118,8 @@ def test_the_report_says_where_the_time_went(cpu_run):
             "fit", "data", "load", "numerics", "accuracy", "train", "reload", "profile", "outputs"} <= set(parts)
     reload = report["info"]["reload"]  # the reload's own split, outside timings_s (it is part of "reload")
     assert reload["method"] == "full" and reload["save_s"] + reload["verify_s"] <= parts["reload"] + 0.01
+    passes = report["info"]["numerics_s"]  # the numerics' two passes, each timed: together inside its part
+    assert set(passes) == {"bf16", "fp32"} and 0 < passes["bf16"] + passes["fp32"] <= parts["numerics"] + 0.01
     assert all(v >= 0 for v in parts.values())
     assert parts["train"] == max(parts.values())  # 120 steps are the most of a CPU run
     assert sum(parts.values()) <= report["info"]["wall_s"] + 0.01  # writing the outputs included

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import math
+import time
 from typing import Any
 
 import torch
@@ -39,13 +40,17 @@ def _block_norms(model: torch.nn.Module) -> dict[str, float]:
 
 
 def _pass(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, bf16_autocast: bool) -> dict[str, Any]:
+    """One forward and backward: its loss, gradient norms and seconds (the device waited for: the norms are read
+    back as Python floats)."""
+    t0 = time.perf_counter()
     model.zero_grad(set_to_none=True)
     with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bf16_autocast):
         loss = model(input_ids=x, labels=y).loss
     loss.backward()
     norms = _block_norms(model)
     model.zero_grad(set_to_none=True)
-    return {"loss": float(loss.detach()), "grad_norm": math.sqrt(sum(v * v for v in norms.values())), "blocks": norms}
+    return {"loss": float(loss.detach()), "grad_norm": math.sqrt(sum(v * v for v in norms.values())), "blocks": norms,
+            "seconds": round(time.perf_counter() - t0, 3)}
 
 
 def _reference_model(model: torch.nn.Module, device: torch.device) -> tuple[torch.nn.Module | None, str]:

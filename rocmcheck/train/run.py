@@ -352,6 +352,9 @@ class _Run:
             with timed("numerics"):
                 self.numerics = numerics.measure(strategy.model, x[:NUMERICS_ROWS], y[:NUMERICS_ROWS], cfg.pure_bf16)
             self.numerics_result = verdicts.check_numerics(self.numerics, self.device.type == "cuda")
+            # each pass's seconds: the first includes the device's first use of the run's kernels
+            self.info["numerics_s"] = {k: v["seconds"] for k, v in self.numerics.items()
+                                       if isinstance(v, dict) and "seconds" in v}
         if main:
             self.info["model"] = {"path": str(cfg.model), "params": modeling.param_count(model),
                                   "model_type": model.config.model_type, "attn_implementation": cfg.attn}
