@@ -207,7 +207,8 @@ def smoke_row(r: dict[str, Any]) -> dict[str, Any]:
         row["no_report"] = (r.get("stderr_tail") or "")[-600:]
         return row
     info = doc.get("info", {})
-    row.update(parts=info.get("timings_s", {}), reload=info.get("reload"), run_s=info.get("wall_s"),
+    row.update(parts=info.get("timings_s", {}), reload=info.get("reload"), numerics=info.get("numerics_s"),
+               run_s=info.get("wall_s"),
                device=info.get("device", {}).get("name"),
                verdicts={x["id"]: x["status"] for x in doc.get("results", [])},
                params=info.get("model", {}).get("params"))
@@ -231,9 +232,12 @@ def show_smoke(label: str, row: dict[str, Any]) -> None:
         f"rest {rest:.2f} s + {shown}")
     if row.get("reload"):
         rl = row["reload"]
-        say(f"    reload: {rl.get('method')} ({(rl.get('weight_bytes') or 0) / 2**30:.2f} GiB of weights): save "
-            f"{rl.get('save_s')} s, verify {rl.get('verify_s')} s"
+        say(f"    reload: {rl.get('method')} ({(rl.get('weight_bytes') or 0) / 2**30:.2f} GiB of weights): host "
+            f"copies {rl.get('host_copy_s')} s, save {rl.get('save_s')} s, verify {rl.get('verify_s')} s (compare "
+            f"{rl.get('compare_s')} s), removal {rl.get('remove_s')} s"
             + (f"; fell back: {rl['fallback']}" if rl.get("fallback") else ""))
+    if row.get("numerics"):
+        say(f"    numerics passes: {row['numerics']}")
     say(f"    {len(verdicts)} verdicts" + (f", not passing: {bad}" if bad else ", all pass or skip")
         + (f"; no report: {row['no_report'][-300:]}" if row.get("no_report") else ""))
 
@@ -408,6 +412,7 @@ def main() -> None:
     ap.add_argument("--models-dir", type=Path, default=None, help="where the random-init folders are made and kept")
     ap.add_argument("--compile-bytecode", action="store_true",
                     help="where torch has no bytecode: measure without it first, then write it (compileall)")
+    ap.add_argument("--shapes", default=None, help="comma-separated own-model shapes to run (default: all)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     budget = Budget(args.budget)
@@ -431,6 +436,11 @@ def main() -> None:
         f"{record['PYTHONDONTWRITEBYTECODE'] or 'unset'}; budget {args.budget:g} s")
     env = base_env()
     shapes = QUICK_SHAPES if args.quick or not gpu else GPU_SHAPES
+    if args.shapes:
+        unknown = set(args.shapes.split(",")) - set(shapes)
+        if unknown:
+            raise SystemExit(f"--shapes: no shape {', '.join(sorted(unknown))} (there are {', '.join(shapes)})")
+        shapes = {k: v for k, v in shapes.items() if k in args.shapes.split(",")}
     try:
         if "floor" in want:
             floor(record, budget, runs, env)

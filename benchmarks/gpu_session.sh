@@ -83,6 +83,10 @@ for step in "$@"; do
         # Time to verdict (smoke-train, own models, doctor, without bytecode), each beside its floor and peers.
         time) run time-to-verdict ${TTV_S:-540} python3 benchmarks/bench_time_to_verdict.py --budget ${TTV_BUDGET:-500} \
             ${TTV_FLAGS:-} --json "$OUT/time_to_verdict.json" ;;
+        # The own models again (their folders kept from `time`), the scratch checkpoint in the temporary folder
+        own-tmpdir) TMPDIR=/tmp run own-tmpdir ${OWN_S:-300} python3 benchmarks/bench_time_to_verdict.py --only own \
+            --budget ${OWN_BUDGET:-280} --models-dir /tmp/rocmcheck-bench-models --shapes ${OWN_SHAPES:-mistral-2b} \
+            --json "$OUT/own_tmpdir.json" ;;
         level2) run level2 ${L2_S:-300} python3 benchmarks/bench_level2.py ${L2_FLAGS:---no-alone} ;;
         level3) run level3 ${L3_S:-420} python3 benchmarks/bench_level3.py ${L3_FLAGS:---no-alone --duration 60} ;;
         drift)  # the bf16 run against its fp32 twin over every step, three seeds
