@@ -211,6 +211,8 @@ def smoke_row(r: dict[str, Any]) -> dict[str, Any]:
                run_s=info.get("wall_s"),
                device=info.get("device", {}).get("name"),
                verdicts={x["id"]: x["status"] for x in doc.get("results", [])},
+               step_s=[round(m["step_s"], 4) for m in doc.get("metrics", []) if "step_s" in m][:3] + [
+                   round(statistics.median(m["step_s"] for m in doc["metrics"]), 4)] if doc.get("metrics") else None,
                params=info.get("model", {}).get("params"))
     return row
 
@@ -237,7 +239,7 @@ def show_smoke(label: str, row: dict[str, Any]) -> None:
             f"{rl.get('compare_s')} s), removal {rl.get('remove_s')} s"
             + (f"; fell back: {rl['fallback']}" if rl.get("fallback") else ""))
     if row.get("numerics"):
-        say(f"    numerics passes: {row['numerics']}")
+        say(f"    numerics passes: {row['numerics']}; steps 1-3 and the median {row.get('step_s')} s")
     say(f"    {len(verdicts)} verdicts" + (f", not passing: {bad}" if bad else ", all pass or skip")
         + (f"; no report: {row['no_report'][-300:]}" if row.get("no_report") else ""))
 
