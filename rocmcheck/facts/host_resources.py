@@ -1,6 +1,7 @@
 """What this host lets a process use: the CPUs it may run on and the memory it may still take, each narrowed by a
 cgroup v2 limit where a container sets one (inside a container /proc/meminfo shows the host's memory, not the
-limit). build-env reads them for MAX_JOBS."""
+limit). build-env reads them for MAX_JOBS; smoke-train's scratch checkpoint reads the memory and the kernel's
+writeback threshold (train/scratch.py)."""
 
 from __future__ import annotations
 
@@ -36,6 +37,21 @@ def available_memory(meminfo: str | Path = "/proc/meminfo",
         if avail is None or room < avail:
             avail, source = room, "cgroup memory.max - memory.current"
     return avail, source
+
+
+def writeback_threshold(available: int, vm: str | Path = "/proc/sys/vm") -> int | None:
+    """Bytes of dirty page cache from which the kernel starts writing it back to the disk in the background:
+    vm.dirty_background_bytes where it is set, else vm.dirty_background_ratio percent of `available` (the kernel
+    takes the ratio of the memory it can dirty, free and file-backed pages, which MemAvailable approximates; a
+    cgroup's own limit narrows both). None when neither can be read."""
+    folder = Path(vm)
+    fixed = _read_int(folder / "dirty_background_bytes")
+    if fixed:
+        return fixed
+    ratio = _read_int(folder / "dirty_background_ratio")
+    if ratio is None:
+        return None
+    return available * ratio // 100
 
 
 def _mem_available(path: Path) -> int | None:
