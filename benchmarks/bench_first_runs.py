@@ -12,6 +12,9 @@ In this order, on a machine started for it:
              first run (read before) and its own later runs
   place      the 1.1B and the 2B again, the scratch checkpoint in /dev/shm and in the temporary folder (TMPDIR=/tmp),
              interleaved, with the reload's parts (info.reload); --with-7b adds the 7B once each way
+  kernels    (--kernels, alone) a bf16 attention forward and backward at head sizes no shape here uses, and bf16
+             GEMMs of odd sizes, each in three fresh processes: the machine's first, its second, and one with the
+             driver's compiled-kernel cache off (CUDA_CACHE_DISABLE=1); and that cache's size before and after
 Writes everything as JSON to --json, default $OUT/first_runs.json when OUT is set.
 """
 
@@ -125,11 +128,56 @@ def run_own(record: dict, budget: Budget, name: str, path: Path, place: str) -> 
     show_smoke(f"{name}, scratch checkpoint in {place}", row)
 
 
+FIRST_USE = r"""
+import json, time, torch
+import torch.nn.functional as F
+t0 = time.perf_counter()
+torch.zeros(1, device="cuda")
+torch.cuda.synchronize()
+found = {"device init": time.perf_counter() - t0}
+for hd in (80, 96):
+    t0 = time.perf_counter()
+    q, k, v = (torch.randn(4, 16, 64, hd, device="cuda", dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+    F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    torch.cuda.synchronize()
+    found[f"attention hd{hd}"] = time.perf_counter() - t0
+t0 = time.perf_counter()
+lin = torch.nn.Linear(1536, 4608, device="cuda")
+x = torch.randn(200, 1536, device="cuda", requires_grad=True)
+with torch.autocast("cuda", dtype=torch.bfloat16):
+    y = lin(x)
+y.float().sum().backward()
+torch.cuda.synchronize()
+found["gemm 1536x4608"] = time.perf_counter() - t0
+print(json.dumps({k: round(v, 3) for k, v in found.items()}))
+"""
+
+
+def cache_bytes() -> int:
+    folder = Path(os.environ.get("CUDA_CACHE_PATH") or Path.home() / ".nv" / "ComputeCache")
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else 0
+
+
+def kernels(record: dict, budget: Budget) -> None:
+    found = record["kernels"] = {"cache_bytes_before": cache_bytes()}
+    for label, extra in (("first", None), ("second", None), ("cache off", {"CUDA_CACHE_DISABLE": "1"})):
+        r = timed([sys.executable, "-c", FIRST_USE], budget.cut(120), base_env(extra))
+        try:
+            found[label] = json.loads((r.get("stdout") or "").strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            found[label] = {"failed": (r.get("stderr_tail") or r.get("skipped") or "")[-300:]}
+        found[label]["process_s"] = r.get("wall_s")
+        say(f"kernels, {label}: {json.dumps(found[label])}")
+    found["cache_bytes_after"] = cache_bytes()
+    say(f"the driver's kernel cache: {found['cache_bytes_before']} bytes before, {found['cache_bytes_after']} after")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models-dir", type=Path, default=Path(tempfile.gettempdir()) / "rocmcheck-bench-models")
     ap.add_argument("--budget", type=float, default=400.0)
     ap.add_argument("--with-7b", action="store_true")
+    ap.add_argument("--kernels", action="store_true", help="only the first use of kernels (see above)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     budget = Budget(args.budget)
@@ -139,6 +187,9 @@ def main() -> None:
     shapes = ["llama-1.1b", "mistral-2b"] + (["llama-7b"] if args.with_7b else [])
     try:
         machine(record)
+        if args.kernels:
+            kernels(record, budget)
+            return
         paths = {n: make_folder(args.models_dir, n, GPU_SHAPES[n], budget, base_env()) for n in shapes}
         files = shared_objects()
         residency(files, "before any GPU run", record)

@@ -87,6 +87,7 @@ for step in "$@"; do
         own-tmpdir) TMPDIR=/tmp run own-tmpdir ${OWN_S:-300} python3 benchmarks/bench_time_to_verdict.py --only own \
             --budget ${OWN_BUDGET:-280} --models-dir /tmp/rocmcheck-bench-models --shapes ${OWN_SHAPES:-mistral-2b} \
             --json "$OUT/own_tmpdir.json" ;;
+        first-kernels) run first-kernels 200 python3 benchmarks/bench_first_runs.py --kernels --budget 180 --json "$OUT/first_kernels.json" ;;
         first-runs) run first-runs ${FR_S:-500} python3 benchmarks/bench_first_runs.py --budget ${FR_BUDGET:-480} ${FR_FLAGS:-} ;;
         level2) run level2 ${L2_S:-300} python3 benchmarks/bench_level2.py ${L2_FLAGS:---no-alone} ;;
         level3) run level3 ${L3_S:-420} python3 benchmarks/bench_level3.py ${L3_FLAGS:---no-alone --duration 60} ;;
