@@ -152,7 +152,7 @@ def test_wsl_as_people_write_it():
     (PUBLIC / "rocm-smi" / "4gpu-showtopo-pcie-rocm-smi-lib-108.txt", "rocm-smi --showtopo", {"pcie"}),
     (PASTES / "corpus" / "51-NVIDIA-nccl-667.paste.txt", "nvidia-smi topo -m", {"pcie"}),
     (FINISHED_RUN, "nvidia-smi topo -m", {"nvlink", "pcie"}),
-], ids=lambda v: v.name[:30] if isinstance(v, Path) else str(v))
+], ids=lambda v: v.name[:30] if isinstance(v, Path) else "+".join(sorted(v)) if isinstance(v, set) else str(v))
 def test_the_topology_tools_are_read(path, source, kinds):
     blocks = [b for b in split_paste(path.read_text()) if b.kind in ("amd_smi", "nvidia_smi", "rocm_smi")]
     [topology] = [r for r in map(read_block, blocks) if getattr(r, "source", None) == source]
