@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from rocmcheck.facts.host_resources import writeback_threshold
 from rocmcheck.safe import scratch_folders
@@ -105,5 +106,7 @@ def test_the_writeback_threshold_is_read_from_the_kernel(tmp_path):
     (tmp_path / "dirty_background_bytes").write_text(f"{3 * GIB}\n")
     assert writeback_threshold(100 * GIB, tmp_path) == 3 * GIB  # a byte count wins
     assert writeback_threshold(100 * GIB, tmp_path / "absent") is None
-    real = writeback_threshold(100 * GIB)  # this machine's own /proc/sys/vm, where Linux has one
-    assert real is None if not os.path.isdir("/proc/sys/vm") else isinstance(real, int) and real >= 0
+    vm = Path("/proc/sys/vm")
+    if (vm / "dirty_background_ratio").is_file():  # this machine's own settings, where Linux has them
+        fixed, ratio = (int((vm / name).read_text()) for name in ("dirty_background_bytes", "dirty_background_ratio"))
+        assert writeback_threshold(100 * GIB) == (fixed or 100 * GIB * ratio // 100)
