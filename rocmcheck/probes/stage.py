@@ -39,7 +39,6 @@ from rocmcheck.probes.levels import DEFAULT_LEVEL, durations, names_at
 from rocmcheck.probes.protocol import ChildReport, device_problem, parse_child_output, result_problem
 from rocmcheck.probes.spec import Probe
 from rocmcheck.result import CheckResult, Status, failed, skipped
-from rocmcheck.safe.scratch_folders import make_folder, remove_folder
 
 MAIN_CHILD = "rocmcheck.probes.child"
 # The stage's own verdict, when the GPU could not be initialised at all (every probe then skips).
@@ -267,34 +266,31 @@ class EarlyMainChild:
 
     def __init__(self, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str,
                  main_child: str) -> None:
-        self._dir = str(make_folder("go"))
-        self.go_file = os.path.join(self._dir, "go")
-        self._said = False
-        self._child = _StreamingChild(main_child, {**plan, "go_file": self.go_file, "go_timeout_s": timeout_s},
+        self._go = go_file.GoFile()
+        self._child = _StreamingChild(main_child, {**plan, "go_file": self._go.path, "go_timeout_s": timeout_s},
                                       timeout_s, env, python)
+
+    @property
+    def go_file(self) -> str:
+        return self._go.path
 
     def take(self, plan: dict[str, Any]) -> _StreamingChild | None:
         """The running child, sent on, when it was started to run what `plan` runs (its timeouts were reckoned from
         the same stage budget a moment earlier) and is still there; None otherwise (it is stopped, and the stage
         starts its own)."""
-        if self._said or self._child.done() or _what_runs(self._child.plan) != _what_runs(plan):
+        if self._go.told or self._child.done() or _what_runs(self._child.plan) != _what_runs(plan):
             self.stop()
             return None
-        self._say("go")
+        self._go.tell("go")
         return self._child
-
-    def _say(self, word: str) -> None:
-        if not self._said:
-            self._said = True
-            go_file.say(self.go_file, word)
 
     def stop(self) -> None:
         """Never leave it waiting: "stop" unless it was sent on; its folder goes once it has ended."""
-        self._say("stop")
+        self._go.tell("stop")
         if self._child.done():
-            remove_folder(self._dir)
+            self._go.remove()
         else:
-            threading.Thread(target=lambda: (self._child.join(), remove_folder(self._dir)), daemon=True,
+            threading.Thread(target=lambda: (self._child.join(), self._go.remove()), daemon=True,
                              name="rocmcheck-early-probe-cleanup").start()
 
 
@@ -420,8 +416,7 @@ class _CollectiveLauncher:
     def __init__(self, probe: Probe, python: str, module: str, env: dict[str, str], cpu: bool,
                  deadline: float) -> None:
         self.probe = probe
-        self._dir = str(make_folder("go"))
-        self.go_file = os.path.join(self._dir, "go")
+        self._go = go_file.GoFile()
         self.python, self.module, self.env, self.cpu, self.deadline = python, module, env, cpu, deadline
         self.timeout = 0.0
         self._pool = ThreadPoolExecutor(max_workers=1)
@@ -431,26 +426,23 @@ class _CollectiveLauncher:
         remaining = max(1.0, self.deadline - time.monotonic())
         # world 0: the child counts the GPUs itself (the parent does not import torch); tests use 2 CPU ranks.
         request = {"world": 2 if self.cpu else 0, "backend": "gloo" if self.cpu else "nccl",
-                   "timeout": min(self.probe.timeout_s, remaining), "go_file": self.go_file,
+                   "timeout": min(self.probe.timeout_s, remaining), "go_file": self._go.path,
                    **({"mib": 1} if self.cpu else {})}
         self.timeout = remaining
         self._future = self._pool.submit(
             lambda: run_child(self.module, request, remaining, env=self.env, python=self.python))
 
-    def _go(self, word: str) -> None:
-        go_file.say(self.go_file, word)
-
     def verdict(self, ctx: DeviceContext) -> CheckResult:
         probe, name = self.probe, self.probe.name
         if ctx.count < 2 and ctx.vendor != "cpu":
-            self._go("stop")
+            self._go.tell("stop")
             return skipped(f"{name} skipped: {ctx.count} GPU visible, nothing to all-reduce across", id=probe.id)
         if self.deadline - time.monotonic() < MIN_RELAUNCH_S and self._future is None:
             return skipped(f"{name} not run: the GPU stage's budget ran out (run it alone: rocmcheck probe {name})",
                            id=probe.id)
         if self._future is None:
             self.start()
-        self._go("go")
+        self._go.tell("go")
         assert self._future is not None
         run = self._future.result()
         report = parse_child_output(run)
@@ -462,10 +454,9 @@ class _CollectiveLauncher:
 
     def release(self) -> None:
         """Never leave the child waiting: tell it to stop if nobody said go, and do not wait for it here."""
-        if not os.path.exists(self.go_file):
-            self._go("stop")
+        self._go.tell("stop")  # nothing when it was told already
         self._pool.shutdown(wait=False)
         if self._future is None or self._future.done():
-            remove_folder(self._dir)
+            self._go.remove()
         else:
-            self._future.add_done_callback(lambda _f: remove_folder(self._dir))
+            self._future.add_done_callback(lambda _f: self._go.remove())
