@@ -61,24 +61,8 @@ def sklearn_unseen() -> Iterator[None]:
     scikit-learn installed; benchmarks/RESULTS.md, section 18). transformers 5.24 imports it inside the function that
     uses it, and this changes nothing there. Only this process's view changes (the name that module binds at import);
     is_sklearn_available answers truly again after the block."""
-    try:
-        import transformers.utils as hf_utils
-    except ImportError:
+    with _answering_no("transformers.utils", "is_sklearn_available"):
         yield
-        return
-    real = getattr(hf_utils, "is_sklearn_available", None)
-    if real is None:
-        yield
-        return
-    hf_utils.is_sklearn_available = _unavailable
-    try:
-        yield
-    finally:
-        hf_utils.is_sklearn_available = real
-
-
-def _unavailable() -> bool:
-    return False
 
 
 @contextmanager
@@ -89,20 +73,37 @@ def deepspeed_unseen() -> Iterator[None]:
     0.49 s save on one H200 (benchmarks/bench_step_parts.py, RESULTS.md section 18). Without deepspeed imported
     no object can be a DeepSpeedEngine, so the answer, and the saved files, are the same. With deepspeed
     imported (a DeepSpeed run) nothing changes."""
+    if "deepspeed" in sys.modules:
+        yield
+        return
+    with _answering_no("accelerate.utils.other", "is_deepspeed_available"):
+        yield
+
+
+@contextmanager
+def _answering_no(module: str, name: str) -> Iterator[None]:
+    """module.name (an is_..._available function) answers False while the block runs, and is itself again after;
+    nothing changes where the module or the name is not there."""
+    import importlib
+
     try:
-        import accelerate.utils.other as unwrapping
+        found = importlib.import_module(module)
     except ImportError:
         yield
         return
-    real = getattr(unwrapping, "is_deepspeed_available", None)
-    if real is None or "deepspeed" in sys.modules:
+    real = getattr(found, name, None)
+    if real is None:
         yield
         return
-    unwrapping.is_deepspeed_available = _unavailable
+    setattr(found, name, _unavailable)
     try:
         yield
     finally:
-        unwrapping.is_deepspeed_available = real
+        setattr(found, name, real)
+
+
+def _unavailable() -> bool:
+    return False
 
 
 def load_tokenizer(path: Path):
