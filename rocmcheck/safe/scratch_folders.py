@@ -39,14 +39,14 @@ SHM = Path("/dev/shm")
 # is never one of them.
 KINDS = {
     "request": "a child's request file (rocmcheck/child.py)",
-    "go": "the file that releases the collective probe's ranks (rocmcheck/probes/stage.py)",
+    "go": "the file that releases a probe child started ahead, or the collective probe's ranks (probes/go_file.py)",
     "gate": "the file that starts or cancels the doctor's early training child (rocmcheck/train/gate.py)",
     "collective": "the collective probe's rendezvous and result (rocmcheck/probes/collective.py)",
     "across": "the across-nodes probe's result (rocmcheck/probes/across_nodes.py)",
     "sweep": "the collective sweep's rendezvous and result (rocmcheck/probes/sweep.py)",
     "accelerate": "an accelerate config without its unknown keys (rocmcheck/lint/accelerate_child.py)",
     "bench": "the HF Trainer's output folder of smoke-train --bench (rocmcheck/train/bench.py)",
-    "checkpoint": "train.reload's scratch checkpoint, in /dev/shm when it fits (rocmcheck/train/scratch.py)",
+    "checkpoint": "train.reload's scratch checkpoint, wherever rocmcheck/train/scratch.py puts it",
 }
 # kind, pid, pid namespace (as written), mkdtemp's part; the leading dot of a hidden one is optional.
 _NAME = re.compile(r"\.?rocmcheck-(" + "|".join(KINDS) + r")-([0-9]+)-([0-9]+)-[^/]*\Z")
