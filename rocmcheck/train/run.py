@@ -197,6 +197,11 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
         distributed.leave()
 
 
+def _reload_method(nbytes: int) -> str:
+    """train.reload's method for nbytes of weights, as the environment may force it (saved_weights.METHOD_ENV)."""
+    return saved_weights.choose_method(nbytes, os.environ.get(saved_weights.METHOD_ENV))
+
+
 class _Run:
     def __init__(self, cfg: TrainConfig, plan: DeepSpeedPlan | None, world: World, hooks: RunHooks,
                  progress: Progress | None, pg_timeout_s: float, timed: Timings) -> None:
@@ -461,8 +466,7 @@ class _Run:
         if (self.device.type != "cuda" or strategy.name != "plain" or self.cfg.lora_rank or not self.world.is_main
                 or strategy.model is None):
             return None
-        method = saved_weights.choose_method(saved_weights.weight_bytes(strategy.model),
-                                             os.environ.get(saved_weights.METHOD_ENV))
+        method = _reload_method(saved_weights.weight_bytes(strategy.model))
         return saved_weights.HostBuffers(strategy.model.state_dict()) if method == "files" else None
 
     def _kernels(self, strategy) -> CheckResult:
@@ -509,7 +513,7 @@ class _Run:
             result = self._reload_adapter(eval_model, live, noise, batch)
             return lambda: result
         nbytes = saved_weights.weight_bytes(eval_model)
-        method = saved_weights.choose_method(nbytes, os.environ.get(saved_weights.METHOD_ENV))
+        method = _reload_method(nbytes)
         shown = self.info["reload"] = {"method": method, "weight_bytes": nbytes}
         folder = contextlib.ExitStack()
         save_dir = Path(self.cfg.out or ".")
