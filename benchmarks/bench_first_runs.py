@@ -106,9 +106,12 @@ def read_all(files: list[Path], record: dict) -> None:
 def machine(record: dict) -> None:
     found = {"kernel": platform.release()}
     for where in (tempfile.gettempdir(), "/dev/shm"):
-        r = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "-T", where], capture_output=True, text=True,
-                           timeout=10, check=False)
-        found[where] = r.stdout.strip()
+        try:
+            r = subprocess.run(["findmnt", "-n", "-o", "FSTYPE,OPTIONS", "-T", where], capture_output=True,
+                               text=True, timeout=10, check=False)
+            found[where] = r.stdout.strip()
+        except (OSError, subprocess.TimeoutExpired) as exc:  # no findmnt here, or it hung
+            found[where] = f"not known: {exc}"
     for name in ("dirty_ratio", "dirty_background_ratio", "dirty_bytes", "dirty_background_bytes",
                  "dirty_expire_centisecs"):
         try:

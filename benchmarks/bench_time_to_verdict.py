@@ -441,7 +441,7 @@ def main() -> None:
     if args.shapes:
         unknown = set(args.shapes.split(",")) - set(shapes)
         if unknown:
-            raise SystemExit(f"--shapes: no shape {', '.join(sorted(unknown))} (there are {', '.join(shapes)})")
+            ap.error(f"--shapes: no shape {', '.join(sorted(unknown))} (there are {', '.join(shapes)})")
         shapes = {k: v for k, v in shapes.items() if k in args.shapes.split(",")}
     try:
         if "floor" in want:
