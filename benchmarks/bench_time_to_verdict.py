@@ -417,6 +417,10 @@ def main() -> None:
     ap.add_argument("--shapes", default=None, help="comma-separated own-model shapes to run (default: all)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
+    asked = set(args.shapes.split(",")) if args.shapes else set()
+    if asked - set(GPU_SHAPES) - set(QUICK_SHAPES):  # before anything is made or imported
+        ap.error(f"--shapes: no shape {', '.join(sorted(asked - set(GPU_SHAPES) - set(QUICK_SHAPES)))} (there are "
+                 f"{', '.join([*GPU_SHAPES, *QUICK_SHAPES])})")
     budget = Budget(args.budget)
     want = set(args.only.split(","))
     runs = args.runs or (1 if args.quick else 2)
@@ -438,11 +442,8 @@ def main() -> None:
         f"{record['PYTHONDONTWRITEBYTECODE'] or 'unset'}; budget {args.budget:g} s")
     env = base_env()
     shapes = QUICK_SHAPES if args.quick or not gpu else GPU_SHAPES
-    if args.shapes:
-        unknown = set(args.shapes.split(",")) - set(shapes)
-        if unknown:
-            ap.error(f"--shapes: no shape {', '.join(sorted(unknown))} (there are {', '.join(shapes)})")
-        shapes = {k: v for k, v in shapes.items() if k in args.shapes.split(",")}
+    if asked:  # this machine's shapes among those asked (a GPU's, or the CPU-sized ones)
+        shapes = {k: v for k, v in shapes.items() if k in asked}
     try:
         if "floor" in want:
             floor(record, budget, runs, env)
