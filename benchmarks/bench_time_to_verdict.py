@@ -214,6 +214,11 @@ def smoke_row(r: dict[str, Any]) -> dict[str, Any]:
                step_s=[round(m["step_s"], 4) for m in doc.get("metrics", []) if "step_s" in m][:3] + [
                    round(statistics.median(m["step_s"] for m in doc["metrics"]), 4)] if doc.get("metrics") else None,
                params=info.get("model", {}).get("params"))
+    after = (info.get("reload") or {}).get("saved_after_step")
+    times = [m["step_s"] for m in doc.get("metrics", []) if "step_s" in m]
+    if after and len(times) > after:  # do the steps beside the save (step_save.py) run slower than the ones before?
+        row["step_s_before_and_beside_save"] = [round(statistics.median(times[1:after]), 4) if after > 1 else None,
+                                                round(statistics.median(times[after:]), 4)]
     return row
 
 
@@ -237,7 +242,9 @@ def show_smoke(label: str, row: dict[str, Any]) -> None:
         say(f"    reload: {rl.get('method')} ({(rl.get('weight_bytes') or 0) / 2**30:.2f} GiB of weights): host "
             f"copies {rl.get('host_copy_s')} s, save {rl.get('save_s')} s, verify {rl.get('verify_s')} s (compare "
             f"{rl.get('compare_s')} s), removal {rl.get('remove_s')} s"
-            + (f"; fell back: {rl['fallback']}" if rl.get("fallback") else ""))
+            + (f"; fell back: {rl['fallback']}" if rl.get("fallback") else "")
+            + (f"; saved after step {rl['saved_after_step']}, step median before / beside the save "
+               f"{row.get('step_s_before_and_beside_save')} s" if rl.get("saved_after_step") else ""))
     if row.get("numerics"):
         say(f"    numerics passes: {row['numerics']}; steps 1-3 and the median {row.get('step_s')} s")
     say(f"    {len(verdicts)} verdicts" + (f", not passing: {bad}" if bad else ", all pass or skip")

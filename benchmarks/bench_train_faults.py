@@ -5,7 +5,8 @@ pass the same run without it:
 - a leak (a validation loss kept with its graph every step) -> train.memory_leak fails; the clean run passes
 - an inf in the forward pass -> train.finite fails and the run stops
 - a flipped bit in the saved checkpoint -> train.reload fails (the files read back, and the full reload); the
-  same check passes a healthy save made from host copies in the background
+  same check passes a healthy save made from host copies in the background, also one begun while the later
+  steps run (and fails it with a flipped bit; a run stopped after it began leaves no folder)
 - attention that drops its scale in bf16 -> train.numerics fails; the same run without it passes
 
     python benchmarks/bench_train_faults.py [--device cuda]
@@ -29,6 +30,9 @@ SELECTION = [
     "tests/test_train_faults.py::test_inf_in_the_forward_pass_is_caught_and_stops_the_run",
     "tests/test_train_reload.py::test_a_real_run_with_a_flipped_bit_in_its_checkpoint_fails_reload",
     "tests/test_train_reload.py::test_the_files_method_saves_from_host_copies_and_keeps_the_verdict_order",
+    "tests/test_train_step_save.py::test_the_checkpoint_is_saved_while_the_later_steps_run",
+    "tests/test_train_step_save.py::test_a_flipped_bit_in_a_checkpoint_saved_during_the_steps_fails",
+    "tests/test_train_step_save.py::test_a_run_stopped_after_the_save_began_waits_for_it_and_leaves_nothing",
     "tests/test_train_own_model.py::test_planted_attention_fault_fails_numerics",
     "tests/test_train_own_model.py::test_the_same_run_without_the_fault_passes_numerics",
 ]

@@ -61,6 +61,7 @@ from rocmcheck.train.report import (
     Timings,
     first_line,
 )
+from rocmcheck.train.step_save import SaveDuringSteps
 
 DEFAULT_PG_TIMEOUT_S = 600.0
 NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tolerance was measured on 4-16)
@@ -128,9 +129,11 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def train_steps(strategy, cfg: TrainConfig, device: torch.device, world_size: int = 1,
-                progress: Progress | None = None, watch: Any = None) -> Phase:
+                progress: Progress | None = None, watch: Any = None,
+                after_step: Callable[[int], None] | None = None) -> Phase:
     """The training loop: cfg.steps optimizer steps of `strategy`, each timed, with its loss (the mean over
-    ranks), gradient norm and memory. Stops at an out-of-memory error or a non-finite loss."""
+    ranks), gradient norm and memory. Stops at an out-of-memory error or a non-finite loss. after_step(step) is
+    called after each step with a finite loss, outside its timing (step_save.SaveDuringSteps)."""
     phase = Phase(strategy.name, cfg.steps)
     sampler = phase.sampler = MemorySampler(device)
     tokens = cfg.tokens_per_step * world_size
@@ -166,6 +169,8 @@ def train_steps(strategy, cfg: TrainConfig, device: torch.device, world_size: in
         if not (math.isfinite(loss_v) and math.isfinite(norm_v)):
             phase.stopped = f"non-finite loss/gradient at step {step}"
             break
+        if after_step is not None:
+            after_step(step)
     phase.info["loop_s"] = time.perf_counter() - t_loop
     phase.info["memory_kind"] = sampler.kind
     return phase
@@ -208,7 +213,7 @@ class _Run:
         self.cfg, self.plan, self.world, self.hooks, self.progress = cfg, plan, world, hooks, progress
         self.pg_timeout_s = pg_timeout_s
         self.numerics: dict[str, Any] | None = None
-        self.host_buffers: saved_weights.HostBuffers | None = None  # made while the steps run, for train.reload
+        self.step_save: SaveDuringSteps | None = None  # train.reload's save, begun while the steps run
         self.removing: threading.Thread | None = None  # the scratch checkpoint's removal (_remove_aside)
         self.numerics_result = verdicts.check_numerics(None, False)
         self.accuracy_before: float | None = None
@@ -352,6 +357,32 @@ class _Run:
         torch.manual_seed(cfg.seed)
         with timed(which + "load"):
             model = self._build(strategy)
+        if main:  # the reload check's host buffers are made from here on, beside the numerics pass and the steps
+            self.step_save = self._save_during_steps(strategy)
+        try:
+            phase = self._train_and_judge(strategy, model, main, which, accuracy_before)
+        except BaseException:
+            if self.step_save is not None:  # interrupted, or a bug: the scratch folder goes at once
+                self.step_save.close(wait=False)
+                self.step_save = None
+            raise
+        if self.step_save is not None:  # the run stopped before its reload check took the save
+            self.step_save.close()
+            self.step_save = None
+        strategy.close()  # drops the model, optimizer and engine it holds
+        del model
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        if main and cfg.drift and phase.finished:  # --drift: the same steps again in fp32, this model gone
+            from rocmcheck.train import drift
+
+            phase.info.setdefault("results", []).append(drift.compare_with_fp32(self, phase))
+        return phase
+
+    def _train_and_judge(self, strategy, model, main: bool, which: str, accuracy_before: bool) -> Phase:
+        """The numerics pass (once), the steps, and on the main run its verdicts while the model is alive."""
+        cfg, timed = self.cfg, self.timed
         if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
             x, y = self.micro_batch(0, 0)
             with timed("numerics"):
@@ -375,11 +406,9 @@ class _Run:
 
             gc.unfreeze()  # the finder names holders through gc, which does not see frozen objects (heap.py)
             watch = LeakWatch(cfg.out or ".", always=True, device=self.device)
-        if main:
-            self.host_buffers = self._prepare_host_buffers(strategy)
         with timed(which + "train"):
             phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None,
-                                watch)
+                                watch, self.step_save.after_step if self.step_save is not None else None)
         if watch is not None:
             watch.close()
             phase.info["memory_snapshot"] = verdicts.check_memory_snapshot(
@@ -393,18 +422,6 @@ class _Run:
                 phase.info["results"] = self._judge(strategy, phase)
             if "memory_snapshot" in phase.info:
                 phase.info.setdefault("results", []).append(phase.info.pop("memory_snapshot"))
-        if self.host_buffers is not None:  # the run stopped before its reload check took them
-            self.host_buffers.release()
-            self.host_buffers = None
-        strategy.close()  # drops the model, optimizer and engine it holds
-        del model
-        gc.collect()
-        if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-        if main and cfg.drift and phase.finished:  # --drift: the same steps again in fp32, this model gone
-            from rocmcheck.train import drift
-
-            phase.info.setdefault("results", []).append(drift.compare_with_fp32(self, phase))
         return phase
 
     # -- verdicts on the main run (collectives first, on every rank; then rank 0 alone) -------------
@@ -459,15 +476,20 @@ class _Run:
             results.insert(reload_at, finish_reload())
         return results
 
-    def _prepare_host_buffers(self, strategy) -> saved_weights.HostBuffers | None:
-        """The host buffers of the reload check's copies, made while the steps run (saved_weights.HostBuffers),
-        when the check will copy this model's GPU weights to the host: the plain run's model on a GPU, checked by
-        its files. The CPU is the GPU run's spare; on a CPU run it is the training's own, so nothing is made."""
-        if (self.device.type != "cuda" or strategy.name != "plain" or self.cfg.lora_rank or not self.world.is_main
-                or strategy.model is None):
+    def _save_during_steps(self, strategy) -> SaveDuringSteps | None:
+        """The reload check's save, begun while the steps run (step_save.py), for the plain run's model checked by
+        its files into a scratch folder (no --out). On a GPU the host buffers of its copies are made beside the
+        first steps (saved_weights.HostBuffers); the CPU is the GPU run's spare. On a CPU run it is the training's
+        own, so none are made and host_copies makes them when the save begins."""
+        if strategy.name != "plain" or self.cfg.lora_rank or not self.world.is_main or strategy.model is None:
             return None
-        method = _reload_method(saved_weights.weight_bytes(strategy.model))
-        return saved_weights.HostBuffers(strategy.model.state_dict()) if method == "files" else None
+        model = strategy.model
+        nbytes = saved_weights.weight_bytes(model)
+        if _reload_method(nbytes) != "files":
+            return None
+        buffers = saved_weights.HostBuffers(model.state_dict()) if self.device.type == "cuda" else None
+        # A checkpoint asked for with --out holds the last step's weights: saved after the steps.
+        return SaveDuringSteps(model, nbytes, None if self.cfg.out else self.cfg.steps, buffers)
 
     def _kernels(self, strategy) -> CheckResult:
         if self.world.distributed or self.plan is not None:
@@ -515,13 +537,21 @@ class _Run:
         nbytes = saved_weights.weight_bytes(eval_model)
         method = _reload_method(nbytes)
         shown = self.info["reload"] = {"method": method, "weight_bytes": nbytes}
+        early, self.step_save = self.step_save, None
+        if early is not None and early.started:  # saved while the steps ran (step_save.py)
+            shown.update(early.info)
+            if early.error is not None:
+                failed = self._save_failed(early.error, early.save_dir or Path("."))
+                return lambda: failed
+            return lambda: self._finish_reload(eval_model, live, noise, batch, saved_other_model, early.folder,
+                                               early.save_dir, early.saving)
         folder = contextlib.ExitStack()
         save_dir = Path(self.cfg.out or ".")
         host = saving = None
         try:
             t0 = time.perf_counter()
             if method == "files":
-                ready, self.host_buffers = self.host_buffers, None
+                ready = early.take_buffers() if early is not None else None
                 host = saved_weights.host_copies(eval_model.state_dict(), ready)
                 shown["host_copy_s"] = round(time.perf_counter() - t0, 3)
             # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
@@ -589,7 +619,10 @@ class _Run:
         if files is not None:
             diff = (eval_model(input_ids=batch).logits.float() - live).abs().max().item() if saved_other_model else None
             shown["verify_s"] = round(time.perf_counter() - t0, 3)
-            return verdicts.check_reload(diff, bound, files.weights_equal, bound_label=label, files=files.to_dict())
+            seen = files.to_dict()
+            if "saved_after_step" in shown:
+                seen["saved_after_step"] = shown["saved_after_step"]
+            return verdicts.check_reload(diff, bound, files.weights_equal, bound_label=label, files=seen)
         reloaded = again.state_dict()
         weights_equal = all(torch.equal(t, reloaded[k]) for k, t in eval_model.state_dict().items() if k in reloaded)
         diff = (again(input_ids=batch).logits.float() - live).abs().max().item()

@@ -257,8 +257,9 @@ class HostBuffers:
     memory a machine has not used before, that faulting is most of the copies' cost: one H200 VM touched such
     memory at 7.9 GB/s with 8 threads and memory it had used at 47 GB/s (benchmarks/bench_fresh_memory.py,
     RESULTS.md section 18); the 7B's host copies took 5.84 s on a fresh VM and 1.52 s later on the same one.
-    A tensor is matched to its buffer by its _identity, which the optimizer's in-place updates keep. take() waits
-    and hands the buffers over; release() lets them go. Nothing here touches the GPU."""
+    A tensor is matched to its buffer by its _identity, which the optimizer's in-place updates keep. `ready` says
+    whether they are made; take() waits and hands the buffers over; release() lets them go. Nothing here touches
+    the GPU."""
 
     def __init__(self, state: dict[str, torch.Tensor]) -> None:
         found = _sources(state)
@@ -276,6 +277,11 @@ class HostBuffers:
             self._buffers = buffers
         except (MemoryError, OSError, RuntimeError):  # no room now: host_copies makes its own, as without these
             self._buffers = {}
+
+    @property
+    def ready(self) -> bool:
+        """The buffers are made (or could not be): take() will not wait."""
+        return not self._thread.is_alive()
 
     def take(self) -> dict[tuple, torch.Tensor]:
         self._thread.join()
