@@ -209,11 +209,11 @@ def test_host_copies_keep_ties_bytes_and_dtypes():
     assert small.untyped_storage().resizable()
 
 
-def made_ahead(state: dict) -> tuple[saved_weights.HostBuffers, dict]:
-    """HostBuffers for `state`, waited for, and the buffers it made (by identity), left in it for host_copies."""
-    ready = saved_weights.HostBuffers(state)
+def made_ahead(state: dict) -> tuple[saved_weights.HostBuffers, list]:
+    """HostBuffers for `state`, waited for, and the buffers it made, left in it for host_copies."""
+    ready = saved_weights.HostBuffers(saved_weights.state_specs(state))
     ready._thread.join()
-    return ready, dict(ready._buffers)
+    return ready, [b for same in ready._buffers.values() for b in same]
 
 
 def test_buffers_made_ahead_are_the_ones_the_copies_fill():
@@ -222,7 +222,7 @@ def test_buffers_made_ahead_are_the_ones_the_copies_fill():
     state = {"embed": torch.randn(1024, 1024), "norm": torch.ones(8)}
     state["head"] = state["embed"]  # one tensor, one buffer
     ready, made = made_ahead(state)
-    [buffer] = made.values()  # norm is too small for a mapping of its own
+    [buffer] = made  # norm is too small for a mapping of its own
     assert buffer.shape == state["embed"].shape and not buffer.untyped_storage().resizable()
     copies = saved_weights.host_copies(state, ready)
     assert copies is not None and ready.take() == {}  # handed over once
@@ -247,15 +247,39 @@ def test_buffers_made_ahead_have_their_pages_in_before_they_are_written():
 
 
 def test_buffers_made_for_other_tensors_are_not_filled():
-    """A buffer is matched by its tensor's identity (storage, offset, shape, strides, dtype); one made for a tensor
-    still alive, of the same size but another shape, is left alone and the copy is still right."""
+    """A buffer is matched by its tensor's shape and dtype; one made for a tensor of the same size but another
+    shape is left alone and the copy is still right."""
     kept = {"w": torch.zeros(1024, 1024)}
     ready, made = made_ahead(kept)
     other = {"w": torch.randn(2048, 512)}
     copies = saved_weights.host_copies(other, ready)
     assert copies is not None and copies.tensors["w"].shape == (2048, 512)
     assert torch.equal(copies.tensors["w"], other["w"])
-    assert [b.data_ptr() for b in made.values()] != [copies.tensors["w"].data_ptr()]
+    assert [b.data_ptr() for b in made] != [copies.tensors["w"].data_ptr()]
+
+
+def test_buffers_from_a_checkpoints_headers_are_what_its_loaded_model_copies_into(tmp_path):
+    """Before the model exists its buffers are made from the safetensors headers, in the dtype the load gives the
+    floating tensors (a bf16 checkpoint loaded in fp32); the loaded state dict's copies then fill those buffers."""
+    saved = {"w": torch.randn(1024, 1024).bfloat16(), "steps": torch.tensor([3]), "b": torch.ones(8).bfloat16()}
+    safetensors_torch.save_file(saved, tmp_path / "model.safetensors")
+    specs = saved_weights.file_specs(tmp_path, torch.float32)
+    assert sorted(specs, key=str) == sorted([((1024, 1024), torch.float32), ((1,), torch.int64),
+                                             ((8,), torch.float32)], key=str)
+    assert saved_weights.specs_bytes(specs) == 1024 * 1024 * 4 + 8 + 8 * 4
+    loaded = {k: v.float() if v.is_floating_point() else v for k, v in saved.items()}
+    assert sorted(saved_weights.state_specs(loaded), key=str) == sorted(specs, key=str)
+    ready = saved_weights.HostBuffers(specs)
+    ready._thread.join()
+    [[buffer]] = ready._buffers.values()  # only the 4 MiB one gets a mapping of its own
+    copies = saved_weights.host_copies(loaded, ready)
+    assert copies.tensors["w"].data_ptr() == buffer.data_ptr() and torch.equal(copies.tensors["w"], loaded["w"])
+
+
+def test_headers_that_cannot_be_read_give_no_specs(tmp_path):
+    assert saved_weights.file_specs(tmp_path, torch.float32) == []  # no files
+    (tmp_path / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    assert saved_weights.file_specs(tmp_path, torch.float32) == []
 
 
 def test_two_different_tensors_in_one_storage_are_left_to_save_pretrained():

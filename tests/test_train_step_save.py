@@ -37,8 +37,7 @@ def files_method(monkeypatch, tmp_path):
     monkeypatch.setenv(saved_weights.METHOD_ENV, "files")
     kept = []
     made = _Run._save_during_steps
-    monkeypatch.setattr(_Run, "_save_during_steps", lambda self, strategy: kept.append(made(self, strategy))
-                        or kept[-1])
+    monkeypatch.setattr(_Run, "_save_during_steps", lambda self, *args: kept.append(made(self, *args)) or kept[-1])
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     monkeypatch.setenv("TMPDIR", str(scratch))
@@ -146,7 +145,7 @@ def bundled():
 
 def test_buffers_not_ready_leave_the_save_to_after_the_steps(bundled, monkeypatch):
     monkeypatch.setattr(saved_weights.HostBuffers, "ready", property(lambda self: False))
-    buffers = saved_weights.HostBuffers(bundled.state_dict())
+    buffers = saved_weights.HostBuffers(saved_weights.state_specs(bundled.state_dict()))
     early = step_save.SaveDuringSteps(bundled, saved_weights.weight_bytes(bundled), STEPS, buffers)
     for step in range(STEPS):
         early.after_step(step)

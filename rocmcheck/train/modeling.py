@@ -112,12 +112,17 @@ def load_tokenizer(path: Path):
     return AutoTokenizer.from_pretrained(path, local_files_only=True)
 
 
+def load_dtype(cfg: TrainConfig) -> torch.dtype:
+    """The dtype the run's model is loaded in: bf16 with --pure-bf16, else fp32 (bf16 autocast over it)."""
+    return torch.bfloat16 if cfg.pure_bf16 else torch.float32
+
+
 def load_model(path: Path, cfg: TrainConfig, device: torch.device | None, dtype: torch.dtype | None = None):
-    """The checkpoint as AutoModelForCausalLM, in `dtype` (default: bf16 with --pure-bf16, else fp32)."""
+    """The checkpoint as AutoModelForCausalLM, in `dtype` (default: load_dtype)."""
     from transformers import AutoModelForCausalLM
 
     if dtype is None:
-        dtype = torch.bfloat16 if cfg.pure_bf16 else torch.float32
+        dtype = load_dtype(cfg)
     # Straight onto the GPU (a 7B in fp32 is 27 GB: no detour through host memory)
     where = {"device_map": str(device)} if device is not None and device.type == "cuda" else {}
     model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=dtype, attn_implementation=cfg.attn,

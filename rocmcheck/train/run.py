@@ -355,10 +355,13 @@ class _Run:
         which = "" if main else f"{strategy.name} run: "  # the DeepSpeed run's comparison runs, timed apart
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
+        # The reload check's host buffers, made from the checkpoint's headers while the model loads; on an error
+        # they are dropped without waiting (their thread ends on its own).
+        buffers = self._buffers_before_load(strategy) if main else None
         with timed(which + "load"):
             model = self._build(strategy)
-        if main:  # the reload check's host buffers are made from here on, beside the numerics pass and the steps
-            self.step_save = self._save_during_steps(strategy)
+        if main:
+            self.step_save = self._save_during_steps(strategy, buffers)
         try:
             phase = self._train_and_judge(strategy, model, main, which, accuracy_before)
         except BaseException:
@@ -476,19 +479,35 @@ class _Run:
             results.insert(reload_at, finish_reload())
         return results
 
-    def _save_during_steps(self, strategy) -> SaveDuringSteps | None:
-        """The reload check's save, begun while the steps run (step_save.py), for the plain run's model checked by
-        its files into a scratch folder (no --out). On a GPU the host buffers of its copies are made beside the
-        first steps (saved_weights.HostBuffers); the CPU is the GPU run's spare. On a CPU run it is the training's
-        own, so none are made and host_copies makes them when the save begins."""
-        if strategy.name != "plain" or self.cfg.lora_rank or not self.world.is_main or strategy.model is None:
+    def _checks_by_files(self, strategy) -> bool:
+        """Whether train.reload saves this strategy's model from host copies and reads the files back: the plain
+        run's model, not a LoRA adapter, on rank 0 (the size decides the rest, _reload_method)."""
+        return strategy.name == "plain" and not self.cfg.lora_rank and self.world.is_main
+
+    def _buffers_before_load(self, strategy) -> saved_weights.HostBuffers | None:
+        """The host buffers of the reload check's copies, begun before the model loads, sized from its checkpoint's
+        headers (saved_weights.file_specs: shapes, and the dtype the load gives them), on a GPU: the CPU is the GPU
+        run's spare. On a CPU run it is the training's own, so none are made ahead and host_copies makes them."""
+        if self.device.type != "cuda" or not self._checks_by_files(strategy):
+            return None
+        specs = saved_weights.file_specs(Path(self.cfg.model), modeling.load_dtype(self.cfg))
+        if not specs or _reload_method(saved_weights.specs_bytes(specs)) != "files":
+            return None
+        return saved_weights.HostBuffers(specs)
+
+    def _save_during_steps(self, strategy, buffers: saved_weights.HostBuffers | None) -> SaveDuringSteps | None:
+        """The reload check's save, begun while the steps run (step_save.py), for a model checked by its files,
+        into a scratch folder (a checkpoint asked for with --out holds the last step's weights: saved after the
+        steps). buffers: made before the load; where the headers could not say (or said another size), made
+        here from the loaded model's state dict on a GPU."""
+        if not self._checks_by_files(strategy) or strategy.model is None:  # a DeepSpeed engine has no .model
             return None
         model = strategy.model
         nbytes = saved_weights.weight_bytes(model)
         if _reload_method(nbytes) != "files":
-            return None
-        buffers = saved_weights.HostBuffers(model.state_dict()) if self.device.type == "cuda" else None
-        # A checkpoint asked for with --out holds the last step's weights: saved after the steps.
+            return None  # buffers made from the headers for another size are dropped: their thread ends on its own
+        if buffers is None and self.device.type == "cuda":
+            buffers = saved_weights.HostBuffers(saved_weights.state_specs(model.state_dict()))
         return SaveDuringSteps(model, nbytes, None if self.cfg.out else self.cfg.steps, buffers)
 
     def _kernels(self, strategy) -> CheckResult:

@@ -250,30 +250,72 @@ def _own_mapping(t: torch.Tensor) -> bool:
     return t.numel() * t.element_size() >= HUGE_PAGE_BYTES
 
 
+Spec = tuple[tuple[int, ...], torch.dtype]  # a tensor's shape and dtype: what a host buffer is made and matched by
+
+
+def state_specs(state: dict[str, torch.Tensor]) -> list[Spec]:
+    """One spec per tensor of the state dict (a tied weight once, as host_copies copies it), [] when host_copies
+    would not copy it (_sources)."""
+    found = _sources(state)
+    return [(tuple(t.shape), t.dtype) for t in found[1].values()] if found else []
+
+
+def file_specs(folder: Path, dtype: torch.dtype) -> list[Spec]:
+    """One spec per tensor of the checkpoint in `folder`, as a load in `dtype` will make it (floating tensors
+    become `dtype`, the others keep theirs), read from the safetensors headers alone; [] when a header cannot be
+    read (the load then says what is wrong with the files). Never raises."""
+    from safetensors import SafetensorError, safe_open
+
+    specs: list[Spec] = []
+    try:
+        for path in shard_files(folder):
+            with safe_open(str(path), framework="pt") as f:
+                for key in f.keys():
+                    part = f.get_slice(key)
+                    saved = _SAFETENSORS_DTYPES.get(part.get_dtype())
+                    if saved is None:
+                        return []
+                    specs.append((tuple(part.get_shape()), dtype if saved.is_floating_point else saved))
+    except (OSError, ValueError, SafetensorError):
+        return []
+    return specs
+
+
+def specs_bytes(specs: list[Spec]) -> int:
+    return sum(math.prod(shape) * dtype.itemsize for shape, dtype in specs)
+
+
+# safetensors' dtype names (its format's header) as torch's
+_SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                       "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+                       "BOOL": torch.bool}
+
+
 class HostBuffers:
-    """The host buffers host_copies will fill, made ahead in a thread of their own (while the run trains): for
-    each tensor of the state dict whose copy gets a mapping of its own, host_empty, its pages faulted in
+    """The host buffers host_copies will fill, made ahead in a thread of their own (during the model's load and
+    the first steps): for each spec whose copy gets a mapping of its own, host_empty, its pages faulted in
     (_touch_aside, which leaves the training thread alone). On
     memory a machine has not used before, that faulting is most of the copies' cost: one H200 VM touched such
     memory at 7.9 GB/s with 8 threads and memory it had used at 47 GB/s (benchmarks/bench_fresh_memory.py,
     RESULTS.md section 18); the 7B's host copies took 5.84 s on a fresh VM and 1.52 s later on the same one.
-    A tensor is matched to its buffer by its _identity, which the optimizer's in-place updates keep. `ready` says
-    whether they are made; take() waits and hands the buffers over; release() lets them go. Nothing here touches
-    the GPU."""
+    The specs come from a state dict (state_specs) or, before the model exists, from its checkpoint's headers
+    (file_specs); host_copies gives each tensor a buffer of its shape and dtype, and makes its own where none is
+    left. `ready` says whether they are made; take() waits and hands the buffers over, by spec; release() lets them
+    go. Nothing here touches the GPU."""
 
-    def __init__(self, state: dict[str, torch.Tensor]) -> None:
-        found = _sources(state)
-        self._specs = {ident: (tuple(t.shape), t.dtype) for ident, t in (found[1] if found else {}).items()
-                       if _own_mapping(t)}
-        self._buffers: dict[tuple, torch.Tensor] = {}
+    def __init__(self, specs: list[Spec]) -> None:
+        self._specs = [spec for spec in specs if math.prod(spec[0]) * spec[1].itemsize >= HUGE_PAGE_BYTES]
+        self._buffers: dict[Spec, list[torch.Tensor]] = {}
         self.faulted_in = False  # their pages are in (else _pin faults them in, as for buffers made there)
         self._thread = threading.Thread(target=self._make, daemon=True, name="rocmcheck-host-buffers")
         self._thread.start()
 
     def _make(self) -> None:
         try:
-            buffers = {ident: host_empty(shape, dtype) for ident, (shape, dtype) in self._specs.items()}
-            self.faulted_in = _touch_aside(list(buffers.values()))
+            buffers: dict[Spec, list[torch.Tensor]] = {}
+            for shape, dtype in self._specs:
+                buffers.setdefault((shape, dtype), []).append(host_empty(shape, dtype))
+            self.faulted_in = _touch_aside([b for same in buffers.values() for b in same])
             self._buffers = buffers
         except (MemoryError, OSError, RuntimeError):  # no room now: host_copies makes its own, as without these
             self._buffers = {}
@@ -283,7 +325,7 @@ class HostBuffers:
         """The buffers are made (or could not be): take() will not wait."""
         return not self._thread.is_alive()
 
-    def take(self) -> dict[tuple, torch.Tensor]:
+    def take(self) -> dict[Spec, list[torch.Tensor]]:
         self._thread.join()
         buffers, self._buffers = self._buffers, {}
         return buffers
@@ -298,14 +340,22 @@ def host_copies(state: dict[str, torch.Tensor], ready: HostBuffers | None = None
     host_empty; from a GPU, into pinned buffers by the copy engine, then waited for); names of one tensor (a tied
     weight) share one copy, as they share one tensor in the model, so save_pretrained finds the same ties. None
     when a copy would not be the same state dict (_sources)."""
-    prepared = ready.take() if ready is not None else {}
+    pool = ready.take() if ready is not None else {}
     faulted_in = bool(ready and ready.faulted_in)
     found = _sources(state)
     if found is None:
         return None
     names, sources = found
-    copies = {ident: prepared[ident] if ident in prepared else host_empty(tuple(t.shape), t.dtype)
-              for ident, t in sources.items()}
+    prepared: set = set()  # the identities whose copy is a buffer made ahead
+    copies = {}
+    for ident, t in sources.items():
+        spare = pool.get((tuple(t.shape), t.dtype))
+        if spare:
+            copies[ident] = spare.pop()
+            prepared.add(ident)
+        else:
+            copies[ident] = host_empty(tuple(t.shape), t.dtype)
+    pool.clear()  # buffers no tensor took go now
     on_gpu = [ident for ident, t in sources.items() if t.device.type == "cuda"]
     touched = {copies[i].data_ptr() for i in on_gpu if i in prepared} if faulted_in else set()
     pinned = _pin([copies[i] for i in on_gpu if _own_mapping(sources[i])], touched) if on_gpu else []
