@@ -47,6 +47,7 @@ from rocmcheck.train import (
     verdicts,
 )
 from rocmcheck.train import data as data_mod
+from rocmcheck.train.attention_warmup import AttentionWarmup
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
 from rocmcheck.train.distributed import World, bind_device, world_from_env
@@ -183,15 +184,19 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
     warnings.filterwarnings("ignore", message=r".*is deprecated\. Please use `torch\.distributed\.",
                             category=FutureWarning)
     timed = Timings()
+    world = world_from_env()
+    # The attention kernels' first use, in a thread while this process imports and loads (attention_warmup.py).
+    warmup = (AttentionWarmup(Path(cfg.model), cfg.seq_len, world.local_rank)
+              if cfg.device != "cpu" and cfg.attn == "sdpa" else None)
     with timed("import transformers"), imports_without_gc():
         modeling.offline_and_quiet()
-    world = world_from_env()
     if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
         os.environ.setdefault("DS_ACCELERATOR", "cpu")  # before deepspeed is imported anywhere
     with timed("import model classes (and torch._dynamo)"), imports_without_gc():
         modeling.import_model_classes()
     bind_device(world, cfg.device)
     run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s, timed)
+    run.warmup = warmup
     try:
         return run.run()
     except SetupFailed as exc:
@@ -214,6 +219,7 @@ class _Run:
         self.pg_timeout_s = pg_timeout_s
         self.numerics: dict[str, Any] | None = None
         self.step_save: SaveDuringSteps | None = None  # train.reload's save, begun while the steps run
+        self.warmup: AttentionWarmup | None = None  # waited for before the first pass on the GPU
         self.removing: threading.Thread | None = None  # the scratch checkpoint's removal (_remove_aside)
         self.numerics_result = verdicts.check_numerics(None, False)
         self.accuracy_before: float | None = None
@@ -386,6 +392,10 @@ class _Run:
     def _train_and_judge(self, strategy, model, main: bool, which: str, accuracy_before: bool) -> Phase:
         """The numerics pass (once), the steps, and on the main run its verdicts while the model is alive."""
         cfg, timed = self.cfg, self.timed
+        if self.warmup is not None:  # done by now, mostly: the imports and the load took longer
+            with timed("attention warm-up (wait)"):
+                self.info["attention_warmup"] = self.warmup.join()
+            self.warmup = None
         if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
             x, y = self.micro_batch(0, 0)
             with timed("numerics"):
