@@ -66,6 +66,8 @@ GPU_SHAPES: dict[str, dict[str, Any]] = {
                    "config": dict(hidden_size=2048, intermediate_size=7168, num_hidden_layers=32,
                                   num_attention_heads=16, num_key_value_heads=4, vocab_size=32000,
                                   max_position_embeddings=4096, sliding_window=4096)},
+    # The 1.1B's folder again, trained as a LoRA adapter (the reload check saves and reloads the adapter)
+    "llama-1.1b-lora": {"folder_of": "llama-1.1b", "flags": ["--steps", "30", "--lora-rank", "16"]},
     "llama-7b": {"model_type": "llama", "flags": ["--steps", "30", "--gradient-checkpointing"], "shard": "5GB",
                  "config": dict(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
                                 num_key_value_heads=32, vocab_size=32000, max_position_embeddings=4096)},
@@ -290,7 +292,8 @@ def make_folder(root: Path, name: str, spec: dict[str, Any], budget: Budget, env
 def own(record: dict, budget: Budget, shapes: dict[str, dict[str, Any]], root: Path, env: dict[str, str]) -> None:
     found = record.setdefault("own", {})
     for name, spec in shapes.items():
-        path = make_folder(root, name, spec, budget, env)
+        made = spec.get("folder_of", name)  # a shape that trains another shape's folder another way
+        path = make_folder(root, made, (GPU_SHAPES | QUICK_SHAPES)[made], budget, env)
         if path is None:
             found[name] = {"skipped": "the folder could not be made"}
             continue

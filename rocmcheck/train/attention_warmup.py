@@ -11,7 +11,8 @@ thread imports and loads, and the run's own first use then finds the kernels com
 
 What it runs is what the model's attention runs in training (transformers' sdpa path with no attention mask,
 as a run's packed rows have none): torch's scaled_dot_product_attention, causal, bf16, at the config's head
-size, heads and key/value heads (enable_gqa where they differ), forward and backward, on the run's GPU. A config
+size, heads and key/value heads (enable_gqa where they differ), then an output projection under bf16 autocast,
+forward and backward, on the run's GPU. A config
 whose attention takes a mask (a sliding window shorter than the sequence) runs other kernels: not warmed. The
 run waits for the thread before its numerics pass (join), so nothing of it is on the GPU when the run measures
 memory. Anything that goes wrong here is only recorded: the run pays the first use itself, as without this.
@@ -88,9 +89,16 @@ class AttentionWarmup:
                                     requires_grad=True) for _ in range(2))
                 extra = {"enable_gqa": True} if kv_heads != heads else {}
                 out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, **extra)
-                out.sum().backward()
+                # and a projection of its output as the model's layers make it (fp32 weights under bf16
+                # autocast): the BLAS library's first use (its load and its handle, which torch hands to the
+                # run's thread from its pool once this one ends)
+                weight = torch.randn(heads * head_dim, heads * head_dim, device=device, requires_grad=True)
+                rows = out.transpose(1, 2).reshape(WARM_BATCH * seq_len, heads * head_dim)
+                with torch.autocast("cuda", dtype=WARM_DTYPE):
+                    projected = torch.nn.functional.linear(rows, weight)
+                projected.float().sum().backward()
                 torch.cuda.synchronize(device)
-                del q, k, v, out
+                del q, k, v, out, rows, weight, projected
             self.info["seconds"] = round(time.perf_counter() - t0, 3)
         except Exception as exc:  # noqa: BLE001 - recorded only: the run's own first use compiles instead
             self.info["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
