@@ -626,6 +626,10 @@ class _Run:
                     shown["compare_s"] = round(time.perf_counter() - t0, 3)
                     if not files.one_to_one:
                         shown["method"], shown["fallback"], files = "full", files.why_not, None
+                        if shown.pop("saved_after_step", None) is not None:
+                            # An early step's checkpoint has no live model to load it back against: the weights
+                            # after the last step are saved again, as they would have been, for the full reload.
+                            save_dir = self._save_again(eval_model, folder, shown)
                 if files is None:
                     again = modeling.load_model(save_dir, self.cfg, batch.device, dtype=dtype).eval()
                 if self.cfg.out:
@@ -657,6 +661,18 @@ class _Run:
         diff = (again(input_ids=batch).logits.float() - live).abs().max().item()
         shown["verify_s"] = round(time.perf_counter() - t0, 3)
         return verdicts.check_reload(diff, bound, weights_equal, bound_label=label)
+
+    def _save_again(self, eval_model, folder: contextlib.ExitStack, shown: dict[str, Any]) -> Path:
+        """The model saved now, after its steps, into a new scratch folder that goes with `folder`; the run's hook
+        sees it as it saw the first. shown["saved_again_s"]: how long that took."""
+        t0 = time.perf_counter()
+        save_dir = folder.enter_context(checkpoint_folder(None, size_bytes=shown["weight_bytes"]))
+        with modeling.deepspeed_unseen():
+            eval_model.save_pretrained(save_dir, safe_serialization=True)
+        shown["saved_again_s"] = round(time.perf_counter() - t0, 3)
+        if self.hooks.on_saved:
+            self.hooks.on_saved(save_dir)
+        return save_dir
 
     def _remove_aside(self, folder: contextlib.ExitStack, saving: saved_weights.BackgroundSave | None) -> None:
         """The judged scratch checkpoint removed, and the host copies it was compared with let go (`saving`), by

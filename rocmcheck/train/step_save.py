@@ -4,11 +4,12 @@ saved while the last steps run instead of after them.
 What the check proves is that save_pretrained, on this stack and into this folder, writes the model it was handed:
 the files must hold the host copies bit for bit and the model's config. Which step's weights those are does not
 change that (Trainer saves at its `save_steps` as the run goes on, too), so once the host buffers are ready (their
-pages faulted in by saved_weights.HostBuffers beside the first steps) the weights after that step are copied to
+pages faulted in by saved_weights.HostBuffers while the model loads) the weights after that step are copied to
 them, and save_pretrained writes them in a background thread while the remaining steps train. The write is one
 core copying into the page cache or /dev/shm with the GIL let go (safetensors writes from the buffers' pointers),
-and a GPU run's steps wait on the device, so the two overlap. A 7B in fp32 on a fresh H200 VM spent 15-22 s on
-that write after its 30 steps (RESULTS.md section 18), about 8 s of which the steps can hide.
+and a GPU run's steps wait on the device, so the two overlap. A 7B in fp32 on fresh H200 VMs: the write took
+14.8-18.5 s, and the run waited 7.8-11.4 s for it with the save begun after step 1, against 21.3 s after its 30
+steps; its steps beside the write took a median 0.26-0.30 s (RESULTS.md section 18).
 
 Only a scratch checkpoint is saved this way: a checkpoint asked for with --out holds the weights after the last
 step, so it is saved after the steps, as is a model whose buffers are not ready before the last step. The step
