@@ -65,5 +65,9 @@ def test_without_a_gpu_the_thread_says_so():
 
 @pytest.mark.skipif(TRAIN_DEVICE != "cuda", reason="needs a GPU (ROCMCHECK_TEST_DEVICE=cuda)")
 def test_on_a_gpu_the_kernels_are_run_and_timed():
+    """...and the device's random generator is left as it was: the run seeds it while the thread runs, and a LoRA
+    adapter's initial weights come from it."""
+    before = torch.cuda.get_rng_state()
     found = AttentionWarmup(Path(BUNDLED_MODEL), 64).join()
     assert "error" not in found and found["seconds"] > 0, found
+    assert torch.equal(torch.cuda.get_rng_state(), before)

@@ -29,8 +29,11 @@ from typing import Any
 
 import torch
 
+from rocmcheck.train.report import first_line
+
 WARM_DTYPE = torch.bfloat16  # the dtype the run's autocast (and --pure-bf16) computes attention in
 WARM_BATCH = 1  # rows of the warm-up: the kernels compiled do not depend on the batch
+WARM_VALUE = 0.01  # every input's value
 
 
 def attention_shape(config: dict[str, Any], seq_len: int) -> tuple[int, int, int] | None:
@@ -83,16 +86,19 @@ class AttentionWarmup:
                 return
             device = torch.device("cuda", local_rank % torch.cuda.device_count())
             with torch.cuda.device(device):
-                q = torch.randn(WARM_BATCH, heads, seq_len, head_dim, device=device, dtype=WARM_DTYPE,
-                                requires_grad=True)
-                k, v = (torch.randn(WARM_BATCH, kv_heads, seq_len, head_dim, device=device, dtype=WARM_DTYPE,
-                                    requires_grad=True) for _ in range(2))
+                # Constants, not random numbers: the kernels are the same, and the device's random generator,
+                # which the run seeds meanwhile (a LoRA adapter's initial weights come from it), stays untouched.
+                q = torch.full((WARM_BATCH, heads, seq_len, head_dim), WARM_VALUE, device=device, dtype=WARM_DTYPE,
+                               requires_grad=True)
+                k, v = (torch.full((WARM_BATCH, kv_heads, seq_len, head_dim), WARM_VALUE, device=device,
+                                   dtype=WARM_DTYPE, requires_grad=True) for _ in range(2))
                 extra = {"enable_gqa": True} if kv_heads != heads else {}
                 out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, **extra)
                 # and a projection of its output as the model's layers make it (fp32 weights under bf16
                 # autocast): the BLAS library's first use (its load and its handle, which torch hands to the
                 # run's thread from its pool once this one ends)
-                weight = torch.randn(heads * head_dim, heads * head_dim, device=device, requires_grad=True)
+                weight = torch.full((heads * head_dim, heads * head_dim), WARM_VALUE, device=device,
+                                    requires_grad=True)
                 rows = out.transpose(1, 2).reshape(WARM_BATCH * seq_len, heads * head_dim)
                 with torch.autocast("cuda", dtype=WARM_DTYPE):
                     projected = torch.nn.functional.linear(rows, weight)
@@ -101,7 +107,7 @@ class AttentionWarmup:
                 del q, k, v, out, rows, weight, projected
             self.info["seconds"] = round(time.perf_counter() - t0, 3)
         except Exception as exc:  # noqa: BLE001 - recorded only: the run's own first use compiles instead
-            self.info["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            self.info["error"] = f"{type(exc).__name__}: {first_line(exc)}"
 
     def join(self) -> dict[str, Any]:
         if self._thread is not None:
