@@ -196,3 +196,17 @@ def test_the_last_step_and_a_save_asked_to_wait_never_begin_one(bundled):
     waiting = step_save.SaveDuringSteps(bundled, nbytes, None, None)
     waiting.after_step(0)
     assert not last.started and not waiting.started
+
+
+def test_an_interrupted_close_does_not_wait_for_buffers_still_being_faulted_in(bundled, monkeypatch):
+    """Ctrl-C during the load: the buffers' thread may still be faulting in gigabytes; close(wait=False) leaves it."""
+    gate = threading.Event()
+    monkeypatch.setattr(saved_weights, "_touch_aside", lambda buffers: gate.wait(30) or True)
+    buffers = saved_weights.HostBuffers([((1024, 1024), torch.float32)])
+    early = step_save.SaveDuringSteps(bundled, saved_weights.weight_bytes(bundled), STEPS, buffers)
+    try:
+        early.close(wait=False)
+        assert not buffers.ready  # still faulting: close did not wait for it
+    finally:
+        gate.set()
+    assert buffers.take() != {}  # the thread ended on its own, its buffers made

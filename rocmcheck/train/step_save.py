@@ -89,8 +89,9 @@ class SaveDuringSteps:
 
     def close(self, wait: bool = True) -> None:
         """Let the save, its folder and the buffers go. wait: let a write in progress finish first, so nothing writes
-        into the folder after it is removed; without it (the run is being interrupted) the folder goes at once, and
-        anything the writing thread makes after that is swept as a folder of a process that is gone."""
+        into the folder after it is removed; without it (the run is being interrupted) the folder goes at once,
+        anything the writing thread makes after that is swept as a folder of a process that is gone, and buffers
+        still being faulted in are dropped without waiting (their thread ends on its own)."""
         saving, self.saving = self.saving, None
         try:
             if saving is not None and wait:
@@ -98,5 +99,5 @@ class SaveDuringSteps:
         finally:
             self.folder.close()
             buffers, self._buffers = self._buffers, None
-            if buffers is not None:
+            if buffers is not None and wait:
                 buffers.release()
