@@ -38,6 +38,9 @@ def test_the_shape_is_the_configs_heads_and_head_size(config, expected):
 def test_a_window_no_longer_than_the_sequence_takes_a_mask_and_is_not_warmed():
     assert attention_shape(MISTRAL_7B_V01, seq_len=4096) is None
     assert attention_shape(MISTRAL_7B_V01, seq_len=4095) == (32, 8, 128)
+    hybrid = {**QWEN3_8B, "sliding_window": 512, "layer_types": ["sliding_attention", "full_attention"]}
+    assert attention_shape(hybrid, seq_len=64) == (32, 8, 128) and attention_shape(hybrid, seq_len=512) is None
+    assert attention_shape({**hybrid, "sliding_window": None}, seq_len=64) is None  # sliding layers, no size said
 
 
 @pytest.mark.parametrize("config", [{}, {"num_attention_heads": 32}, {"num_attention_heads": "x", "hidden_size": 1},

@@ -25,10 +25,12 @@ import json
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 
+from rocmcheck.train.compiled import has_sliding_window
 from rocmcheck.train.report import first_line
 
 WARM_DTYPE = torch.bfloat16  # the dtype the run's autocast (and --pure-bf16) computes attention in
@@ -46,9 +48,10 @@ def attention_shape(config: dict[str, Any], seq_len: int) -> tuple[int, int, int
         head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
+    # transformers passes sdpa no mask where the keys are fewer than the window (masking_utils'
+    # _ignore_causal_mask_sdpa): a window longer than the sequence is plain causal attention
     window = config.get("sliding_window")
-    if isinstance(window, int) and not isinstance(window, bool) and config.get("use_sliding_window", True) \
-            and window <= seq_len:
+    if has_sliding_window(SimpleNamespace(**config)) and not (type(window) is int and window > seq_len):
         return None
     if heads <= 0 or kv_heads <= 0 or head_dim <= 0 or heads % kv_heads:
         return None

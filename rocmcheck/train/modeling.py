@@ -106,6 +106,14 @@ def _unavailable() -> bool:
     return False
 
 
+def save_checkpoint(model, folder: Path, state_dict: dict | None = None) -> None:
+    """The reload check's save: save_pretrained as Trainer calls it (safetensors; `state_dict` where the weights
+    to write are not the model's own tensors), with accelerate seeing no DeepSpeed where the run never imported it
+    (deepspeed_unseen)."""
+    with deepspeed_unseen():
+        model.save_pretrained(folder, state_dict=state_dict, safe_serialization=True)
+
+
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 

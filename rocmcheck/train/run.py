@@ -592,8 +592,7 @@ class _Run:
                 host = None  # the save owns the copies now: it lets them go once they are compared
             else:
                 t0 = time.perf_counter()
-                with modeling.deepspeed_unseen():
-                    eval_model.save_pretrained(save_dir, safe_serialization=True)
+                modeling.save_checkpoint(eval_model, save_dir)
                 shown["save_s"] = round(time.perf_counter() - t0, 3)
         except Exception as exc:  # noqa: BLE001 - _save_failed sorts it
             folder.close()
@@ -667,8 +666,7 @@ class _Run:
         sees it as it saw the first. shown["saved_again_s"]: how long that took."""
         t0 = time.perf_counter()
         save_dir = folder.enter_context(checkpoint_folder(None, size_bytes=shown["weight_bytes"]))
-        with modeling.deepspeed_unseen():
-            eval_model.save_pretrained(save_dir, safe_serialization=True)
+        modeling.save_checkpoint(eval_model, save_dir)
         shown["saved_again_s"] = round(time.perf_counter() - t0, 3)
         if self.hooks.on_saved:
             self.hooks.on_saved(save_dir)

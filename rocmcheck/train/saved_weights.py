@@ -46,7 +46,7 @@ from typing import Any, Collection
 
 import torch
 
-from rocmcheck.train.modeling import deepspeed_unseen
+from rocmcheck.train.modeling import save_checkpoint
 
 # Below this many bytes of weights the reload check builds the model again with from_pretrained: a second copy
 # that small costs a fraction of a second and proves the loader too. Above it the files are read back instead (a
@@ -398,8 +398,7 @@ class BackgroundSave:
     def _save(self, model: torch.nn.Module, folder: Path, state: dict[str, torch.Tensor]) -> None:
         t0, before = time.perf_counter(), _thread_usage()
         try:
-            with deepspeed_unseen():
-                model.save_pretrained(folder, state_dict=state, safe_serialization=True)
+            save_checkpoint(model, folder, state)
         except BaseException as exc:  # noqa: BLE001 - handed to join(), on the run's own thread
             self._error = exc
         finally:
