@@ -11,6 +11,12 @@
   save      the bundled model's save_pretrained to /dev/shm, three times (the first pays for what it imports)
   overlap   a child that imports the model classes after the device's first use, and one that starts the
             device's first use in a thread meanwhile
+  warmup    fresh children that start as a GPU run does (a warm-up thread, the model classes' import, the load)
+            with each warm-up of train/kernel_warmup.py: none, the CUDA context only, the attention only
+            (2026-12-02's), the decoder layer only, both (the run's); then the numerics pass (its bf16 pass is
+            the model's first forward and backward), the first 5 steps, and accuracy on 64 prompts, each timed.
+            Three rounds, the variants interleaved (--warmup-modes), on each of --warmup-models (default: the
+            bundled model)
   prefault  30 steps of a random-init 1.1B LLaMA (fp32 weights, bf16 autocast, 16 x 64 tokens) alone, and beside
             a thread that faults --prefault-gib GiB of never-used host memory in: by madvise(MADV_POPULATE_WRITE)
             in 256 MiB and in 16 MiB pieces (4 threads), and by one write per 4 KiB page from numpy (4 threads).
@@ -214,6 +220,101 @@ print(f"  {mode:<7} import torch {t_torch - t0:.3f}, first use {t_use - t_torch:
 """
 
 
+WARMUP = r"""
+import json, sys, threading, time
+t0 = time.perf_counter()
+mode, repo, model_dir = sys.argv[1], sys.argv[2], sys.argv[3]
+sys.path.insert(0, repo)
+from pathlib import Path
+import torch
+from rocmcheck.train import kernel_warmup as kw
+config = json.loads((Path(model_dir) / "config.json").read_text())
+seq = 64
+device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+def sync():
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+took = {}
+def warm():
+    t = time.perf_counter()
+    if mode == "context":
+        torch.zeros(1, device=device)
+    if mode in ("attention", "both") and kw.attention_shape(config, seq):
+        kw.warm_attention(device, kw.attention_shape(config, seq), seq)
+    if mode in ("layer", "both"):
+        kw.warm_layer(device, kw.layer_sizes(config), seq)
+    sync()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    took["warm"] = time.perf_counter() - t
+thread = threading.Thread(target=warm) if mode != "none" else None
+if thread:
+    thread.start()
+from rocmcheck.train import modeling, numerics, task
+from rocmcheck.train.config import TrainConfig
+from rocmcheck.train.distributed import World
+from rocmcheck.train.plain_strategy import PlainStrategy
+modeling.offline_and_quiet()
+modeling.import_model_classes()
+t_import = time.perf_counter()
+cfg = TrainConfig(model=Path(model_dir))
+tokenizer = modeling.load_tokenizer(Path(model_dir))
+g = torch.Generator().manual_seed(0)
+x = torch.randint(4, min(config["vocab_size"], 100), (16, seq), generator=g).to(device)
+strategy = PlainStrategy(cfg, device, World(0, 1, 0))
+model = strategy.build(lambda step, micro: (x, x))
+sync()
+t_load = time.perf_counter()
+if thread:
+    thread.join()
+t_join = time.perf_counter()
+found = numerics.measure(model, x[:4], x[:4], False)
+steps = []
+for i in range(5):
+    t = time.perf_counter()
+    strategy.train_step(i)
+    sync()
+    steps.append(time.perf_counter() - t)
+t = time.perf_counter()
+modeling.accuracy(model, tokenizer, task.eval_examples(64), device)
+t_acc = time.perf_counter() - t
+print(json.dumps({"mode": mode, "import_s": t_import - t0, "load_s": t_load - t_import, "join_s": t_join - t_load,
+                  "warm_s": took.get("warm"), "bf16_pass_s": found["bf16"]["seconds"],
+                  "fp32_pass_s": found["fp32"]["seconds"], "steps_s": steps, "accuracy_s": t_acc,
+                  "total_s": time.perf_counter() - t0}), flush=True)
+"""
+WARMUP_MODES = ("none", "context", "attention", "layer", "both")
+
+
+def warmup_section(models: list[str], modes: list[str]) -> None:
+    import json
+
+    for model in models:
+        model_dir = str(REPO / "rocmcheck/train/assets/tiny-llama") if model == "bundled" else model
+        rows: dict[str, list[dict]] = {m: [] for m in modes}
+        for _ in range(3):
+            for mode in modes:
+                r = subprocess.run([sys.executable, "-c", WARMUP, mode, str(REPO), model_dir], timeout=240,
+                                   check=False, capture_output=True, text=True)
+                lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+                if r.returncode != 0 or not lines:
+                    print(f"  {mode}: exit {r.returncode} {r.stderr[-400:]}", flush=True)
+                    continue
+                row = json.loads(lines[-1])
+                rows[mode].append(row)
+                print(f"  {Path(model_dir).name} {mode:<9} warm-up {row['warm_s'] or 0:.2f} (waited "
+                      f"{row['join_s']:.2f}), bf16 pass {row['bf16_pass_s']:.3f}, fp32 pass {row['fp32_pass_s']:.3f}, "
+                      f"steps {' '.join(f'{t:.3f}' for t in row['steps_s'])}, accuracy {row['accuracy_s']:.3f}, "
+                      f"imports {row['import_s']:.2f}, load {row['load_s']:.2f}, total {row['total_s']:.2f} s",
+                      flush=True)
+        print(f"  {Path(model_dir).name}: median of each variant (bf16 pass + first step + accuracy, the parts a "
+              "first use slows)", flush=True)
+        for mode, got in rows.items():
+            if got:
+                first = sorted(r["bf16_pass_s"] + r["steps_s"][0] + r["accuracy_s"] for r in got)[len(got) // 2]
+                print(f"    {mode:<9} {first:.3f} s over {len(got)} runs", flush=True)
+
+
 def overlap_section() -> None:
     for _ in range(2):
         for mode in ("inline", "thread"):
@@ -307,6 +408,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="steps,numerics,save,overlap")
     ap.add_argument("--numerics-shape", default="mistral-2b", choices=("mistral-2b", "bundled"))
+    ap.add_argument("--warmup-models", default="bundled", help="comma-separated model folders (or bundled)")
+    ap.add_argument("--warmup-modes", default=",".join(WARMUP_MODES), help="comma-separated warm-up variants")
     ap.add_argument("--prefault-gib", type=float, default=20.0)
     ap.add_argument("--prefault-small", action="store_true", help="a 2-layer 128-wide model (checks the script)")
     a = ap.parse_args()
@@ -326,6 +429,8 @@ def main() -> None:
             save_section(device)
         elif part == "overlap":
             overlap_section()
+        elif part == "warmup":
+            warmup_section(a.warmup_models.split(","), a.warmup_modes.split(","))
         elif part == "prefault":
             prefault_section(device, a.prefault_gib, a.prefault_small)
         print(f"== {part} done in {time.perf_counter() - t0:.1f} s", flush=True)
