@@ -13,10 +13,10 @@
             device's first use in a thread meanwhile
   warmup    fresh children that start as a GPU run does (a warm-up thread, the model classes' import, the load)
             with each warm-up of train/kernel_warmup.py: none, the CUDA context only, the attention only
-            (2026-12-02's), the decoder layer only, both (the run's); then the numerics pass (its bf16 pass is
-            the model's first forward and backward), the first 5 steps, and accuracy on 64 prompts, each timed.
-            Three rounds, the variants interleaved (--warmup-modes), on each of --warmup-models (default: the
-            bundled model)
+            (2026-12-02's first), the decoder layer only, both, all (both and the projections' GEMMs: the run's);
+            then the numerics pass (its bf16 pass is the model's first forward and backward), the first 5 steps,
+            and accuracy on 64 prompts, each timed. Three rounds, the variants interleaved (--warmup-modes), on
+            each of --warmup-models (default: the bundled model)
   prefault  30 steps of a random-init 1.1B LLaMA (fp32 weights, bf16 autocast, 16 x 64 tokens) alone, and beside
             a thread that faults --prefault-gib GiB of never-used host memory in: by madvise(MADV_POPULATE_WRITE)
             in 256 MiB and in 16 MiB pieces (4 threads), and by one write per 4 KiB page from numpy (4 threads).
@@ -239,10 +239,12 @@ def warm():
     t = time.perf_counter()
     if mode == "context":
         torch.zeros(1, device=device)
-    if mode in ("attention", "both") and kw.attention_shape(config, seq):
+    if mode in ("attention", "both", "all") and kw.attention_shape(config, seq):
         kw.warm_attention(device, kw.attention_shape(config, seq), seq)
-    if mode in ("layer", "both"):
+    if mode in ("layer", "both", "all"):
         kw.warm_layer(device, kw.layer_sizes(config), seq)
+    if mode == "all":
+        kw.warm_gemms(device, kw.linear_shapes(config), seq, (4, 16))
     sync()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -283,7 +285,7 @@ print(json.dumps({"mode": mode, "import_s": t_import - t0, "load_s": t_load - t_
                   "fp32_pass_s": found["fp32"]["seconds"], "steps_s": steps, "accuracy_s": t_acc,
                   "total_s": time.perf_counter() - t0}), flush=True)
 """
-WARMUP_MODES = ("none", "context", "attention", "layer", "both")
+WARMUP_MODES = ("none", "context", "attention", "layer", "both", "all")
 
 
 def warmup_section(models: list[str], modes: list[str]) -> None:

@@ -22,6 +22,7 @@ from rocmcheck.train.kernel_warmup import (  # noqa: E402
     KernelWarmup,
     attention_shape,
     layer_sizes,
+    linear_shapes,
 )
 
 # The attention fields of public config.json files on the Hugging Face Hub, as published.
@@ -35,6 +36,8 @@ LLAMA_31_8B = {"hidden_size": 4096, "intermediate_size": 14336, "vocab_size": 12
                "num_key_value_heads": 8}
 TINYLLAMA_11B = {"hidden_size": 2048, "intermediate_size": 5632, "vocab_size": 32000, "num_attention_heads": 32,
                  "num_key_value_heads": 4}
+GEMMA_7B = {"hidden_size": 3072, "intermediate_size": 24576, "vocab_size": 256000, "head_dim": 256,
+            "num_attention_heads": 16, "num_key_value_heads": 16}
 LLAMA_2_70B = {"hidden_size": 8192, "intermediate_size": 28672, "vocab_size": 32000, "num_attention_heads": 64,
                "num_key_value_heads": 8}
 
@@ -80,7 +83,9 @@ def test_without_a_gpu_the_thread_says_so():
     found = KernelWarmup(Path(BUNDLED_MODEL), 64).join()
     assert found["skipped"] == "no GPU" and found["attention"] == [4, 2, 32], found
     assert found["layer"] == [128, 384, 109]
-    other = KernelWarmup(Path(BUNDLED_MODEL), 64, attention=False).join()
+    assert found["gemms"] == {"shapes": [], "rows": []}  # no rows asked for: no GEMMs
+    other = KernelWarmup(Path(BUNDLED_MODEL), 64, attention=False, rows=(4, 16, 16)).join()
+    assert other["gemms"] == {"shapes": [[128, 128], [128, 64], [128, 384], [384, 128], [128, 109]], "rows": [4, 16]}
     assert other["attention"] == "not torch's sdpa" and other["layer"] == [128, 384, 109], other
 
 
@@ -127,12 +132,14 @@ def test_an_attention_the_warm_up_cannot_run_still_warms_the_layer(tmp_path):
 WARM_ON_CPU = r"""
 import json, sys
 import torch
-from rocmcheck.train.kernel_warmup import attention_shape, layer_sizes, warm_attention, warm_layer
+from rocmcheck.train.kernel_warmup import attention_shape, layer_sizes, linear_shapes, warm_attention, warm_gemms
+from rocmcheck.train.kernel_warmup import warm_layer
 config = json.loads(sys.argv[1])
 torch.manual_seed(0)
 rng, modules = torch.get_rng_state(), set(sys.modules)
 warm_attention(torch.device("cpu"), attention_shape(config, 16), 16)
 warm_layer(torch.device("cpu"), layer_sizes(config), 16)
+warm_gemms(torch.device("cpu"), linear_shapes(config), 16, (4, 16))
 print(json.dumps({"imported": sorted(set(sys.modules) - modules),
                   "rng_untouched": torch.equal(torch.get_rng_state(), rng)}))
 """
@@ -148,3 +155,20 @@ def test_the_warm_up_runs_its_ops_imports_nothing_and_draws_no_random_numbers(co
     assert r.returncode == 0, r.stderr[-2000:]
     found = json.loads(r.stdout.strip().splitlines()[-1])
     assert found == {"imported": [], "rng_untouched": True}, found
+
+
+@pytest.mark.parametrize("config, expected", [
+    # the query and output projections are one shape at 4096 wide: each shape once
+    (LLAMA_31_8B, [(4096, 4096), (4096, 1024), (4096, 14336), (14336, 4096), (4096, 128256)]),
+    # heads x head_dim is not the width; key/value heads as many as the query's
+    (GEMMA_7B, [(3072, 4096), (4096, 3072), (3072, 24576), (24576, 3072)]),
+    (LLAMA_2_70B, [(8192, 8192), (8192, 1024), (8192, 28672), (28672, 8192), (8192, 32000)]),
+], ids=["llama-3.1-8b", "gemma-7b", "llama-2-70b"])
+def test_the_gemms_are_the_models_projections_each_once(config, expected):
+    """Gemma's head (256,000 x 3,072: 786M weights) is over the cap and is left out."""
+    assert linear_shapes(config) == expected
+
+
+def test_a_config_without_plain_sizes_gives_no_gemms():
+    assert linear_shapes({}) == [] and linear_shapes({**LLAMA_31_8B, "num_attention_heads": 0}) == []
+    assert linear_shapes({**LLAMA_31_8B, "vocab_size": "many"}) == []

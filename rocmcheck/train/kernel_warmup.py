@@ -18,7 +18,10 @@ What it runs is what a decoder's training step runs, in the run's dtypes (fp32 w
 - one decoder layer's other kernels, written out in torch's own ops as transformers' LLaMA-family code computes
   them (embedding, RMS norm in fp32, rotary embedding, SiLU-gated MLP, residual adds, the head's logits in fp32,
   cross entropy with ignored positions), backward, gradient clipping over all of its weights at once, and one
-  fused AdamW step.
+  fused AdamW step;
+- every projection's GEMMs (query, key/value, output, gate/up, down, head) at the model's own sizes and the run's
+  numbers of rows (its numerics pass, its micro-batch), forward and both gradients: the BLAS library picks a kernel
+  per shape, and loads it at that shape's first use.
 A config whose attention takes a mask (a sliding window shorter than the sequence) runs other attention kernels:
 those are not warmed, the rest is. The run waits for the thread before its numerics pass (join), so nothing of it
 is on the GPU when the run measures memory (its blocks go back to the driver). It uses no random numbers: the
@@ -47,27 +50,51 @@ WARM_VALUE = 0.01  # every input's value
 # The decoder layer's sizes: the config's, up to these (a 70B's MLP at full size would hold ~8 GB for a moment);
 # a kernel's module is loaded by any launch of one of its kernels, whatever the size.
 WARM_MAX_HIDDEN, WARM_MAX_INTERMEDIATE, WARM_MAX_VOCAB = 4096, 8192, 8192
+# The projections' GEMMs are run at the model's own sizes (the BLAS library picks, and loads, a kernel per shape),
+# but none whose weight is over this many elements (a 256k vocabulary's head on an 8192-wide model: 2.1G).
+WARM_MAX_GEMM_WEIGHT = 2**29
 IGNORE_INDEX = -100  # transformers' label for positions without a loss
 
 
-def attention_shape(config: dict[str, Any], seq_len: int) -> tuple[int, int, int] | None:
-    """(heads, key/value heads, head size) of a decoder config.json, or None when the config does not say them
-    plainly or its attention takes a mask at this sequence length (a sliding window no longer than it). Never
-    raises."""
+def _heads(config: dict[str, Any]) -> tuple[int, int, int] | None:
     try:
         heads = int(config["num_attention_heads"])
         kv_heads = int(config.get("num_key_value_heads") or heads)
         head_dim = int(config.get("head_dim") or int(config["hidden_size"]) // heads)
     except (KeyError, TypeError, ValueError, ZeroDivisionError):
         return None
+    if heads <= 0 or kv_heads <= 0 or head_dim <= 0 or heads % kv_heads:
+        return None
+    return heads, kv_heads, head_dim
+
+
+def attention_shape(config: dict[str, Any], seq_len: int) -> tuple[int, int, int] | None:
+    """(heads, key/value heads, head size) of a decoder config.json, or None when the config does not say them
+    plainly or its attention takes a mask at this sequence length (a sliding window no longer than it). Never
+    raises."""
     # transformers passes sdpa no mask where the keys are fewer than the window (masking_utils'
     # _ignore_causal_mask_sdpa): a window longer than the sequence is plain causal attention
     window = config.get("sliding_window")
     if has_sliding_window(SimpleNamespace(**config)) and not (type(window) is int and window > seq_len):
         return None
-    if heads <= 0 or kv_heads <= 0 or head_dim <= 0 or heads % kv_heads:
-        return None
-    return heads, kv_heads, head_dim
+    return _heads(config)
+
+
+def linear_shapes(config: dict[str, Any]) -> list[tuple[int, int]]:
+    """The (in, out) sizes of a LLaMA-family decoder's projections (query, key/value, output, gate/up, down,
+    head), each once, leaving out any whose weight is over WARM_MAX_GEMM_WEIGHT; empty when the config does not
+    say its sizes plainly. Never raises."""
+    heads = _heads(config)
+    try:
+        hidden, intermediate, vocab = (int(config[k]) for k in ("hidden_size", "intermediate_size", "vocab_size"))
+    except (KeyError, TypeError, ValueError):
+        return []
+    if heads is None or min(hidden, intermediate, vocab) <= 0:
+        return []
+    n_heads, kv_heads, head_dim = heads
+    shapes = [(hidden, n_heads * head_dim), (hidden, kv_heads * head_dim), (n_heads * head_dim, hidden),
+              (hidden, intermediate), (intermediate, hidden), (hidden, vocab)]
+    return [shape for shape in dict.fromkeys(shapes) if shape[0] * shape[1] <= WARM_MAX_GEMM_WEIGHT]
 
 
 def layer_sizes(config: dict[str, Any]) -> tuple[int, int, int] | None:
@@ -143,14 +170,28 @@ def warm_layer(device: torch.device, sizes: tuple[int, int, int], seq_len: int) 
                             weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
 
 
+def warm_gemms(device: torch.device, shapes: list[tuple[int, int]], seq_len: int, rows: tuple[int, ...]) -> None:
+    """Each projection's GEMMs as the run computes them (bf16, forward and both gradients) at the run's numbers of
+    rows: the kernel the BLAS library picks for a shape is loaded at that shape's first use."""
+    for n_rows in dict.fromkeys(rows):
+        for fan_in, fan_out in shapes:
+            x = torch.full((n_rows * seq_len, fan_in), WARM_VALUE, device=device, dtype=WARM_DTYPE, requires_grad=True)
+            w = torch.full((fan_out, fan_in), WARM_VALUE, device=device, dtype=WARM_DTYPE, requires_grad=True)
+            # a scalar's backward: backward() given a gradient imports sympy (torch.fx's symbolic shapes)
+            torch.nn.functional.linear(x, w).sum().backward()
+            del x, w
+
+
 class KernelWarmup:
     """The thread, started at once, on the GPU a rank of this local_rank uses (distributed.bind_device's choice);
     join() waits for it and returns what it did, for info: {"attention": [heads, kv_heads, head_dim] or why not,
-    "layer": [hidden, intermediate, vocab] or why not, "seconds": s}, or {"skipped": why}, or {"error": its
-    first line}."""
+    "layer": [hidden, intermediate, vocab] or why not, "gemms": {"shapes": [[in, out], ...], "rows": [...]},
+    "seconds": s}, or {"skipped": why}, or {"error": its first line}."""
 
-    def __init__(self, model_dir: Path, seq_len: int, local_rank: int = 0, attention: bool = True) -> None:
-        """attention: the run's attention is torch's sdpa (another implementation runs other kernels)."""
+    def __init__(self, model_dir: Path, seq_len: int, local_rank: int = 0, attention: bool = True,
+                 rows: tuple[int, ...] = ()) -> None:
+        """attention: the run's attention is torch's sdpa (another implementation runs other kernels). rows: the
+        numbers of rows the run's forward passes take (its numerics pass, its micro-batch)."""
         self.info: dict[str, Any] = {}
         self._thread: threading.Thread | None = None
         try:
@@ -160,18 +201,20 @@ class KernelWarmup:
             return
         config = config if isinstance(config, dict) else {}
         shape, sizes = attention_shape(config, seq_len) if attention else None, layer_sizes(config)
-        if shape is None and sizes is None:
+        gemms = linear_shapes(config) if rows else []
+        if shape is None and sizes is None and not gemms:
             self.info["skipped"] = "the config says neither its attention's shape nor its layer's sizes"
             return
         self.info["attention"] = (list(shape) if shape else "not the plain causal kind this warms" if attention
                                   else "not torch's sdpa")
         self.info["layer"] = list(sizes) if sizes else "sizes not said"
-        self._thread = threading.Thread(target=self._run, args=(shape, sizes, seq_len, local_rank), daemon=True,
-                                        name="rocmcheck-kernel-warmup")
+        self.info["gemms"] = {"shapes": [list(g) for g in gemms], "rows": list(dict.fromkeys(rows))}
+        self._thread = threading.Thread(target=self._run, args=(shape, sizes, gemms, seq_len, rows, local_rank),
+                                        daemon=True, name="rocmcheck-kernel-warmup")
         self._thread.start()
 
-    def _run(self, shape: tuple[int, int, int] | None, sizes: tuple[int, int, int] | None, seq_len: int,
-             local_rank: int) -> None:
+    def _run(self, shape: tuple[int, int, int] | None, sizes: tuple[int, int, int] | None,
+             gemms: list[tuple[int, int]], seq_len: int, rows: tuple[int, ...], local_rank: int) -> None:
         t0 = time.perf_counter()
         try:
             if not torch.cuda.is_available():
@@ -183,6 +226,8 @@ class KernelWarmup:
                     warm_attention(device, shape, seq_len)
                 if sizes is not None:
                     warm_layer(device, sizes, seq_len)
+                if gemms:
+                    warm_gemms(device, gemms, seq_len, rows)
                 torch.cuda.synchronize(device)
                 torch.cuda.empty_cache()  # its blocks back to the driver: the run's memory is the run's own
             self.info["seconds"] = round(time.perf_counter() - t0, 3)

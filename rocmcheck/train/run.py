@@ -186,8 +186,8 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
     timed = Timings()
     world = world_from_env()
     # The first use of the step's kernels, in a thread while this process imports and loads (kernel_warmup.py).
-    warmup = (KernelWarmup(Path(cfg.model), cfg.seq_len, world.local_rank, attention=cfg.attn == "sdpa")
-              if cfg.device != "cpu" else None)
+    warmup = (KernelWarmup(Path(cfg.model), cfg.seq_len, world.local_rank, attention=cfg.attn == "sdpa",
+                           rows=(NUMERICS_ROWS, cfg.micro_batch)) if cfg.device != "cpu" else None)
     with timed("import transformers"), imports_without_gc():
         modeling.offline_and_quiet()
     if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
