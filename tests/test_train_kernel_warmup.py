@@ -21,8 +21,10 @@ from rocmcheck.train.kernel_warmup import (  # noqa: E402
     WARM_MAX_VOCAB,
     KernelWarmup,
     attention_shape,
+    gemm_bytes,
     layer_sizes,
     linear_shapes,
+    warm_gemms,
 )
 
 # The attention fields of public config.json files on the Hugging Face Hub, as published.
@@ -101,11 +103,10 @@ def test_on_a_gpu_the_kernels_are_run_and_timed():
 
 
 @pytest.mark.parametrize("config, expected", [
-    (LLAMA_31_8B, (4096, 8192, 8192)),
-    (TINYLLAMA_11B, (2048, 5632, 8192)),
-    (QWEN2_7B, (3584, 8192, 8192)),
+    ({"hidden_size": 96, "intermediate_size": 256, "vocab_size": 300}, (96, 256, 300)),
+    (TINYLLAMA_11B, (WARM_MAX_HIDDEN, WARM_MAX_INTERMEDIATE, WARM_MAX_VOCAB)),
     (LLAMA_2_70B, (WARM_MAX_HIDDEN, WARM_MAX_INTERMEDIATE, WARM_MAX_VOCAB)),
-], ids=["llama-3.1-8b", "tinyllama-1.1b", "qwen2-7b", "llama-2-70b"])
+], ids=["small", "tinyllama-1.1b", "llama-2-70b"])
 def test_the_layer_is_the_configs_sizes_up_to_the_caps(config, expected):
     assert layer_sizes(config) == expected
 
@@ -122,7 +123,7 @@ def test_a_config_without_plain_sizes_gives_no_layer(config):
 def test_an_attention_the_warm_up_cannot_run_still_warms_the_layer(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**MISTRAL_7B_V01, "sliding_window": 32}))
     found = KernelWarmup(tmp_path, 64).join()
-    assert found["attention"] == "not the plain causal kind this warms" and found["layer"] == [4096, 8192, 8192]
+    assert found["attention"] == "not the plain causal kind this warms" and found["layer"] == [512, 1024, 2048]
 
 
 # The warm-up's ops on the CPU in a fresh interpreter: torch has every one of them there too, so a misspelt op or
@@ -158,17 +159,26 @@ def test_the_warm_up_runs_its_ops_imports_nothing_and_draws_no_random_numbers(co
 
 
 @pytest.mark.parametrize("config, expected", [
-    # the query and output projections are one shape at 4096 wide: each shape once
-    (LLAMA_31_8B, [(4096, 4096), (4096, 1024), (4096, 14336), (14336, 4096), (4096, 128256)]),
+    # the query and output projections are one shape at 4096 wide: each shape once; the 128k head is over the cap
+    (LLAMA_31_8B, [(4096, 4096), (4096, 1024), (4096, 14336), (14336, 4096)]),
+    (TINYLLAMA_11B, [(2048, 2048), (2048, 256), (2048, 5632), (5632, 2048), (2048, 32000)]),
     # heads x head_dim is not the width; key/value heads as many as the query's
     (GEMMA_7B, [(3072, 4096), (4096, 3072), (3072, 24576), (24576, 3072)]),
-    (LLAMA_2_70B, [(8192, 8192), (8192, 1024), (8192, 28672), (28672, 8192), (8192, 32000)]),
-], ids=["llama-3.1-8b", "gemma-7b", "llama-2-70b"])
+    (LLAMA_2_70B, [(8192, 8192), (8192, 1024)]),
+], ids=["llama-3.1-8b", "tinyllama-1.1b", "gemma-7b", "llama-2-70b"])
 def test_the_gemms_are_the_models_projections_each_once(config, expected):
-    """Gemma's head (256,000 x 3,072: 786M weights) is over the cap and is left out."""
+    """A weight over WARM_MAX_GEMM_WEIGHT (134M) is left out: Gemma's head (256,000 x 3,072: 786M), the 70B's MLP
+    (235M) and head (262M)."""
     assert linear_shapes(config) == expected
 
 
 def test_a_config_without_plain_sizes_gives_no_gemms():
     assert linear_shapes({}) == [] and linear_shapes({**LLAMA_31_8B, "num_attention_heads": 0}) == []
     assert linear_shapes({**LLAMA_31_8B, "vocab_size": "many"}) == []
+
+
+def test_a_gemm_that_would_take_too_much_of_the_free_memory_is_left_out():
+    shapes = [(128, 128), (128, 4096)]
+    assert gemm_bytes(128, 4096, 64) == 2 * (2 * 64 * 128 + 2 * 4096 * 128 + 64 * 4096)
+    assert warm_gemms(torch.device("cpu"), shapes, 16, (4,), max_bytes=gemm_bytes(128, 128, 64)) == 1
+    assert warm_gemms(torch.device("cpu"), shapes, 16, (4, 16)) == 0

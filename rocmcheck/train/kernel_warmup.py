@@ -47,12 +47,17 @@ from rocmcheck.train.report import first_line
 WARM_DTYPE = torch.bfloat16  # the dtype the run's autocast (and --pure-bf16) computes attention in
 WARM_BATCH = 1  # rows of the warm-up: the kernels loaded do not depend on the batch
 WARM_VALUE = 0.01  # every input's value
-# The decoder layer's sizes: the config's, up to these (a 70B's MLP at full size would hold ~8 GB for a moment);
-# a kernel's module is loaded by any launch of one of its kernels, whatever the size.
-WARM_MAX_HIDDEN, WARM_MAX_INTERMEDIATE, WARM_MAX_VOCAB = 4096, 8192, 8192
+# The decoder layer's sizes: the config's, up to these (its weights, gradients and AdamW moments in fp32: 63 MB at
+# most, where a 70B's MLP at full size would be ~8 GB); a kernel's module is loaded by any launch of one of its
+# kernels, whatever the size. The GEMMs' own kernels are warmed at the model's sizes by warm_gemms.
+WARM_MAX_HIDDEN, WARM_MAX_INTERMEDIATE, WARM_MAX_VOCAB = 512, 1024, 2048
 # The projections' GEMMs are run at the model's own sizes (the BLAS library picks, and loads, a kernel per shape),
-# but none whose weight is over this many elements (a 256k vocabulary's head on an 8192-wide model: 2.1G).
-WARM_MAX_GEMM_WEIGHT = 2**29
+# but none whose weight is over this many elements (256 MiB in bf16, 512 MiB with its gradient: a 7B's 32k head
+# is under it, Llama 3's 128k head is not) ...
+WARM_MAX_GEMM_WEIGHT = 2**27
+# ... nor one whose tensors would take more than this share of the device's free memory as the thread starts: the
+# run loads its model meanwhile.
+WARM_MAX_FREE_SHARE = 1 / 16
 IGNORE_INDEX = -100  # transformers' label for positions without a loss
 
 
@@ -170,23 +175,35 @@ def warm_layer(device: torch.device, sizes: tuple[int, int, int], seq_len: int) 
                             weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
 
 
-def warm_gemms(device: torch.device, shapes: list[tuple[int, int]], seq_len: int, rows: tuple[int, ...]) -> None:
+def gemm_bytes(fan_in: int, fan_out: int, rows: int) -> int:
+    """What one warmed GEMM holds at once: its input, weight and output and the two gradients, in bf16."""
+    return 2 * (2 * rows * fan_in + 2 * fan_out * fan_in + rows * fan_out)
+
+
+def warm_gemms(device: torch.device, shapes: list[tuple[int, int]], seq_len: int, rows: tuple[int, ...],
+               max_bytes: float = float("inf")) -> int:
     """Each projection's GEMMs as the run computes them (bf16, forward and both gradients) at the run's numbers of
-    rows: the kernel the BLAS library picks for a shape is loaded at that shape's first use."""
+    rows: the kernel the BLAS library picks for a shape is loaded at that shape's first use. A GEMM that would
+    hold more than max_bytes is left out; returns how many were."""
+    left_out = 0
     for n_rows in dict.fromkeys(rows):
         for fan_in, fan_out in shapes:
+            if gemm_bytes(fan_in, fan_out, n_rows * seq_len) > max_bytes:
+                left_out += 1
+                continue
             x = torch.full((n_rows * seq_len, fan_in), WARM_VALUE, device=device, dtype=WARM_DTYPE, requires_grad=True)
             w = torch.full((fan_out, fan_in), WARM_VALUE, device=device, dtype=WARM_DTYPE, requires_grad=True)
             # a scalar's backward: backward() given a gradient imports sympy (torch.fx's symbolic shapes)
             torch.nn.functional.linear(x, w).sum().backward()
             del x, w
+    return left_out
 
 
 class KernelWarmup:
     """The thread, started at once, on the GPU a rank of this local_rank uses (distributed.bind_device's choice);
     join() waits for it and returns what it did, for info: {"attention": [heads, kv_heads, head_dim] or why not,
-    "layer": [hidden, intermediate, vocab] or why not, "gemms": {"shapes": [[in, out], ...], "rows": [...]},
-    "seconds": s}, or {"skipped": why}, or {"error": its first line}."""
+    "layer": [hidden, intermediate, vocab] or why not, "gemms": {"shapes": [[in, out], ...], "rows": [...],
+    "left_out": how many for the free memory}, "seconds": s}, or {"skipped": why}, or {"error": its first line}."""
 
     def __init__(self, model_dir: Path, seq_len: int, local_rank: int = 0, attention: bool = True,
                  rows: tuple[int, ...] = ()) -> None:
@@ -222,12 +239,14 @@ class KernelWarmup:
                 return
             device = torch.device("cuda", local_rank % torch.cuda.device_count())
             with torch.cuda.device(device):
+                free, _ = torch.cuda.mem_get_info(device)
                 if shape is not None:
                     warm_attention(device, shape, seq_len)
-                if sizes is not None:
-                    warm_layer(device, sizes, seq_len)
                 if gemms:
-                    warm_gemms(device, gemms, seq_len, rows)
+                    self.info["gemms"]["left_out"] = warm_gemms(device, gemms, seq_len, rows,
+                                                                WARM_MAX_FREE_SHARE * free)
+                if sizes is not None:  # last: its fused AdamW kernel is what a build most likely lacks
+                    warm_layer(device, sizes, seq_len)
                 torch.cuda.synchronize(device)
                 torch.cuda.empty_cache()  # its blocks back to the driver: the run's memory is the run's own
             self.info["seconds"] = round(time.perf_counter() - t0, 3)
