@@ -15,8 +15,8 @@
             with each warm-up of train/kernel_warmup.py: none, the CUDA context only, the attention only
             (2026-12-02's first), the decoder layer only, both, all (both and the projections' GEMMs: the run's);
             then the numerics pass (its bf16 pass is the model's first forward and backward), the first 5 steps,
-            and accuracy on 64 prompts, each timed. Three rounds, the variants interleaved (--warmup-modes), on
-            each of --warmup-models (default: the bundled model)
+            and accuracy on 64 prompts, each timed. Three rounds (--warmup-rounds), the variants interleaved
+            (--warmup-modes), on each of --warmup-models (default: the bundled model)
   prefault  30 steps of a random-init 1.1B LLaMA (fp32 weights, bf16 autocast, 16 x 64 tokens) alone, and beside
             a thread that faults --prefault-gib GiB of never-used host memory in: by madvise(MADV_POPULATE_WRITE)
             in 256 MiB and in 16 MiB pieces (4 threads), and by one write per 4 KiB page from numpy (4 threads).
@@ -252,6 +252,7 @@ def warm():
 thread = threading.Thread(target=warm) if mode != "none" else None
 if thread:
     thread.start()
+t_started = time.perf_counter()
 from rocmcheck.train import modeling, numerics, task
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.distributed import World
@@ -280,7 +281,8 @@ for i in range(5):
 t = time.perf_counter()
 modeling.accuracy(model, tokenizer, task.eval_examples(64), device)
 t_acc = time.perf_counter() - t
-print(json.dumps({"mode": mode, "import_s": t_import - t0, "load_s": t_load - t_import, "join_s": t_join - t_load,
+print(json.dumps({"mode": mode, "import_s": t_import - t0, "classes_s": t_import - t_started,
+                  "load_s": t_load - t_import, "join_s": t_join - t_load,
                   "warm_s": took.get("warm"), "bf16_pass_s": found["bf16"]["seconds"],
                   "fp32_pass_s": found["fp32"]["seconds"], "steps_s": steps, "accuracy_s": t_acc,
                   "total_s": time.perf_counter() - t0}), flush=True)
@@ -288,13 +290,13 @@ print(json.dumps({"mode": mode, "import_s": t_import - t0, "load_s": t_load - t_
 WARMUP_MODES = ("none", "context", "attention", "layer", "both", "all")
 
 
-def warmup_section(models: list[str], modes: list[str]) -> None:
+def warmup_section(models: list[str], modes: list[str], rounds: int) -> None:
     import json
 
     for model in models:
         model_dir = str(REPO / "rocmcheck/train/assets/tiny-llama") if model == "bundled" else model
         rows: dict[str, list[dict]] = {m: [] for m in modes}
-        for _ in range(3):
+        for _ in range(rounds):
             for mode in modes:
                 r = subprocess.run([sys.executable, "-c", WARMUP, mode, str(REPO), model_dir], timeout=240,
                                    check=False, capture_output=True, text=True)
@@ -307,14 +309,19 @@ def warmup_section(models: list[str], modes: list[str]) -> None:
                 print(f"  {Path(model_dir).name} {mode:<9} warm-up {row['warm_s'] or 0:.2f} (waited "
                       f"{row['join_s']:.2f}), bf16 pass {row['bf16_pass_s']:.3f}, fp32 pass {row['fp32_pass_s']:.3f}, "
                       f"steps {' '.join(f'{t:.3f}' for t in row['steps_s'])}, accuracy {row['accuracy_s']:.3f}, "
-                      f"imports {row['import_s']:.2f}, load {row['load_s']:.2f}, total {row['total_s']:.2f} s",
+                      f"imports {row['import_s']:.2f} (transformers and the model classes {row['classes_s']:.2f}), "
+                      f"load {row['load_s']:.2f}, total {row['total_s']:.2f} s",
                       flush=True)
-        print(f"  {Path(model_dir).name}: median of each variant (bf16 pass + first step + accuracy, the parts a "
-              "first use slows)", flush=True)
+        print(f"  {Path(model_dir).name}: medians of each variant: the parts a first use slows (bf16 pass + first "
+              "step + accuracy), the imports the thread runs beside, and the whole child", flush=True)
         for mode, got in rows.items():
             if got:
-                first = sorted(r["bf16_pass_s"] + r["steps_s"][0] + r["accuracy_s"] for r in got)[len(got) // 2]
-                print(f"    {mode:<9} {first:.3f} s over {len(got)} runs", flush=True)
+                def median(values: list[float]) -> float:
+                    return sorted(values)[len(values) // 2]
+                first = median([r["bf16_pass_s"] + r["steps_s"][0] + r["accuracy_s"] for r in got])
+                beside = median([r["classes_s"] for r in got])
+                print(f"    {mode:<9} first uses {first:.3f} s, imports beside {beside:.3f} s, whole "
+                      f"{median([r['total_s'] for r in got]):.3f} s over {len(got)} runs", flush=True)
 
 
 def overlap_section() -> None:
@@ -412,6 +419,7 @@ def main() -> None:
     ap.add_argument("--numerics-shape", default="mistral-2b", choices=("mistral-2b", "bundled"))
     ap.add_argument("--warmup-models", default="bundled", help="comma-separated model folders (or bundled)")
     ap.add_argument("--warmup-modes", default=",".join(WARMUP_MODES), help="comma-separated warm-up variants")
+    ap.add_argument("--warmup-rounds", type=int, default=3)
     ap.add_argument("--prefault-gib", type=float, default=20.0)
     ap.add_argument("--prefault-small", action="store_true", help="a 2-layer 128-wide model (checks the script)")
     a = ap.parse_args()
@@ -432,7 +440,7 @@ def main() -> None:
         elif part == "overlap":
             overlap_section()
         elif part == "warmup":
-            warmup_section(a.warmup_models.split(","), a.warmup_modes.split(","))
+            warmup_section(a.warmup_models.split(","), a.warmup_modes.split(","), a.warmup_rounds)
         elif part == "prefault":
             prefault_section(device, a.prefault_gib, a.prefault_small)
         print(f"== {part} done in {time.perf_counter() - t0:.1f} s", flush=True)
