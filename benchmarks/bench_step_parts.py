@@ -12,8 +12,10 @@
   overlap   a child that imports the model classes after the device's first use, and one that starts the
             device's first use in a thread meanwhile
   warmup    fresh children that start as a GPU run does (a warm-up thread, the model classes' import, the load)
-            with each warm-up of train/kernel_warmup.py: none, the CUDA context only, the attention only
-            (2026-12-02's first), the decoder layer only, both, all (both and the projections' GEMMs: the run's);
+            with each warm-up: none, the CUDA context only, the attention (train/attention_warmup.py: the run's),
+            one decoder layer's other kernels written out in torch's ops (norm, rotary, MLP, loss, clipping, fused
+            AdamW) only, both, all (both and each projection's GEMMs at the model's sizes; measured 2026-12-02 and
+            not kept: RESULTS.md section 18);
             then the numerics pass (its bf16 pass is the model's first forward and backward), the first 5 steps,
             and accuracy on 64 prompts, each timed. Three rounds (--warmup-rounds), the variants interleaved
             (--warmup-modes), on each of --warmup-models (default: the bundled model)
@@ -220,73 +222,7 @@ print(f"  {mode:<7} import torch {t_torch - t0:.3f}, first use {t_use - t_torch:
 """
 
 
-WARMUP = r"""
-import json, sys, threading, time
-t0 = time.perf_counter()
-mode, repo, model_dir = sys.argv[1], sys.argv[2], sys.argv[3]
-sys.path.insert(0, repo)
-from pathlib import Path
-import torch
-from rocmcheck.train import kernel_warmup as kw
-config = json.loads((Path(model_dir) / "config.json").read_text())
-seq = 64
-device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-def sync():
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-took = {}
-def warm():
-    t = time.perf_counter()
-    if mode == "context":
-        torch.zeros(1, device=device)
-    if mode in ("attention", "both", "all") and kw.attention_shape(config, seq):
-        kw.warm_attention(device, kw.attention_shape(config, seq), seq)
-    if mode in ("layer", "both", "all"):
-        kw.warm_layer(device, kw.layer_sizes(config), seq)
-    if mode == "all":
-        kw.warm_gemms(device, kw.linear_shapes(config), seq, (4, 16))
-    sync()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    took["warm"] = time.perf_counter() - t
-thread = threading.Thread(target=warm) if mode != "none" else None
-if thread:
-    thread.start()
-t_started = time.perf_counter()
-from rocmcheck.train import modeling, numerics, task
-from rocmcheck.train.config import TrainConfig
-from rocmcheck.train.distributed import World
-from rocmcheck.train.plain_strategy import PlainStrategy
-modeling.offline_and_quiet()
-modeling.import_model_classes()
-t_import = time.perf_counter()
-cfg = TrainConfig(model=Path(model_dir))
-tokenizer = modeling.load_tokenizer(Path(model_dir))
-g = torch.Generator().manual_seed(0)
-x = torch.randint(4, min(config["vocab_size"], 100), (16, seq), generator=g).to(device)
-strategy = PlainStrategy(cfg, device, World(0, 1, 0))
-model = strategy.build(lambda step, micro: (x, x))
-sync()
-t_load = time.perf_counter()
-if thread:
-    thread.join()
-t_join = time.perf_counter()
-found = numerics.measure(model, x[:4], x[:4], False)
-steps = []
-for i in range(5):
-    t = time.perf_counter()
-    strategy.train_step(i)
-    sync()
-    steps.append(time.perf_counter() - t)
-t = time.perf_counter()
-modeling.accuracy(model, tokenizer, task.eval_examples(64), device)
-t_acc = time.perf_counter() - t
-print(json.dumps({"mode": mode, "import_s": t_import - t0, "classes_s": t_import - t_started,
-                  "load_s": t_load - t_import, "join_s": t_join - t_load,
-                  "warm_s": took.get("warm"), "bf16_pass_s": found["bf16"]["seconds"],
-                  "fp32_pass_s": found["fp32"]["seconds"], "steps_s": steps, "accuracy_s": t_acc,
-                  "total_s": time.perf_counter() - t0}), flush=True)
-"""
+WARMUP_CHILD = Path(__file__).with_name("warmup_variants_child.py")
 WARMUP_MODES = ("none", "context", "attention", "layer", "both", "all")
 
 
@@ -298,7 +234,7 @@ def warmup_section(models: list[str], modes: list[str], rounds: int) -> None:
         rows: dict[str, list[dict]] = {m: [] for m in modes}
         for _ in range(rounds):
             for mode in modes:
-                r = subprocess.run([sys.executable, "-c", WARMUP, mode, str(REPO), model_dir], timeout=240,
+                r = subprocess.run([sys.executable, str(WARMUP_CHILD), mode, str(REPO), model_dir], timeout=240,
                                    check=False, capture_output=True, text=True)
                 lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
                 if r.returncode != 0 or not lines:

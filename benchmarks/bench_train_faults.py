@@ -8,7 +8,7 @@ pass the same run without it:
   same check passes a healthy save made from host copies in the background, also one begun while the later
   steps run (and fails it with a flipped bit; a run stopped after it began leaves no folder)
 - attention that drops its scale in bf16 -> train.numerics fails; the same run without it passes
-- (not a fault) the kernel warm-up thread runs its kernels on the GPU
+- (not a fault) the attention warm-up thread runs its kernels on the GPU
 
     python benchmarks/bench_train_faults.py [--device cuda]
 
@@ -34,7 +34,7 @@ SELECTION = [
     "tests/test_train_step_save.py::test_the_checkpoint_is_saved_while_the_later_steps_run",
     "tests/test_train_step_save.py::test_a_flipped_bit_in_a_checkpoint_saved_during_the_steps_fails",
     "tests/test_train_step_save.py::test_a_run_stopped_after_the_save_began_waits_for_it_and_leaves_nothing",
-    "tests/test_train_kernel_warmup.py::test_on_a_gpu_the_kernels_are_run_and_timed",
+    "tests/test_train_attention_warmup.py::test_on_a_gpu_the_kernels_are_run_and_timed",
     "tests/test_train_own_model.py::test_planted_attention_fault_fails_numerics",
     "tests/test_train_own_model.py::test_the_same_run_without_the_fault_passes_numerics",
 ]

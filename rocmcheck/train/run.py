@@ -47,11 +47,11 @@ from rocmcheck.train import (
     verdicts,
 )
 from rocmcheck.train import data as data_mod
+from rocmcheck.train.attention_warmup import AttentionWarmup
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
 from rocmcheck.train.distributed import World, bind_device, world_from_env
 from rocmcheck.train.ds_config import DeepSpeedPlan
-from rocmcheck.train.kernel_warmup import KernelWarmup
 from rocmcheck.train.model_files import no_eos_failure, tokenizer_failure, weights_failure
 from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
 from rocmcheck.train.report import (
@@ -185,9 +185,9 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
                             category=FutureWarning)
     timed = Timings()
     world = world_from_env()
-    # The first use of the step's kernels, in a thread while this process imports and loads (kernel_warmup.py).
-    warmup = (KernelWarmup(Path(cfg.model), cfg.seq_len, world.local_rank, attention=cfg.attn == "sdpa",
-                           rows=(NUMERICS_ROWS, cfg.micro_batch)) if cfg.device != "cpu" else None)
+    # The attention kernels' first use, in a thread while this process imports and loads (attention_warmup.py).
+    warmup = (AttentionWarmup(Path(cfg.model), cfg.seq_len, world.local_rank)
+              if cfg.device != "cpu" and cfg.attn == "sdpa" else None)
     with timed("import transformers"), imports_without_gc():
         modeling.offline_and_quiet()
     if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
@@ -219,7 +219,7 @@ class _Run:
         self.pg_timeout_s = pg_timeout_s
         self.numerics: dict[str, Any] | None = None
         self.step_save: SaveDuringSteps | None = None  # train.reload's save, begun while the steps run
-        self.warmup: KernelWarmup | None = None  # waited for before the first pass on the GPU
+        self.warmup: AttentionWarmup | None = None  # waited for before the first pass on the GPU
         self.removing: threading.Thread | None = None  # the scratch checkpoint's removal (_remove_aside)
         self.numerics_result = verdicts.check_numerics(None, False)
         self.accuracy_before: float | None = None
@@ -393,8 +393,8 @@ class _Run:
         """The numerics pass (once), the steps, and on the main run its verdicts while the model is alive."""
         cfg, timed = self.cfg, self.timed
         if self.warmup is not None:  # done by now, mostly: the imports and the load took longer
-            with timed("kernel warm-up (wait)"):
-                self.info["kernel_warmup"] = self.warmup.join()
+            with timed("attention warm-up (wait)"):
+                self.info["attention_warmup"] = self.warmup.join()
             self.warmup = None
         if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
             x, y = self.micro_batch(0, 0)
