@@ -11,14 +11,13 @@
   save      the bundled model's save_pretrained to /dev/shm, three times (the first pays for what it imports)
   overlap   a child that imports the model classes after the device's first use, and one that starts the
             device's first use in a thread meanwhile
-  warmup    fresh children that start as a GPU run does (a warm-up thread, the model classes' import, the load)
-            with each warm-up: none, the CUDA context only, the attention (train/attention_warmup.py: the run's),
-            one decoder layer's other kernels written out in torch's ops (norm, rotary, MLP, loss, clipping, fused
-            AdamW) only, both, all (both and each projection's GEMMs at the model's sizes; measured 2026-12-02 and
-            not kept: RESULTS.md section 18);
-            then the numerics pass (its bf16 pass is the model's first forward and backward), the first 5 steps,
-            and accuracy on 64 prompts, each timed. Three rounds (--warmup-rounds), the variants interleaved
-            (--warmup-modes), on each of --warmup-models (default: the bundled model)
+  warmup    fresh children (warmup_variants_child.py) that start as a GPU run does: a warm-up thread, the model
+            classes' import, the load, with each warm-up variant in the thread: none, the CUDA context only, the
+            attention (train/attention_warmup.py: the run's), one decoder layer's other kernels written out in
+            torch's ops, both, all (both and each projection's GEMMs; the last three measured on 2026-12-02 and not
+            kept: RESULTS.md section 18); then the numerics pass (its bf16 pass is the model's first forward and
+            backward), the first 5 steps and accuracy on 64 prompts, each timed. Three rounds (--warmup-rounds),
+            the variants interleaved (--warmup-modes), on each of --warmup-models (default: the bundled model)
   prefault  30 steps of a random-init 1.1B LLaMA (fp32 weights, bf16 autocast, 16 x 64 tokens) alone, and beside
             a thread that faults --prefault-gib GiB of never-used host memory in: by madvise(MADV_POPULATE_WRITE)
             in 256 MiB and in 16 MiB pieces (4 threads), and by one write per 4 KiB page from numpy (4 threads).
@@ -226,6 +225,10 @@ WARMUP_CHILD = Path(__file__).with_name("warmup_variants_child.py")
 WARMUP_MODES = ("none", "context", "attention", "layer", "both", "all")
 
 
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
 def warmup_section(models: list[str], modes: list[str], rounds: int) -> None:
     import json
 
@@ -252,8 +255,6 @@ def warmup_section(models: list[str], modes: list[str], rounds: int) -> None:
               "step + accuracy), the imports the thread runs beside, and the whole child", flush=True)
         for mode, got in rows.items():
             if got:
-                def median(values: list[float]) -> float:
-                    return sorted(values)[len(values) // 2]
                 first = median([r["bf16_pass_s"] + r["steps_s"][0] + r["accuracy_s"] for r in got])
                 beside = median([r["classes_s"] for r in got])
                 print(f"    {mode:<9} first uses {first:.3f} s, imports beside {beside:.3f} s, whole "
