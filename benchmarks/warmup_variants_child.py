@@ -22,9 +22,13 @@ sys.path.insert(0, repo)
 import torch  # noqa: E402
 
 from rocmcheck.train import attention_warmup as aw  # noqa: E402
+from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig  # noqa: E402
+from rocmcheck.train.run import NUMERICS_ROWS  # noqa: E402
 
 config = json.loads((Path(model_dir) / "config.json").read_text())
-seq = 64
+cfg = TrainConfig(model=Path(model_dir))
+seq = cfg.seq_len
+shape = aw.attention_shape(config, seq)  # (heads, key/value heads, head size), or None: not plain causal attention
 device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 WARM_VALUE, WARM_DTYPE, WARM_BATCH, IGNORE_INDEX = aw.WARM_VALUE, aw.WARM_DTYPE, aw.WARM_BATCH, -100
 
@@ -71,15 +75,13 @@ def warm_layer(device: torch.device, sizes: tuple[int, int, int], seq_len: int) 
     moments, squares = [torch.zeros_like(p) for p in params], [torch.zeros_like(p) for p in params]
     steps = [torch.ones((), device=device) for _ in params]
     with torch.no_grad():
-        torch._fused_adamw_(params, grads, moments, squares, [], steps, lr=1e-3, beta1=0.9, beta2=0.999,
-                            weight_decay=0.0, eps=1e-8, amsgrad=False, maximize=False)
+        torch._fused_adamw_(params, grads, moments, squares, [], steps, lr=cfg.lr, beta1=ADAM_BETAS[0],
+                            beta2=ADAM_BETAS[1], weight_decay=0.0, eps=ADAM_EPS, amsgrad=False, maximize=False)
 
 
 def linear_shapes(config):
     # (in, out) of the query, key/value, output, gate/up, down and head projections, each once
-    heads = config["num_attention_heads"]
-    kv_heads = config.get("num_key_value_heads") or heads
-    head_dim = config.get("head_dim") or config["hidden_size"] // heads
+    heads, kv_heads, head_dim = shape
     hidden, inter, vocab = config["hidden_size"], config["intermediate_size"], config["vocab_size"]
     return list(dict.fromkeys([(hidden, heads * head_dim), (hidden, kv_heads * head_dim), (heads * head_dim, hidden),
                                (hidden, inter), (inter, hidden), (hidden, vocab)]))
@@ -101,13 +103,13 @@ def warm():
     t = time.perf_counter()
     if mode == "context":
         torch.zeros(1, device=device)
-    if mode in ("attention", "both", "all") and aw.attention_shape(config, seq):
-        aw.warm_attention(device, aw.attention_shape(config, seq), seq)
+    if mode in ("attention", "both", "all") and shape:
+        aw.warm_attention(device, shape, seq)
     if mode in ("layer", "both", "all"):
         warm_layer(device, (min(config["hidden_size"], 512), min(config["intermediate_size"], 1024),
                             min(config["vocab_size"], 2048)), seq)
-    if mode == "all":
-        warm_gemms(device, linear_shapes(config), seq, (4, 16))
+    if mode == "all" and shape:
+        warm_gemms(device, linear_shapes(config), seq, (NUMERICS_ROWS, cfg.micro_batch))
     sync()
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -119,17 +121,15 @@ if thread:
     thread.start()
 t_started = time.perf_counter()
 from rocmcheck.train import modeling, numerics, task
-from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.distributed import World
 from rocmcheck.train.plain_strategy import PlainStrategy
 
 modeling.offline_and_quiet()
 modeling.import_model_classes()
 t_import = time.perf_counter()
-cfg = TrainConfig(model=Path(model_dir))
 tokenizer = modeling.load_tokenizer(Path(model_dir))
 g = torch.Generator().manual_seed(0)
-x = torch.randint(4, min(config["vocab_size"], 100), (16, seq), generator=g).to(device)
+x = torch.randint(4, min(config["vocab_size"], 100), (cfg.micro_batch, seq), generator=g).to(device)
 strategy = PlainStrategy(cfg, device, World(0, 1, 0))
 model = strategy.build(lambda step, micro: (x, x))
 sync()
@@ -137,7 +137,7 @@ t_load = time.perf_counter()
 if thread:
     thread.join()
 t_join = time.perf_counter()
-found = numerics.measure(model, x[:4], x[:4], False)
+found = numerics.measure(model, x[:NUMERICS_ROWS], x[:NUMERICS_ROWS], False)
 steps = []
 for i in range(5):
     t = time.perf_counter()
