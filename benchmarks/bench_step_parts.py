@@ -18,6 +18,12 @@
             kept: RESULTS.md section 18); then the numerics pass (its bf16 pass is the model's first forward and
             backward), the first 5 steps and accuracy on 64 prompts, each timed. Three rounds (--warmup-rounds),
             the variants interleaved (--warmup-modes), on each of --warmup-models (default: the bundled model)
+  graph     (GPU) the bundled model's 120 steps as train_steps takes them, against the same steps with the forward,
+            backward and clipping captured once as a CUDA graph and replayed (the optimizer step eager, as before):
+            what the step's kernel launches cost, from the same weights, rows and lr schedule. The first
+            --graph-eager-steps steps run eagerly on a side stream before the capture (as PyTorch's whole-network
+            capture recipe does); the losses of the two runs are compared step by step. A measurement, not the
+            run's: smoke-train trains eagerly, as the person's own fine-tune does (docs/smoke-train.md)
   prefault  30 steps of a random-init 1.1B LLaMA (fp32 weights, bf16 autocast, 16 x 64 tokens) alone, and beside
             a thread that faults --prefault-gib GiB of never-used host memory in: by madvise(MADV_POPULATE_WRITE)
             in 256 MiB and in 16 MiB pieces (4 threads), and by one write per 4 KiB page from numpy (4 threads).
@@ -129,6 +135,107 @@ def steps_section(device) -> None:
     out = io.StringIO()
     pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(25)
     print("\n".join(out.getvalue().splitlines()[:45]), flush=True)
+
+
+def graph_section(device, eager_steps: int) -> None:
+    import torch
+
+    from rocmcheck.monitor.step_memory import MemorySampler
+    from rocmcheck.train import modeling
+    from rocmcheck.train.config import TrainConfig
+    from rocmcheck.train.distributed import World
+    from rocmcheck.train.plain_strategy import PlainStrategy
+    from rocmcheck.train.run import lr_at
+
+    if device.type != "cuda":
+        print("  needs a GPU: CUDA graphs capture device work", flush=True)
+        return
+    modeling.offline_and_quiet()
+    modeling.import_model_classes()
+    cfg = TrainConfig(device=device.type)
+    gen = torch.Generator().manual_seed(0)
+    rows = torch.randint(4, 100, (cfg.steps, cfg.micro_batch, cfg.seq_len), generator=gen).to(device)
+
+    def fresh():
+        s = PlainStrategy(cfg, device, World(0, 1, 0))
+        s.build(lambda step, micro: (rows[step], rows[step]))
+        return s
+
+    def eager(strategy) -> tuple[float, list[float]]:
+        sampler, losses = MemorySampler(device), []
+        sync(device)
+        t0 = time.perf_counter()
+        for step in range(cfg.steps):
+            strategy.set_lr(lr_at(step, cfg))
+            sampler.start_step()
+            loss, norm = strategy.train_step(step)
+            losses.append(torch.stack([loss.float(), loss.float(), norm.float()]).tolist()[0])
+            sync(device)
+            sampler.sample()
+        return time.perf_counter() - t0, losses
+
+    def graphed(strategy) -> tuple[float, float, list[float]]:
+        model, optimizer = strategy.model, strategy.optimizer
+        static_x = rows[0].clone()
+        # autocast's cast cache may not outlive a capture (torch.cuda.make_graphed_callables' rule)
+        autocast = torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=False)
+
+        def forward_backward() -> tuple[torch.Tensor, torch.Tensor]:
+            with autocast:
+                loss = model(input_ids=static_x, labels=static_x).loss
+            loss.backward()
+            return loss.detach(), torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+
+        sampler, losses = MemorySampler(device), []
+        sync(device)
+        t0 = time.perf_counter()
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for step in range(eager_steps):
+                strategy.set_lr(lr_at(step, cfg))
+                static_x.copy_(rows[step])
+                loss, norm = forward_backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                losses.append(torch.stack([loss.float(), norm.float()]).tolist()[0])
+        torch.cuda.current_stream(device).wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        t_capture = time.perf_counter()
+        with torch.cuda.graph(graph):  # the gradients it makes stay in the graph's pool, replay after replay
+            static_loss, static_norm = forward_backward()
+        capture_s = time.perf_counter() - t_capture
+        for step in range(eager_steps, cfg.steps):
+            strategy.set_lr(lr_at(step, cfg))
+            sampler.start_step()
+            static_x.copy_(rows[step])
+            graph.replay()
+            optimizer.step()  # no zero_grad: the next replay writes the gradients afresh
+            losses.append(torch.stack([static_loss.float(), static_norm.float()]).tolist()[0])
+            sync(device)
+            sampler.sample()
+        return time.perf_counter() - t0, capture_s, losses
+
+    warm = fresh()
+    eager(warm)  # first use: kernels loaded, the allocator's pools made
+    warm.close()
+    for round_ in range(2):
+        s = fresh()
+        eager_s, eager_losses = eager(s)
+        s.close()
+        s = fresh()
+        try:
+            graph_s, capture_s, graph_losses = graphed(s)
+        except Exception as exc:  # noqa: BLE001 - a capture this stack refuses is the finding
+            print(f"  round {round_ + 1}: the capture failed: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+            return
+        finally:
+            s.close()
+        diffs = [abs(a - b) for a, b in zip(eager_losses, graph_losses)]
+        print(f"  round {round_ + 1}: {cfg.steps} steps eager {eager_s:6.3f} s; graphed {graph_s:6.3f} s (the first "
+              f"{eager_steps} eager, capture {capture_s:.3f} s); loss first {eager_losses[0]:.4f} / "
+              f"{graph_losses[0]:.4f}, last {eager_losses[-1]:.4f} / {graph_losses[-1]:.4f}, largest step "
+              f"difference {max(diffs):.2e} (step {diffs.index(max(diffs))})", flush=True)
 
 
 def numerics_section(device, shape: str) -> None:
@@ -357,6 +464,7 @@ def main() -> None:
     ap.add_argument("--warmup-models", default="bundled", help="comma-separated model folders (or bundled)")
     ap.add_argument("--warmup-modes", default=",".join(WARMUP_MODES), help="comma-separated warm-up variants")
     ap.add_argument("--warmup-rounds", type=int, default=3)
+    ap.add_argument("--graph-eager-steps", type=int, default=3)
     ap.add_argument("--prefault-gib", type=float, default=20.0)
     ap.add_argument("--prefault-small", action="store_true", help="a 2-layer 128-wide model (checks the script)")
     a = ap.parse_args()
@@ -378,6 +486,8 @@ def main() -> None:
             overlap_section()
         elif part == "warmup":
             warmup_section(a.warmup_models.split(","), a.warmup_modes.split(","), a.warmup_rounds)
+        elif part == "graph":
+            graph_section(device, a.graph_eager_steps)
         elif part == "prefault":
             prefault_section(device, a.prefault_gib, a.prefault_small)
         print(f"== {part} done in {time.perf_counter() - t0:.1f} s", flush=True)
