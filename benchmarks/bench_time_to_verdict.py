@@ -210,7 +210,7 @@ def smoke_row(r: dict[str, Any]) -> dict[str, Any]:
         return row
     info = doc.get("info", {})
     row.update(parts=info.get("timings_s", {}), reload=info.get("reload"), numerics=info.get("numerics_s"),
-               warmup=info.get("attention_warmup"),
+               warmup=info.get("attention_warmup"), prefill=info.get("bytecode_prefill"),
                run_s=info.get("wall_s"),
                device=info.get("device", {}).get("name"),
                verdicts={x["id"]: x["status"] for x in doc.get("results", [])},
@@ -252,6 +252,8 @@ def show_smoke(label: str, row: dict[str, Any]) -> None:
         say(f"    numerics passes: {row['numerics']}; steps 1-3 and the median {row.get('step_s')} s")
     if row.get("warmup"):
         say(f"    attention warm-up: {row['warmup']}, waited for {parts.get('attention warm-up (wait)', 0):.2f} s")
+    if row.get("prefill"):  # before the run's own clock starts: part of its start-up
+        say(f"    bytecode prefill (rocmcheck/bytecode.py): {row['prefill']}")
     say(f"    {len(verdicts)} verdicts" + (f", not passing: {bad}" if bad else ", all pass or skip")
         + (f"; no report: {row['no_report'][-300:]}" if row.get("no_report") else ""))
 

@@ -19,6 +19,10 @@ compiled again, once. Deleting the folder is always safe.
 
 The doctor's `torch.bytecode` check speaks of the person's own processes, which do not use this cache: a child
 reads the person's settings through `persons_settings` and `persons_bytecode_path`, not through its own.
+
+A first run on such a machine would still compile everything it imports one file at a time, so the CLI fills the
+cache ahead with every core (rocmcheck/bytecode_prefill.py) when it holds no torch yet (`cold`): once per machine,
+and again whenever torch is upgraded.
 """
 
 from __future__ import annotations
@@ -114,3 +118,9 @@ def persons_bytecode_path(source: str) -> str:
     base = tail.rpartition(".")[0] or tail
     opt = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
     return os.path.join(head, "__pycache__", f"{base}.{sys.implementation.cache_tag}{opt}.pyc")
+
+
+def cold() -> bool:
+    """Whether the private cache is on and holds no bytecode of torch yet (a first run, or torch was upgraded)."""
+    source = _source_of("torch")
+    return private_cache_on() and source is not None and not os.path.isfile(importlib.util.cache_from_source(source))

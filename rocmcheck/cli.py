@@ -180,9 +180,11 @@ def main() -> None:
     if _command_name(sys.argv[1:]) not in RUNS_A_PERSONS_COMMAND:
         adopt_orphans()  # what a tool leaves (setsid, a daemon) stays below rocmcheck, to be ended with it
     if _command_name(sys.argv[1:]) in IMPORTS_TORCH:
-        from rocmcheck.bytecode import use_private_cache
+        from rocmcheck.bytecode import cold, use_private_cache
+        from rocmcheck.bytecode_prefill import prefill
 
-        use_private_cache()  # where Python would compile torch in every process (docs/smoke-train.md)
+        if use_private_cache() and cold():  # where Python would compile torch in every process (docs/smoke-train.md)
+            prefill()  # its first run here: what such a run imports, compiled with every core before anything imports
     install_console_streams()  # no escape sequence from data reaches the terminal; no UnicodeEncodeError
     _guard_stdout()
     code: int | str | None = 0

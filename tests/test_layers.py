@@ -10,12 +10,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "rocmcheck"
 
 LAYERS: list[tuple[str, ...]] = [
-    ("rocmcheck", "units", "record", "heap", "bytecode", "errors", "package_data"),  # "rocmcheck": the __init__
+    # "rocmcheck": the __init__
+    ("rocmcheck", "units", "record", "heap", "bytecode", "bytecode_compile", "errors", "package_data"),
     ("safe", "outliers"),  # the one reader/writer/loader/sanitiser; the outlier maths
     ("fixes",),  # the fix type and every fix text
     ("result",),  # CheckResult and the one exit rule
     ("runner",),  # the one command runner
-    ("child",),  # the one child protocol
+    ("child", "bytecode_prefill"),  # the one child protocol; the bytecode cache filled ahead through the runner
     ("knowledge",),
     ("facts",),  # collection, parsers, locations, launch topology, torch device facts
     ("checks",),
