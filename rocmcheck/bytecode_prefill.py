@@ -23,8 +23,8 @@ from rocmcheck.runner import run_command
 # The sources, in this package: "stdlib:<path under the standard library>" or "site:<path under the folder its
 # top-level package is installed in>", one a line; "#" starts a comment.
 SOURCES_FILE = "bytecode_sources.txt"
-# The whole prefill may take this long (it is killed after, and the imports compile what is left): 3,172 sources took
-# a few seconds on 2 cores.
+# The whole prefill may take this long (it is killed after, and the imports compile what is left): the list took
+# 4.5-7.2 s on 2 cores and 1.2-1.7 s on 16 (benchmarks/RESULTS.md, section 18).
 PREFILL_TIMEOUT_S = 120.0
 last_prefill: dict[str, Any] | None = None  # this process's prefill: sources, seconds, and what the child said
 

@@ -61,7 +61,8 @@ def main() -> None:
                                   capture_output=True, text=True)
             print(f"rocmcheck {' '.join(argv)}: exit {done.returncode}", flush=True)
         found = {source_of(p, prefix) for p in prefix.rglob("*.pyc")}
-    lines = sorted({e for e in (entry(s, roots) for s in found if s) if e})
+    # an editable install's finder module belongs to the machine that recorded, not to what a run imports
+    lines = sorted({e for e in (entry(s, roots) for s in found if s) if e and not e.startswith("site:__editable__")})
     import torch
     import transformers
 
