@@ -169,6 +169,7 @@ def graph_section(device, eager_steps: int) -> None:
             strategy.set_lr(lr_at(step, cfg))
             sampler.start_step()
             loss, norm = strategy.train_step(step)
+            # one read of three numbers, as train_steps reads its loss, the ranks' mean and the norm
             losses.append(torch.stack([loss.float(), loss.float(), norm.float()]).tolist()[0])
             sync(device)
             sampler.sample()

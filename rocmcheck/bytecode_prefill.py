@@ -28,6 +28,7 @@ SOURCES_FILE = "bytecode_sources.txt"
 PREFILL_TIMEOUT_S = 120.0
 last_prefill: dict[str, Any] | None = None  # this process's prefill: sources, seconds, and what the child said
 
+
 def listed_sources(lines: Iterable[str]) -> list[str]:
     """The sources SOURCES_FILE's lines name that exist here, as paths. A top-level package is located without
     being imported (importlib.util.find_spec of a top-level name)."""

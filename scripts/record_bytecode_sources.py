@@ -4,11 +4,10 @@ bytecode_prefill.prefill compiles with every core on a machine without bytecode 
     python scripts/record_bytecode_sources.py [--out rocmcheck/bytecode_sources.txt]
 
 Runs the commands for real (the default smoke-train of the bundled model on the CPU, and the doctor without its
-training stage)
-with Python writing bytecode into an empty folder of its own (PYTHONPYCACHEPREFIX, rocmcheck's own cache off), so
-every source any of their processes compiled leaves one .pyc there; each is written back as its source's place under
-the standard library or under the folder its top-level package is installed in. Needs torch, transformers and
-rocmcheck's training extras installed (the packages a run imports are the ones recorded)."""
+training stage) with Python writing bytecode into an empty folder of its own (PYTHONPYCACHEPREFIX, rocmcheck's own
+cache off), so every source any of their processes compiled leaves one .pyc there; each is written back as its
+source's place under the standard library or under the folder its top-level package is installed in. Needs torch,
+transformers and rocmcheck's training extras installed (the packages a run imports are the ones recorded)."""
 
 from __future__ import annotations
 
@@ -30,8 +29,8 @@ from rocmcheck import bytecode, bytecode_prefill  # noqa: E402
 COMMANDS = (["smoke-train", "--device", "cpu", "--json"], ["doctor", "--no-train", "--json"])
 
 
-def source_of(pyc: Path, prefix: Path) -> str | None:
-    """/PREFIX/usr/lib/x/__pycache__-less path/name.TAG.pyc -> /usr/lib/x/name.py"""
+def source_of(pyc: Path, prefix: Path) -> str:
+    """PREFIX/usr/lib/x/name.TAG.pyc -> /usr/lib/x/name.py (the prefix mirrors the sources' folders)"""
     rel = pyc.relative_to(prefix)
     stem = pyc.name.split(".", 1)[0]
     return os.sep + str(rel.parent / f"{stem}.py")
@@ -62,7 +61,7 @@ def main() -> None:
             print(f"rocmcheck {' '.join(argv)}: exit {done.returncode}", flush=True)
         found = {source_of(p, prefix) for p in prefix.rglob("*.pyc")}
     # an editable install's finder module belongs to the machine that recorded, not to what a run imports
-    lines = sorted({e for e in (entry(s, roots) for s in found if s) if e and not e.startswith("site:__editable__")})
+    lines = sorted({e for e in (entry(s, roots) for s in found) if e and not e.startswith("site:__editable__")})
     import torch
     import transformers
 
