@@ -2002,7 +2002,7 @@ for target in targets:
             try:
                 result = fn(text)
                 if name == "split_paste":
-                    from rocmcheck.facts.parsers.paste_read import read_block
+                    from rocmcheck.triage.readers.paste_read import read_block
                     for block in result:
                         read_block(block)
             except Exception as exc:  # a reader that raises is a finding of its own
@@ -2713,8 +2713,8 @@ def in29(box: Box) -> Outcome:
 def in30(box: Box) -> Outcome:
     code = r'''
 import json
-from rocmcheck.facts.parsers.paste import split_paste, KINDS, Block
-from rocmcheck.facts.parsers.paste_read import read_block
+from rocmcheck.triage.readers.paste import split_paste, KINDS, Block
+from rocmcheck.triage.readers.paste_read import read_block
 bad = []
 inputs = [None, b"\xff\xfe\x00rocminfo", "x\x00" * 1000, "\ud800\udfff" * 100, 12345, "```\n" * 3,
           "ROCk module version 6 is loaded\n" + "\x00" * 5000, "a" * (10 << 20)]

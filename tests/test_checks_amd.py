@@ -224,7 +224,7 @@ def test_rocminfo_incompatible_kernel_and_userspace_says_upgrade_the_driver():
     # ROCm/ROCm#1583: ROCr disabled every GPU ("Incompatible kernel and userspace ... Upgrade amdgpu.").
     from conftest import project_fixture
 
-    from rocmcheck.facts.parsers.paste import split_paste
+    from rocmcheck.triage.readers.paste import split_paste
 
     paste = project_fixture("pastes/rocminfo/hsa-error-incompatible-kernel-userspace_RadeonProVII_centos8_rocm4.3_"
                             "ROCm-1583.txt")

@@ -133,7 +133,7 @@ def test_max_split_size_with_expandable_segments_on_rocm_7_14_fails():
 
 def _amd_smi_only(relpath: str):
     """A machine known through one `amd-smi static` text (rocminfo's output not known), as a partial source gives it."""
-    from rocmcheck.facts.parsers.paste import split_paste
+    from rocmcheck.triage.readers.paste import split_paste
 
     (block,) = [b for b in split_paste(project_fixture(relpath)) if b.kind == "amd_smi"]
     facts = amd_machine(commands={"amd-smi-static": ran("amd-smi-static", stdout=block.text)})

@@ -231,7 +231,7 @@ def _pasted_rocminfo(relpath: str) -> list:
     """The rocminfo blocks of a real paste, as the paste splitter cuts them, each parsed."""
     from conftest import project_fixture
 
-    from rocmcheck.facts.parsers.paste import split_paste
+    from rocmcheck.triage.readers.paste import split_paste
 
     return [parse_rocminfo(b.text) for b in split_paste(project_fixture(relpath)) if b.kind == "rocminfo"]
 

@@ -182,7 +182,7 @@ def _blocks(relpath: str, kind: str) -> list:
     """The blocks of one tool in a real paste, as the paste splitter cuts them (commands and prompts removed)."""
     from conftest import project_fixture
 
-    from rocmcheck.facts.parsers.paste import split_paste
+    from rocmcheck.triage.readers.paste import split_paste
 
     return [b for b in split_paste(project_fixture(relpath)) if b.kind == kind]
 

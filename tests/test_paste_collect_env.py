@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import project_fixture, read_fixture
 
-from rocmcheck.facts.parsers.collect_env import parse_collect_env
-from rocmcheck.facts.parsers.paste import split
+from rocmcheck.triage.readers.collect_env import parse_collect_env
+from rocmcheck.triage.readers.paste import split
 
 D = "pastes/collect_env/"
 

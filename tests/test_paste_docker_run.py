@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import project_fixture
 
-from rocmcheck.facts.parsers.docker_run import parse_docker_run
-from rocmcheck.facts.parsers.paste import split
+from rocmcheck.triage.readers.docker_run import parse_docker_run
+from rocmcheck.triage.readers.paste import split
 
 D = "pastes/docker_run/"
 

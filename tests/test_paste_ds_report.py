@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import project_fixture, read_fixture
 
-from rocmcheck.facts.parsers.ds_report import parse_ds_report
-from rocmcheck.facts.parsers.paste import split
+from rocmcheck.triage.readers.ds_report import parse_ds_report
+from rocmcheck.triage.readers.paste import split
 from rocmcheck.units import GIB
 
 D = "pastes/ds_report/"

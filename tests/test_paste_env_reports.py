@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import project_fixture
 
-from rocmcheck.facts.parsers.env_reports import parse_env_report
-from rocmcheck.facts.parsers.paste import split
+from rocmcheck.triage.readers.env_reports import parse_env_report
+from rocmcheck.triage.readers.paste import split
 
 
 def _report(relpath: str, kind: str):

@@ -10,31 +10,31 @@ from conftest import PROJECT_FIXTURES_DIR
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rocmcheck.facts.parsers.collect_env import parse_collect_env
-from rocmcheck.facts.parsers.docker_run import parse_docker_run
-from rocmcheck.facts.parsers.ds_report import parse_ds_report
-from rocmcheck.facts.parsers.env_reports import parse_env_report
-from rocmcheck.facts.parsers.hip_log import parse_hip_log
-from rocmcheck.facts.parsers.nccl_log import parse_nccl_log, parse_nccl_tests
-from rocmcheck.facts.parsers.packages import (
+from rocmcheck.triage.readers.collect_env import parse_collect_env
+from rocmcheck.triage.readers.docker_run import parse_docker_run
+from rocmcheck.triage.readers.ds_report import parse_ds_report
+from rocmcheck.triage.readers.env_reports import parse_env_report
+from rocmcheck.triage.readers.hip_log import parse_hip_log
+from rocmcheck.triage.readers.nccl_log import parse_nccl_log, parse_nccl_tests
+from rocmcheck.triage.readers.packages import (
     parse_conda_list,
     parse_packages,
     parse_pip_freeze,
     parse_pip_install,
     parse_pip_list,
 )
-from rocmcheck.facts.parsers.paste import KINDS, Block, split
-from rocmcheck.facts.parsers.paste_read import READERS, read_block
-from rocmcheck.facts.parsers.python_session import parse_python_session
-from rocmcheck.facts.parsers.shell import bare_command, parse_command, split_prompt
-from rocmcheck.facts.parsers.system_info import (
+from rocmcheck.triage.readers.paste import KINDS, Block, split
+from rocmcheck.triage.readers.paste_read import READERS, read_block
+from rocmcheck.triage.readers.python_session import parse_python_session
+from rocmcheck.triage.readers.shell import bare_command, parse_command, split_prompt
+from rocmcheck.triage.readers.system_info import (
     parse_dkms_status,
     parse_lsb_release,
     parse_nvcc,
     parse_os_release,
     parse_uname,
 )
-from rocmcheck.facts.parsers.traceback import parse_traceback
+from rocmcheck.triage.readers.traceback import parse_traceback
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                       HealthCheck.data_too_large])

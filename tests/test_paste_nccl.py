@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from conftest import project_fixture
 
-from rocmcheck.facts.parsers.hip_log import parse_hip_log
-from rocmcheck.facts.parsers.nccl_log import parse_nccl_log, parse_nccl_tests
-from rocmcheck.facts.parsers.paste import split
+from rocmcheck.triage.readers.hip_log import parse_hip_log
+from rocmcheck.triage.readers.nccl_log import parse_nccl_log, parse_nccl_tests
+from rocmcheck.triage.readers.paste import split
 
 
 def _block(relpath: str, kind: str) -> str:

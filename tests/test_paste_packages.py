@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from conftest import project_fixture
 
-from rocmcheck.facts.parsers.packages import (
+from rocmcheck.triage.readers.packages import (
     parse_conda_list,
     parse_packages,
     parse_pip_freeze,
     parse_pip_install,
     parse_pip_list,
 )
-from rocmcheck.facts.parsers.paste import split
+from rocmcheck.triage.readers.paste import split
 
 P = "pastes/"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import project_fixture
 
-from rocmcheck.facts.parsers.paste import split
-from rocmcheck.facts.parsers.python_session import parse_python_session
+from rocmcheck.triage.readers.paste import split
+from rocmcheck.triage.readers.python_session import parse_python_session
 
 D = "pastes/python_session/"
 

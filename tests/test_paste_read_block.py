@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from conftest import project_fixture, read_fixture
 
-from rocmcheck.facts.parsers.collect_env import CollectEnv
 from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiReport
-from rocmcheck.facts.parsers.paste import KINDS, split
-from rocmcheck.facts.parsers.paste_read import READERS, read_block
+from rocmcheck.triage.readers.collect_env import CollectEnv
+from rocmcheck.triage.readers.paste import KINDS, split
+from rocmcheck.triage.readers.paste_read import READERS, read_block
 
 
 def _read(relpath: str, kind: str, public: bool = False):

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES_DIR, PROJECT_FIXTURES_DIR
 
-from rocmcheck.facts.parsers import paste as paste_module
-from rocmcheck.facts.parsers.paste import KINDS, MAX_KEPT_CHARS, MAX_LINE_CHARS, split, split_paste
+from rocmcheck.triage.readers import paste as paste_module
+from rocmcheck.triage.readers.paste import KINDS, MAX_KEPT_CHARS, MAX_LINE_CHARS, split, split_paste
 
 PASTES = PROJECT_FIXTURES_DIR / "pastes"
 CORPUS = sorted((PASTES / "corpus").glob("*.paste.txt"))

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import project_fixture, read_fixture
 
-from rocmcheck.facts.parsers.paste import split
-from rocmcheck.facts.parsers.system_info import (
+from rocmcheck.triage.readers.paste import split
+from rocmcheck.triage.readers.system_info import (
     parse_dkms_status,
     parse_lsb_release,
     parse_nvcc,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from conftest import project_fixture
 
-from rocmcheck.facts.parsers.paste import split
-from rocmcheck.facts.parsers.traceback import parse_traceback
+from rocmcheck.triage.readers.paste import split
+from rocmcheck.triage.readers.traceback import parse_traceback
 
 D = "pastes/traceback/"
 

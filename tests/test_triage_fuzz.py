@@ -17,10 +17,10 @@ from machines import amd_machine
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.errors import BadInput
-from rocmcheck.facts.parsers.summary import parse_summary
 from rocmcheck.triage import triage
 from rocmcheck.triage.answer import markdown, text_lines
 from rocmcheck.triage.inputs import _text
+from rocmcheck.triage.readers.summary import parse_summary
 from rocmcheck.triage.summary import render_summary
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,

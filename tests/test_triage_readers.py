@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT_FIXTURES_DIR
 
-from rocmcheck.facts.parsers.paste import split_paste
-from rocmcheck.facts.parsers.paste_read import read_block
-from rocmcheck.facts.parsers.system_info import parse_device_listing, parse_id
 from rocmcheck.result import Status
 from rocmcheck.triage import triage
 from rocmcheck.triage.catalogue import catalogue
+from rocmcheck.triage.readers.paste import split_paste
+from rocmcheck.triage.readers.paste_read import read_block
+from rocmcheck.triage.readers.system_info import parse_device_listing, parse_id
 from rocmcheck.triage.signs import SIGNS
 
 PASTES = PROJECT_FIXTURES_DIR / "pastes"

@@ -12,14 +12,14 @@ from machines import amd_machine
 
 from rocmcheck.checks import run_checks, select_checks
 from rocmcheck.checks.context import CheckContext
-from rocmcheck.facts.parsers import summary as fmt
-from rocmcheck.facts.parsers.paste import split_paste
-from rocmcheck.facts.parsers.summary import parse_summary
 from rocmcheck.result import Status
 from rocmcheck.triage import triage
 from rocmcheck.triage.context import facts_for_checks
 from rocmcheck.triage.judge import context_of
 from rocmcheck.triage.known import Ledger
+from rocmcheck.triage.readers import summary as fmt
+from rocmcheck.triage.readers.paste import split_paste
+from rocmcheck.triage.readers.summary import parse_summary
 from rocmcheck.triage.summary import render_summary
 
 REPO = Path(__file__).resolve().parents[1]

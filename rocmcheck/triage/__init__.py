@@ -1,7 +1,7 @@
 """`rocmcheck triage`: what people paste into an issue thread -> the likely causes, ranked, each with the pasted line
 that shows it, the fix, and what to paste next when the evidence is thin.
 
-The pastes are read by the paste readers (rocmcheck/facts/parsers/paste.py) into partial Facts, where a fact
+The pastes are read by the paste readers (rocmcheck/triage/readers/paste.py) into partial Facts, where a fact
 nobody pasted is not known (pasted.py); the doctor's own checks run on them and skip what the paste lacks
 (judge.py); the catalogue's error signatures are searched in every line (match.py, rocmcheck/knowledge/
 signatures.json); both are merged by the cause they belong to and ranked (rank.py). Everything shown is redacted:

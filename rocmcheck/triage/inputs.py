@@ -12,7 +12,7 @@ from rocmcheck.safe.text import excerpt
 from rocmcheck.units import MIB
 
 # A GitHub comment holds at most 65 536 characters; a log attached to an issue is rarely over a few MB. The readers
-# keep at most 4 MiB of a paste (rocmcheck/facts/parsers/paste.py MAX_KEPT_CHARS); 8 MiB is far above that.
+# keep at most 4 MiB of a paste (rocmcheck/triage/readers/paste.py MAX_KEPT_CHARS); 8 MiB is far above that.
 MAX_PASTE_BYTES = 8 * MIB
 MAX_PASTES = 64
 STDIN = "-"

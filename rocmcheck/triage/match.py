@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocmcheck.facts.known import ALL
-from rocmcheck.facts.parsers.paste import Block
 from rocmcheck.triage.catalogue import Catalogue, Rule, Signature
 from rocmcheck.triage.pasted import Pasted, PasteInput, Quote
+from rocmcheck.triage.readers.paste import Block
 
 MAX_HITS_PER_SIGNATURE = 5  # quotes kept per signature: the same error printed by every rank says nothing more
 MAX_LINE_SEARCH = 4096  # the part of a line searched (signatures sit at a line's start, or near it)
@@ -160,8 +160,8 @@ def _line_library(lines: list[str]) -> str | None:
 def _frame_library(result: Any) -> str | None:
     """The failing frame's library of a traceback (or of a Python session's exception); the .so of an
     ImportError first."""
-    from rocmcheck.facts.parsers.python_session import PythonSession
-    from rocmcheck.facts.parsers.traceback import Traceback
+    from rocmcheck.triage.readers.python_session import PythonSession
+    from rocmcheck.triage.readers.traceback import Traceback
 
     tracebacks: list[Traceback] = []
     if isinstance(result, Traceback):

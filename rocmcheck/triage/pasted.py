@@ -38,17 +38,17 @@ from typing import Any, Callable
 
 from rocmcheck.facts.collect import PACKAGES, Facts, in_env_domain
 from rocmcheck.facts.known import ALL
-from rocmcheck.facts.parsers._read import normalize_name
 from rocmcheck.facts.parsers.links import Topology
-from rocmcheck.facts.parsers.paste import Block, Paste, split_paste
-from rocmcheck.facts.parsers.paste_read import read_block
-from rocmcheck.facts.parsers.shell import split_prompt, unmark
-from rocmcheck.facts.parsers.system_info import DeviceNode, parse_device_listing, parse_id
 from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
 from rocmcheck.facts.redact import redact_value
 from rocmcheck.knowledge import all_archs, arch_of_product, base_gfx
 from rocmcheck.result import CheckResult
 from rocmcheck.runner import CommandResult
+from rocmcheck.triage.readers._read import normalize_name
+from rocmcheck.triage.readers.paste import Block, Paste, split_paste
+from rocmcheck.triage.readers.paste_read import read_block
+from rocmcheck.triage.readers.shell import split_prompt, unmark
+from rocmcheck.triage.readers.system_info import DeviceNode, parse_device_listing, parse_id
 from rocmcheck.triage.signs import SIGNS
 from rocmcheck.units import GIB, KIB, MIB
 

@@ -45,7 +45,7 @@ def _gpu_arch(pasted: Pasted) -> str | None:
 
 
 def _nccl_interface(pasted: Pasted) -> str | None:
-    from rocmcheck.facts.parsers.nccl_log import NcclLog
+    from rocmcheck.triage.readers.nccl_log import NcclLog
 
     for result in pasted.read.values():
         if isinstance(result, NcclLog):

@@ -1,6 +1,6 @@
 """`rocmcheck doctor --summary`: a short, redacted block of the machine's facts and of the verdicts that failed or
 warned, to paste into an issue (what collect_env and `accelerate env` give, plus the verdicts), and its way back:
-triage reads the block (rocmcheck/facts/parsers/summary.py, the labels written there) into the same facts.
+triage reads the block (rocmcheck/triage/readers/summary.py, the labels written there) into the same facts.
 
 The block is written from a CheckContext (the doctor's, or triage's on pasted facts), through the accessors that
 know what is known, so a fact that was not collected is left out rather than written as absent; and what triage
@@ -16,10 +16,10 @@ from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.torch_stack import compiled_archs
 from rocmcheck.facts.collect import ENV_NAMES, PACKAGES, Facts
 from rocmcheck.facts.known import NotKnown
-from rocmcheck.facts.parsers import summary as fmt
 from rocmcheck.facts.redact import redact_value
 from rocmcheck.fixes import Fix, as_recorded, note, one_line
 from rocmcheck.result import CheckResult, Status
+from rocmcheck.triage.readers import summary as fmt
 
 # Variables the block leaves out: long, and they name the person's own folders.
 ENV_LEFT_OUT = ("PATH", "LD_LIBRARY_PATH")

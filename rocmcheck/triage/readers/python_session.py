@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import as_bool, read_lines
-from rocmcheck.facts.parsers.shell import parse_command, split_prompt
-from rocmcheck.facts.parsers.traceback import Traceback, parse_traceback
+from rocmcheck.triage.readers._read import as_bool, read_lines
+from rocmcheck.triage.readers.shell import parse_command, split_prompt
+from rocmcheck.triage.readers.traceback import Traceback, parse_traceback
 
 MAX_RUNS = 100
 MAX_OUTPUT_LINES = 500

@@ -31,19 +31,10 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from rocmcheck.facts.parsers.collect_env import parse_collect_env
-from rocmcheck.facts.parsers.docker_run import parse_docker_run
-from rocmcheck.facts.parsers.ds_report import parse_ds_report
-from rocmcheck.facts.parsers.env_reports import parse_env_report
-from rocmcheck.facts.parsers.hip_log import parse_hip_log
 from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
 from rocmcheck.facts.parsers.kernel_log import parse_kernel_log
 from rocmcheck.facts.parsers.links import parse_amd_smi_topology, parse_nvidia_topo, parse_rocm_smi_topo
-from rocmcheck.facts.parsers.nccl_log import parse_nccl_log, parse_nccl_tests
 from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidia_smi_table
-from rocmcheck.facts.parsers.packages import parse_conda_list, parse_pip_freeze, parse_pip_install, parse_pip_list
-from rocmcheck.facts.parsers.paste import Block
-from rocmcheck.facts.parsers.python_session import parse_python_session
 from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
 from rocmcheck.facts.parsers.smi import (
     merge_smi,
@@ -55,15 +46,24 @@ from rocmcheck.facts.parsers.smi import (
     parse_rocm_smi_meminfo,
     parse_rocm_smi_productname,
 )
-from rocmcheck.facts.parsers.summary import parse_summary
-from rocmcheck.facts.parsers.system_info import (
+from rocmcheck.triage.readers.collect_env import parse_collect_env
+from rocmcheck.triage.readers.docker_run import parse_docker_run
+from rocmcheck.triage.readers.ds_report import parse_ds_report
+from rocmcheck.triage.readers.env_reports import parse_env_report
+from rocmcheck.triage.readers.hip_log import parse_hip_log
+from rocmcheck.triage.readers.nccl_log import parse_nccl_log, parse_nccl_tests
+from rocmcheck.triage.readers.packages import parse_conda_list, parse_pip_freeze, parse_pip_install, parse_pip_list
+from rocmcheck.triage.readers.paste import Block
+from rocmcheck.triage.readers.python_session import parse_python_session
+from rocmcheck.triage.readers.summary import parse_summary
+from rocmcheck.triage.readers.system_info import (
     parse_dkms_status,
     parse_lsb_release,
     parse_nvcc,
     parse_os_release,
     parse_uname,
 )
-from rocmcheck.facts.parsers.traceback import parse_traceback
+from rocmcheck.triage.readers.traceback import parse_traceback
 
 # The topology tools' own lines: `amd-smi topology`'s table titles, `nvidia-smi topo -m`'s header, `rocm-smi
 # --showtopo`'s block titles.

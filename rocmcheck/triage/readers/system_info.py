@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import known, read_lines
+from rocmcheck.triage.readers._read import known, read_lines
 
 _ARCHES = ("x86_64", "aarch64", "arm64", "armv7l", "armv6l", "ppc64le", "ppc64", "s390x", "riscv64", "loongarch64",
            "mips64", "i686", "i386")

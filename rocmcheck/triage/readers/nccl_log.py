@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import read_lines
+from rocmcheck.triage.readers._read import read_lines
 
 MAX_KEPT = 200
 _CI_PREFIX = re.compile(r"^(?:\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]\s|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s"

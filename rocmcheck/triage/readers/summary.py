@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import read_lines
+from rocmcheck.triage.readers._read import read_lines
 from rocmcheck.units import GIB, MIB
 
 SUMMARY_VERSION = 1

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import read_lines
+from rocmcheck.triage.readers._read import read_lines
 
 MAX_KEPT = 200
 # :level:file.cpp   :line : timestamp us: [pid:N  tid:0x...] message

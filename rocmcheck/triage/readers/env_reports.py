@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import as_bool, known, normalize_name, read_lines
+from rocmcheck.triage.readers._read import as_bool, known, normalize_name, read_lines
 
 _ITEM = re.compile(r"^(\s*)-\s+(.+?):(?:\s+(.*?))?\s*$")
 _TORCH = re.compile(r"^(\S+)(?:\s+\((True|False|GPU|CPU|NA)\))?\s*$")

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import known, read_lines
+from rocmcheck.triage.readers._read import known, read_lines
 from rocmcheck.units import UNIT_BYTES
 
 _OP = re.compile(r"^([A-Za-z_][\w]*)\s+\.+\s*\[(\w+)\]\s*\.+\s*\[(\w+)\]")

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import as_bool, known, normalize_name, read_lines
 from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
+from rocmcheck.triage.readers._read import as_bool, known, normalize_name, read_lines
 
 # collect_env's own labels -> CollectEnv attribute (torch/utils/collect_env.py, env_info_fmt, every release).
 _FIELDS = {

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import normalize_name, read_lines
+from rocmcheck.triage.readers._read import normalize_name, read_lines
 
 MAX_PACKAGES = 10_000
 _VERSION = r"[0-9][\w.!+*-]*"

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 from rocmcheck.facts.parsers._text import strip_ansi, to_text
-from rocmcheck.facts.parsers.shell import Command, bare_command, parse_command, split_prompt, unmark
+from rocmcheck.triage.readers.shell import Command, bare_command, parse_command, split_prompt, unmark
 
 KINDS = (
     "collect_env", "ds_report", "pip_list", "pip_freeze", "conda_list", "pip_install",
@@ -270,7 +270,7 @@ _MEMBERS = {
     "nccl_tests": r"#|\d+\s+\d+\s+\w+\s",
     "hip_log": r":\d:",
     "json": r".",
-    # rocmcheck doctor --summary (rocmcheck/facts/parsers/summary.py): its labels, its verdicts, its last line.
+    # rocmcheck doctor --summary (rocmcheck/triage/readers/summary.py): its labels, its verdicts, its last line.
     "rocmcheck_summary": r"(?:os|kernel|python|rocm|gpu \d+|torch|packages|not installed|env|/dev/shm|container"
                          r"|(?:FAIL|WARN|CRASH) [a-z0-9_.]+|fix): |== end of rocmcheck summary ==$",
     "text": r"$^",
@@ -510,7 +510,7 @@ class _Splitter:
 
     def _after_docker(self) -> None:
         """The container's own command decides what the lines after `docker run ... IMAGE CMD` are."""
-        from rocmcheck.facts.parsers.docker_run import parse_docker_run
+        from rocmcheck.triage.readers.docker_run import parse_docker_run
 
         run = parse_docker_run("\n".join(self.cur.head))
         inner = parse_command(" ".join(run.command)) if run.command else None

@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers._read import read_lines
+from rocmcheck.triage.readers._read import read_lines
 
 MAX_FRAMES = 20  # the frames kept: the last ones, nearest the failure
 MAX_MESSAGE_LINES = 20
