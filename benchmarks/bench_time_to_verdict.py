@@ -14,13 +14,9 @@ Every figure is a child process timed from its spawn to its exit (what a person 
               Llama-2's 7B with --gradient-checkpointing; --quick: shapes a CPU runs in seconds)
   doctor      `rocmcheck doctor --verbose` start to verdict, and when each GPU probe verdict was printed (seconds from
               the doctor's start and from the probe stage's), read line by line as it prints
-  nobytecode  the smoke-train (and the doctor) with PYTHONDONTWRITEBYTECODE=1 and no bytecode where Python looks:
-              rocmcheck's private cache (rocmcheck/bytecode.py) fresh (its first run compiles and writes, the next
-              reads), and turned off (ROCMCHECK_BYTECODE_CACHE=0: every run compiles everything). Where torch's
-              bytecode is installed, an empty PYTHONPYCACHEPREFIX (cache off) or ROCMCHECK_BYTECODE_CACHE=1 and an
-              empty cache folder (cache on) make Python find none. Where it is not installed (an image built with
-              PYTHONDONTWRITEBYTECODE=1), these run first, on the machine as it is; with --compile-bytecode the
-              bytecode is then written once (python -m compileall, as pip does) before the figures that need it.
+  With --compile-bytecode, where torch has no bytecode (an image built with PYTHONDONTWRITEBYTECODE=1), it is
+              written once first (python -m compileall, as pip does at install), so every figure is what a person
+              with an installed stack waits for.
 
 Bounded: --budget seconds in all (default 570); each child's timeout is cut to what is left, and a part that no longer
 fits is skipped and named. Writes every figure as JSON to --json, default $OUT/time_to_verdict.json when OUT is set.
@@ -46,7 +42,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLED = REPO / "rocmcheck" / "train" / "assets" / "tiny-llama"
-PARTS = ("floor", "smoke", "doctor", "own", "peers", "nobytecode")
+PARTS = ("floor", "smoke", "doctor", "own", "peers")
 
 FLOOR_CODE = ("import torch, transformers\n"
               "if torch.cuda.is_available():\n"
@@ -210,7 +206,7 @@ def smoke_row(r: dict[str, Any]) -> dict[str, Any]:
         return row
     info = doc.get("info", {})
     row.update(parts=info.get("timings_s", {}), reload=info.get("reload"), numerics=info.get("numerics_s"),
-               warmup=info.get("attention_warmup"), prefill=info.get("bytecode_prefill"),
+               warmup=info.get("attention_warmup"),
                run_s=info.get("wall_s"),
                device=info.get("device", {}).get("name"),
                verdicts={x["id"]: x["status"] for x in doc.get("results", [])},
@@ -252,8 +248,6 @@ def show_smoke(label: str, row: dict[str, Any]) -> None:
         say(f"    numerics passes: {row['numerics']}; steps 1-3 and the median {row.get('step_s')} s")
     if row.get("warmup"):
         say(f"    attention warm-up: {row['warmup']}, waited for {parts.get('attention warm-up (wait)', 0):.2f} s")
-    if row.get("prefill"):  # before the run's own clock starts: part of its start-up
-        say(f"    bytecode prefill (rocmcheck/bytecode.py): {row['prefill']}")
     say(f"    {len(verdicts)} verdicts" + (f", not passing: {bad}" if bad else ", all pass or skip")
         + (f"; no report: {row['no_report'][-300:]}" if row.get("no_report") else ""))
 
@@ -342,39 +336,6 @@ def torch_bytecode_installed() -> bool:
     return os.path.isfile(importlib.util.cache_from_source(spec.origin))
 
 
-def no_bytecode(record: dict, budget: Budget, installed: bool, scratch: Path, with_doctor: bool) -> None:
-    """The smoke-train (and the doctor) where Python finds no bytecode and may not write any next to the sources."""
-    found = record.setdefault("nobytecode", {})
-    cache = scratch / "xdg-cache"  # rocmcheck's private cache lands in cache/rocmcheck/pycache: fresh here
-    shutil.rmtree(cache, ignore_errors=True)
-    on = {"PYTHONDONTWRITEBYTECODE": "1", "XDG_CACHE_HOME": str(cache)}
-    if installed:  # torch's bytecode is there: make rocmcheck use its (empty) cache all the same
-        on["ROCMCHECK_BYTECODE_CACHE"] = "1"
-    env_on = base_env(on, drop=("PYTHONPYCACHEPREFIX",))
-    found["private_cache_first"] = smoke_row(timed([sys.executable, "-m", "rocmcheck", "smoke-train", "--json"],
-                                                   budget.cut(400), env_on))
-    show_smoke("no bytecode, rocmcheck's cache empty (compiles, writes)", found["private_cache_first"])
-    found["private_cache_next"] = smoke_row(timed([sys.executable, "-m", "rocmcheck", "smoke-train", "--json"],
-                                                  budget.cut(300), env_on))
-    show_smoke("no bytecode, rocmcheck's cache written (reads it)", found["private_cache_next"])
-    cached = sum(f.stat().st_size for f in cache.rglob("*.pyc")) / 1e6 if cache.exists() else 0.0
-    found["private_cache_mb"] = round(cached, 1)
-    say(f"    rocmcheck's private cache: {cached:.0f} MB in {cache}")
-    off = {"PYTHONDONTWRITEBYTECODE": "1", "ROCMCHECK_BYTECODE_CACHE": "0"}
-    if installed:
-        empty = scratch / "empty-pycache"
-        empty.mkdir(parents=True, exist_ok=True)
-        off["PYTHONPYCACHEPREFIX"] = str(empty)  # Python looks only there, finds nothing, writes nothing
-    env_off = base_env(off)
-    found["cache_off"] = smoke_row(timed([sys.executable, "-m", "rocmcheck", "smoke-train", "--json"],
-                                         budget.cut(400), env_off))
-    show_smoke("no bytecode, rocmcheck's cache off (compiles everything)", found["cache_off"])
-    floor(found, budget, 1, env_off, "floor_no_bytecode")
-    if with_doctor:
-        doctor(found, budget, env_on, "doctor_private_cache")
-        doctor(found, budget, env_off, "doctor_cache_off")
-
-
 def compile_bytecode(record: dict, budget: Budget) -> None:
     """Write the bytecode of torch's site-packages once, as pip does at install time."""
     import torch  # noqa: F401 - only to find the folder; this process's own bytecode does not matter
@@ -409,16 +370,6 @@ def summary(record: dict) -> None:
         pe = record.get("peers") or {}
         shown = "; ".join(f"{k} {v['wall_s']:.2f} s" for k, v in pe.items() if v.get("wall_s"))
         say(f"| doctor | {doc['wall_s']:.2f} | {shown} |")
-    nb = record.get("nobytecode") or {}
-    for key, text in (("private_cache_first", "no bytecode, cache empty"), ("private_cache_next", "no bytecode, cache"
-                                                                             " written"), ("cache_off", "no bytecode,"
-                                                                                           " cache off")):
-        if (nb.get(key) or {}).get("wall_s"):
-            say(f"| smoke-train, {text} | {nb[key]['wall_s']:.2f} | floor without bytecode "
-                f"{(nb.get('floor_no_bytecode') or {}).get('min_s')} s |")
-    for key in ("doctor_private_cache", "doctor_cache_off"):
-        if (nb.get(key) or {}).get("wall_s"):
-            say(f"| {key.replace('_', ' ')} | {nb[key]['wall_s']:.2f} | |")
 
 
 def main() -> None:
@@ -429,7 +380,7 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=570.0, help="seconds for everything")
     ap.add_argument("--models-dir", type=Path, default=None, help="where the random-init folders are made and kept")
     ap.add_argument("--compile-bytecode", action="store_true",
-                    help="where torch has no bytecode: measure without it first, then write it (compileall)")
+                    help="where torch has no bytecode: write it first (compileall), as pip does")
     ap.add_argument("--shapes", default=None, help="comma-separated own-model shapes to run (default: all)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
@@ -463,16 +414,13 @@ def main() -> None:
     try:
         if "floor" in want:
             floor(record, budget, runs, env)
-        if "nobytecode" in want and not installed:  # the machine as it is comes first, before anything writes
-            no_bytecode(record, budget, installed, scratch, with_doctor="doctor" in want)
-            if args.compile_bytecode:
-                compile_bytecode(record, budget)
-                installed = torch_bytecode_installed()
-                if "floor" in want:
-                    floor(record, budget, runs, env, "floor_after_compile")
+        if not installed and args.compile_bytecode:
+            compile_bytecode(record, budget)
+            installed = torch_bytecode_installed()
+            if "floor" in want:
+                floor(record, budget, runs, env, "floor_after_compile")
         if not installed:
-            say("note: torch has no bytecode here, so the figures below run with rocmcheck's private cache in the "
-                "user's cache folder (its first run writes it); --compile-bytecode writes torch's bytecode first")
+            say("note: torch has no bytecode here, so every process below compiles it; --compile-bytecode writes it")
             record["figures_without_bytecode"] = True
         if "smoke" in want:
             smoke(record, budget, runs, env)
@@ -482,8 +430,6 @@ def main() -> None:
             own(record, budget, shapes, models, env)
         if "peers" in want:
             peers(record, budget, env)
-        if "nobytecode" in want and installed and "nobytecode" not in record:
-            no_bytecode(record, budget, True, scratch, with_doctor="doctor" in want)
     finally:
         record["budget_left_s"] = round(budget.left(), 1)
         summary(record)

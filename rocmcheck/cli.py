@@ -63,9 +63,6 @@ EXIT_OUTPUT_FAILED = 1
 # Commands that run a person's own command: what that command leaves behind is the person's, so rocmcheck does
 # not adopt it (rocmcheck.runner.adopt_orphans) for those.
 RUNS_A_PERSONS_COMMAND = frozenset({"monitor"})
-# Commands whose own processes import torch: they keep compiled bytecode in rocmcheck's private cache where Python
-# would otherwise compile torch in every process (rocmcheck/bytecode.py). Never a command that runs a person's own.
-IMPORTS_TORCH = frozenset({"doctor", "smoke-train", "probe", "plan"})
 
 
 class OutputError(OSError):
@@ -179,12 +176,6 @@ def main() -> None:
 
     if _command_name(sys.argv[1:]) not in RUNS_A_PERSONS_COMMAND:
         adopt_orphans()  # what a tool leaves (setsid, a daemon) stays below rocmcheck, to be ended with it
-    if _command_name(sys.argv[1:]) in IMPORTS_TORCH:
-        from rocmcheck.bytecode import cold, use_private_cache
-        from rocmcheck.bytecode_prefill import prefill
-
-        if use_private_cache() and cold():  # where Python would compile torch in every process (docs/smoke-train.md)
-            prefill()  # its first run here: what such a run imports, compiled with every core before anything imports
     install_console_streams()  # no escape sequence from data reaches the terminal; no UnicodeEncodeError
     _guard_stdout()
     code: int | str | None = 0

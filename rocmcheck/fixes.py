@@ -232,15 +232,14 @@ IOMMU_PT_TOKENS = ("iommu=pt", "amd_iommu=pt")
 
 
 def compile_bytecode(site_dir: str, writable: bool) -> Fix:
-    """Write the compiled bytecode of a package folder once (compileall writes it whatever
-    PYTHONDONTWRITEBYTECODE says); where the folder is read-only, under a cache folder of one's own, which
-    every later process must name in PYTHONPYCACHEPREFIX too."""
+    """Write the compiled bytecode of a package folder once, where pip would have (compileall writes it whatever
+    PYTHONDONTWRITEBYTECODE says). A folder this user cannot write is for whoever builds the environment: no fix
+    points Python's bytecode at a folder of its own (another user who can write there would run code as this one)."""
     if writable:
         return shell("python -m compileall -q -j 0 {site}", "once: every later import of torch reads the bytecode",
                      site=site_dir)
-    return shell('export PYTHONPYCACHEPREFIX="$HOME/.cache/pycache" && python -m compileall -q -j 0 {site}',
-                 "keep that export in the shell profile or job script: Python then reads the bytecode from there",
-                 site=site_dir)
+    return note(f"the folder is read-only here: whoever builds this environment writes the bytecode once, "
+                f"`python -m compileall -q -j 0 {site_dir}` (in an image: a RUN line after the pip install)")
 
 
 def iommu_passthrough(cmdline: str) -> bool:

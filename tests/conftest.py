@@ -21,9 +21,6 @@ os.environ["ROCMCHECK_FIX_LOG"] = str(_FIX_LOG)
 from rocmcheck.fixes import FIX_LOG_ENV  # noqa: E402
 
 assert FIX_LOG_ENV == "ROCMCHECK_FIX_LOG"
-# A stand-in torch without bytecode (the doctor's hostile-library tests) would turn on rocmcheck's private bytecode
-# cache (rocmcheck/bytecode.py) in the user's ~/.cache: off for the suite; tests/test_bytecode_cache.py sets its own.
-os.environ.setdefault("ROCMCHECK_BYTECODE_CACHE", "0")
 
 
 # A parametrized value longer than this gets a short test id. pytest < 9.2 writes a str value into the id whole,

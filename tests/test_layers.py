@@ -11,12 +11,12 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rocmcheck"
 
 LAYERS: list[tuple[str, ...]] = [
     # "rocmcheck": the __init__
-    ("rocmcheck", "units", "record", "heap", "bytecode", "bytecode_compile", "errors", "package_data"),
+    ("rocmcheck", "units", "record", "heap", "errors", "package_data"),
     ("safe", "outliers"),  # the one reader/writer/loader/sanitiser; the outlier maths
     ("fixes",),  # the fix type and every fix text
     ("result",),  # CheckResult and the one exit rule
     ("runner",),  # the one command runner
-    ("child", "bytecode_prefill"),  # the one child protocol; the bytecode cache filled ahead through the runner
+    ("child",),  # the one child protocol
     ("knowledge",),
     ("facts",),  # collection, parsers, locations, launch topology, torch device facts
     ("checks",),

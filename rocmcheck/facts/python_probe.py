@@ -32,11 +32,9 @@ def bytecode_state(package: str) -> dict[str, Any] | None:
         return None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):
         return None
-    from rocmcheck.bytecode import persons_bytecode_path, persons_settings
-
-    # As the person's own processes see it (follows PYTHONPYCACHEPREFIX), not rocmcheck's private cache
-    bytecode = persons_bytecode_path(spec.origin)
-    dont_write, prefix = persons_settings()
+    # Where this Python looks for it: next to the source, or under PYTHONPYCACHEPREFIX when the person set one
+    bytecode = importlib.util.cache_from_source(spec.origin)
+    dont_write, prefix = bool(sys.flags.dont_write_bytecode or sys.dont_write_bytecode), sys.pycache_prefix
     existing = os.path.dirname(bytecode)
     while existing and not os.path.isdir(existing):  # Python creates the missing folders when it writes
         existing = os.path.dirname(existing)

@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import torch
 
-from rocmcheck import bytecode_prefill, fixes
+from rocmcheck import fixes
 from rocmcheck.fixes import Fix
 from rocmcheck.heap import imports_without_gc
 from rocmcheck.monitor.step_memory import MemorySampler, detect_leak
@@ -228,8 +228,6 @@ class _Run:
         self.timed = timed
         self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__,
                                      "timings_s": self.timed.seconds}
-        if bytecode_prefill.last_prefill is not None:  # this process compiled its imports ahead
-            self.info["bytecode_prefill"] = bytecode_prefill.last_prefill
         if world.distributed or plan is not None:
             self.info["world"] = {"ranks": world.world_size, "rank": world.rank}
         if plan is not None:
