@@ -5,9 +5,7 @@ bit, a tensor left out, a config changed, a truncated file), judged by both meth
 from __future__ import annotations
 
 import json
-import os
 import struct
-import threading
 from pathlib import Path
 
 import pytest
@@ -17,11 +15,9 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 safetensors_torch = pytest.importorskip("safetensors.torch")
 
-from rocmcheck.train import saved_weights  # noqa: E402
+from rocmcheck.train import modeling, reload, saved_weights  # noqa: E402
 from rocmcheck.train.config import BUNDLED_MODEL, TrainConfig  # noqa: E402
-from rocmcheck.train.distributed import world_from_env  # noqa: E402
-from rocmcheck.train.report import Timings  # noqa: E402
-from rocmcheck.train.run import RunHooks, _Run, run_smoke_train  # noqa: E402
+from rocmcheck.train.run import RunHooks, run_smoke_train  # noqa: E402
 
 FLIPPED = "model.layers.0.self_attn.q_proj.weight"
 
@@ -148,10 +144,10 @@ def reload_check(model, plant=None, method: str | None = None, monkeypatch=None)
     it judges is the save, whatever the weights are."""
     if method:
         monkeypatch.setenv(saved_weights.METHOD_ENV, method)
-    run = _Run(short(), None, world_from_env(), RunHooks(on_saved=plant), None, 60.0, Timings())
     batch = torch.randint(3, 100, (2, 16))
     live = model(input_ids=batch).logits.float()
-    return run._reload(model, live, 0.0, batch), run.info["reload"]
+    info: dict = {}
+    return reload.check_reload(short(), reload.Reloaded(model, live, 0.0, batch), info, plant), info
 
 
 @pytest.mark.parametrize("method", ["full", "files"])
@@ -191,95 +187,17 @@ def test_a_real_run_with_a_flipped_bit_in_its_checkpoint_fails_reload(monkeypatc
     assert report.info["reload"]["method"] == "files" and report.info["timings_s"]["reload"] > 0
 
 
-# ------------------------------------------- host copies, and the write in the background
+# ------------------------------------------- host copies, and the save from them
 
 def test_host_copies_keep_ties_bytes_and_dtypes():
     state = {"embed": torch.randn(1024, 1024), "norm": torch.ones(8, dtype=torch.bfloat16),
              "mask": torch.tensor([True, False]), "scalar": torch.tensor(3.0), "empty": torch.zeros(0, 4)}
     state["head"] = state["embed"]  # a tied weight: one tensor under two names
-    copies = saved_weights.host_copies(state)
-    assert copies is not None
-    host = copies.tensors
-    assert host.keys() == state.keys()
+    host = saved_weights.host_copies(state)
+    assert host is not None and host.keys() == state.keys()
     assert host["head"] is host["embed"] and host["embed"].data_ptr() != state["embed"].data_ptr()
     for key, t in state.items():
         assert host[key].dtype == t.dtype and host[key].shape == t.shape and torch.equal(host[key], t), key
-    big, small = host["embed"], host["norm"]  # 4 MiB in a mapping of its own (a buffer's storage); 16 bytes: torch's
-    assert big.nbytes >= saved_weights.HUGE_PAGE_BYTES and not big.untyped_storage().resizable()
-    assert small.untyped_storage().resizable()
-
-
-def made_ahead(state: dict) -> tuple[saved_weights.HostBuffers, list]:
-    """HostBuffers for `state`, waited for, and the buffers it made, left in it for host_copies."""
-    ready = saved_weights.HostBuffers(saved_weights.state_specs(state))
-    ready._thread.join()
-    return ready, [b for same in ready._buffers.values() for b in same]
-
-
-def test_buffers_made_ahead_are_the_ones_the_copies_fill():
-    """HostBuffers makes, in a thread, a buffer for each tensor whose copy gets a mapping of its own; host_copies
-    then fills those very buffers and makes its own for the rest. The copies equal the state dict."""
-    state = {"embed": torch.randn(1024, 1024), "norm": torch.ones(8)}
-    state["head"] = state["embed"]  # one tensor, one buffer
-    ready, made = made_ahead(state)
-    [buffer] = made  # norm is too small for a mapping of its own
-    assert buffer.shape == state["embed"].shape and not buffer.untyped_storage().resizable()
-    copies = saved_weights.host_copies(state, ready)
-    assert copies is not None and ready.take() == {}  # handed over once
-    host = copies.tensors
-    assert host["embed"].data_ptr() == buffer.data_ptr() and host["head"] is host["embed"]
-    for key, t in state.items():
-        assert torch.equal(host[key], t), key
-
-
-def _resident_bytes() -> int:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def test_buffers_made_ahead_have_their_pages_in_before_they_are_written():
-    """The buffers' own thread faults their pages in: the process's resident memory grows by the buffer's size
-    before anything else writes to it."""
-    state = {"w": torch.empty(64 << 20, dtype=torch.uint8)}
-    before = _resident_bytes()
-    ready, made = made_ahead(state)
-    assert ready.faulted_in and len(made) == 1
-    assert _resident_bytes() - before >= (64 << 20) * 0.9
-
-
-def test_buffers_made_for_other_tensors_are_not_filled():
-    """A buffer is matched by its tensor's shape and dtype; one made for a tensor of the same size but another
-    shape is left alone and the copy is still right."""
-    kept = {"w": torch.zeros(1024, 1024)}
-    ready, made = made_ahead(kept)
-    other = {"w": torch.randn(2048, 512)}
-    copies = saved_weights.host_copies(other, ready)
-    assert copies is not None and copies.tensors["w"].shape == (2048, 512)
-    assert torch.equal(copies.tensors["w"], other["w"])
-    assert [b.data_ptr() for b in made] != [copies.tensors["w"].data_ptr()]
-
-
-def test_buffers_from_a_checkpoints_headers_are_what_its_loaded_model_copies_into(tmp_path):
-    """Before the model exists its buffers are made from the safetensors headers, in the dtype the load gives the
-    floating tensors (a bf16 checkpoint loaded in fp32); the loaded state dict's copies then fill those buffers."""
-    saved = {"w": torch.randn(1024, 1024).bfloat16(), "steps": torch.tensor([3]), "b": torch.ones(8).bfloat16()}
-    safetensors_torch.save_file(saved, tmp_path / "model.safetensors")
-    specs = saved_weights.file_specs(tmp_path, torch.float32)
-    assert sorted(specs, key=str) == sorted([((1024, 1024), torch.float32), ((1,), torch.int64),
-                                             ((8,), torch.float32)], key=str)
-    assert saved_weights.specs_bytes(specs) == 1024 * 1024 * 4 + 8 + 8 * 4
-    loaded = {k: v.float() if v.is_floating_point() else v for k, v in saved.items()}
-    assert sorted(saved_weights.state_specs(loaded), key=str) == sorted(specs, key=str)
-    ready = saved_weights.HostBuffers(specs)
-    ready._thread.join()
-    [[buffer]] = ready._buffers.values()  # only the 4 MiB one gets a mapping of its own
-    copies = saved_weights.host_copies(loaded, ready)
-    assert copies.tensors["w"].data_ptr() == buffer.data_ptr() and torch.equal(copies.tensors["w"], loaded["w"])
-
-
-def test_headers_that_cannot_be_read_give_no_specs(tmp_path):
-    assert saved_weights.file_specs(tmp_path, torch.float32) == []  # no files
-    (tmp_path / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
-    assert saved_weights.file_specs(tmp_path, torch.float32) == []
 
 
 def test_two_different_tensors_in_one_storage_are_left_to_save_pretrained():
@@ -288,44 +206,24 @@ def test_two_different_tensors_in_one_storage_are_left_to_save_pretrained():
     assert saved_weights.host_copies({"a": rows, "b": "not a tensor"}) is None
 
 
-def test_a_save_that_raises_in_the_background_is_raised_by_join(bundled, tmp_path):
-    (tmp_path / "a-file").write_text("")
-    saving = saved_weights.BackgroundSave(bundled, tmp_path / "a-file" / "checkpoint",
-                                          saved_weights.host_copies(bundled.state_dict()))
-    with pytest.raises(OSError):
-        saving.join()
-
-
-def test_the_background_save_writes_what_save_pretrained_writes_from_the_model(bundled, tmp_path):
-    saving = saved_weights.BackgroundSave(bundled, tmp_path / "bg", saved_weights.host_copies(bundled.state_dict()))
-    assert saving.join() >= 0
-    host = saving.copies
+def test_a_save_from_host_copies_writes_what_save_pretrained_writes_from_the_model(bundled, tmp_path):
+    host = saved_weights.host_copies(bundled.state_dict())
+    modeling.save_checkpoint(bundled, tmp_path / "copies", dict(host))
     plain = saved(bundled, tmp_path)
-    assert (tmp_path / "bg" / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
-    found = saved_weights.compare_files(tmp_path / "bg", bundled, host)
+    assert (tmp_path / "copies" / "model.safetensors").read_bytes() == (plain / "model.safetensors").read_bytes()
+    found = saved_weights.compare_files(tmp_path / "copies", bundled, host)
     assert found.one_to_one and found.weights_equal and found.config_equal, found
-    flip_one_bit(tmp_path / "bg")
-    assert saved_weights.compare_files(tmp_path / "bg", bundled, host).first_difference == FLIPPED
-    saving.release()
-    assert saving.copies == {}
+    flip_one_bit(tmp_path / "copies")
+    assert saved_weights.compare_files(tmp_path / "copies", bundled, host).first_difference == FLIPPED
 
 
-def test_the_files_method_saves_from_host_copies_and_keeps_the_verdict_order(monkeypatch):
+def test_the_files_method_in_a_real_run_saves_from_host_copies_in_the_verdict_order(monkeypatch):
     monkeypatch.setenv(saved_weights.METHOD_ENV, "files")
-    released_by = []  # the host copies are let go beside the folder's removal, not on the run's own thread
-    release = saved_weights.BackgroundSave.release
-    monkeypatch.setattr(saved_weights.BackgroundSave, "release",
-                        lambda self: (released_by.append(threading.current_thread().name), release(self))[1])
     report = run_smoke_train(short())
-    assert released_by == ["rocmcheck-remove-checkpoint"], released_by
     ids = [r.id for r in report.results]
-    # right after the loss and the accuracy, as when it was judged there, though it is judged after the profile now
     assert ids[ids.index("train.loss_decrease"):][:3] == ["train.loss_decrease", "train.task_accuracy",
                                                           "train.reload"], ids
     assert {r.id: r for r in report.results}["train.reload"].status.value == "pass"
     shown = report.info["reload"]
-    assert shown["method"] == "files" and shown["host_copy_s"] >= 0 and shown["save_s"] >= 0, shown
-    assert shown["remove_s"] >= 0 and shown["verify_s"] >= 0, shown  # the folder's removal timed apart
-    assert 0 <= shown["compare_s"] <= shown["verify_s"], shown  # the compare with the copies, timed within it
-    usage = shown["save_thread"]  # the writing thread's own account: it wrote, so it ran and faulted pages in
-    assert usage["cpu_s"] > 0 and usage["minor_faults"] >= 0 and usage["waits"] >= 0, usage
+    assert shown["method"] == "files" and 0 <= shown["host_copy_s"] <= shown["save_s"], shown
+    assert 0 <= shown["compare_s"] <= shown["verify_s"], shown

@@ -23,13 +23,13 @@ from typing import Any, Callable
 from rocmcheck.child import ChildRun, run_child
 from rocmcheck.facts.extensions import collect_extensions
 from rocmcheck.facts.health import collect_kernel_log, node_health
+from rocmcheck.facts.host_resources import meminfo_bytes
 from rocmcheck.facts.known import ALL, Known, everything, known_of_bundle, known_problem
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, observe_layout
 from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
-from rocmcheck.units import KIB
 
 BUNDLE_SCHEMA = 1
 
@@ -180,11 +180,7 @@ def _limits() -> dict[str, Any]:
         shm = st.f_blocks * st.f_frsize
     except OSError:
         pass
-    mem_total = None
-    meminfo = _read("/proc/meminfo") or ""
-    for line in meminfo.splitlines():
-        if line.startswith("MemTotal:"):
-            mem_total = int(line.split()[1]) * KIB
+    mem_total = meminfo_bytes(_read("/proc/meminfo"), "MemTotal")
     return {"memlock_soft": soft, "memlock_hard": hard, "unlimited": resource.RLIM_INFINITY,
             "shm_bytes": shm, "mem_total_bytes": mem_total, "cpu_count": os.cpu_count()}
 

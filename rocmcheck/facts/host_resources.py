@@ -1,7 +1,7 @@
 """What this host lets a process use: the CPUs it may run on and the memory it may still take, each narrowed by a
 cgroup v2 limit where a container sets one (inside a container /proc/meminfo shows the host's memory, not the
-limit). build-env reads them for MAX_JOBS; smoke-train's scratch checkpoint reads the memory and the kernel's
-writeback threshold (train/scratch.py)."""
+limit). build-env reads them for MAX_JOBS; the doctor records the host's memory and smoke-train judges its CPU
+run's peak against it: /proc/meminfo is read here alone (meminfo_bytes)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def available_memory(meminfo: str | Path = "/proc/meminfo",
                      cgroup_root: str | Path = "/sys/fs/cgroup") -> tuple[int | None, str]:
     """Bytes a process may still take: MemAvailable, or less when a container's memory limit says so.
     (Inside a container /proc/meminfo shows the host's memory, not the limit.)"""
-    avail = _mem_available(Path(meminfo))
+    avail = meminfo_bytes(_read_text(Path(meminfo)), "MemAvailable")
     source = "MemAvailable"
     cg = Path(cgroup_root)
     limit = _read_int(cg / "memory.max")
@@ -39,32 +39,34 @@ def available_memory(meminfo: str | Path = "/proc/meminfo",
     return avail, source
 
 
-def writeback_threshold(available: int, vm: str | Path = "/proc/sys/vm") -> int | None:
-    """Bytes of dirty page cache from which the kernel starts writing it back to the disk in the background:
-    vm.dirty_background_bytes where it is set, else vm.dirty_background_ratio percent of `available` (the kernel
-    takes the ratio of the memory it can dirty, free and file-backed pages, which MemAvailable approximates; a
-    cgroup's own limit narrows both). None when neither can be read."""
-    folder = Path(vm)
-    fixed = _read_int(folder / "dirty_background_bytes")
-    if fixed:
-        return fixed
-    ratio = _read_int(folder / "dirty_background_ratio")
-    if ratio is None:
-        return None
-    return available * ratio // 100
+def total_memory(meminfo: str | Path = "/proc/meminfo", cgroup_root: str | Path = "/sys/fs/cgroup") -> int | None:
+    """Bytes of memory this host has for a process: MemTotal, or a container's memory limit where it is lower."""
+    total = meminfo_bytes(_read_text(Path(meminfo)), "MemTotal")
+    limit = _read_int(Path(cgroup_root) / "memory.max")
+    if limit is not None and (total is None or limit < total):
+        return limit
+    return total
 
 
-def _mem_available(path: Path) -> int | None:
-    try:
-        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("MemAvailable:"):
-                parts = line.split()
+def meminfo_bytes(text: str | None, field: str) -> int | None:
+    """A field of /proc/meminfo's text ("MemTotal", "MemAvailable") in bytes; None when it is not there."""
+    for line in (text or "").splitlines():
+        if line.startswith(field + ":"):
+            parts = line.split()
+            try:
                 value = int(parts[1])
-                unit = parts[2].lower() if len(parts) > 2 else "b"
-                return value * KIB if unit == "kb" else value
-    except (OSError, ValueError, IndexError):
-        return None
+            except (IndexError, ValueError):
+                return None
+            unit = parts[2].lower() if len(parts) > 2 else "b"
+            return value * KIB if unit == "kb" else value
     return None
+
+
+def _read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
 
 
 def _cgroup_cpu_quota(path: Path) -> int | None:

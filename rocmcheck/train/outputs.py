@@ -21,7 +21,7 @@ from rocmcheck.monitor.step_memory import GiB, MiB
 from rocmcheck.result import CheckResult, worst
 from rocmcheck.safe.files import write_atomic
 from rocmcheck.safe.scratch_folders import scratch_folder
-from rocmcheck.train import reference, scratch
+from rocmcheck.train import reference
 
 OUTPUT_NAMES = ("metrics.jsonl", "report.json", "loss_memory.png", "checkpoint", "adapter")
 
@@ -69,16 +69,16 @@ def _nearest_existing(path: Path) -> Path | str:
 
 
 @contextmanager
-def checkpoint_folder(out: Path | None, name: str = "checkpoint", size_bytes: int | None = None) -> Iterator[Path]:
+def checkpoint_folder(out: Path | None, name: str = "checkpoint") -> Iterator[Path]:
     """A new, empty folder to save the checkpoint (or LoRA adapter) into: inside --out, so the final rename stays
-    on one file system; without --out, in memory when a checkpoint of size_bytes fits there (scratch.py), else a
-    temporary folder. Removed on the way out; publish_checkpoint moves it first."""
+    on one file system; without --out, rocmcheck's own temporary folder. Removed on the way out; publish_checkpoint
+    moves it first."""
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         parent = Path(out)
     else:
-        parent = scratch.scratch_parent(size_bytes)
-    with scratch_folder(scratch.KIND, parent, hidden=True) as tmp:
+        parent = None
+    with scratch_folder("checkpoint", parent, hidden=True) as tmp:
         yield tmp / name
 
 

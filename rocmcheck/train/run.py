@@ -13,14 +13,12 @@ Those runs keep only their loss and step times; the verdicts are on the DeepSpee
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import importlib.util
 import json
 import math
 import os
 import random
-import threading
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from typing import Any, Callable
 import torch
 
 from rocmcheck import fixes
+from rocmcheck.facts.host_resources import total_memory
 from rocmcheck.fixes import Fix
 from rocmcheck.heap import imports_without_gc
 from rocmcheck.monitor.step_memory import MemorySampler, detect_leak
@@ -42,18 +41,16 @@ from rocmcheck.train import (
     modeling,
     numerics,
     reference,
-    saved_weights,
+    reload,
     task,
     verdicts,
 )
 from rocmcheck.train import data as data_mod
-from rocmcheck.train.attention_warmup import AttentionWarmup
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
 from rocmcheck.train.distributed import World, bind_device, world_from_env
 from rocmcheck.train.ds_config import DeepSpeedPlan
 from rocmcheck.train.model_files import no_eos_failure, tokenizer_failure, weights_failure
-from rocmcheck.train.outputs import checkpoint_folder, publish_checkpoint
 from rocmcheck.train.report import (
     JUDGED_AFTER_OWN_MODEL_RUN,
     JUDGED_AFTER_RUN,
@@ -62,7 +59,6 @@ from rocmcheck.train.report import (
     Timings,
     first_line,
 )
-from rocmcheck.train.step_save import SaveDuringSteps
 
 DEFAULT_PG_TIMEOUT_S = 600.0
 NUMERICS_ROWS = 4  # rows of the first batch compared in bf16 and fp32 (the tolerance was measured on 4-16)
@@ -130,11 +126,9 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
 
 
 def train_steps(strategy, cfg: TrainConfig, device: torch.device, world_size: int = 1,
-                progress: Progress | None = None, watch: Any = None,
-                after_step: Callable[[int], None] | None = None) -> Phase:
+                progress: Progress | None = None, watch: Any = None) -> Phase:
     """The training loop: cfg.steps optimizer steps of `strategy`, each timed, with its loss (the mean over
-    ranks), gradient norm and memory. Stops at an out-of-memory error or a non-finite loss. after_step(step) is
-    called after each step with a finite loss, outside its timing (step_save.SaveDuringSteps)."""
+    ranks), gradient norm and memory. Stops at an out-of-memory error or a non-finite loss."""
     phase = Phase(strategy.name, cfg.steps)
     sampler = phase.sampler = MemorySampler(device)
     tokens = cfg.tokens_per_step * world_size
@@ -170,8 +164,6 @@ def train_steps(strategy, cfg: TrainConfig, device: torch.device, world_size: in
         if not (math.isfinite(loss_v) and math.isfinite(norm_v)):
             phase.stopped = f"non-finite loss/gradient at step {step}"
             break
-        if after_step is not None:
-            after_step(step)
     phase.info["loop_s"] = time.perf_counter() - t_loop
     phase.info["memory_kind"] = sampler.kind
     return phase
@@ -185,9 +177,6 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
                             category=FutureWarning)
     timed = Timings()
     world = world_from_env()
-    # The attention kernels' first use, in a thread while this process imports and loads (attention_warmup.py).
-    warmup = (AttentionWarmup(Path(cfg.model), cfg.seq_len, world.local_rank)
-              if cfg.device != "cpu" and cfg.attn == "sdpa" else None)
     with timed("import transformers"), imports_without_gc():
         modeling.offline_and_quiet()
     if plan is not None and (cfg.device == "cpu" or not torch.cuda.is_available()):
@@ -196,20 +185,12 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
         modeling.import_model_classes()
     bind_device(world, cfg.device)
     run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s, timed)
-    run.warmup = warmup
     try:
         return run.run()
     except SetupFailed as exc:
         return RunReport([exc.result], info=run.info)
     finally:
-        if run.removing is not None:
-            run.removing.join()  # the scratch checkpoint is gone when the run returns
         distributed.leave()
-
-
-def _reload_method(nbytes: int) -> str:
-    """train.reload's method for nbytes of weights, as the environment may force it (saved_weights.METHOD_ENV)."""
-    return saved_weights.choose_method(nbytes, os.environ.get(saved_weights.METHOD_ENV))
 
 
 class _Run:
@@ -218,9 +199,6 @@ class _Run:
         self.cfg, self.plan, self.world, self.hooks, self.progress = cfg, plan, world, hooks, progress
         self.pg_timeout_s = pg_timeout_s
         self.numerics: dict[str, Any] | None = None
-        self.step_save: SaveDuringSteps | None = None  # train.reload's save, begun while the steps run
-        self.warmup: AttentionWarmup | None = None  # waited for before the first pass on the GPU
-        self.removing: threading.Thread | None = None  # the scratch checkpoint's removal (_remove_aside)
         self.numerics_result = verdicts.check_numerics(None, False)
         self.accuracy_before: float | None = None
         self.estimate = None
@@ -361,23 +339,9 @@ class _Run:
         which = "" if main else f"{strategy.name} run: "  # the DeepSpeed run's comparison runs, timed apart
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
-        # The reload check's host buffers, made from the checkpoint's headers while the model loads; on an error
-        # they are dropped without waiting (their thread ends on its own).
-        buffers = self._buffers_before_load(strategy) if main else None
         with timed(which + "load"):
             model = self._build(strategy)
-        if main:
-            self.step_save = self._save_during_steps(strategy, buffers)
-        try:
-            phase = self._train_and_judge(strategy, model, main, which, accuracy_before)
-        except BaseException:
-            if self.step_save is not None:  # interrupted, or a bug: the scratch folder goes at once
-                self.step_save.close(wait=False)
-                self.step_save = None
-            raise
-        if self.step_save is not None:  # the run stopped before its reload check took the save
-            self.step_save.close()
-            self.step_save = None
+        phase = self._train_and_judge(strategy, model, main, which, accuracy_before)
         strategy.close()  # drops the model, optimizer and engine it holds
         del model
         gc.collect()
@@ -392,10 +356,6 @@ class _Run:
     def _train_and_judge(self, strategy, model, main: bool, which: str, accuracy_before: bool) -> Phase:
         """The numerics pass (once), the steps, and on the main run its verdicts while the model is alive."""
         cfg, timed = self.cfg, self.timed
-        if self.warmup is not None:  # done by now, mostly: the imports and the load took longer
-            with timed("attention warm-up (wait)"):
-                self.info["attention_warmup"] = self.warmup.join()
-            self.warmup = None
         if self.numerics is None and strategy.name == "plain":  # before any step: the weights as loaded
             x, y = self.micro_batch(0, 0)
             with timed("numerics"):
@@ -421,7 +381,7 @@ class _Run:
             watch = LeakWatch(cfg.out or ".", always=True, device=self.device)
         with timed(which + "train"):
             phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None,
-                                watch, self.step_save.after_step if self.step_save is not None else None)
+                                watch)
         if watch is not None:
             watch.close()
             phase.info["memory_snapshot"] = verdicts.check_memory_snapshot(
@@ -458,9 +418,9 @@ class _Run:
         else:
             min_drop = verdicts.LORA_LEARNS_MIN_DROP if cfg.lora_rank else verdicts.LEARNS_MIN_DROP
             results = [verdicts.check_learns(phase.losses, numerics_ok, min_drop)]
-        with self.timed("reload"):  # saves now, in the background where it can; judged after the profile
-            finish_reload = self._begin_reload(eval_model, live, noise, batch, saved_other_model=strategy.zero3)
-        reload_at = len(results)
+        with self.timed("reload"):
+            results.append(reload.check_reload(cfg, reload.Reloaded(eval_model, live, noise, batch, strategy.zero3),
+                                               self.info.setdefault("reload", {}), self.hooks.on_saved))
         if cfg.judged_on_task:
             key = cfg.reference_key()
             if world.distributed:
@@ -485,40 +445,7 @@ class _Run:
                                                  modeling.param_count(eval_model), recompute, world.world_size))
         with self.timed("profile"):
             results.append(self._kernels(strategy))
-        with self.timed("reload"):
-            results.insert(reload_at, finish_reload())
         return results
-
-    def _checks_by_files(self, strategy) -> bool:
-        """Whether train.reload saves this strategy's model from host copies and reads the files back: the plain
-        run's model, not a LoRA adapter, on rank 0 (the size decides the rest, _reload_method)."""
-        return strategy.name == "plain" and not self.cfg.lora_rank and self.world.is_main
-
-    def _buffers_before_load(self, strategy) -> saved_weights.HostBuffers | None:
-        """The host buffers of the reload check's copies, begun before the model loads, sized from its checkpoint's
-        headers (saved_weights.file_specs: shapes, and the dtype the load gives them), on a GPU: the CPU is the GPU
-        run's spare. On a CPU run it is the training's own, so none are made ahead and host_copies makes them."""
-        if self.device.type != "cuda" or not self._checks_by_files(strategy):
-            return None
-        specs = saved_weights.file_specs(Path(self.cfg.model), modeling.load_dtype(self.cfg))
-        if not specs or _reload_method(saved_weights.specs_bytes(specs)) != "files":
-            return None
-        return saved_weights.HostBuffers(specs)
-
-    def _save_during_steps(self, strategy, buffers: saved_weights.HostBuffers | None) -> SaveDuringSteps | None:
-        """The reload check's save, begun while the steps run (step_save.py), for a model checked by its files,
-        into a scratch folder (a checkpoint asked for with --out holds the last step's weights: saved after the
-        steps). buffers: made before the load; where the headers could not say (or said another size), made
-        here from the loaded model's state dict on a GPU."""
-        if not self._checks_by_files(strategy) or strategy.model is None:  # a DeepSpeed engine has no .model
-            return None
-        model = strategy.model
-        nbytes = saved_weights.weight_bytes(model)
-        if _reload_method(nbytes) != "files":
-            return None  # buffers made from the headers for another size are dropped: their thread ends on its own
-        if buffers is None and self.device.type == "cuda":
-            buffers = saved_weights.HostBuffers(saved_weights.state_specs(model.state_dict()))
-        return SaveDuringSteps(model, nbytes, None if self.cfg.out else self.cfg.steps, buffers)
 
     def _kernels(self, strategy) -> CheckResult:
         if self.world.distributed or self.plan is not None:
@@ -538,196 +465,7 @@ class _Run:
     def _total_memory(self) -> int | None:
         if self.device.type == "cuda":
             return torch.cuda.get_device_properties(self.device).total_memory
-        return _host_memory_bytes()
-
-    def _reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor,
-                saved_other_model: bool = False) -> CheckResult:
-        """train.reload from start to end (_begin_reload, then what it returns), its scratch folder removed."""
-        result = self._begin_reload(eval_model, live, noise, batch, saved_other_model)()
-        if self.removing is not None:
-            self.removing.join()
-        return result
-
-    @torch.no_grad()
-    def _begin_reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor,
-                      saved_other_model: bool = False) -> Callable[[], CheckResult]:
-        """Save the trained weights as the Trainer would (ZeRO-3: the gathered 16-bit state), then check what was
-        saved: the weights must come back bit for bit, and the logits must match the trained model's own (live)
-        logits within the device's run-to-run noise. A small model (up to 1 GiB of weights) is loaded back with
-        from_pretrained; a larger one is read back from its files tensor by tensor (saved_weights.py: no second
-        copy on the device), falling back to from_pretrained when the files are not a one-to-one image of the
-        model. The larger one is saved from host copies made here, written by a background thread while the
-        caller goes on; the function returned waits for the write and judges. saved_other_model: eval_model is
-        not the module whose logits `live` holds (ZeRO-3's gathered copy), so its logits are compared in either
-        method. info["reload"]: the method, and the host copy, save and verify seconds."""
-        if self.cfg.lora_rank:
-            result = self._reload_adapter(eval_model, live, noise, batch)
-            return lambda: result
-        nbytes = saved_weights.weight_bytes(eval_model)
-        method = _reload_method(nbytes)
-        shown = self.info["reload"] = {"method": method, "weight_bytes": nbytes}
-        early, self.step_save = self.step_save, None
-        if early is not None and early.started:  # saved while the steps ran (step_save.py)
-            shown.update(early.info)
-            if early.error is not None:
-                failed = self._save_failed(early.error, early.save_dir or Path("."))
-                return lambda: failed
-            return lambda: self._finish_reload(eval_model, live, noise, batch, saved_other_model, early.folder,
-                                               early.save_dir, early.saving)
-        folder = contextlib.ExitStack()
-        save_dir = Path(self.cfg.out or ".")
-        host = saving = None
-        try:
-            t0 = time.perf_counter()
-            if method == "files":
-                ready = early.take_buffers() if early is not None else None
-                host = saved_weights.host_copies(eval_model.state_dict(), ready)
-                shown["host_copy_s"] = round(time.perf_counter() - t0, 3)
-            # A new folder: save_pretrained deletes weight shards it did not write, so it never runs in --out itself.
-            # Made after the copies, so whether the checkpoint fits in memory counts the memory they take.
-            save_dir = folder.enter_context(checkpoint_folder(self.cfg.out, size_bytes=nbytes))
-            shown["saved_in"] = str(save_dir.parent.parent)  # --out, /dev/shm or the temporary folder
-            if host is not None:
-                saving = saved_weights.BackgroundSave(eval_model, save_dir, host)
-                host = None  # the save owns the copies now: it lets them go once they are compared
-            else:
-                t0 = time.perf_counter()
-                modeling.save_checkpoint(eval_model, save_dir)
-                shown["save_s"] = round(time.perf_counter() - t0, 3)
-        except Exception as exc:  # noqa: BLE001 - _save_failed sorts it
-            folder.close()
-            if host is not None:
-                host.release()
-            failed = self._save_failed(exc, save_dir)
-            return lambda: failed
-        return lambda: self._finish_reload(eval_model, live, noise, batch, saved_other_model, folder, save_dir,
-                                           saving)
-
-    @torch.no_grad()
-    def _finish_reload(self, eval_model, live: torch.Tensor, noise: float, batch: torch.Tensor,
-                       saved_other_model: bool, folder: contextlib.ExitStack, save_dir: Path,
-                       saving: saved_weights.BackgroundSave | None) -> CheckResult:
-        shown = self.info["reload"]
-        dtype = next(eval_model.parameters()).dtype
-        files = again = None
-        handed_over = False
-        try:
-            with folder:
-                if saving is not None:
-                    shown["save_s"] = saving.join()
-                    if saving.usage:
-                        shown["save_thread"] = saving.usage
-                if self.hooks.on_saved:
-                    self.hooks.on_saved(save_dir)
-                t0 = time.perf_counter()
-                if shown["method"] == "files":
-                    files = saved_weights.compare_files(save_dir, eval_model, saving.copies if saving else None)
-                    shown["compare_s"] = round(time.perf_counter() - t0, 3)
-                    if not files.one_to_one:
-                        shown["method"], shown["fallback"], files = "full", files.why_not, None
-                        if shown.pop("saved_after_step", None) is not None:
-                            # An early step's checkpoint has no live model to load it back against: the weights
-                            # after the last step are saved again, as they would have been, for the full reload.
-                            save_dir = self._save_again(eval_model, folder, shown)
-                if files is None:
-                    again = modeling.load_model(save_dir, self.cfg, batch.device, dtype=dtype).eval()
-                if self.cfg.out:
-                    publish_checkpoint(save_dir, Path(self.cfg.out))
-                self._remove_aside(folder.pop_all(), saving)
-                handed_over = True
-        except Exception as exc:  # noqa: BLE001 - _save_failed sorts it
-            return self._save_failed(exc, save_dir)
-        finally:
-            if saving is not None and not handed_over:
-                saving.release()  # the host copies go as soon as the files are judged
-        bound, label = noise, "this device's run-to-run noise"
-        if dtype in (torch.bfloat16, torch.float16):
-            # The engine's module (ZeRO hooks, gathered parameters) and a plain HF model with the same 16-bit
-            # weights may pick different GEMM/attention kernels: their 16-bit logits then differ by a few units
-            # in the last place (bf16: 2^-7 of the magnitude; seen on an H200 with ZeRO-3 + offload: max |diff|
-            # 0.28). A wrong checkpoint differs by far more; the weights themselves are still compared bit for bit.
-            bound = max(noise, 4 * torch.finfo(dtype).eps * live.abs().max().item())
-            label = f"4 {dtype} ulps of the largest logit"
-        if files is not None:
-            diff = (eval_model(input_ids=batch).logits.float() - live).abs().max().item() if saved_other_model else None
-            shown["verify_s"] = round(time.perf_counter() - t0, 3)
-            seen = files.to_dict()
-            if "saved_after_step" in shown:
-                seen["saved_after_step"] = shown["saved_after_step"]
-            return verdicts.check_reload(diff, bound, files.weights_equal, bound_label=label, files=seen)
-        reloaded = again.state_dict()
-        weights_equal = all(torch.equal(t, reloaded[k]) for k, t in eval_model.state_dict().items() if k in reloaded)
-        diff = (again(input_ids=batch).logits.float() - live).abs().max().item()
-        shown["verify_s"] = round(time.perf_counter() - t0, 3)
-        return verdicts.check_reload(diff, bound, weights_equal, bound_label=label)
-
-    def _save_again(self, eval_model, folder: contextlib.ExitStack, shown: dict[str, Any]) -> Path:
-        """The model saved now, after its steps, into a new scratch folder that goes with `folder`; the run's hook
-        sees it as it saw the first. shown["saved_again_s"]: how long that took."""
-        t0 = time.perf_counter()
-        save_dir = folder.enter_context(checkpoint_folder(None, size_bytes=shown["weight_bytes"]))
-        modeling.save_checkpoint(eval_model, save_dir)
-        shown["saved_again_s"] = round(time.perf_counter() - t0, 3)
-        if self.hooks.on_saved:
-            self.hooks.on_saved(save_dir)
-        return save_dir
-
-    def _remove_aside(self, folder: contextlib.ExitStack, saving: saved_weights.BackgroundSave | None) -> None:
-        """The judged scratch checkpoint removed, and the host copies it was compared with let go (`saving`), by
-        a thread of its own while the run goes on (its model and optimizer freed, its report made);
-        run_smoke_train waits for it before it returns. A 7B's checkpoint (one 25 GB file, which no second thread
-        can help remove) took 2.47 s to remove from /dev/shm on an H200 (RESULTS.md section 18), and its 25 GB of
-        host copies are unmapped beside it. info.reload.remove_s: how long both took."""
-        shown = self.info["reload"]
-
-        def remove() -> None:
-            t0 = time.perf_counter()
-            try:
-                if saving is not None:
-                    saving.release()
-            finally:
-                folder.close()
-            shown["remove_s"] = round(time.perf_counter() - t0, 3)
-
-        self.removing = threading.Thread(target=remove, name="rocmcheck-remove-checkpoint")
-        self.removing.start()
-
-    @staticmethod
-    def _save_failed(exc: Exception, save_dir: Path) -> CheckResult:
-        """A save or a read back that raised: a failed train.reload when the saved files (or the disk) made the
-        readers raise; anything else is raised again (a bug)."""
-        if not isinstance(exc, OSError) and weights_failure(save_dir, exc) is None:
-            raise exc
-        return verdicts.check_reload(None, error=f"{type(exc).__name__}: {first_line(exc, 300)}")
-
-    @torch.no_grad()
-    def _reload_adapter(self, model, live: torch.Tensor, noise: float, batch: torch.Tensor) -> CheckResult:
-        """LoRA: save the adapter as peft does, load it back through peft next to the trained one: the same
-        weights bit for bit, and the same logits when it is the active adapter."""
-        from peft import get_peft_model_state_dict
-
-        try:
-            with checkpoint_folder(self.cfg.out, "adapter") as save_dir:
-                model.save_pretrained(save_dir, safe_serialization=True)
-                model.load_adapter(save_dir, adapter_name="reloaded")
-                if self.cfg.out:
-                    publish_checkpoint(save_dir, Path(self.cfg.out))
-        except OSError as exc:
-            return verdicts.check_reload(None, error=f"{type(exc).__name__}: {exc}")
-        trained = get_peft_model_state_dict(model, adapter_name="default")
-        reloaded = get_peft_model_state_dict(model, adapter_name="reloaded")
-        weights_equal = trained.keys() == reloaded.keys() and all(torch.equal(t, reloaded[k])
-                                                                  for k, t in trained.items())
-        was = model.training
-        model.eval()
-        model.set_adapter("reloaded")
-        try:
-            diff = (model(input_ids=batch).logits.float() - live).abs().max().item()
-        finally:
-            model.set_adapter("default")
-            model.delete_adapter("reloaded")
-            model.train(was)
-        return verdicts.check_reload(diff, noise, weights_equal)
+        return total_memory()
 
     def _gather_rank_rows(self, phase: Phase, strategy) -> list[dict[str, Any]] | None:
         """Every rank's per-step global loss, local loss and grad norm (and weight sum), on every rank."""
@@ -795,14 +533,3 @@ class _Run:
             weights_known = all(r["weights"] is not None for r in rank_rows)
             results.append(comparisons.check_rank_agreement(rank_rows, weights_known))
         return RunReport(results, main.metrics, info)
-
-
-def _host_memory_bytes() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError):
-        pass
-    return None
