@@ -77,10 +77,10 @@ def timer(gb: float, on_gpu: bool):
 
 
 def hugepage_empty(like):
-    """A host tensor shaped like `like`, as train.reload makes its host copies (saved_weights.host_empty)."""
-    from rocmcheck.train.saved_weights import host_empty
+    """A host tensor shaped like `like`, in pageable memory (train.reload pins its host copies instead)."""
+    import torch
 
-    return host_empty(tuple(like.shape), like.dtype)
+    return torch.empty(tuple(like.shape), dtype=like.dtype)
 
 
 def child_cpu_copy(shape: str) -> None:

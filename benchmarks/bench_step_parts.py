@@ -11,13 +11,6 @@
   save      the bundled model's save_pretrained to /dev/shm, three times (the first pays for what it imports)
   overlap   a child that imports the model classes after the device's first use, and one that starts the
             device's first use in a thread meanwhile
-  warmup    fresh children (warmup_variants_child.py) that start as a GPU run does: a warm-up thread, the model
-            classes' import, the load, with each warm-up variant in the thread: none, the CUDA context only, the
-            attention (train/attention_warmup.py: the run's), one decoder layer's other kernels written out in
-            torch's ops, both, all (both and each projection's GEMMs; the last three measured on 2026-12-02 and not
-            kept: RESULTS.md section 18); then the numerics pass (its bf16 pass is the model's first forward and
-            backward), the first 5 steps and accuracy on 64 prompts, each timed. Three rounds (--warmup-rounds),
-            the variants interleaved (--warmup-modes), on each of --warmup-models (default: the bundled model)
   graph     (GPU) the bundled model's 120 steps as train_steps takes them, against the same steps with the forward,
             backward and clipping captured once as a CUDA graph and replayed (the optimizer step eager, as before):
             what the step's kernel launches cost, from the same weights, rows and lr schedule. The first
@@ -329,46 +322,6 @@ print(f"  {mode:<7} import torch {t_torch - t0:.3f}, first use {t_use - t_torch:
 """
 
 
-WARMUP_CHILD = Path(__file__).with_name("warmup_variants_child.py")
-WARMUP_MODES = ("none", "context", "attention", "layer", "both", "all")
-
-
-def median(values: list[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
-def warmup_section(models: list[str], modes: list[str], rounds: int) -> None:
-    import json
-
-    for model in models:
-        model_dir = str(REPO / "rocmcheck/train/assets/tiny-llama") if model == "bundled" else model
-        rows: dict[str, list[dict]] = {m: [] for m in modes}
-        for _ in range(rounds):
-            for mode in modes:
-                r = subprocess.run([sys.executable, str(WARMUP_CHILD), mode, str(REPO), model_dir], timeout=240,
-                                   check=False, capture_output=True, text=True)
-                lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
-                if r.returncode != 0 or not lines:
-                    print(f"  {mode}: exit {r.returncode} {r.stderr[-400:]}", flush=True)
-                    continue
-                row = json.loads(lines[-1])
-                rows[mode].append(row)
-                print(f"  {Path(model_dir).name} {mode:<9} warm-up {row['warm_s'] or 0:.2f} (waited "
-                      f"{row['join_s']:.2f}), bf16 pass {row['bf16_pass_s']:.3f}, fp32 pass {row['fp32_pass_s']:.3f}, "
-                      f"steps {' '.join(f'{t:.3f}' for t in row['steps_s'])}, accuracy {row['accuracy_s']:.3f}, "
-                      f"imports {row['import_s']:.2f} (transformers and the model classes {row['classes_s']:.2f}), "
-                      f"load {row['load_s']:.2f}, total {row['total_s']:.2f} s",
-                      flush=True)
-        print(f"  {Path(model_dir).name}: medians of each variant: the parts a first use slows (bf16 pass + first "
-              "step + accuracy), the imports the thread runs beside, and the whole child", flush=True)
-        for mode, got in rows.items():
-            if got:
-                first = median([r["bf16_pass_s"] + r["steps_s"][0] + r["accuracy_s"] for r in got])
-                beside = median([r["classes_s"] for r in got])
-                print(f"    {mode:<9} first uses {first:.3f} s, imports beside {beside:.3f} s, whole "
-                      f"{median([r['total_s'] for r in got]):.3f} s over {len(got)} runs", flush=True)
-
-
 def overlap_section() -> None:
     for _ in range(2):
         for mode in ("inline", "thread"):
@@ -462,9 +415,6 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", default="steps,numerics,save,overlap")
     ap.add_argument("--numerics-shape", default="mistral-2b", choices=("mistral-2b", "bundled"))
-    ap.add_argument("--warmup-models", default="bundled", help="comma-separated model folders (or bundled)")
-    ap.add_argument("--warmup-modes", default=",".join(WARMUP_MODES), help="comma-separated warm-up variants")
-    ap.add_argument("--warmup-rounds", type=int, default=3)
     ap.add_argument("--graph-eager-steps", type=int, default=3)
     ap.add_argument("--prefault-gib", type=float, default=20.0)
     ap.add_argument("--prefault-small", action="store_true", help="a 2-layer 128-wide model (checks the script)")
@@ -485,8 +435,6 @@ def main() -> None:
             save_section(device)
         elif part == "overlap":
             overlap_section()
-        elif part == "warmup":
-            warmup_section(a.warmup_models.split(","), a.warmup_modes.split(","), a.warmup_rounds)
         elif part == "graph":
             graph_section(device, a.graph_eager_steps)
         elif part == "prefault":

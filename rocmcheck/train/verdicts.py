@@ -94,8 +94,7 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
     two forwards of the trained model are from each other (0 where kernels are deterministic).
 
     files: the checkpoint was read back from its files instead of being built again (saved_weights.py: its
-    FilesComparison.to_dict(): tensors, bytes, config_equal, config_differences, first_difference; and
-    saved_after_step where it was saved while the later steps ran, step_save.py); the logits
+    FilesComparison.to_dict(): tensors, bytes, config_equal, config_differences, first_difference); the logits
     are then compared only where another model than the trained one was saved (max_abs_diff None otherwise):
     the same config with the same weights computes the same logits."""
     if error:
@@ -115,8 +114,6 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
         if files is not None:
             how = (f"bit-identical weights ({files.get('tensors', 0)} tensors, {files.get('bytes', 0) / GiB:.2f} GiB "
                    "read back from the files) and the same config")
-            if files.get("saved_after_step"):
-                how += f" (the checkpoint of step {files['saved_after_step']}, saved while the later steps ran)"
             if max_abs_diff is not None:
                 how += ", logits " + ("identical" if max_abs_diff == 0 else f"within {bound_label} ({noise:.2g})")
         else:
