@@ -15,6 +15,11 @@ prints alike) at stderr, so library chatter cannot break the protocol; `channel.
 writes one event. `read_request()` parses the request. `watchdog(seconds)` dumps the stuck Python stack to
 stderr and exits when a step outlives its limit (a C thread: it fires even when a kernel holds the GIL).
 
+A child can be started ahead of its turn and held: it imports and sets up what it can, then waits for the
+parent's word on its stdin (`wait_for_word`), one JSON object sent when the parent decides: {"go": true, ...} runs
+it, with what the parent adds (the training device); stdin closed without a word, or no word within the child's
+wait, lets it leave without running. The parent holds a `Word` and passes it to `run_child`; it says it once.
+
 Every event is an object with an "event" key; what each kind carries is the business of the module that
 speaks it (the GPU probes' events are described in probes/protocol.py).
 """
@@ -26,7 +31,10 @@ import contextlib
 import faulthandler
 import json
 import os
+import select
 import sys
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, NoReturn, Sequence, TextIO
@@ -129,10 +137,40 @@ def request_file(request: dict[str, Any] | None) -> Iterator[str]:
         yield path
 
 
+class Word:
+    """The parent's one word to a child started ahead (run_child's `word`): go(**fields) runs it, stop() lets it
+    leave. The first one said counts; a later one changes nothing, so a caller stops it on every way out."""
+
+    def __init__(self) -> None:
+        self._said = threading.Event()
+        self._text = ""
+        self.go_at: float | None = None  # time.monotonic() when go was said
+
+    @property
+    def said(self) -> bool:
+        return self._said.is_set()
+
+    def go(self, **fields: Any) -> None:
+        if not self._said.is_set():
+            self._text = json.dumps({"go": True, **fields}) + "\n"
+            self.go_at = time.monotonic()
+            self._said.set()
+
+    def stop(self) -> None:
+        if not self._said.is_set():
+            self._said.set()
+
+    def text(self, wait_s: float) -> str | None:
+        """What to write on the child's stdin ("" for stop), or None when nothing was said within wait_s."""
+        return self._text if self._said.wait(wait_s) else None
+
+
 def run_child(module: str, request: dict[str, Any] | None, timeout_s: float, *,
               env: dict[str, str] | None = None, python: str | None = None, launcher: Sequence[str] = (),
-              on_event: Callable[[dict[str, Any]], None] | None = None, cwd: str | None = None) -> ChildRun:
-    """Run a child to its end (or its timeout) and collect its events. Never raises."""
+              on_event: Callable[[dict[str, Any]], None] | None = None, cwd: str | None = None,
+              word: Word | None = None) -> ChildRun:
+    """Run a child to its end (or its timeout) and collect its events. Never raises. word: the parent's word for a
+    child that waits for one (wait_for_word), written on its stdin when said."""
     run = ChildRun(CommandResult(argv=[]))
 
     def take(line: str) -> None:
@@ -148,7 +186,8 @@ def run_child(module: str, request: dict[str, Any] | None, timeout_s: float, *,
     with request_file(request) as path:
         argv = child_argv(module, path, python=python, launcher=launcher)
         run.command = run_command(argv, timeout=timeout_s, env=env if env is not None else child_env(), cwd=cwd,
-                                  on_stdout_line=take, stdout_cap=MAX_EVENT_CHARS)
+                                  on_stdout_line=take, stdout_cap=MAX_EVENT_CHARS,
+                                  input_text=word.text if word is not None else None)
     return run
 
 
@@ -215,6 +254,33 @@ def read_request(argv: Sequence[str] | None = None, prog: str | None = None) -> 
     if not isinstance(request, dict):
         parser.error(f"{flag} must be a JSON object")
     return request
+
+
+def wait_for_word(wait_s: float) -> dict[str, Any] | None:
+    """The child's side of a Word: the object the parent sent on stdin when it said go; None when it said stop (its
+    stdin ended without a word), sent something else, or said nothing within wait_s."""
+    deadline = time.monotonic() + max(0.0, wait_s)
+    data = b""
+    while b"\n" not in data and len(data) <= MAX_REQUEST_BYTES:
+        left = deadline - time.monotonic()
+        try:
+            ready, _, _ = select.select([0], [], [], max(0.0, left))
+        except (OSError, ValueError):
+            return None
+        if not ready:
+            return None
+        try:
+            chunk = os.read(0, 65536)
+        except OSError:
+            return None
+        if not chunk:
+            break
+        data += chunk
+    try:
+        word = json.loads(data.split(b"\n", 1)[0] or b"null")
+    except (ValueError, RecursionError):
+        return None
+    return word if isinstance(word, dict) and word.get("go") is True else None
 
 
 @contextlib.contextmanager

@@ -63,6 +63,43 @@ class DoctorRun:
 PYTHON_STACK_AREAS = {"torch", "triton", "flash_attn", "deepspeed", "rocm", "nvidia"}
 
 
+@dataclass(frozen=True)
+class StagePlan:
+    """What a live doctor run does, decided once before anything starts (plan_stages)."""
+
+    python_probes: bool  # the stack child (torch, flash-attn, DeepSpeed) runs with the fact collection
+    cluster: bool  # the cross-node collective, first
+    probe_stage: bool  # the GPU probe stage has verdicts (a skip with --no-gpu-probes)
+    probes: tuple[str, ...] | None  # the probes it runs, in order; None: names the stage refuses (it says so)
+    probe_budget_s: float  # the stage's limit for those probes
+    train: bool  # the fine-tune stage has verdicts (a skip with --no-train)
+    before_train_s: float  # the longest the stages before the fine-tune may take
+
+
+def plan_stages(opts: DoctorOptions, specs: list[Any]) -> StagePlan:
+    """Which facts, which probes and whether the fine-tune runs: the one place a live run decides them. specs: the
+    cheap checks that run (select_checks)."""
+    probe_stage, train = _stage_wanted(opts, "probe"), _stage_wanted(opts, "train")
+    probes: tuple[str, ...] | None = ()
+    budget = 0.0
+    if probe_stage and opts.gpu_probes:
+        from rocmcheck.probes.catalog import BY_NAME
+        from rocmcheck.probes.levels import stage_budget_s
+        from rocmcheck.probes.stage import select_names
+
+        try:
+            probes = tuple(select_names(*_probe_filters(opts), opts.level))
+        except (KeyError, ValueError):
+            probes = None
+        budget = stage_budget_s(opts.gpu_stage_timeout_s, opts.level, [BY_NAME[n] for n in probes or ()],
+                                opts.duration_s)
+    cluster = opts.across_nodes and _stage_wanted(opts, "cluster")
+    before_train = _facts_wait_s(opts) + (opts.across_timeout_s if cluster else 0.0) + budget
+    python = (any(s.area in PYTHON_STACK_AREAS for s in specs) or (probe_stage and opts.gpu_probes)
+              or (train and opts.train))
+    return StagePlan(python, cluster, probe_stage, probes, budget, train, before_train)
+
+
 def _stage_wanted(opts: DoctorOptions, area: str) -> bool:
     if opts.only and area not in opts.only and not any(o.startswith(area + ".") for o in opts.only):
         return False
@@ -76,19 +113,20 @@ def _gpu_present(ctx: CheckContext, results: list[CheckResult]) -> bool:
 
 def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
                   on_result: Callable[[CheckResult], None] | None = None, progress: Any = None,
-                  early: Any = None) -> list[CheckResult]:
-    """The probes of opts.level (or those --only names); on_result hears each verdict the moment it is known,
-    progress.begin each probe as it starts. early: the stage's main child, already started (start_early_probes):
-    sent on, or let go."""
+                  early: Any = None, plan: StagePlan | None = None) -> list[CheckResult]:
+    """The probes the plan chose (plan_stages; made here when none is given); on_result hears each verdict the
+    moment it is known, progress.begin each probe as it starts. early: the stage's main child, already started
+    (start_early_probes): sent on, or let go."""
     try:
-        return _gpu_stage(ctx, opts, cheap, on_result, progress, early)
+        return _gpu_stage(ctx, opts, cheap, on_result, progress, early, plan or plan_stages(opts, []))
     finally:
         if early is not None:
             early.stop()  # nothing when the stage sent it on; else it leaves without running a probe
 
 
 def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
-               on_result: Callable[[CheckResult], None] | None, progress: Any, early: Any) -> list[CheckResult]:
+               on_result: Callable[[CheckResult], None] | None, progress: Any, early: Any,
+               plan: StagePlan) -> list[CheckResult]:
     if not opts.gpu_probes:
         return [skipped("GPU probes skipped (--no-gpu-probes)", id="probe.stage")]
     if not _gpu_present(ctx, cheap):
@@ -105,7 +143,8 @@ def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
                      numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"))
     from rocmcheck.probes.stage import StageListener
 
-    only, skip = _probe_filters(opts)
+    # The plan's probes by name; names it could not take go to the stage as given, which refuses them in its words
+    only, skip = (set(plan.probes), None) if plan.probes is not None else _probe_filters(opts)
     shown = progress or _Quiet()
     listener = StageListener(result=on_result or (lambda result: None),
                              start=lambda name, number, total: shown.begin(f"GPU probe {number}/{total}: {name}"),
@@ -114,23 +153,17 @@ def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
                         duration_s=opts.duration_s, skip=skip, listener=listener, early=early)
 
 
-def start_early_probes(opts: DoctorOptions, gpu_device_present: Callable[[], bool] | None = None) -> Any:
+def start_early_probes(opts: DoctorOptions, plan: StagePlan,
+                       gpu_device_present: Callable[[], bool] | None = None) -> Any:
     """The GPU stage's main child, started now to import torch and set up the GPU while the facts are collected;
-    it runs its probes only when the stage sends it on (probes/stage.py, EarlyMainChild). None when the stage will
-    not run probes, or no GPU device file exists here (the stage then starts its own child, if it runs at all)."""
-    if not (opts.gpu_probes and _stage_wanted(opts, "probe")) or opts.across_nodes:
+    it runs its probes only when the stage sends it on (probes/stage.py, EarlyMainChild). None when the plan runs no
+    probes here, or no GPU device file exists (the stage then starts its own child, if it runs at all)."""
+    if not plan.probes or opts.across_nodes or not (gpu_device_present or _gpu_device_present)():
         return None
-    present = gpu_device_present or _gpu_device_present
-    chosen = _chosen_probes(opts) if present() else None
-    if chosen is None:  # no GPU device file, or names the stage refuses (it says so itself)
-        return None
-    from rocmcheck.probes.levels import stage_budget_s
     from rocmcheck.probes.stage import start_early_main_child
 
-    only, skip = _probe_filters(opts)
-    budget = stage_budget_s(opts.gpu_stage_timeout_s, opts.level, chosen, opts.duration_s)
-    return start_early_main_child(budget, only, skip, level=opts.level, duration_s=opts.duration_s,
-                                  wait_s=_facts_wait_s(opts))
+    return start_early_main_child(plan.probe_budget_s, set(plan.probes), None, level=opts.level,
+                                  duration_s=opts.duration_s, wait_s=_facts_wait_s(opts))
 
 
 def _gpu_device_present() -> bool:
@@ -144,45 +177,20 @@ def _probe_filters(opts: DoctorOptions) -> tuple[set[str] | None, set[str] | Non
     return only, skip
 
 
-def _chosen_probes(opts: DoctorOptions) -> list[Any] | None:
-    """The probes the GPU stage will run (probes/stage.py: select_names); None when it refuses the names."""
-    from rocmcheck.probes.catalog import BY_NAME
-    from rocmcheck.probes.stage import select_names
-
-    try:
-        return [BY_NAME[n] for n in select_names(*_probe_filters(opts), opts.level)]
-    except (KeyError, ValueError):
-        return None
-
-
 def _facts_wait_s(opts: DoctorOptions) -> float:
     """The longest the fact collection and the checks on it may take."""
     return opts.deadline_s + opts.command_timeout_s + 60.0
 
 
-def start_early_train(opts: DoctorOptions) -> Any:
+def start_early_train(opts: DoctorOptions, plan: StagePlan) -> Any:
     """The smoke-train's child, started now to import while the facts are collected and the GPU probes run; it
-    trains only when its stage opens the gate, after the probes (rocmcheck/train/gate.py). None when no smoke-train
-    is wanted."""
-    if not (opts.train and _stage_wanted(opts, "train")):
+    trains only when its stage sends it on, after the probes (train/doctor_stage.py, EarlyTrain). None when no
+    smoke-train is wanted."""
+    if not (opts.train and plan.train):
         return None
     from rocmcheck.train.doctor_stage import EarlyTrain
 
-    return EarlyTrain(opts.train_timeout_s, _time_before_train_s(opts), drift=opts.level >= 2)
-
-
-def _time_before_train_s(opts: DoctorOptions) -> float:
-    """The longest the stages before the smoke-train may take: the fact collection's deadline, the cross-node
-    collective's and the GPU probes' limits, each when it runs, and the checks' time on top."""
-    wait = _facts_wait_s(opts)
-    if opts.across_nodes and _stage_wanted(opts, "cluster"):
-        wait += opts.across_timeout_s
-    if opts.gpu_probes and _stage_wanted(opts, "probe"):
-        from rocmcheck.probes.levels import stage_budget_s
-
-        chosen = _chosen_probes(opts) or []  # names the stage refuses: it ends at once, saying so
-        wait += stage_budget_s(opts.gpu_stage_timeout_s, opts.level, chosen, opts.duration_s)
-    return wait
+    return EarlyTrain(opts.train_timeout_s, plan.before_train_s, drift=opts.level >= 2)
 
 
 def run_train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any = None) -> list[CheckResult]:
@@ -191,7 +199,7 @@ def run_train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any = None) -
         return _train_stage(ctx, opts, early)
     finally:
         if early is not None:
-            early.cancel()  # nothing when the gate was opened; else the child exits without a run
+            early.cancel()  # nothing once it was sent on; else the child exits without a run
 
 
 def _train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any) -> list[CheckResult]:
@@ -242,14 +250,13 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
     progress = progress or _Quiet()
     source = "live" if facts is None else "bundle"
     specs = select_checks(opts.only, opts.skip)
+    plan = plan_stages(opts, specs)
     early: list[CheckResult] = []
     # The smoke-train's child imports beside the facts and the GPU probes; it trains after them (stage overlap).
-    pending_train = start_early_train(opts) if facts is None else None
-    pending_probes = start_early_probes(opts) if facts is None else None
+    pending_train = start_early_train(opts, plan) if facts is None else None
+    pending_probes = start_early_probes(opts, plan) if facts is None else None
     if facts is None:
-        needs_python = (any(s.area in PYTHON_STACK_AREAS for s in specs)
-                        or (opts.gpu_probes and _stage_wanted(opts, "probe"))
-                        or (opts.train and _stage_wanted(opts, "train")))
+        needs_python = plan.python_probes
 
         def judge_early(partial: Facts) -> None:
             early_specs = [s for s in specs if s.area not in PYTHON_STACK_AREAS]
@@ -289,13 +296,13 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         if opts.launch is not None:
             facts.launch = opts.launch.to_dict()
         staged: list[CheckResult] = []
-        if opts.across_nodes and _stage_wanted(opts, "cluster"):  # first: every node arrives at about the same time
+        if plan.cluster:  # first: every node arrives at about the same time
             from rocmcheck.probes.across import run_cross_node_stage
 
             cross = _guarded("cluster.collective", lambda: run_cross_node_stage(opts.launch, opts.across_timeout_s))
             staged += cross
             emit(cross, [])
-        if _stage_wanted(opts, "probe"):
+        if plan.probe_stage:
             if opts.gpu_probes:
                 progress.begin("GPU probes (child process per probe)")
             shown: list[CheckResult] = []
@@ -304,10 +311,11 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
                 shown.append(result)
                 emit([result], [])
 
-            new = _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results, show, progress, pending_probes))
+            new = _guarded("probe.stage", lambda: run_gpu_stage(ctx, opts, results, show, progress, pending_probes,
+                                                                plan))
             staged += new
             emit([r for r in new if all(r is not s for s in shown)], [])
-        if _stage_wanted(opts, "train"):
+        if plan.train:
             if opts.train:
                 progress.begin("smoke-train (the bundled tiny LLaMA)")
             new = _guarded("train.stage", lambda: run_train_stage(ctx, opts, pending_train))

@@ -144,7 +144,7 @@ def run_command(
     argv: Sequence[str],
     timeout: float,
     env: dict[str, str] | None = None,
-    input_text: str | None = None,
+    input_text: str | Callable[[float], str | None] | None = None,
     cwd: str | None = None,
     on_stdout_line: Callable[[str], None] | None = None,
     stdout_cap: int = MAX_OUTPUT_CHARS,
@@ -152,7 +152,10 @@ def run_command(
     """Run argv with a timeout. Every failure mode comes back as a CommandResult, never an exception.
 
     Output is read while the command runs and capped per stream (stdout_cap bytes; the rest is dropped and
-    counted). on_stdout_line, when given, receives each stdout line as it arrives, from a reader thread."""
+    counted). on_stdout_line, when given, receives each stdout line as it arrives, from a reader thread.
+    input_text: what the command reads on stdin, then end of input; or a callable asked again and again (with a
+    wait in seconds) while the command runs, whose first text (possibly empty) is written then: a word said later.
+    None: no stdin at all."""
     argv = [str(a) for a in argv]
     result = CommandResult(argv=argv, timeout_s=timeout)
     if not argv:
@@ -192,7 +195,10 @@ def run_command(
     for reader in readers:
         reader.start()
     try:
-        if input_text is not None:
+        if callable(input_text):
+            threading.Thread(target=_feed_when_said, args=(proc, input_text), daemon=True,
+                             name="rocmcheck-stdin-word").start()
+        elif input_text is not None:
             _feed(proc, input_text)
         try:
             result.returncode = proc.wait(timeout=timeout)
@@ -272,8 +278,17 @@ def _feed(proc: subprocess.Popen, text: str) -> None:
         assert proc.stdin is not None
         proc.stdin.write(text.encode())
         proc.stdin.close()
-    except (BrokenPipeError, OSError):
-        pass  # the command did not read its input: its exit says the rest
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # the command did not read its input, or has ended (its pipe closed): its exit says the rest
+
+
+def _feed_when_said(proc: subprocess.Popen, said: Callable[[float], str | None]) -> None:
+    """Write the first text `said` gives, once it gives one, while the command still runs."""
+    while proc.poll() is None:
+        text = said(0.1)
+        if text is not None:
+            _feed(proc, text)
+            return
 
 
 def _join(readers: Iterable[threading.Thread], seconds: float) -> None:

@@ -98,7 +98,7 @@ def test_large_files_are_removed_side_by_side_and_links_are_not_followed(tmp_pat
 
 def test_the_temporary_folder_is_tmpdir(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    folder = sf.make_folder("gate")
+    folder = sf.make_folder("request")
     try:
         assert folder.parent == tmp_path
     finally:
@@ -112,8 +112,8 @@ def test_only_folders_of_gone_processes_are_swept(tmp_path):
     hidden = _folder(tmp_path, "checkpoint", gone, hidden=True)
     live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        theirs = _folder(tmp_path, "go", live.pid)
-        mine = _folder(tmp_path, "gate", os.getpid())
+        theirs = _folder(tmp_path, "sweep", live.pid)
+        mine = _folder(tmp_path, "collective", os.getpid())
         other_namespace = _folder(tmp_path, "request", gone, namespace=_another_namespace())
         old_style = tmp_path / "rocmcheck-request-k2j4h5g6"  # no pid in the name: whose it is cannot be told
         monitor = tmp_path / f"rocmcheck-monitor-{gone}-{sf.pid_namespace()}-2"  # a person's, not a scratch kind

@@ -64,20 +64,20 @@ def test_doctor_stage_garbage_output_is_a_crash_not_a_pass(tmp_path, monkeypatch
 
 def test_doctor_stage_real_child_speaks_the_child_protocol(monkeypatch):
     pytest.importorskip("torch")
-    # The real interpreter and the real train child, spied on, started early and held at its gate as the doctor
-    # starts it (rocmcheck/train/gate.py), then sent on; the config only shortens the run for the suite.
+    # The real interpreter and the real train child, spied on, started early and held until its word as the doctor
+    # starts it (rocmcheck/child.py, Word), then sent on; the config only shortens the run for the suite.
     calls, events = [], []
 
     def spy(module, request, timeout_s, **kw):
-        calls.append((module, sorted(request["gate"])))
+        calls.append((module, sorted(request["held"])))
         return run_child(module, request, timeout_s, on_event=events.append, **kw)
 
     monkeypatch.setattr(doctor_stage, "run_child", spy)
     early = doctor_stage.EarlyTrain(240, 240, config=TrainConfig(device="auto", steps=12, profile=False))
     results = early.go("cpu")
-    early.cancel()  # what the doctor's stage does on every way out: nothing, once the gate opened
-    assert calls == [("rocmcheck.train.child", ["path", "timeout_s", "wait_s"])]
-    assert results[0].data["duration_s"] < 240  # counted from the gate opening
+    early.cancel()  # what the doctor's stage does on every way out: nothing, once it was sent on
+    assert calls == [("rocmcheck.train.child", ["timeout_s", "wait_s"])]
+    assert results[0].data["duration_s"] < 240  # counted from the word
     assert [e["step"] for e in events if e["event"] == "step"] == list(range(1, 13))
     assert [e["event"] for e in events][-1] == "report"
     by_id = {r.id: r for r in results}

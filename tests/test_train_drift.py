@@ -367,7 +367,8 @@ def test_the_doctor_child_started_early_gets_drift_at_level_2(monkeypatch):
     made = []
     monkeypatch.setattr(doctor_stage, "EarlyTrain", lambda timeout_s, wait_s, **kw: made.append(kw) or kw)
     for level in (1, 2):
-        doctor.start_early_train(doctor.DoctorOptions(level=level))
+        opts = doctor.DoctorOptions(level=level)
+        doctor.start_early_train(opts, doctor.plan_stages(opts, []))
     assert [kw.get("drift") for kw in made] == [False, True]
 
 

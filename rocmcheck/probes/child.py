@@ -15,10 +15,9 @@ import time
 import traceback
 from typing import Any, Callable
 
-from rocmcheck.child import Channel, leave, open_channel, read_request, watchdog
+from rocmcheck.child import Channel, leave, open_channel, read_request, wait_for_word, watchdog
 from rocmcheck.facts.torch_devices import describe_devices
 from rocmcheck.probes.catalog import BY_NAME
-from rocmcheck.probes.go_file import wait_for_go
 from rocmcheck.probes.spec import ProbeSkip, RunOptions
 
 CPU_DEVICE = {"index": 0, "name": "CPU (test mode)", "arch": "", "total_bytes": 0}
@@ -99,8 +98,8 @@ def probe_options(base: RunOptions, name: str, durations: dict[str, Any], channe
 
 def main(argv: list[str] | None = None) -> int:
     """Request: {"probes": [[name, timeout_s], ...], "durations": {name: s}, "allow_build": bool, "cpu": bool,
-    "init_timeout_s": s}, and for a child started ahead "go_file" and "go_timeout_s": after the device event it
-    waits there for "go" (rocmcheck/probes/go_file.py), and leaves at "stop" or when none comes in time."""
+    "init_timeout_s": s}, and for a child started ahead "held_s": after the device event it waits up to that long
+    for the parent's word on stdin (rocmcheck/child.py, wait_for_word), and leaves without one."""
     plan = read_request(argv, prog="python -m rocmcheck.probes.child")
     channel = open_channel()
     cpu = bool(plan.get("cpu"))
@@ -108,8 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         torch = start_torch(channel, cpu)
     if torch is None:
         return 0
-    go_file = plan.get("go_file")
-    if isinstance(go_file, str) and wait_for_go(go_file, float(plan.get("go_timeout_s", 60))) != "go":
+    held_s = plan.get("held_s")
+    if isinstance(held_s, (int, float)) and wait_for_word(float(held_s)) is None:
         channel.emit("done")
         return 0
     device = torch.device("cpu") if cpu else torch.device("cuda", 0)

@@ -24,7 +24,6 @@ _IMPORT_S = _IMPORTED_AT - _IMPORT_START
 
 from rocmcheck.child import open_channel, read_request
 from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
-from rocmcheck.probes.go_file import wait_for_go
 from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.units import MIB
 
@@ -96,7 +95,7 @@ def measure(ops: dict[str, Any], world: int, device: torch.device, group: Any = 
 
 
 def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, nbytes: int, result_path: str,
-           go_file: str | None = None, launched_at: float = 0.0) -> None:
+           launched_at: float = 0.0) -> None:
     phases = {"worker_started": round(time.time() - launched_at, 2)}
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
@@ -113,8 +112,6 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
         # integers per rank takes seconds of CPU and must not sit between "go" and the measurement.
         ops = operands(rank, world, nbytes)
         phases["ready"] = round(time.time() - launched_at, 2)
-        if go_file and wait_for_go(go_file, timeout_s) != "go":
-            return  # the stage ended without needing us (no second GPU, or it gave up): leave quietly
         phases["go"] = round(time.time() - launched_at, 2)
         result: dict[str, Any] = {"world": world, "backend": backend}
         result.update(measure(ops, world, device))
@@ -136,10 +133,10 @@ def failure_event(exc: BaseException) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Request: {"world": ranks (0 = one per visible GPU), "go_file": wait (after set-up) until this file says
-    go ('stop' ends quietly), "backend": "nccl"|"gloo", "timeout": s per collective, "mib": buffer per rank}."""
+    """Request: {"world": ranks (0 = one per visible GPU), "backend": "nccl"|"gloo", "timeout": s per collective,
+    "mib": buffer per rank}."""
     request = read_request(argv, prog="python -m rocmcheck.probes.collective")
-    args = argparse.Namespace(world=int(request.get("world", 0)), go_file=request.get("go_file"),
+    args = argparse.Namespace(world=int(request.get("world", 0)),
                               backend=request.get("backend", "nccl"), timeout=float(request.get("timeout", 60.0)),
                               mib=float(request.get("mib", 256.0)))
     channel = open_channel()
@@ -157,12 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             mp.start_processes(worker, nprocs=world, start_method="spawn", join=True,
                                args=(world, args.backend, os.path.join(tmp, "init"), args.timeout,
-                                     int(args.mib * MIB), result_path, args.go_file, launched_at))
-            if not os.path.exists(result_path):  # released with "stop": nothing was measured
-                event = {"outcome": "skip", "data": {"world": world}, "reason": "the GPU stage did not need it"}
-            else:
-                with open(result_path, encoding="utf-8") as fh:
-                    event = {"outcome": "ok", "data": json.load(fh)}
+                                     int(args.mib * MIB), result_path, launched_at))
+            with open(result_path, encoding="utf-8") as fh:
+                event = {"outcome": "ok", "data": json.load(fh)}
         except Exception as exc:  # a worker raised (NCCL error, timeout) or died
             event = failure_event(exc)
     channel.emit("result", probe=PROBE, seconds=round(time.perf_counter() - t0, 3), **event)

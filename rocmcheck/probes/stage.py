@@ -4,11 +4,10 @@ result, skip, error, hang, crash, garbage - into CheckResults. No torch here.
 Shape: one child imports torch once and reports the devices first (no GPU -> every probe skips, one child,
 about as long as `import torch`). The same child then runs the probes in sequence, each under its own
 watchdog. When a probe hangs or kills the child, that probe gets the verdict and a fresh child runs the rest
-while the stage budget lasts. The collective runs in its own child (one process per GPU), started together
-with the main child so its torch imports and process-group set-up overlap the other probes; it waits on a
-"go" file and only touches the GPUs' interconnect once the main child is done, so it does not disturb the
-performance probes. At level 2 and above the main child runs longer than the collective waits, so the collective
-starts when the main child is done.
+while the stage budget lasts. The collective runs in its own child (one process per GPU), started once the main
+child is done and more than one GPU is there, so it never disturbs the performance probes. The doctor may start
+the main child ahead, while it collects its facts (start_early_main_child): that child imports torch and sets up
+the device, then waits for the stage's word on its stdin (rocmcheck/child.py, Word).
 
 Which probes run: the ones asked for by name, else those of the doctor level (rocmcheck/probes/levels.py), less
 any skipped by name. Each verdict goes to the caller's listener the moment it is known (a result as its event
@@ -24,13 +23,11 @@ import signal
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from rocmcheck.child import ChildRun, child_env, run_child
+from rocmcheck.child import ChildRun, Word, child_env, run_child
 from rocmcheck.fixes import Fix, collective_hang_fix, shell
-from rocmcheck.probes import go_file
 from rocmcheck.probes.catalog import BY_NAME, PROBE_NAMES
 from rocmcheck.probes.context import DeviceContext, HostFacts
 from rocmcheck.probes.gpu_fault import hw_exception_verdict
@@ -195,15 +192,9 @@ def run_stage(timeout_s: float = 60.0, host: HostFacts | None = None, only: set[
     deadline = time.monotonic() + timeout_s
     seconds = durations([BY_NAME[n] for n in names], duration_s)
     main = [n for n in names if BY_NAME[n].child is None]
-    # Probes with a child of their own (the collective: one process per GPU), started at once beside the main
-    # child where a second GPU may exist (the doctor passes the GPUs the system tools saw) and the main child's
-    # probes are quick ones: the collective's workers wait for their go within the collective's own limit.
+    # Probes with a child of their own (the collective: one process per GPU), run after the main child's.
     launchers = [_CollectiveLauncher(BY_NAME[n], python, collective_child or BY_NAME[n].child, env, cpu, deadline)
                  for n in names if BY_NAME[n].child is not None]
-    quick_main = all(BY_NAME[n].level == 1 for n in main)
-    for launcher in launchers:
-        if quick_main and (cpu or host.gpu_names is None or len(host.gpu_names) >= 2):
-            launcher.start()
     try:
         ctx = _main_child_probes(names, main, deadline, python, main_child, env, cpu, allow_build, host, timeout_s,
                                  seconds, verdicts, early)
@@ -215,8 +206,6 @@ def run_stage(timeout_s: float = 60.0, host: HostFacts | None = None, only: set[
     finally:
         if early is not None:
             early.stop()
-        for launcher in launchers:
-            launcher.release()
     head = [verdicts.by_name[DEVICE_ID]] if DEVICE_ID in verdicts else []  # init failure: one fail, then skips
     return head + [verdicts.by_name[n] for n in names]
 
@@ -226,13 +215,14 @@ class _StreamingChild:
     each to `take` on the caller's thread and returns the ChildRun at its end. Ctrl-C here is not held up by the
     thread (the CLI ends the child)."""
 
-    def __init__(self, module: str, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str) -> None:
+    def __init__(self, module: str, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str,
+                 word: Word | None = None) -> None:
         self.plan = plan
         self._events: queue.SimpleQueue[dict[str, Any]] = queue.SimpleQueue()
         self._done: list[ChildRun] = []
         self._worker = threading.Thread(
             target=lambda: self._done.append(run_child(module, plan, timeout_s, env=env, python=python,
-                                                       on_event=self._events.put)),
+                                                       on_event=self._events.put, word=word)),
             name="rocmcheck-probe-child", daemon=True)
         self._worker.start()
 
@@ -259,39 +249,28 @@ class _StreamingChild:
 
 class EarlyMainChild:
     """The main probe child started ahead (start_early_main_child), while the doctor collects its facts: it imports
-    torch, reports the device and waits at its go file (rocmcheck/probes/go_file.py). run_stage sends it on when
-    its plan is the stage's own (take); stop lets it go. A stop after take changes nothing, so a caller stops it on
-    every way out. On one H200 the first probe verdict came 1.74 s after a stage without it started: the child's
-    start, torch's import and the device's set-up (benchmarks/RESULTS.md, section 18)."""
+    torch, reports the device and waits for its word (rocmcheck/child.py, Word). run_stage sends it on when its plan
+    is the stage's own (take); stop lets it go. A stop after take changes nothing, so a caller stops it on every way
+    out."""
 
     def __init__(self, plan: dict[str, Any], timeout_s: float, env: dict[str, str], python: str,
                  main_child: str) -> None:
-        self._go = go_file.GoFile()
-        self._child = _StreamingChild(main_child, {**plan, "go_file": self._go.path, "go_timeout_s": timeout_s},
-                                      timeout_s, env, python)
-
-    @property
-    def go_file(self) -> str:
-        return self._go.path
+        self._word = Word()
+        self._child = _StreamingChild(main_child, {**plan, "held_s": timeout_s}, timeout_s, env, python, self._word)
 
     def take(self, plan: dict[str, Any]) -> _StreamingChild | None:
         """The running child, sent on, when it was started to run what `plan` runs (its timeouts were reckoned from
         the same stage budget a moment earlier) and is still there; None otherwise (it is stopped, and the stage
         starts its own)."""
-        if self._go.told or self._child.done() or _what_runs(self._child.plan) != _what_runs(plan):
+        if self._word.said or self._child.done() or _what_runs(self._child.plan) != _what_runs(plan):
             self.stop()
             return None
-        self._go.tell("go")
+        self._word.go()
         return self._child
 
     def stop(self) -> None:
-        """Never leave it waiting: "stop" unless it was sent on; its folder goes once it has ended."""
-        self._go.tell("stop")
-        if self._child.done():
-            self._go.remove()
-        else:
-            threading.Thread(target=lambda: (self._child.join(), self._go.remove()), daemon=True,
-                             name="rocmcheck-early-probe-cleanup").start()
+        """Never leave it waiting: its stdin ends unless it was sent on."""
+        self._word.stop()
 
 
 def start_early_main_child(timeout_s: float, only: set[str] | None = None, skip: set[str] | None = None, *,
@@ -411,52 +390,28 @@ def plan_timeout(plan: dict[str, Any], name: str) -> float:
 
 
 class _CollectiveLauncher:
-    """The collective child, started at once in a thread; released by writing the go file."""
+    """The collective child, run once the main child's probes are done."""
 
     def __init__(self, probe: Probe, python: str, module: str, env: dict[str, str], cpu: bool,
                  deadline: float) -> None:
         self.probe = probe
-        self._go = go_file.GoFile()
         self.python, self.module, self.env, self.cpu, self.deadline = python, module, env, cpu, deadline
-        self.timeout = 0.0
-        self._pool = ThreadPoolExecutor(max_workers=1)
-        self._future: Future[ChildRun] | None = None
-
-    def start(self) -> None:
-        remaining = max(1.0, self.deadline - time.monotonic())
-        # world 0: the child counts the GPUs itself (the parent does not import torch); tests use 2 CPU ranks.
-        request = {"world": 2 if self.cpu else 0, "backend": "gloo" if self.cpu else "nccl",
-                   "timeout": min(self.probe.timeout_s, remaining), "go_file": self._go.path,
-                   **({"mib": 1} if self.cpu else {})}
-        self.timeout = remaining
-        self._future = self._pool.submit(
-            lambda: run_child(self.module, request, remaining, env=self.env, python=self.python))
 
     def verdict(self, ctx: DeviceContext) -> CheckResult:
         probe, name = self.probe, self.probe.name
         if ctx.count < 2 and ctx.vendor != "cpu":
-            self._go.tell("stop")
             return skipped(f"{name} skipped: {ctx.count} GPU visible, nothing to all-reduce across", id=probe.id)
-        if self.deadline - time.monotonic() < MIN_RELAUNCH_S and self._future is None:
+        remaining = self.deadline - time.monotonic()
+        if remaining < MIN_RELAUNCH_S:
             return skipped(f"{name} not run: the GPU stage's budget ran out (run it alone: rocmcheck probe {name})",
                            id=probe.id)
-        if self._future is None:
-            self.start()
-        self._go.tell("go")
-        assert self._future is not None
-        run = self._future.result()
+        # world 0: the child counts the GPUs itself (the parent does not import torch); tests use 2 CPU ranks.
+        request = {"world": 2 if self.cpu else 0, "backend": "gloo" if self.cpu else "nccl",
+                   "timeout": min(probe.timeout_s, remaining), **({"mib": 1} if self.cpu else {})}
+        run = run_child(self.module, request, remaining, env=self.env, python=self.python)
         report = parse_child_output(run)
         if name in report.results:
             return result_verdict(probe, report.results[name], ctx)
         if name in report.bad:
             return garbage_verdict(probe, report.bad[name], run)
-        return died_verdict(probe, run, ctx, self.timeout)
-
-    def release(self) -> None:
-        """Never leave the child waiting: tell it to stop if nobody said go, and do not wait for it here."""
-        self._go.tell("stop")  # nothing when it was told already
-        self._pool.shutdown(wait=False)
-        if self._future is None or self._future.done():
-            self._go.remove()
-        else:
-            self._future.add_done_callback(lambda _f: self._go.remove())
+        return died_verdict(probe, run, ctx, remaining)

@@ -27,7 +27,6 @@ from rocmcheck.child import open_channel, read_request
 from rocmcheck.facts.parsers.nccl_env import transport_settings
 from rocmcheck.probes.catalog.collective import bus_bandwidth_gbps
 from rocmcheck.probes.collective import _all_gather, failure_event
-from rocmcheck.probes.go_file import wait_for_go
 from rocmcheck.safe.scratch_folders import scratch_folder
 from rocmcheck.units import MIB
 
@@ -110,8 +109,8 @@ def _topology(device: torch.device) -> dict[str, Any]:
     return topology_of("amd" if torch.version.hip else "nvidia", buses, os.environ)
 
 
-def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, largest: int, result_path: str,
-           go_file: str | None = None) -> None:
+def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float, largest: int,
+           result_path: str) -> None:
     device = torch.device("cuda", rank) if backend == "nccl" else torch.device("cpu")
     if device.type == "cuda":
         torch.cuda.set_device(device)
@@ -120,8 +119,6 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
     try:
         dist.all_reduce(torch.zeros(1, device=device))  # communicators built before go
         links = _topology(device) if rank == 0 else None
-        if go_file and wait_for_go(go_file, timeout_s) != "go":
-            return
         t0 = time.perf_counter()
         rows = measure_sweep(rank, world, device, sizes(largest))
         if rank == 0:
@@ -133,7 +130,7 @@ def worker(rank: int, world: int, backend: str, init_file: str, timeout_s: float
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Request: as rocmcheck/probes/collective.py's ("world", "go_file", "backend", "timeout"); "mib" is the
+    """Request: as rocmcheck/probes/collective.py's ("world", "backend", "timeout"); "mib" is the
     largest size here (MiB)."""
     request = read_request(argv, prog="python -m rocmcheck.probes.sweep")
     world = int(request.get("world", 0)) or torch.cuda.device_count()
@@ -154,15 +151,11 @@ def main(argv: list[str] | None = None) -> int:
         result_path = os.path.join(tmp, "result.json")
         try:
             mp.start_processes(worker, nprocs=world, start_method="spawn", join=True,
-                               args=(world, backend, os.path.join(tmp, "init"), timeout_s, largest, result_path,
-                                     request.get("go_file")))
-            if not os.path.exists(result_path):
-                event = {"outcome": "skip", "data": {"world": world}, "reason": "the GPU stage did not need it"}
-            else:
-                with open(result_path, encoding="utf-8") as fh:
-                    data = json.load(fh)
-                data["transport_env"] = settings
-                event = {"outcome": "ok", "data": data}
+                               args=(world, backend, os.path.join(tmp, "init"), timeout_s, largest, result_path))
+            with open(result_path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            data["transport_env"] = settings
+            event = {"outcome": "ok", "data": data}
         except Exception as exc:  # a rank raised (NCCL error, timeout) or died
             event = failure_event(exc)
     channel.emit("result", probe=PROBE, seconds=round(time.perf_counter() - t0, 3), **event)

@@ -39,8 +39,6 @@ SHM = Path("/dev/shm")
 # is never one of them.
 KINDS = {
     "request": "a child's request file (rocmcheck/child.py)",
-    "go": "the file that releases a probe child started ahead, or the collective probe's ranks (probes/go_file.py)",
-    "gate": "the file that starts or cancels the doctor's early training child (rocmcheck/train/gate.py)",
     "collective": "the collective probe's rendezvous and result (rocmcheck/probes/collective.py)",
     "across": "the across-nodes probe's result (rocmcheck/probes/across_nodes.py)",
     "sweep": "the collective sweep's rendezvous and result (rocmcheck/probes/sweep.py)",

@@ -4,8 +4,9 @@ under torchrun, one process per rank.
 
 Request (train_request): {"config": TrainConfig.to_dict(), "deepspeed": DeepSpeedPlan.to_dict() or null,
 "pg_timeout_s": the limit on any one collective, or null}. The plan arrives already linted and filled, so no rank
-reads the DeepSpeed file again. The doctor's early start adds "gate": {"path", "wait_s", "timeout_s"}
-(rocmcheck/train/gate.py): the child imports, waits for the doctor's decision there, then runs (or exits 0).
+reads the DeepSpeed file again. The doctor's early start adds "held": {"wait_s", "timeout_s"}: the child imports
+what the run imports, then waits up to wait_s for the doctor's word on stdin (rocmcheck/child.py, Word; it names
+the device), then runs with faulthandler's watchdog armed for timeout_s; without a word it exits 0.
 
 Events, rank 0 only (every rank points fd 1 at stderr; the others never emit):
   {"event": "step", "step": n, "steps": total, "loss": x, "tokens_per_s": y}   as training goes
@@ -22,9 +23,9 @@ import sys
 import traceback
 from typing import Any
 
-from rocmcheck.child import leave, open_channel, read_request
+from rocmcheck.child import leave, open_channel, read_request, wait_for_word
 from rocmcheck.errors import BadInput
-from rocmcheck.train.config import TrainConfig
+from rocmcheck.train.config import DEVICE_CHOICES, TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan
 
 MODULE = "rocmcheck.train.child"
@@ -64,6 +65,35 @@ def die_with_parent() -> None:
         pass
 
 
+def _import_ahead() -> None:
+    """What the run will import, imported now while the child waits (best effort: a failing import fails again,
+    reported, in the run itself); the collector off meanwhile, as the run imports them."""
+    from rocmcheck.heap import imports_without_gc
+
+    with imports_without_gc():
+        try:
+            from rocmcheck.train import modeling, run  # noqa: F401 - imports torch
+
+            modeling.offline_and_quiet()
+            modeling.import_model_classes()
+        except Exception:  # noqa: BLE001 - whatever it is, the run meets it again and says so
+            pass
+
+
+def wait_held(held: dict[str, Any], cfg: TrainConfig) -> TrainConfig | None:
+    """Import ahead, wait for the word, arm the watchdog: the config to run (on the word's device), or None when
+    let go, no word came within wait_s, or the word names a device this run cannot take."""
+    _import_ahead()
+    word = wait_for_word(float(held.get("wait_s") or 0))
+    if word is None or word.get("device") not in DEVICE_CHOICES:
+        return None
+    import dataclasses
+    import faulthandler
+
+    faulthandler.dump_traceback_later(float(held.get("timeout_s") or 0) or 1e9, exit=True)
+    return dataclasses.replace(cfg, device=word["device"])
+
+
 def main(argv: list[str] | None = None) -> int:
     request = read_request(argv, prog=f"python -m {MODULE}")
     channel = open_channel()
@@ -75,12 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     from rocmcheck.train.report import RunReport, error_result
 
     die_with_parent()  # a parent (torchrun's agent, the doctor) killed for its timeout takes this run with it
-    if isinstance(request.get("gate"), dict):  # the doctor's early start: import now, train once it says so
-        from rocmcheck.train.gate import wait_at_gate
-
-        cfg = wait_at_gate(request["gate"], cfg)
+    if isinstance(request.get("held"), dict):  # the doctor's early start: import now, train once it says so
+        cfg = wait_held(request["held"], cfg)
         if cfg is None:
-            return 0  # cancelled: the doctor needs no run after all
+            return 0  # let go: the doctor needs no run after all
     rank = int(os.environ.get("RANK", "0") or 0)
 
     def progress(step: int, steps: int, row: dict[str, Any]) -> None:

@@ -1,7 +1,7 @@
 """The doctor's last stage: the default smoke-train in a child process (rocmcheck.train.child over the one
 child protocol), so a crash (segfault in HIP init, a kernel fault) or a hang becomes a verdict instead of
-taking the doctor down. EarlyTrain starts that child while the doctor's earlier stages run and holds it at a gate
-until they are done (rocmcheck/train/gate.py). No torch here."""
+taking the doctor down. EarlyTrain starts that child while the doctor's earlier stages run and holds it until they
+are done (rocmcheck/child.py, Word: the child imports, then waits for the word on its stdin). No torch here."""
 
 from __future__ import annotations
 
@@ -10,15 +10,14 @@ import time
 from typing import Any
 
 from rocmcheck import fixes
-from rocmcheck.child import ChildRun, run_child
+from rocmcheck.child import ChildRun, Word, run_child
 from rocmcheck.result import CheckResult, Status, failed, passed
 from rocmcheck.train import child as train_child
 from rocmcheck.train.config import TrainConfig
-from rocmcheck.train.gate import Gate
 from rocmcheck.train.report import TRAIN_BUG_FIX
 
 # What the early child's overall limit adds to its wait and its run: the interpreter's start and the last report.
-GATE_MARGIN_S = 30.0
+HELD_MARGIN_S = 30.0
 
 HUNG_FIX = fixes.shell("rocmcheck smoke-train --device cpu",
                        "if that finishes, the GPU hangs: check dmesg for GPU resets")
@@ -37,10 +36,10 @@ def run_train_stage(timeout_s: float = 180.0, device: str = "auto", *, drift: bo
 
 
 class EarlyTrain:
-    """The same stage with its child started ahead (rocmcheck/train/gate.py): the child imports torch, transformers
-    and the model classes while the doctor's earlier stages run, then waits at the gate; `go` opens it and returns
-    the stage's verdicts, `cancel` lets the child go without a run; a `cancel` after `go` changes nothing, so a
-    caller cancels on every way out.
+    """The same stage with its child started ahead: the child imports torch, transformers and the model classes while
+    the doctor's earlier stages run, then waits for its word; `go` sends it (with the device) and returns the
+    stage's verdicts, `cancel` lets the child go without a run; a `cancel` after `go` changes nothing, so a caller
+    cancels on every way out.
 
     wait_s: the longest the stages before it may take (the child gives up after that); timeout_s: the run's own
     limit, counted from `go` (the child's watchdog), so a hung run is called hung as the plain stage calls it."""
@@ -48,34 +47,32 @@ class EarlyTrain:
     def __init__(self, timeout_s: float, wait_s: float, *, drift: bool = False,
                  config: TrainConfig | None = None) -> None:
         self.timeout_s = timeout_s
-        self.gate = Gate()
+        self.word = Word()
         cfg = config or TrainConfig(device="auto", drift=drift)
-        request = train_child.train_request(cfg) | {"gate": self.gate.spec(wait_s, timeout_s)}
+        request = train_child.train_request(cfg) | {"held": {"wait_s": wait_s, "timeout_s": timeout_s}}
         self._runs: list[ChildRun] = []
         self._ended_at: list[float] = []
 
         def child() -> None:
             try:
-                self._runs.append(run_child(train_child.MODULE, request, wait_s + timeout_s + GATE_MARGIN_S))
+                self._runs.append(run_child(train_child.MODULE, request, wait_s + timeout_s + HELD_MARGIN_S,
+                                            word=self.word))
             finally:
                 self._ended_at.append(time.monotonic())
-                self.gate.remove()  # however the child ended (a doctor stopped by a signal too): no folder left
 
         self._thread = threading.Thread(target=child, name="rocmcheck-early-train", daemon=True)
         self._thread.start()
 
     def go(self, device: str) -> list[CheckResult]:
-        self.gate.open(device)
+        self.word.go(device=device)
         self._thread.join()
-        self.gate.remove()
-        opened = self.gate.opened_at or time.monotonic()
-        ran_s = max(0.0, (self._ended_at[0] if self._ended_at else time.monotonic()) - opened)
+        sent = self.word.go_at or time.monotonic()
+        ran_s = max(0.0, (self._ended_at[0] if self._ended_at else time.monotonic()) - sent)
         return verdicts_of(self._runs[0], self.timeout_s, ran_s)
 
     def cancel(self) -> None:
-        self.gate.cancel()
+        self.word.stop()
         self._thread.join()
-        self.gate.remove()
 
 
 def verdicts_of(run: ChildRun, timeout_s: float, ran_s: float) -> list[CheckResult]:
