@@ -1,0 +1,170 @@
+"""Score `rocmcheck triage` on the recorded issue threads (tests/fixtures/triage_threads/): per split, the share
+of threads whose accepted cause family is among the families of the three causes triage names first, and the
+number of threads where a fix for another platform than the paste's own was offered among those three.
+
+    python scripts/triage_score.py                      # both splits, a line per split
+    python scripts/triage_score.py --misses frozen      # also each thread of a split whose family was missed
+
+Each thread's paste goes to the real command (`python -m rocmcheck triage --json -`, the paste on stdin), as a
+person would run it. A cause id is mapped to its family by tests/fixtures/triage_threads/cause_families.json; an id
+missing there is listed at the end (the map has to learn it), and counts as no family.
+
+"Another platform" is read from the fix texts of the three causes shown: a ROCm-only fix (a ROCm wheel index,
+HSA_OVERRIDE_GFX_VERSION, /dev/kfd, amdgpu, rocminfo, hipcc...) to a CUDA, Windows, WSL or macOS paste, a
+CUDA-only fix (a CUDA wheel index, the NVIDIA driver, nvcc...) to a ROCm or macOS paste, and a Linux-only host
+fix (apt, modprobe, dkms, usermod, /dev/...) to a Windows or macOS paste, and a Linux kernel-driver fix to a WSL
+paste (WSL uses the Windows driver). Threads whose platform is unknown or
+CPU-only are not counted there. The figures are printed, never asserted: this measures, it tunes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rocmcheck.runner import run_command  # noqa: E402
+
+THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
+SPLITS = ("frozen", "tune")
+SHOWN = 3  # the causes a reply names (rocmcheck.triage.SHOWN)
+TRIAGE_TIMEOUT_S = 120.0
+OUTPUT_CAP = 4_000_000
+
+ROCM_ONLY = re.compile(
+    r"whl/rocm|rocm\d|HSA_OVERRIDE_GFX_VERSION|/dev/kfd|amdgpu|rocminfo|rocm-smi|amd-smi|hipcc|"
+    r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|PYTORCH_ROCM_ARCH|/opt/rocm",
+    re.IGNORECASE,
+)
+CUDA_ONLY = re.compile(r"whl/cu\d|\+cu\d|nvidia|nvcc|CUDA_VISIBLE_DEVICES|cuda-toolkit|libcuda", re.IGNORECASE)
+LINUX_ONLY = re.compile(
+    r"\bapt(-get)?\s|\bdnf\s|\byum\s|modprobe|dkms|usermod|/dev/|/etc/|ldconfig|"
+    r"\bsudo\s",
+    re.IGNORECASE,
+)
+HOST_DRIVER = re.compile(r"modprobe|dkms|nouveau|linux-headers|amdgpu-install(?!.*wsl)", re.IGNORECASE)
+OTHER_PLATFORM = {  # paste platform -> the fix markers that belong to another platform
+    "cuda-linux": (ROCM_ONLY,),
+    "rocm-linux": (CUDA_ONLY,),
+    "wsl": (HOST_DRIVER,),  # WSL runs either vendor's stack on the Windows driver: a vendor marker decides nothing
+    "windows": (ROCM_ONLY, LINUX_ONLY),
+    "macos": (ROCM_ONLY, CUDA_ONLY, LINUX_ONLY),
+}
+
+
+@dataclass
+class Scored:
+    name: str
+    family: str
+    platform: str
+    shown: list[tuple[str, str | None]] = field(default_factory=list)  # (cause id, family)
+    hit: bool = False
+    other_platform: str = ""  # the fix text that belongs to another platform, if one was offered
+    error: str = ""
+
+
+def load_families(path: Path) -> dict[str, str | None]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return dict(data["families"])
+
+
+def fix_texts(cause: dict) -> list[str]:
+    fix = cause.get("fix") or {}
+    return [str(fix.get(k) or "") for k in ("text", "why", "file")]
+
+
+def other_platform_fix(platform: str, causes: list[dict]) -> str:
+    for cause in causes:
+        for text in fix_texts(cause):
+            for marker in OTHER_PLATFORM.get(platform, ()):
+                if text and marker.search(text):
+                    return text
+    return ""
+
+
+def score_one(path: Path, families: dict[str, str | None], unmapped: set[str]) -> Scored:
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    s = Scored(path.stem, rec["cause_family"], rec["platform"])
+    res = run_command(
+        [sys.executable, "-m", "rocmcheck", "triage", "--json", "-"],
+        TRIAGE_TIMEOUT_S,
+        input_text=rec["paste"] + "\n",
+        cwd=str(ROOT),
+        stdout_cap=OUTPUT_CAP,
+    )
+    if res.returncode not in (0, 1, 3) or not res.stdout.strip():
+        s.error = res.describe_failure() if res.returncode is None else f"exit {res.returncode}: {res.stderr[-300:]}"
+        return s
+    try:
+        causes = json.loads(res.stdout).get("causes") or []
+    except json.JSONDecodeError as exc:
+        s.error = f"not JSON: {exc}"
+        return s
+    top = sorted(causes, key=lambda c: c.get("rank", 0))[:SHOWN]
+    for cause in top:
+        cid = str(cause.get("id"))
+        if cid not in families:
+            unmapped.add(cid)
+        s.shown.append((cid, families.get(cid)))
+    s.hit = any(fam == s.family for _, fam in s.shown)
+    s.other_platform = other_platform_fix(s.platform, top)
+    return s
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=Path, default=THREADS, help="the folder holding frozen/ and tune/")
+    ap.add_argument(
+        "--misses",
+        choices=SPLITS,
+        action="append",
+        default=[],
+        help="list each thread of this split whose accepted family was not among the three shown",
+    )
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args(argv)
+    fam_path = args.threads / "cause_families.json"
+    if not fam_path.is_file() or not all((args.threads / s).is_dir() for s in SPLITS):
+        print(f"triage_score: {args.threads} holds no cause_families.json with frozen/ and tune/", file=sys.stderr)
+        return 2
+    families = load_families(fam_path)
+    unmapped: set[str] = set()
+    by_split: dict[str, list[Scored]] = {}
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for split in SPLITS:
+            paths = sorted((args.threads / split).glob("*.json"))
+            by_split[split] = list(pool.map(lambda p: score_one(p, families, unmapped), paths))
+    for split in SPLITS:
+        rows = by_split[split]
+        judged = [r for r in rows if not r.error]
+        hits = sum(r.hit for r in judged)
+        counted = [r for r in judged if r.platform in OTHER_PLATFORM]
+        other = sum(bool(r.other_platform) for r in counted)
+        share = f"{100 * hits / len(judged):.0f}%" if judged else "n/a"
+        print(
+            f"{split}: {len(rows)} threads, accepted family among the top {SHOWN}: {hits}/{len(judged)} ({share}); "
+            f"a fix for another platform: {other} of {len(counted)} platform-known threads"
+            + (f"; {len(rows) - len(judged)} could not be scored" if len(judged) < len(rows) else "")
+        )
+    for split in args.misses:
+        for r in by_split[split]:
+            if r.error:
+                print(f"  {split} {r.name}: not scored: {r.error}")
+            elif not r.hit or r.other_platform:
+                shown = ", ".join(f"{cid}={fam}" for cid, fam in r.shown) or "nothing"
+                note = f"  [other-platform fix: {r.other_platform[:80]}]" if r.other_platform else ""
+                print(f"  {split} {r.name} ({r.platform}, {r.family}): {shown}{note}")
+    if unmapped:
+        print("cause ids missing from cause_families.json: " + ", ".join(sorted(unmapped)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
