@@ -21,12 +21,11 @@ from rocmcheck.commands.options import (
     json_option,
 )
 from rocmcheck.errors import BadInput
-from rocmcheck.plan.estimate import ADAPTER_DTYPES, LORA_TARGET_CHOICES, OPTIMIZERS, estimate_memory
+from rocmcheck.plan.estimate import ADAPTER_DTYPES, LORA_TARGET_CHOICES, OPTIMIZERS, PLAN_ATTENTION, estimate_memory
 from rocmcheck.result import CheckResult, exit_code, skipped
 from rocmcheck.units import GIB, fmt_bytes
 
 # The planner's own names for the attention kinds (rocmcheck/plan/estimate.py ATTENTIONS).
-PLAN_ATTENTION = {"flash_attention_2": "flash", "sdpa": "sdpa", "eager": "eager"}
 
 
 def _settings(opts: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,9 @@ from rocmcheck.units import GIB, fmt_bytes
 
 PRECISIONS = ("amp-bf16", "pure-bf16")
 ATTENTIONS = ("flash", "sdpa", "eager")
+# The planner's attention names and transformers' attn_implementation for each: the one map between them.
+ATTN_IMPLEMENTATION = {"flash": "flash_attention_2", "sdpa": "sdpa", "eager": "eager"}
+PLAN_ATTENTION = {impl: name for name, impl in ATTN_IMPLEMENTATION.items()}
 OPTIMIZERS = ("fused", "foreach")
 ADAPTER_DTYPES = ("fp32", "bf16")
 LORA_TARGET_CHOICES = tuple(F.LORA_TARGETS)

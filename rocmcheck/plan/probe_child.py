@@ -22,9 +22,9 @@ from typing import Any
 
 from rocmcheck.child import Channel, leave, open_channel, read_request, watchdog
 from rocmcheck.facts.torch_devices import describe_devices
+from rocmcheck.plan.estimate import ATTN_IMPLEMENTATION
 from rocmcheck.plan.search import Trial, search_from_estimate, search_max_batch
 
-ATTN_IMPLEMENTATION = {"sdpa": "sdpa", "eager": "eager", "flash": "flash_attention_2"}
 CPU_DEVICE = {"index": 0, "name": "CPU (test mode)", "arch": "", "total_bytes": 0}
 
 

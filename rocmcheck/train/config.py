@@ -135,6 +135,17 @@ LORA_MIN_ACCURACY = 0.25
 
 
 
+def read_model_config(path: Path) -> dict[str, Any]:
+    """A model folder's config.json through the capped loader (rocmcheck/safe/structured.py): the one reader of it.
+    Raises ValueError (BadInput) when it cannot be read or is not a JSON object."""
+    from rocmcheck.safe.structured import load_file
+
+    cfg = load_file(Path(path) / "config.json", what="config.json", fmt="json")
+    if not isinstance(cfg, dict):
+        raise BadInput("config.json is not a JSON object")
+    return cfg
+
+
 def validate_model_dir(path: Path) -> dict[str, Any]:
     """The checkpoint's config.json if `path` is a local HF LLaMA-family dir with weights; else BadInput."""
     path = Path(path)
@@ -143,14 +154,10 @@ def validate_model_dir(path: Path) -> dict[str, Any]:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise BadInput(f"--model {path}: no config.json there (is this a Hugging Face model folder?)")
-    from rocmcheck.safe.structured import load_file
-
     try:
-        cfg = load_file(cfg_file, what="config.json", fmt="json")
+        cfg = read_model_config(path)
     except ValueError as exc:  # BadInput, one line
         raise BadInput(f"--model {path}: config.json is unreadable: {exc}") from None
-    if not isinstance(cfg, dict):
-        raise BadInput(f"--model {path}: config.json is not a JSON object")
     model_type = cfg.get("model_type")
     if model_type not in LLAMA_FAMILY:
         raise BadInput(f"--model {path}: model_type {model_type!r} is not LLaMA-family ({', '.join(LLAMA_FAMILY)})")

@@ -11,7 +11,7 @@ from typing import Any
 from rocmcheck import fixes
 from rocmcheck.fixes import Fix
 from rocmcheck.plan.advice import FIT_FRACTION, cheapest_changes
-from rocmcheck.plan.estimate import MemoryEstimate, estimate_memory
+from rocmcheck.plan.estimate import PLAN_ATTENTION, MemoryEstimate, estimate_memory
 from rocmcheck.plan.shapes import shape_from_config
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.train.config import TrainConfig
@@ -19,7 +19,6 @@ from rocmcheck.train.ds_config import DeepSpeedPlan
 from rocmcheck.units import fmt_bytes
 
 # The planner's attention names for --attn.
-PLAN_ATTENTION = {"sdpa": "sdpa", "flash_attention_2": "flash", "eager": "eager"}
 # Stop before loading when the estimate exceeds the device's memory by more than this factor. The planner
 # lands within 6% of measured H200 peaks (tests/test_plan_estimate.py); 15% over is out of reach of that
 # error, while a run estimated just above the memory is still tried (and its peak reported).

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import importlib.util
-import json
 import math
 import os
 import random
@@ -46,7 +45,7 @@ from rocmcheck.train import (
     verdicts,
 )
 from rocmcheck.train import data as data_mod
-from rocmcheck.train.config import TrainConfig
+from rocmcheck.train.config import TrainConfig, read_model_config
 from rocmcheck.train.device import DeviceInfo, DeviceUnavailable, fused_adamw_ok, pick_device, synchronize
 from rocmcheck.train.distributed import World, bind_device, world_from_env
 from rocmcheck.train.ds_config import DeepSpeedPlan
@@ -234,8 +233,8 @@ class _Run:
     def _fit(self) -> None:
         cfg = self.cfg
         try:
-            model_config = json.loads((Path(cfg.model) / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            model_config = read_model_config(cfg.model)
+        except ValueError:  # unreadable: the estimate says it cannot size the model, and the load says why
             model_config = {}
         settings = fit.run_settings(cfg, self.plan, self.world.world_size, self.fused_adamw)
         self.estimate, why_not = fit.estimate_run(model_config, settings)
