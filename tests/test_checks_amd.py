@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from conftest import read_fixture
 from machines import amd_machine, ran, verdicts
 
 from rocmcheck.result import Status
@@ -236,3 +237,19 @@ def test_rocminfo_incompatible_kernel_and_userspace_says_upgrade_the_driver():
     assert "amdgpu-install --usecase=dkms" in r.fix.line() and "older than this ROCm" in r.fix.line()
     assert v["gpu.present"].status == Status.FAIL and "Upgrade amdgpu" in v["gpu.present"].summary
     assert v["driver.amdgpu"].status == Status.PASS  # the driver is loaded: it is too old, not missing
+
+
+def _rocminfo_grep(pattern: str) -> str:
+    """`rocminfo | grep -E pattern` on the real 8x MI300X rocminfo: the lines a person pastes from a grep."""
+    return "\n".join(line for line in read_fixture("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt").splitlines()
+                     if re.search(pattern, line))
+
+
+def test_partition_mode_is_not_known_from_a_fragment_that_does_not_show_it():
+    # Agent names only: no partition column, no compute units, no marketing name. Nothing says SPX.
+    facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=_rocminfo_grep(r"^\s*Name:"))})
+    r = verdicts(facts, "gpu.partition")["gpu.partition"]
+    assert r.status == Status.SKIP and "partition mode" in r.summary
+    # With the compute units: 304 is the most any gfx942 product has, so each agent is a whole GPU.
+    facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=_rocminfo_grep(r"^\s*(Name|Compute Unit):"))})
+    assert verdicts(facts, "gpu.partition")["gpu.partition"].status == Status.PASS
