@@ -45,6 +45,7 @@ from rocmcheck.knowledge import all_archs, arch_of_product, base_gfx
 from rocmcheck.result import CheckResult
 from rocmcheck.runner import CommandResult
 from rocmcheck.triage.readers._read import normalize_name
+from rocmcheck.triage.readers.ds_report import is_ds_report_crash, parse_ds_report
 from rocmcheck.triage.readers.paste import Block, Paste, split_paste
 from rocmcheck.triage.readers.paste_read import read_block
 from rocmcheck.triage.readers.shell import split_prompt, unmark
@@ -243,6 +244,8 @@ class _Builder:
             return
         self.p.read[id(block)] = result
         reader = _READERS.get(block.kind)
+        if block.kind == "traceback" and is_ds_report_crash(block.text):  # ds_report's crash importing deepspeed
+            reader, result = _Builder.ds_report, parse_ds_report(block.text)
         if reader is None:
             return
         try:
@@ -283,6 +286,13 @@ class _Builder:
 
     def ds_report(self, inp: PasteInput, block: Block, r: Any) -> None:
         q = inp.quote
+        if r.import_failed:  # no report was printed: deepspeed is there and fails to import, and nothing else is shown
+            self.probe("deepspeed", "installed", True, inp.quote(block))
+            self.probe("deepspeed", "import_error", r.import_error or "ds_report crashed importing deepspeed "
+                       "(the traceback's last line is not in the paste)", inp.quote(block))
+            if r.import_failed_in == "torch" and r.import_error:  # deepspeed's `import torch` is what raised
+                self.probe("torch", "import_error", r.import_error, inp.quote(block))
+            return
         self.imported("deepspeed", q(block, "deepspeed info") if r.deepspeed_info else inp.quote(block))
         if r.deepspeed_version:
             self.probe("deepspeed", "version", r.deepspeed_version, q(block, "deepspeed info"))
