@@ -39,7 +39,7 @@ from typing import Any, Callable
 from rocmcheck.facts.collect import PACKAGES, Facts, in_env_domain
 from rocmcheck.facts.known import ALL
 from rocmcheck.facts.parsers.links import Topology
-from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
+from rocmcheck.facts.parsers.versions import is_rocm_torch, parse_torch_rocm_suffix, torch_version_of
 from rocmcheck.facts.redact import redact_value
 from rocmcheck.knowledge import all_archs, arch_of_product, base_gfx
 from rocmcheck.result import CheckResult
@@ -503,6 +503,8 @@ class _Builder:
         elif label == "cpu":
             self.probe("torch", "cuda", None, quote)
             self.probe("torch", "hip", None, quote)
+        elif is_rocm_torch(version):  # TheRock's "+rocmsdk20260116": a ROCm build whose label names no ROCm version
+            self.probe("torch", "cuda", None, quote)
 
     def _python_platform(self, text: str, quote: Quote) -> None:
         """"Linux-5.15.0-84-generic-x86_64-with-glibc2.35" -> system, kernel, machine."""
@@ -707,7 +709,9 @@ def _bytes_of(text: str) -> int | None:
 
 
 def _version_of(versions: dict[str, str], name: str) -> str | None:
-    return versions.get(normalize_name(name)) or versions.get(name)
+    """A package's version in a listing; torch's also from TheRock's device wheels ("amd-torch-device-gfx942")."""
+    found = versions.get(normalize_name(name)) or versions.get(name)
+    return found or (torch_version_of(versions) if normalize_name(name) == "torch" else None)
 
 
 def _package_line(name: str) -> re.Pattern[str]:
