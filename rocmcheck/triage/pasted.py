@@ -93,6 +93,10 @@ class PastedGpu:
     memory_bytes: int | None = None
     quote: Quote | None = None
     origin: str = ""  # the kind of block that named it
+    index: int | None = None  # the index the tool printed for it ("GPU: 3", "GPU[3]"); None when none was printed
+    partition: str | None = None  # compute partition ("SPX", "CPX") when the block shows it
+    memory_partition: str | None = None  # "NPS1", "NPS4" when the block shows it
+    compute_units: int | None = None  # amd-smi static's NUM_COMPUTE_UNITS
 
 
 @dataclass
@@ -228,12 +232,13 @@ class _Builder:
             self.fact("env", name, value, quote)
 
     def gpu(self, origin: str, vendor: str | None, name: str | None, arch: str | None, quote: Quote | None,
-            memory: int | None = None) -> None:
-        """A GPU a block names; `origin` is the block's kind (the context takes the GPUs of the best one)."""
+            memory: int | None = None, **shown: Any) -> None:
+        """A GPU a block names; `origin` is the block's kind (the context takes the GPUs of the best one); `shown`:
+        what else the block prints of it (PastedGpu's index, partition, memory_partition, compute_units)."""
         arch = base_gfx(arch) if arch else _arch_of_name(name)
         vendor = vendor or _vendor_of(name, arch)
         if len(self.p.gpus) < MAX_GPUS:
-            self.p.gpus.append(PastedGpu(vendor, name, arch, memory, quote, origin))
+            self.p.gpus.append(PastedGpu(vendor, name, arch, memory, quote, origin, **shown))
 
     # ---- one block ---------------------------------------------------------------------------------------------
     def read(self, inp: PasteInput, block: Block) -> None:
@@ -552,7 +557,8 @@ class _Builder:
         for g in report.gpus:
             name = g.product_name
             self.gpu(block.kind, vendor or ("amd" if g.gfx else None), name, g.gfx, inp.quote(block, name or g.gfx),
-                     g.vram_total_bytes)
+                     g.vram_total_bytes, index=g.index, partition=g.partition, memory_partition=g.memory_partition,
+                     compute_units=g.compute_units)
 
     def _topology(self, inp: PasteInput, block: Block, result: Any) -> bool:
         """A topology tool's matrix (the smi tools print it): kept with its first line; True when it is one."""
