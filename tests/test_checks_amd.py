@@ -253,3 +253,21 @@ def test_partition_mode_is_not_known_from_a_fragment_that_does_not_show_it():
     # With the compute units: 304 is the most any gfx942 product has, so each agent is a whole GPU.
     facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=_rocminfo_grep(r"^\s*(Name|Compute Unit):"))})
     assert verdicts(facts, "gpu.partition")["gpu.partition"].status == Status.PASS
+
+
+def test_rocminfo_and_rocm_smi_are_paired_by_pci_address_not_by_position():
+    # One 4x MI300X VM's rocminfo and rocm-smi -a, each cut to the last two GPUs (buses 0x65 and 0x85): rocminfo
+    # numbers them 0 and 1, rocm-smi GPU[2] and GPU[3]. Each gets its own rocm-smi lines by its BDFID.
+    from conftest import project_fixture
+
+    rocminfo = project_fixture("pastes/rocminfo/rocminfo_full_MI300X-x4_EPYC9474F_thamada-gls.txt").splitlines(True)
+    agents = "".join(rocminfo[:15] + rocminfo[319:])  # the system attributes, then Agents 5 and 6
+    smi = "".join(line for line in project_fixture("pastes/rocm_smi/showallinfo-a_MI300X-x4_SRIOV-VM_driver-6.7.0_SPX_"
+                                                   "NPS1_thamada-gls.txt").splitlines(True)
+                  if line.startswith(("GPU[2]", "GPU[3]")))
+    facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=agents), "rocm-smi": ran("rocm-smi", stdout=smi)})
+    from rocmcheck.checks.context import CheckContext
+
+    gpus = CheckContext(facts).amd_gpus
+    assert [(g.index, g.extra["partition"], g.extra["memory_partition"]) for g in gpus] == \
+        [(0, "SPX", "NPS1"), (1, "SPX", "NPS1")]
