@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from conftest import read_fixture
 from machines import amd_machine, ran, verdicts
 
 from rocmcheck.result import Status
@@ -236,3 +237,37 @@ def test_rocminfo_incompatible_kernel_and_userspace_says_upgrade_the_driver():
     assert "amdgpu-install --usecase=dkms" in r.fix.line() and "older than this ROCm" in r.fix.line()
     assert v["gpu.present"].status == Status.FAIL and "Upgrade amdgpu" in v["gpu.present"].summary
     assert v["driver.amdgpu"].status == Status.PASS  # the driver is loaded: it is too old, not missing
+
+
+def _rocminfo_grep(pattern: str) -> str:
+    """`rocminfo | grep -E pattern` on the real 8x MI300X rocminfo: the lines a person pastes from a grep."""
+    return "\n".join(line for line in read_fixture("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt").splitlines()
+                     if re.search(pattern, line))
+
+
+def test_partition_mode_is_not_known_from_a_fragment_that_does_not_show_it():
+    # Agent names only: no partition column, no compute units, no marketing name. Nothing says SPX.
+    facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=_rocminfo_grep(r"^\s*Name:"))})
+    r = verdicts(facts, "gpu.partition")["gpu.partition"]
+    assert r.status == Status.SKIP and "partition mode" in r.summary
+    # With the compute units: 304 is the most any gfx942 product has, so each agent is a whole GPU.
+    facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=_rocminfo_grep(r"^\s*(Name|Compute Unit):"))})
+    assert verdicts(facts, "gpu.partition")["gpu.partition"].status == Status.PASS
+
+
+def test_rocminfo_and_rocm_smi_are_paired_by_pci_address_not_by_position():
+    # One 4x MI300X VM's rocminfo and rocm-smi -a, each cut to the last two GPUs (buses 0x65 and 0x85): rocminfo
+    # numbers them 0 and 1, rocm-smi GPU[2] and GPU[3]. Each gets its own rocm-smi lines by its BDFID.
+    from conftest import project_fixture
+
+    rocminfo = project_fixture("pastes/rocminfo/rocminfo_full_MI300X-x4_EPYC9474F_thamada-gls.txt").splitlines(True)
+    agents = "".join(rocminfo[:15] + rocminfo[319:])  # the system attributes, then Agents 5 and 6
+    smi = "".join(line for line in project_fixture("pastes/rocm_smi/showallinfo-a_MI300X-x4_SRIOV-VM_driver-6.7.0_SPX_"
+                                                   "NPS1_thamada-gls.txt").splitlines(True)
+                  if line.startswith(("GPU[2]", "GPU[3]")))
+    facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=agents), "rocm-smi": ran("rocm-smi", stdout=smi)})
+    from rocmcheck.checks.context import CheckContext
+
+    gpus = CheckContext(facts).amd_gpus
+    assert [(g.index, g.extra["partition"], g.extra["memory_partition"]) for g in gpus] == \
+        [(0, "SPX", "NPS1"), (1, "SPX", "NPS1")]

@@ -276,3 +276,21 @@ def test_mes_not_responding_is_its_own_finding_before_the_reset():
     mes = next(f for f in r.data["findings"] if f["pattern"] == "amdgpu_mes_no_response")
     assert mes["count"] == 2 and mes["device"] == "0000:c5:00.0"
     assert "5724" in r.fix.line() and "20251125" in r.fix.line()
+
+
+def test_a_process_crashing_in_the_hip_runtime_is_read_from_the_kernels_line():
+    from conftest import project_fixture
+
+    from rocmcheck.triage.readers.paste import split_paste
+    from rocmcheck.triage.readers.paste_read import read_block
+
+    d = "pastes/kernel_log/"
+    for name, processes, library in (
+            ("segfault-in-libamdhip64.so_python3_syslog-kernel-prefix_Failed-to-pin-bo_sdnext-913_excerpt.txt",
+             ["python3 (pid 40923)"], "libamdhip64.so["),
+            ("general-protection-fault-in-libamdhip64.so.7.2.70201_traps_StrixHalo_Debian13_ROCm-6143_excerpt.txt",
+             ["python (pid 3097)", "python (pid 3267)", "python (pid 3411)"], "libamdhip64.so.7.2.70201[")):
+        [block] = [b for b in split_paste(project_fixture(d + name)) if b.kind == "kernel_log"]
+        [finding] = read_block(block)
+        assert (finding.pattern_id, finding.processes, finding.device) == ("rocm_runtime_crash", processes, None)
+        assert library in finding.example and processes[0].split()[0] + "[" in finding.first.text

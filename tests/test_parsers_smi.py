@@ -340,3 +340,55 @@ def test_the_new_readers_never_raise_on_noise_and_cuts():
         read(None)
         read(b"\xff\xfe GPU: 0\n    ASIC:\n")
         read("| " + "0000:c2:00.0 " * 5000 + "|")  # a long row that is not one: bounded, never stuck
+
+
+def _read(relpath: str, kind: str) -> list:
+    """What the paste reader makes of each block of one tool in a real paste."""
+    from rocmcheck.triage.readers.paste_read import read_block
+
+    return [read_block(b) for b in _blocks(relpath, kind)]
+
+
+def test_amd_smi_partition_tables_read_only_what_they_show():
+    # CURRENT_PARTITION with ACCELERATOR_TYPE N/A, then "GPU: N / MEMORY_PARTITION: / CURRENT: NPS1" blocks: the memory
+    # partition of each GPU, and no compute partition (N/A is not known, and not SPX).
+    [report] = _read("pastes/amd_smi/partition_current-table_NA-accelerator_plus-memory-blocks_4x-NPS1_ROCm-4477_"
+                       "excerpt.txt", "amd_smi")
+    assert [(g.index, g.memory_partition, g.partition, g.partition_id) for g in report.gpus] == \
+        [(i, "NPS1", None, None) for i in range(4)]
+    # The --accelerator profile table: the profile marked "*" is the current one (DPX), not the first row's SPX.
+    [report] = _read("pastes/amd_smi/partition_accelerator-profiles_DPX-current-star_MI300-class_amdsmi-132_"
+                       "excerpt.txt", "amd_smi")
+    assert [(g.index, g.partition, g.memory_partition) for g in report.gpus] == [(0, "DPX", None)]
+
+
+def test_amd_smi_gpu_index_is_the_one_printed():
+    # The last block of a real `amd-smi static` alone: one GPU, numbered 3 as amd-smi printed it.
+    from conftest import project_fixture
+
+    text = project_fixture("pastes/amd_smi/static_MI300A_x4_driver-6.9.0-rc5_amdsmi-readme.txt")
+    fragment = text[text.index("GPU: 3"):]
+    assert [(g.index, g.product_name) for g in smi.parse_amd_smi_static_text(fragment).gpus] == [(3, "MI300A")]
+
+
+def test_rocm_smi_showbus_gives_each_gpus_pci_bus():
+    [report] = _read("pastes/rocm_smi/showbus_8xMI60_PCI-Bus-ID-section_nccl-rccl-parser-deviceIdMapping.txt",
+                       "rocm_smi")
+    assert [g.index for g in report.gpus] == list(range(8))
+    assert (report.gpus[0].pci_bus, report.gpus[7].pci_bus) == ("0000:43:00.0", "0000:83:00.0")
+    assert all(g.product_name is None and g.partition is None for g in report.gpus)
+
+
+def test_rocm_smi_concise_na_cell_is_not_known(fixture_text):
+    # The real Radeon 680M row reads VRAM% 83, GPU% 0; the same row with its GPU% cell printed as N/A (as rocm-smi does
+    # for a value it cannot read) must not take the Fan column's "0%" or any other number in its place.
+    from conftest import project_fixture
+
+    text = project_fixture("pastes/rocm_smi/concise_5.x-style_errors-interleaved_plus-showdriverversion-kernel-6.14.0-"
+                           "28-generic_Radeon680M_ROCm-5225.txt")
+    [gpu] = smi.parse_rocm_smi(text).gpus
+    assert (gpu.vram_used_percent, gpu.util_percent) == (83.0, 0.0)
+    row = next(line for line in text.splitlines() if line.startswith("0    45.0c"))
+    cells = row.rstrip().rsplit(None, 2)
+    [gpu] = smi.parse_rocm_smi(text.replace(row, f"{cells[0]}  N/A   N/A")).gpus
+    assert (gpu.vram_used_percent, gpu.util_percent) == (None, None)

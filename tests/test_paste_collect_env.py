@@ -118,3 +118,31 @@ def test_torch_1_11_cudnn_files_and_two_gpus():
     assert env.gpus == ["NVIDIA Graphics Device", "NVIDIA GeForce RTX 3090"]
     assert env.cudnn == "Probably one of the following:" and env.cudnn_files[0].endswith("libcudnn.so.7.6.5")
     assert env.cudnn_files[-1].endswith("libcudnn_o") and len(env.cudnn_files) == 8  # the paste is cut there
+
+
+def test_therock_device_wheels_are_torchs_build_and_its_archs():
+    # ROCm/pytorch#3518: collect_env's "[pip3]" lines of TheRock's multi-arch torch, one device wheel per arch (and the
+    # family bundles gfx11, gfx12-0), each with torch's version; the excerpt stops inside the last line.
+    from conftest import project_fixture
+
+    from rocmcheck.triage.readers.collect_env import parse_collect_env
+
+    ce = parse_collect_env(project_fixture("pastes/collect_env/pip3-section_TheRock-amd-torch-device-gfx-wheels_"
+                                           "torch2.12.0+rocm7.14.0_MI250_pytorch-3518_excerpt.txt"))
+    assert (ce.torch_version, ce.torch_build, ce.torch_rocm) == (None, "2.12.0+rocm7.14.0", "7.14.0")
+    assert {"gfx90a", "gfx942", "gfx950", "gfx11", "gfx12-0"} <= set(ce.torch_device_archs)
+    assert len(ce.torch_device_archs) == 26 and not ce.gpu_archs  # the wheels' archs, not the machine's GPUs
+    from rocmcheck.triage.pasted import read_pastes
+
+    text = project_fixture("pastes/collect_env/pip3-section_TheRock-amd-torch-device-gfx-wheels_torch2.12.0+rocm7.14.0_"
+                           "MI250_pytorch-3518_excerpt.txt")
+    assert read_pastes([("paste", text)]).facts.packages == {"torch": "2.12.0+rocm7.14.0"}
+
+
+def test_therocks_rocmsdk_label_is_a_rocm_build_with_no_rocm_version():
+    # TheRock's Windows wheels (repo.radeon.com/rocm/windows/rocm-rel-7.1.1/torch-2.9.0+rocmsdk20251116-...whl): the
+    # label is a build date.
+    from rocmcheck.facts.parsers.versions import is_rocm_torch, parse_torch_rocm_suffix
+
+    assert is_rocm_torch("2.9.0+rocmsdk20251116") and parse_torch_rocm_suffix("2.9.0+rocmsdk20251116") is None
+    assert is_rocm_torch("2.12.0+rocm7.14.0rc0") and not is_rocm_torch("2.6.0+cu126") and not is_rocm_torch("2.6.0")

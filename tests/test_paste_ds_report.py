@@ -62,3 +62,27 @@ def test_deepspeed_0_6_fail_and_wheel_forms():
 def test_public_mi300x_excerpt():
     r = parse_ds_report(read_fixture("ds_report/mi300x-8gpu-tensorwave-deepspeed-issue6725-truncated.txt"))
     assert r.accelerator == "cuda" and r.ops["cpu_adam"].installed is True and r.ops["async_io"].compatible is False
+
+
+def test_ds_report_that_crashes_importing_deepspeed_is_that_and_nothing_else():
+    # DeepSpeed#3386: ds_report's `from deepspeed.env_report import cli_main` runs deepspeed/__init__.py, whose
+    # `import torch` raises; the report is never printed.
+    t = "pastes/traceback/ds_report_crash-at-import-deepspeed_"
+    r = parse_ds_report(project_fixture(t + "torch-OSError-libcublas_DeepSpeed-3386_excerpt.txt"))
+    assert r.import_failed and r.found and r.import_failed_in == "torch"
+    assert r.import_error.startswith("OSError: ") and "libcublas.so.11" in r.import_error
+    assert (r.ops, r.env, r.sections, r.deepspeed_version, r.accelerator) == ({}, {}, [], None, None)
+    # DeepSpeed#7028: the accelerator lines deepspeed printed while importing, then the crash, cut before its error.
+    r = parse_ds_report(project_fixture(t + "triton-3.2.0-CPU-node_DeepSpeed-7028_excerpt.txt"))
+    assert r.import_failed and r.import_error is None and r.accelerator is None
+
+
+def test_a_ds_report_crash_in_a_paste_says_deepspeed_fails_to_import():
+    from rocmcheck.triage.pasted import read_pastes
+
+    text = project_fixture("pastes/traceback/ds_report_crash-at-import-deepspeed_torch-OSError-libcublas_DeepSpeed-"
+                           "3386_excerpt.txt")
+    pasted = read_pastes([("paste", text)])
+    ds = pasted.facts.probes["deepspeed"]
+    assert ds["installed"] is True and ds["import_error"].startswith("OSError: ")
+    assert "version" not in ds and "accelerator" not in ds

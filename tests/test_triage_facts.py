@@ -131,3 +131,13 @@ def test_every_failed_verdict_on_pasted_facts_reads_only_pasted_facts():
     with pytest.raises(NotKnown, match="arch_list"):
         ctx.torch.get("arch_list")
     assert ctx.torch.get("devices") is None  # an enrichment the views read: absent when not pasted
+
+
+def test_a_pasted_amd_smi_gpu_keeps_the_index_and_partition_it_printed():
+    # The last GPU block of a real `amd-smi static` (4x MI300A) pasted alone: GPU 3 as printed, SPX / NPS1 as printed.
+    text = project_fixture("pastes/amd_smi/static_MI300A_x4_driver-6.9.0-rc5_amdsmi-readme.txt")
+    p = read_pastes([("p", text[text.index("GPU: 3"):])])
+    [gpu] = context_of(p, facts_for_checks(p, Ledger())).amd_gpus
+    assert (gpu.index, gpu.arch, gpu.extra["partition"], gpu.extra["memory_partition"]) == (3, "gfx942", "SPX", "NPS1")
+    v = verdicts(text[text.index("GPU: 3"):])
+    assert v["gpu.partition"].result.status == Status.PASS

@@ -9,6 +9,7 @@ several facts raises NotKnown only when none of its sources is known.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
 
@@ -373,9 +374,16 @@ class CheckContext:
         if report is None:
             return out
         smi_gpus = {g.index: g for g in (smi.gpus if smi else [])}
+        # rocminfo's agent and the smi tools' GPU are one GPU when their PCI addresses agree (rocminfo's BDFID packs
+        # bus, device and function); by index only where either side shows no address: a fragment of either output
+        # numbers its GPUs differently from the other.
+        smi_by_bdf = {bdf: g for g in (smi.gpus if smi else []) if (bdf := _bdfid(g.pci_bus)) is not None}
         for i, agent in enumerate(report.gpus):
             entry = arch_info(agent.name)
-            smi_gpu = smi_gpus.get(i)
+            if smi_by_bdf and agent.bdfid:
+                smi_gpu = smi_by_bdf.get(agent.bdfid & 0xFFFF)
+            else:
+                smi_gpu = smi_gpus.get(i)
             name = agent.marketing_name or (smi_gpu.product_name if smi_gpu else None)
             memory = agent.memory_bytes or (smi_gpu.vram_total_bytes if smi_gpu else None)
             # rocm-smi/amd-smi report the whole GPU's VRAM for every CPX/QPX partition; rocminfo reports the
@@ -499,3 +507,12 @@ def _last_line(text: str) -> str:
 
     lines = [l for l in clean_lines(text) if l.strip()]
     return lines[-1][:300] if lines else "(none)"
+
+
+_BDF = re.compile(r"^(?:[0-9a-fA-F]{4,8}:)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])$")
+
+
+def _bdfid(pci_bus: str | None) -> int | None:
+    """"0000:26:00.0" -> 0x2600, rocminfo's BDFID of the same GPU (bus << 8 | device << 3 | function)."""
+    m = _BDF.match((pci_bus or "").strip())
+    return (int(m.group(1), 16) << 8 | int(m.group(2), 16) << 3 | int(m.group(3))) if m else None

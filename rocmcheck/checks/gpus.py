@@ -181,11 +181,27 @@ PARTITIONING_ARCHS = ("gfx942", "gfx950")
 
 
 def _whole_compute_units(g: GpuView) -> int | None:
-    """The compute units of the whole GPU (its product's; the smallest of the arch's products when it is not known)."""
+    """The compute units of the whole GPU: its product's, or the arch's when every product of the arch has the same
+    count; None when the product is not known and the arch's products differ (an MI300A has 228, an MI300X 304: one
+    product's count says nothing about another's)."""
     if g.product and g.product.compute_units:
         return g.product.compute_units
+    counts = {p.compute_units for p in (g.arch_entry.products if g.arch_entry else ()) if p.compute_units}
+    return counts.pop() if len(counts) == 1 else None
+
+
+def _most_compute_units(g: GpuView) -> int | None:
+    """The most compute units any product of the GPU's arch has: an agent with that many is a whole GPU whichever
+    product it is (a partition has fewer than its whole GPU)."""
     counts = [p.compute_units for p in (g.arch_entry.products if g.arch_entry else ()) if p.compute_units]
-    return min(counts) if counts else None
+    return max(counts) if counts else None
+
+
+def _shows_whole(g: GpuView) -> bool:
+    """The output shows this GPU agent is a whole GPU: its compute units are its whole GPU's count."""
+    cus = g.extra.get("compute_units")
+    whole = _whole_compute_units(g) or _most_compute_units(g)
+    return bool(cus and whole and cus >= whole)
 
 
 @check("gpu.partition", "MI300 / MI350 compute and memory partition mode")
@@ -209,4 +225,11 @@ def check_partition(ctx: CheckContext) -> CheckResult:
         return warned(f"partitioned: {len(parts)} GPU agents, each a fraction of an {family} (memory and CUs split)",
                       shell("sudo amd-smi set --compute-partition SPX && sudo amd-smi set --memory-partition NPS1",
                             "whole GPUs for fine-tuning; then reload the driver"), evidence)
+    # Whole only where the output shows it, for every agent: the compute partition printed as SPX, or the agent's
+    # compute units equal to its whole GPU's. Output that shows neither says nothing about partitions.
+    unshown = [g for g in parts if g.extra.get("partition") != "SPX" and not _shows_whole(g)]
+    if unshown:
+        g = unshown[0]
+        why = "not shown" if not g.extra.get("compute_units") else "fewer than some product of its arch has"
+        raise NotKnown(f"the partition mode of GPU {g.index} (no partition column; its compute units {why})")
     return passed("whole GPUs (SPX)", evidence)

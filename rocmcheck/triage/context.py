@@ -60,7 +60,10 @@ class TriageContext(CheckContext):
             pasted = [g for g in self._pasted("amd") if g.arch]
             if not pasted:
                 raise
-        return [self._smi_gpu(SmiGpu(i, product_name=g.name, gfx=g.arch, vram_total_bytes=g.memory_bytes))
+        # Each GPU with the index its tool printed ("GPU: 3" is GPU 3), and the partition and compute units shown.
+        return [self._smi_gpu(SmiGpu(i if g.index is None else g.index, product_name=g.name, gfx=g.arch,
+                                     vram_total_bytes=g.memory_bytes, partition=g.partition,
+                                     memory_partition=g.memory_partition, compute_units=g.compute_units))
                 for i, g in enumerate(pasted)]
 
     @known_view

@@ -39,12 +39,13 @@ from typing import Any, Callable
 from rocmcheck.facts.collect import PACKAGES, Facts, in_env_domain
 from rocmcheck.facts.known import ALL
 from rocmcheck.facts.parsers.links import Topology
-from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
+from rocmcheck.facts.parsers.versions import is_rocm_torch, parse_torch_rocm_suffix, torch_version_of
 from rocmcheck.facts.redact import redact_value
 from rocmcheck.knowledge import all_archs, arch_of_product, base_gfx
 from rocmcheck.result import CheckResult
 from rocmcheck.runner import CommandResult
 from rocmcheck.triage.readers._read import normalize_name
+from rocmcheck.triage.readers.ds_report import is_ds_report_crash, parse_ds_report
 from rocmcheck.triage.readers.paste import Block, Paste, split_paste
 from rocmcheck.triage.readers.paste_read import read_block
 from rocmcheck.triage.readers.shell import split_prompt, unmark
@@ -92,6 +93,10 @@ class PastedGpu:
     memory_bytes: int | None = None
     quote: Quote | None = None
     origin: str = ""  # the kind of block that named it
+    index: int | None = None  # the index the tool printed for it ("GPU: 3", "GPU[3]"); None when none was printed
+    partition: str | None = None  # compute partition ("SPX", "CPX") when the block shows it
+    memory_partition: str | None = None  # "NPS1", "NPS4" when the block shows it
+    compute_units: int | None = None  # amd-smi static's NUM_COMPUTE_UNITS
 
 
 @dataclass
@@ -227,12 +232,13 @@ class _Builder:
             self.fact("env", name, value, quote)
 
     def gpu(self, origin: str, vendor: str | None, name: str | None, arch: str | None, quote: Quote | None,
-            memory: int | None = None) -> None:
-        """A GPU a block names; `origin` is the block's kind (the context takes the GPUs of the best one)."""
+            memory: int | None = None, **shown: Any) -> None:
+        """A GPU a block names; `origin` is the block's kind (the context takes the GPUs of the best one); `shown`:
+        what else the block prints of it (PastedGpu's index, partition, memory_partition, compute_units)."""
         arch = base_gfx(arch) if arch else _arch_of_name(name)
         vendor = vendor or _vendor_of(name, arch)
         if len(self.p.gpus) < MAX_GPUS:
-            self.p.gpus.append(PastedGpu(vendor, name, arch, memory, quote, origin))
+            self.p.gpus.append(PastedGpu(vendor, name, arch, memory, quote, origin, **shown))
 
     # ---- one block ---------------------------------------------------------------------------------------------
     def read(self, inp: PasteInput, block: Block) -> None:
@@ -243,6 +249,8 @@ class _Builder:
             return
         self.p.read[id(block)] = result
         reader = _READERS.get(block.kind)
+        if block.kind == "traceback" and is_ds_report_crash(block.text):  # ds_report's crash importing deepspeed
+            reader, result = _Builder.ds_report, parse_ds_report(block.text)
         if reader is None:
             return
         try:
@@ -283,6 +291,13 @@ class _Builder:
 
     def ds_report(self, inp: PasteInput, block: Block, r: Any) -> None:
         q = inp.quote
+        if r.import_failed:  # no report was printed: deepspeed is there and fails to import, and nothing else is shown
+            self.probe("deepspeed", "installed", True, inp.quote(block))
+            self.probe("deepspeed", "import_error", r.import_error or "ds_report crashed importing deepspeed "
+                       "(the traceback's last line is not in the paste)", inp.quote(block))
+            if r.import_failed_in == "torch" and r.import_error:  # deepspeed's `import torch` is what raised
+                self.probe("torch", "import_error", r.import_error, inp.quote(block))
+            return
         self.imported("deepspeed", q(block, "deepspeed info") if r.deepspeed_info else inp.quote(block))
         if r.deepspeed_version:
             self.probe("deepspeed", "version", r.deepspeed_version, q(block, "deepspeed info"))
@@ -493,6 +508,8 @@ class _Builder:
         elif label == "cpu":
             self.probe("torch", "cuda", None, quote)
             self.probe("torch", "hip", None, quote)
+        elif is_rocm_torch(version):  # TheRock's "+rocmsdk20260116": a ROCm build whose label names no ROCm version
+            self.probe("torch", "cuda", None, quote)
 
     def _python_platform(self, text: str, quote: Quote) -> None:
         """"Linux-5.15.0-84-generic-x86_64-with-glibc2.35" -> system, kernel, machine."""
@@ -540,7 +557,8 @@ class _Builder:
         for g in report.gpus:
             name = g.product_name
             self.gpu(block.kind, vendor or ("amd" if g.gfx else None), name, g.gfx, inp.quote(block, name or g.gfx),
-                     g.vram_total_bytes)
+                     g.vram_total_bytes, index=g.index, partition=g.partition, memory_partition=g.memory_partition,
+                     compute_units=g.compute_units)
 
     def _topology(self, inp: PasteInput, block: Block, result: Any) -> bool:
         """A topology tool's matrix (the smi tools print it): kept with its first line; True when it is one."""
@@ -697,7 +715,9 @@ def _bytes_of(text: str) -> int | None:
 
 
 def _version_of(versions: dict[str, str], name: str) -> str | None:
-    return versions.get(normalize_name(name)) or versions.get(name)
+    """A package's version in a listing; torch's also from TheRock's device wheels ("amd-torch-device-gfx942")."""
+    found = versions.get(normalize_name(name)) or versions.get(name)
+    return found or (torch_version_of(versions) if normalize_name(name) == "torch" else None)
 
 
 def _package_line(name: str) -> re.Pattern[str]:

@@ -10,6 +10,12 @@ people paste them and as the doctor records them:
     [  563.230818] MSG   /  [   36.764462][  T291] MSG     dmesg (seconds since boot)
     Jan 09 18:55:45 host kernel: [ 2237.944235] MSG        journalctl (short) / syslog
     [Sat Jan  7 14:25:56 2023] MSG                         dmesg -T
+    kernel: MSG                                         syslog / journalctl with the time cut off
+
+A process's crash in the ROCm runtime is read from the kernel's own line for it, "python3[40923]: segfault at 100 ip
+... error 4 in libamdhip64.so[...]" and "traps: python[3097] general protection fault ip:... in
+libamdhip64.so.7.2.70201[...]" (tests/fixtures/pastes/kernel_log/segfault-in-libamdhip64.so_... and
+general-protection-fault-in-libamdhip64.so.7.2.70201_...).
 """
 
 from __future__ import annotations
@@ -134,6 +140,8 @@ def patterns() -> list[_Pattern]:
 
 
 def _device(pattern_id: str, match: re.Match[str], text: str) -> str | None:
+    if pattern_id == "rocm_runtime_crash":
+        return None  # a process's crash names no GPU (its hex addresses are not PCI addresses)
     if pattern_id == "nvidia_xid":
         m = _XID_PCI.search(text)
         return m.group("addr").lower() if m else None
@@ -186,7 +194,7 @@ def parse_kernel_log(text: str | None) -> list[Finding]:
             finding.count += 1
             finding.last = line
             proc = _PROCESS.search(line.text)
-            if pat.id == "oom_killer":
+            if pat.id in ("oom_killer", "rocm_runtime_crash"):
                 name = f"{match.group('process')} (pid {match.group('pid')})"
             elif proc and pat.id in ("amdgpu_page_fault", "amdgpu_ring_timeout", "nvidia_xid"):
                 name = proc.group("name") + (f" (pid {proc.group('pid')})" if proc.group("pid") else "")

@@ -156,10 +156,17 @@ def _concise_row(index: int, line: str, columns: list[str]) -> SmiGpu:
         gpu.memory_partition = none_if_na(part.group(1))
         gpu.partition = none_if_na(part.group(2))
         gpu.partition_id = leading_int(part.group(3))
-    percents = _PERCENT.findall(line)
-    if len(percents) >= 2 and "VRAM%" in columns and "GPU%" in columns:
-        gpu.vram_used_percent, gpu.util_percent = _float(percents[-2]), _float(percents[-1])
+    if columns[-2:] == ["VRAM%", "GPU%"] and len(tokens) >= 3:
+        # The table's last two cells, read in place: a cell that says "N/A" is not known, and the number of another
+        # column (Fan's "0%") must not slide into its place.
+        gpu.vram_used_percent, gpu.util_percent = _percent_cell(tokens[-2]), _percent_cell(tokens[-1])
     return gpu
+
+
+def _percent_cell(cell: str) -> float | None:
+    """"83%" -> 83.0; "N/A" (or anything else) -> None."""
+    m = _PERCENT.fullmatch(cell)
+    return _float(m.group(1)) if m else None
 
 
 def parse_rocm_smi_productname(text: str) -> SmiReport:
@@ -274,7 +281,9 @@ def parse_amd_smi_list(text: str) -> SmiReport:
 def parse_amd_smi_text(text: str) -> SmiReport:
     """Any of amd-smi's text outputs made of "GPU: N" blocks (static, list, metric, firmware, partition): per GPU
     what its block names (market name, gfx target, BDF, UUID, KFD node, compute units, VRAM size or total, compute and
-    memory partition), and the driver version of the first GPU's DRIVER section."""
+    memory partition), the driver version of the first GPU's DRIVER section, and the compute and memory partition of
+    `amd-smi partition`'s tables (CURRENT_PARTITION, MEMORY_PARTITION, the --accelerator profile marked current).
+    A GPU is the index amd-smi printed for it ("GPU: 3" is GPU 3)."""
     report = SmiReport(tool="amd-smi")
     for index, flat in _amd_smi_blocks(text):
         report.gpus.append(_amd_gpu(index, flat))
@@ -282,8 +291,75 @@ def parse_amd_smi_text(text: str) -> SmiReport:
             name, version = flat.get("driver.name"), flat.get("driver.version")
             if version and (name is None or str(name).lower() == "amdgpu"):
                 _set_driver(report, str(version))
+    by_index = {g.index: g for g in report.gpus}
+    for index, facts in sorted(_partition_tables(text).items()):
+        gpu = by_index.get(index)
+        if gpu is None:
+            gpu = by_index[index] = SmiGpu(index=index)
+            report.gpus.append(gpu)
+        for key, value in facts.items():
+            if getattr(gpu, key) is None:
+                setattr(gpu, key, value)
+    report.gpus.sort(key=lambda g: g.index)
     _note_error(report, text)
     return report
+
+
+# `amd-smi partition`: titled tables whose rows start with the GPU's index. Written against
+# tests/fixtures/pastes/amd_smi/partition_current-table_NA-accelerator_plus-memory-blocks_4x-NPS1_ROCm-4477_excerpt.txt
+# (CURRENT_PARTITION with ACCELERATOR_TYPE N/A, then "GPU: N / MEMORY_PARTITION: / CURRENT: NPS1" blocks) and
+# partition_accelerator-profiles_DPX-current-star_MI300-class_amdsmi-132_excerpt.txt (the --accelerator profile table:
+# one row per profile, a profile's GPU_ID left blank after its first, resource rows under it, "*" on the current one).
+_PARTITION_TABLE = re.compile(r"^\s*(CURRENT_PARTITION|MEMORY_PARTITION|ACCELERATOR_PARTITION_PROFILES"
+                              r"|ACCELERATOR_PARTITION_RESOURCES):\s*$")
+_COMPUTE_MODE = re.compile(r"[SDTQC]PX", re.IGNORECASE)
+_MEMORY_MODE = re.compile(r"NPS\d", re.IGNORECASE)
+
+
+def _partition_tables(text: str) -> dict[int, dict[str, Any]]:
+    """{gpu index: {"partition", "memory_partition", "partition_id"}} from `amd-smi partition`'s tables; only what a
+    row shows: "N/A" and a profile not marked current say nothing."""
+    out: dict[int, dict[str, Any]] = {}
+    title: str | None = None
+    header: list[str] = []
+    gpu: int | None = None
+    for line in clean_lines(text):
+        m = _PARTITION_TABLE.match(line)
+        if m:
+            title, header, gpu = m.group(1), [], None
+            continue
+        tokens = line.split()
+        if title is None or not tokens:
+            continue
+        if tokens[0] == "GPU:" or line.strip().endswith(":"):  # a "GPU: N" block, "Legend:": the table has ended
+            title = None
+            continue
+        if tokens[0] in ("GPU_ID", "RESOURCE_INDEX"):
+            header = tokens if tokens[0] == "GPU_ID" else []
+            continue
+        if not header:
+            continue
+        if not line[:1].isspace():
+            gpu, tokens = to_int(tokens[0]), tokens[1:]
+        if gpu is None or len(tokens) != len(header) - 1:  # a resource row under a profile, or a row cut short
+            continue
+        row = dict(zip(header[1:], tokens))
+        facts = out.setdefault(gpu, {})
+        if title == "CURRENT_PARTITION":
+            _partition_fact(facts, "partition", row.get("ACCELERATOR_TYPE"), _COMPUTE_MODE)
+            _partition_fact(facts, "memory_partition", row.get("MEMORY"), _MEMORY_MODE)
+            if to_int(row.get("PARTITION_ID", "")) is not None:  # "0,1,2,...,7" (a host's array) is no one ID
+                facts.setdefault("partition_id", to_int(row["PARTITION_ID"]))
+        elif title == "MEMORY_PARTITION":
+            _partition_fact(facts, "memory_partition", row.get("CURRENT_MEMORY_PARTITION"), _MEMORY_MODE)
+        elif title == "ACCELERATOR_PARTITION_PROFILES" and row.get("ACCELERATOR_TYPE", "").endswith("*"):
+            _partition_fact(facts, "partition", row["ACCELERATOR_TYPE"].rstrip("*"), _COMPUTE_MODE)
+    return {gpu: facts for gpu, facts in out.items() if facts}
+
+
+def _partition_fact(facts: dict[str, Any], key: str, value: str | None, shape: re.Pattern[str]) -> None:
+    if value and shape.fullmatch(value.strip()):
+        facts.setdefault(key, value.strip().upper())
 
 
 def parse_amd_smi_static_json(text: str) -> SmiReport:
@@ -452,7 +528,7 @@ def _amd_gpu(index: int, flat: dict[str, Any]) -> SmiGpu:
     part = first("compute_partition", "accelerator_partition")
     if part is not None and re.fullmatch(r"[SDTQC]PX", str(part).strip(), re.IGNORECASE):
         gpu.partition = str(part).strip().upper()
-    mem = first("memory_partition")
+    mem = first("memory_partition", "memory_partition.current")  # `amd-smi partition`: "MEMORY_PARTITION: / CURRENT:"
     if mem is not None and re.fullmatch(r"NPS\d", str(mem).strip(), re.IGNORECASE):
         gpu.memory_partition = str(mem).strip().upper()
     size = first("vram.size", "vram.vram_size", "vram_size", "total_vram")

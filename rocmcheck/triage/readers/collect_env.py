@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
+from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix, torch_device_wheels, torch_version_of
 from rocmcheck.triage.readers._read import as_bool, known, normalize_name, read_lines
 
 # collect_env's own labels -> CollectEnv attribute (torch/utils/collect_env.py, env_info_fmt, every release).
@@ -89,7 +89,18 @@ class CollectEnv:
     @property
     def torch_rocm(self) -> str | None:
         """The ROCm the torch wheel was built for, from its version label ("6.1" from "2.4.1+rocm6.1")."""
-        return parse_torch_rocm_suffix(self.torch_version)
+        return parse_torch_rocm_suffix(self.torch_build)
+
+    @property
+    def torch_build(self) -> str | None:
+        """torch's version: "PyTorch version", else its "[pip3] torch==" line, else the version of TheRock's device
+        wheels ("[pip3] amd-torch-device-gfx942==2.12.0+rocm7.14.0"); None when none is shown."""
+        return self.torch_version or torch_version_of(self.pip_packages)
+
+    @property
+    def torch_device_archs(self) -> list[str]:
+        """The archs (or arch families, "gfx11") whose TheRock torch device wheels are listed."""
+        return sorted(torch_device_wheels(self.pip_packages))
 
     @property
     def found(self) -> bool:

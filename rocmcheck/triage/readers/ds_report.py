@@ -6,7 +6,12 @@ Written against tests/fixtures/pastes/ds_report/ (a ROCm 6.0 Singularity contain
 0.17.2 where linker errors are printed between two op rows; an unfenced MI200 excerpt cut inside the op table;
 and deepspeed 0.6.2's older "nvcc version .....  [FAIL] cannot find CUDA_HOME ..." and "deepspeed wheel compiled
 w. ...... torch 1.10, cuda 0.0, hip 5.1" forms) and tests/fixtures/public/ds_report/ (an 8x MI300X excerpt).
-Never raises.
+
+A ds_report that crashes importing deepspeed (its script's first line is `from deepspeed.env_report import
+cli_main`, which runs deepspeed/__init__.py) prints a traceback and no report: it is read as "deepspeed fails to
+import" with the traceback's last exception line, and nothing else (tests/fixtures/pastes/traceback/ds_report_crash-
+at-import-deepspeed_torch-OSError-libcublas_DeepSpeed-3386_excerpt.txt, ..._triton-3.2.0-CPU-node_DeepSpeed-7028_
+excerpt.txt). Never raises.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocmcheck.triage.readers._read import known, read_lines
+from rocmcheck.triage.readers.traceback import parse_traceback
 from rocmcheck.units import UNIT_BYTES
 
 _OP = re.compile(r"^([A-Za-z_][\w]*)\s+\.+\s*\[(\w+)\]\s*\.+\s*\[(\w+)\]")
@@ -26,6 +32,10 @@ _ACCELERATOR = re.compile(r"Setting (?:ds_)?accelerator to (\w+)", re.IGNORECASE
 _WARNING = re.compile(r"^\s*\[WARNING\]\s*(.*)$")
 _SIZE = re.compile(r"^([\d.]+)\s*([KMGT]?B)\b", re.IGNORECASE)
 _STATUS = {"YES": True, "OKAY": True, "NO": False, "FAIL": False}
+# ds_report's own frame in a traceback: the console script (".../bin/ds_report", line 3: `from deepspeed.env_report
+# import cli_main`), or `python -m deepspeed.env_report`.
+_CRASH = re.compile(r'File "[^"]*[/\\]ds_report", line \d+|from deepspeed\.env_report import cli_main'
+                    r'|File "[^"]*deepspeed[/\\]env_report\.py", line \d+')
 
 
 @dataclass
@@ -58,10 +68,13 @@ class DsReport:
     shm_size_bytes: int | None = None
     env: dict[str, str] = field(default_factory=dict)  # every "name ..... value" line of the environment section
     sections: list[str] = field(default_factory=list)  # "ops", "environment"
+    import_failed: bool = False  # ds_report crashed importing deepspeed: no report, and no fact but this one
+    import_error: str | None = None  # the crash's last exception line ("OSError: ..."); None when the text is cut
+    import_failed_in: str | None = None  # the package of the frame that raised ("torch": `import torch` failed)
 
     @property
     def found(self) -> bool:
-        return bool(self.sections)
+        return bool(self.sections) or self.import_failed
 
 
 def parse_ds_report(text: Any) -> DsReport:
@@ -72,6 +85,11 @@ def parse_ds_report(text: Any) -> DsReport:
     complete.txt, ds_report_MI200_unfenced_DeepSpeed-5100_excerpt.txt and env-info-section_rocm5.1_torch1.10_
     deepspeed0.6.2_before-after_DeepSpeed-pr1906.txt."""
     report = DsReport()
+    if is_ds_report_crash(text):
+        tb = parse_traceback(text)
+        error = f"{tb.exception_type}: {tb.message}" if tb.exception_type and tb.message else tb.exception_type
+        frame = tb.failing_frame
+        return DsReport(import_failed=True, import_error=error, import_failed_in=frame.library if frame else None)
     in_table = False
     for raw in read_lines(text):
         line = raw.strip()
@@ -115,6 +133,13 @@ def parse_ds_report(text: Any) -> DsReport:
         if in_table and not line.startswith("-") and len(report.other_lines) < 200:
             report.other_lines.append(line[:500])
     return report
+
+
+def is_ds_report_crash(text: Any) -> bool:
+    """The text is ds_report's traceback from importing deepspeed (its report never printed)."""
+    lines = read_lines(text)
+    return any("Traceback (most recent call last)" in line for line in lines) and \
+        any(_CRASH.search(line) for line in lines)
 
 
 def _mark(report: DsReport, section: str) -> None:

@@ -6,7 +6,9 @@ line, `name @ file:///...` lines), `conda list` (its "# packages in environment 
 rows, an empty channel column on Linux, the `nvidia` channel on Windows), and pip's install output in
 tests/fixtures/pastes/pip_install/ ("ERROR: Could not find a version that satisfies the requirement torch (from
 versions: none)", "Successfully installed ..."). Versions are kept as printed, local labels included
-("2.4.0+rocm6.1"). Names are compared as pip does (PEP 503: "PyYAML" is "pyyaml"). Never raises.
+("2.4.0+rocm6.1"). Names are compared as pip does (PEP 503: "PyYAML" is "pyyaml"). TheRock's per-arch torch
+device wheels ("amd-torch-device-gfx942  2.12.0+rocm7.14.0") are read as torch's build and the archs it carries
+kernels for (Packages.torch_version, .torch_device_archs). Never raises.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocmcheck.facts.parsers.versions import torch_device_wheels, torch_version_of
 from rocmcheck.triage.readers._read import normalize_name, read_lines
 
 MAX_PACKAGES = 10_000
@@ -36,6 +39,16 @@ class Packages:
 
     def version(self, name: str) -> str | None:
         return self.versions.get(normalize_name(name))
+
+    @property
+    def torch_version(self) -> str | None:
+        """torch's build: its own row, else the version of TheRock's device wheels ("amd-torch-device-gfx942")."""
+        return torch_version_of(self.versions)
+
+    @property
+    def torch_device_archs(self) -> list[str]:
+        """The archs (or arch families) whose TheRock torch device wheels are installed: ["gfx90a", "gfx942"]."""
+        return sorted(torch_device_wheels(self.versions))
 
     @property
     def found(self) -> bool:

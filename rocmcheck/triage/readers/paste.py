@@ -154,6 +154,9 @@ SIGNATURES: list[tuple[str, str]] = [
     ("amd_smi",
      r"AMDSMI Tool: |\|\s*AMD-SMI \S+|GPU: \d+\s*$|CPU: \d+\s*$|ERROR: Unable to detect any GPU devices, check amdgpu"
      r"|Fail to open libdrm_amdgpu|ERROR:root:Drivers not loaded|GPU\s+(?:POWER|XCP)\s+\S"
+     # `amd-smi partition`: its tables' titles and header rows
+     r"|(?:CURRENT_PARTITION|MEMORY_PARTITION|ACCELERATOR_PARTITION_PROFILES|ACCELERATOR_PARTITION_RESOURCES):\s*$"
+     r"|GPU_ID\s+(?:MEMORY|PROFILE_INDEX)\s"
      # `amd-smi topology`: its tables, each headed "<NAME> TABLE:"
      r"|(?:ACCESS|WEIGHT|HOPS|LINK TYPE|NUMA BW|CACHE COHER[AE]NCY|ATOMICS|DMA|BI-DIRECTIONAL)"
      r" TABLE:\s*$"),
@@ -185,7 +188,10 @@ SIGNATURES: list[tuple[str, str]] = [
     ("kernel_log",
      r"\[\s*\d+\.\d{3,}\](?:\[\s*[TC]\d+\])?\s|\[[A-Z][a-z]{2} [A-Z][a-z]{2}\s+\d+ \d\d:\d\d:\d\d \d{4}\]\s"
      r"|[A-Z][a-z]{2}\s+\d+ \d\d:\d\d:\d\d \S*\s*kernel:|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[\d.,]*(?:Z|[+-]\d\d:?\d\d)?\s+"
-     r"(?:\S+\s+kernel:|\S+\s+amdgpu)|kern\s*:\s*\w+\s*:"),
+     r"(?:\S+\s+kernel:|\S+\s+amdgpu)|kern\s*:\s*\w+\s*:"
+     # a process's crash line (the kernel's show_signal_msg / do_general_protection), with or without "kernel: "
+     r"|(?:kernel: |traps: )?[\w.-]+\[\d+\]:? (?:segfault at [0-9a-f]+ ip |general protection fault ip:)"
+     r"|kernel: amdgpu[: ]"),
     ("python_session",
      r">>>(?: |$)|In \[\d+\]: |Out\[\d+\]: |Python \d+\.\d+\.\d+\S* (?:\||\()|Type \"help\", \"copyright\""),
     ("nccl_tests",
@@ -247,7 +253,8 @@ _MEMBERS = {
                 r"|mkdir: cannot create|[xyz]\s+\d+\(0x",
     "rocm_smi": rf"={{3,}}|GPU\[\d+\]|\d+\s+\S|Exception caught|ERROR: GPU\[|{_KEY_VALUE}|PID\s|Driver version:"
                 r"|GPU\d+\s+\S",  # the last: a row of `rocm-smi --showtopo`'s matrices
-    "amd_smi": rf"[|+]|GPU: \d+|CPU: \d+|{_KEY_VALUE}|[A-Z_ ]+:$|{_BDF_CELL}|Legend:$",
+    "amd_smi": rf"[|+]|GPU: \d+|CPU: \d+|{_KEY_VALUE}|[A-Z_ ]+:$|{_BDF_CELL}|Legend:$"
+               r"|(?:GPU_ID|RESOURCE_INDEX)\s|\d+\s+(?:NPS\d|N/A|\d+)\s",  # `amd-smi partition`'s table rows
     "nvidia_smi": rf"[|+]|{_KEY_VALUE}|(?:GPU|NIC|mlx)\w*\s|Legend:|[^,]+(?:,[^,]+)+$|[A-Z][\w ]+$",
     "hipconfig": rf"{_KEY_VALUE}|==|[A-Za-z_]\w*=|(?:\S+ )?clang version|Target: |Thread model:"
                  r"|InstalledDir:|(?:AMD )?LLVM|Can't exec|Use of uninitialized value|HSA Error|Hostname"
@@ -258,7 +265,8 @@ _MEMBERS = {
     "lsb_release": r"(?:Description|Release|Codename|LSB Version|Distributor ID):",
     "dkms": r"File: \S+ does not exist|Error!|[\w-]+[/,] ?\S+: ",
     "docker_run": r"$^",
-    "kernel_log": r"\[\s*\d+\.\d+\]|\[[A-Z][a-z]{2} |[A-Z][a-z]{2}\s+\d+ \d\d:|\d{4}-\d\d-\d\dT|kern\s*:|amdgpu",
+    "kernel_log": r"\[\s*\d+\.\d+\]|\[[A-Z][a-z]{2} |[A-Z][a-z]{2}\s+\d+ \d\d:|\d{4}-\d\d-\d\dT|kern\s*:|amdgpu"
+                  r"|kernel: |audit\[\d+\]: |traps: ",
     "python_session": r"$^",
     "traceback": r"\^+$|~*\^+~*$|(?:HIP|CUDA) kernel errors might be|For debugging consider passing"
                  r"|Compile with .TORCH_USE_|Search for .(?:hip|cuda)Error|Device-side assertion|CUDA_LAUNCH_BLOCKING"

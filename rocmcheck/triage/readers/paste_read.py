@@ -11,7 +11,7 @@ go to the readers in rocminfo.py, smi.py, nvidia_smi.py, hipconfig.py and kernel
 | accelerate_env / transformers_env / llamafactory_env | env_reports.parse_env_report | EnvReport |
 | rocminfo | rocminfo.parse_rocminfo | RocminfoReport |
 | rocm_smi | smi.parse_rocm_smi (+ _productname, _meminfo, _json), merged | SmiReport |
-| amd_smi | smi.parse_amd_smi_version (+ _list, _static_json), merged | SmiReport |
+| amd_smi | smi.parse_amd_smi_version (+ _static_json, _static_text), merged | SmiReport |
 | nvidia_smi | nvidia_smi.parse_nvidia_smi_table, or parse_nvidia_smi_csv with the query's fields | SmiReport |
 | rocm_smi / amd_smi / nvidia_smi topology | links.parse_rocm_smi_topo / _amd_smi_topology / _nvidia_topo | Topology |
 | hipconfig | hipconfig.parse_hipconfig | HipConfig |
@@ -38,8 +38,8 @@ from rocmcheck.facts.parsers.nvidia_smi import parse_nvidia_smi_csv, parse_nvidi
 from rocmcheck.facts.parsers.rocminfo import parse_rocminfo
 from rocmcheck.facts.parsers.smi import (
     merge_smi,
-    parse_amd_smi_list,
     parse_amd_smi_static_json,
+    parse_amd_smi_static_text,
     parse_amd_smi_version,
     parse_rocm_smi,
     parse_rocm_smi_json,
@@ -88,7 +88,7 @@ def _amd_smi(block: Block) -> Any:
     text = block.text
     if _AMD_TOPOLOGY.search(text):
         return parse_amd_smi_topology(text)
-    return merge_smi(parse_amd_smi_static_json(text), parse_amd_smi_list(text), parse_amd_smi_version(text))
+    return merge_smi(parse_amd_smi_static_json(text), parse_amd_smi_static_text(text), parse_amd_smi_version(text))
 
 
 def _nvidia_smi(block: Block) -> Any:
