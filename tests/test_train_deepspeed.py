@@ -113,18 +113,19 @@ def test_zero2_with_accumulation(tmp_path, torch_extensions_dir):
 
 
 def test_parity_fails_for_a_config_that_trains_differently(tmp_path, torch_extensions_dir):
-    """A lint-clean config with its own optimizer: Adagrad with an epsilon of 1, so each step moves a weight by about
-    the learning rate times its (small) gradient, where the plain run's AdamW moves it by about the learning rate.
-    DeepSpeed trains, far slower than the plain run, whatever the machine's timing."""
+    """A lint-clean config with its own optimizer: plain SGD (torch's, which ZeRO runs when told it may), so each step
+    moves a weight by the learning rate times its small gradient, where the plain run's AdamW moves it by about the
+    learning rate. DeepSpeed trains, far slower than the plain run (whose loss falls by about 5 nats in these 10
+    steps on the CPU), whatever the machine's timing."""
     config = json.loads((RECIPES / "zero2.json").read_text())
-    config["optimizer"] = {"type": "Adagrad", "params": {"lr": "auto", "eps": 1.0}}
-    path = tmp_path / "adagrad.json"
+    config["optimizer"] = {"type": "SGD", "params": {"lr": "auto"}}
+    config["zero_allow_untested_optimizer"] = True
+    path = tmp_path / "sgd.json"
     path.write_text(json.dumps(config))
     proc, report, by_id = smoke([*SHORT, "--deepspeed", str(path)], tmp_path, torch_extensions_dir)
     parity = by_id["train.deepspeed_parity"]
-    print(parity["data"])
     assert parity["status"] == "fail" and parity["data"]["max_step_diff"] > 1.5 * parity["data"]["tolerance"], parity
-    assert report["info"]["phases"]["ZeRO-2"]["strategy"]["optimizer"] == "Adagrad"
+    assert report["info"]["phases"]["ZeRO-2"]["strategy"]["optimizer"] == "SGD"
     assert proc.returncode == 1
 
 
