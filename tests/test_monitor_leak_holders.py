@@ -134,3 +134,11 @@ def test_the_expression_kept_and_the_advice_for_each_kind():
     assert graph_advice("last = out[:, -1]", "last", 64, view=True, on_gpu=True, chained=False).instead == \
         "out[:, -1].detach().cpu()"
     assert graph_advice("h = a @ b", "h", 64, view=False, on_gpu=False, chained=False).instead == "(a @ b).detach()"
+
+
+def test_a_kept_tuple_gets_advice_per_element_never_a_method_of_the_tuple():
+    from rocmcheck.monitor.leak import advice_fix, keep_instead
+
+    advice = keep_instead("history.append((loss, logits))", 1, True)
+    assert advice.instead is None and "`(loss, logits)`" in advice.text and ".item()" in advice.text
+    assert advice_fix(advice, "train.py", 21, "history.append((loss, logits))").kind.value == "note"

@@ -205,6 +205,10 @@ def keep_instead(source: str, numel: int, has_graph: bool, *, view: bool = False
     code = code_of(source)
     expr = next((m.group(1) for pattern in _KEPT if (m := pattern.search(code))), None)
     shown = expr or "the tensor"
+    if expr and _is_tuple(expr):  # `kept.append((loss, logits))`: no one method fits every element
+        why = "a number or a detached copy of each element: no graph, no view of a larger tensor"
+        return Advice(f"keep `.item()` of a scalar and `.detach().clone()` (`.detach().cpu()` on a GPU) of each "
+                      f"other element of `{expr}` instead", None, None, why)
     base = expr[:-len(".detach()")] if expr and expr.endswith(".detach()") else expr
     if numel == 1:
         instead, why = f"{base}.item()" if base else None, "a Python number: no tensor, no graph"
@@ -227,6 +231,13 @@ def keep_instead(source: str, numel: int, has_graph: bool, *, view: bool = False
         instead, why = None, ""
         text = f"drop the reference to `{shown}` after use, or keep fewer of them (a running sum, the last few)"
     return Advice(text, expr, instead, why)
+
+
+def _is_tuple(expr: str) -> bool:
+    try:
+        return isinstance(ast.parse(expr, mode="eval").body, ast.Tuple)
+    except SyntaxError:
+        return False
 
 
 def advice_fix(advice: Advice, path: str | None, line_no: int | None, source: str) -> Fix:
@@ -759,7 +770,9 @@ def named_findings(before: dict[str, Held], after: dict[str, Held]) -> list[Hold
             advice = keep_instead(source, now.numel, now.nodes > 0, view=now.view, on_gpu=now.on_gpu)
             advice.text += f", or clear `{place.name}` after each step"
         elif kind == "tensor":  # grows without a graph (a torch.cat of each step's outputs): its size is the leak
-            advice = keep_instead(source, now.numel, False, on_gpu=now.on_gpu)
+            where = "in host memory (`.cpu()` of what each step adds), " if now.on_gpu else ""
+            advice = Advice(f"keep what each step adds {where}in a list written out or cleared every few steps, "
+                            f"not in one tensor `{place.name}` that grows for the whole run")
         else:
             advice = graph_advice(code_of(source).strip(), place.name, now.numel, view=now.view, on_gpu=now.on_gpu,
                                   chained=grew_graph)
