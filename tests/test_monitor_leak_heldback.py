@@ -113,40 +113,43 @@ def test_held_back_variant_is_named_by_its_holder_line(tmp_path, name):
         assert advice in result, result
 
 
+HF_SCRIPT = """
+    import torch
+    import transformers
+    from rocmcheck.monitor.leak import LeakWatchCallback
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb, self.out = torch.nn.Embedding(64, 32), torch.nn.Linear(32, 64)
+        def forward(self, input_ids=None, labels=None):
+            logits = self.out(self.emb(input_ids))
+            return {"loss": torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten()),
+                    "logits": logits}
+
+    class Keeping(transformers.Trainer):
+        running = 0
+        def compute_loss(self, model, inputs, return_outputs=False, **kw):
+            loss = model(**inputs)["loss"]
+            self.running = self.running + loss
+            return loss
+
+    data = [{"input_ids": torch.randint(0, 64, (16,)), "labels": torch.randint(0, 64, (16,))} for _ in range(64)]
+    args = transformers.TrainingArguments(output_dir="out", max_steps=8, per_device_train_batch_size=4,
+                                          report_to=[], use_cpu=True, logging_steps=100, save_strategy="no")
+    callback = LeakWatchCallback(always=True)
+    trainer = Keeping(model=Tiny(), args=args, train_dataset=data, callbacks=[callback])
+    trainer.train()
+    r = callback.watch.report.result()
+    print("RESULT", r.status.value, "|", r.summary, "|", r.fix.line())
+"""
+
+
 def test_held_back_trainer_subclass_that_keeps_its_loss(tmp_path):
     """A Trainer whose compute_loss keeps a running loss as a tensor, watched by the callback."""
     pytest.importorskip("transformers")
     path = tmp_path / "hf.py"
-    path.write_text(textwrap.dedent("""
-        import torch
-        import transformers
-        from rocmcheck.monitor.leak import LeakWatchCallback
-
-        class Tiny(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.emb, self.out = torch.nn.Embedding(64, 32), torch.nn.Linear(32, 64)
-            def forward(self, input_ids=None, labels=None):
-                logits = self.out(self.emb(input_ids))
-                return {"loss": torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten()),
-                        "logits": logits}
-
-        class Keeping(transformers.Trainer):
-            running = 0
-            def compute_loss(self, model, inputs, return_outputs=False, **kw):
-                loss = model(**inputs)["loss"]
-                self.running = self.running + loss
-                return loss
-
-        data = [{"input_ids": torch.randint(0, 64, (16,)), "labels": torch.randint(0, 64, (16,))} for _ in range(64)]
-        args = transformers.TrainingArguments(output_dir="out", max_steps=8, per_device_train_batch_size=4,
-                                              report_to=[], use_cpu=True, logging_steps=100, save_strategy="no")
-        callback = LeakWatchCallback(always=True)
-        trainer = Keeping(model=Tiny(), args=args, train_dataset=data, callbacks=[callback])
-        trainer.train()
-        r = callback.watch.report.result()
-        print("RESULT", r.status.value, "|", r.summary, "|", r.fix.line())
-    """))
+    path.write_text(textwrap.dedent(HF_SCRIPT))
     proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     result = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT")), None)
     assert result is not None, proc.stderr[-3000:]

@@ -51,6 +51,14 @@ SCRIPT = """
             opt.zero_grad()
             cache[i] = out[:, -1]
 
+    def global_step(model, opt):
+        global total
+        loss = torch.nn.functional.cross_entropy(model(batch()[0]), batch()[1])
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        total = total + loss
+
     torch.manual_seed(0)
     model = Net()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -63,6 +71,9 @@ SCRIPT = """
                 step(*batch())
         elif variant == "views":
             keeps_views(model, opt)
+        elif variant == "global":
+            for i in range(8):
+                global_step(model, opt)
         else:
             for i in range(8):
                 x, y = batch()
@@ -115,6 +126,12 @@ def test_a_closure_variable_and_a_module_attribute(tmp_path):
     attribute = run(tmp_path, "attribute", "pass")
     assert "`self.seen` of Net holds an autograd graph that grows" in attribute, attribute
     assert f"loop.py:{lineno('self.seen = h.sum()')}" in attribute and ").item()`" in attribute.split("|")[2]
+
+
+def test_a_global_assigned_in_a_function_is_named_with_the_functions_line(tmp_path):
+    line = run(tmp_path, "global", "pass")
+    assert "`total` (module __main__) holds an autograd graph" in line, line
+    assert f"loop.py:{lineno('total = total + loss')} (`total = total + loss`)" in line
 
 
 def test_a_dict_of_views_gets_a_copy_or_a_clear(tmp_path):

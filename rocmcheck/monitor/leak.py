@@ -567,7 +567,9 @@ def places(frames: list[Any], torch: Any) -> list[tuple[Place, Any]]:
             if var.startswith("__"):
                 continue
             label = f"closure variable `{var}` of {code.co_name}()" if var in code.co_freevars else f"`{var}`{where}"
-            out.append((Place(label, var, "global" if module_level else "local", [code], frame), value))
+            # A global may be stored by any function of its module (`global total`); a cell by a nested function.
+            codes = [code, *_nested_codes(code)] if module_level or var in code.co_cellvars else [code]
+            out.append((Place(label, var, "global" if module_level else "local", codes, frame), value))
             if inspect.isfunction(value) and not _is_library(value.__code__.co_filename):
                 cells(value, value.__name__)
             elif not isinstance(value, (list, tuple, dict, set, frozenset, str, bytes, int, float)):
@@ -620,12 +622,15 @@ def census(frames: list[Any], torch: Any) -> dict[str, Held]:
 
 
 def store_lines(codes: list[Any], name: str, attribute: bool) -> list[tuple[Any, int, int]]:
-    """(code, offset, line) of every instruction in `codes` that stores to `name` (STORE_ATTR for an attribute)."""
+    """(code, offset, line) of every instruction in `codes` that stores to `name` (STORE_ATTR for an attribute).
+    In codes after the first (the functions of a module, nested functions) only a store to the global or to the
+    cell counts: there a STORE_FAST of the same name is another variable."""
     out = []
-    for code in codes:
+    for i, code in enumerate(codes):
+        stores = _STORES if i == 0 else {"STORE_GLOBAL", "STORE_DEREF"}
         try:
             for inst in dis.get_instructions(code):
-                wanted = inst.opname == "STORE_ATTR" if attribute else inst.opname in _STORES
+                wanted = inst.opname == "STORE_ATTR" if attribute else inst.opname in stores
                 line = inst.positions.lineno if inst.positions else None
                 if wanted and inst.argval == name and line:
                     out.append((code, inst.offset, line))
@@ -650,35 +655,33 @@ def _self_referencing(source: str, name: str) -> bool:
 
 
 def last_assignment(place: Place) -> tuple[str, int, str] | None:
-    """(file, line, source) of the line that last assigned the place. A line that builds the new value on the old
-    (`total = total + loss`: what chains the steps' graphs) first; for a running frame, the store the frame passed
-    last: the last before its current instruction within the innermost loop around it, else the last in that
-    loop (the previous iteration), else the last before it."""
+    """(file, line, source) of the line that last assigned the place. Lines that build the new value on the old
+    (`total = total + loss`: what chains the steps' graphs) first, when there are any; among them, for a running
+    frame, the store its own code passed last: the last before its current instruction within the innermost loop
+    around it, else the last in that loop (the previous iteration), else the last before it; else the last found
+    (a function of the module, a method of the owner's class)."""
     found = store_lines(place.codes, place.name, place.kind == "attribute")
     if not found:
         return None
-    lines = [(code.co_filename, line, linecache.getline(code.co_filename, line)) for code, _, line in found]
-    chained = [x for x in lines if _self_referencing(x[2], place.name)]
-    if chained:
-        return chained[-1][0], chained[-1][1], code_of(chained[-1][2]).strip()
+    chained = [x for x in found if _self_referencing(linecache.getline(x[0].co_filename, x[2]), place.name)]
+    candidates = chained or found
     frame = place.frame
-    if frame is not None:
-        mine = [(offset, line) for code, offset, line in found if code is frame.f_code]
+    mine = [(offset, line) for code, offset, line in candidates if frame is not None and code is frame.f_code]
+    if mine:
         here = frame.f_lasti
         loops = [(inst.argval, inst.offset) for inst in dis.get_instructions(frame.f_code)
                  if "JUMP" in inst.opname and isinstance(inst.argval, int) and inst.argval < inst.offset
                  and inst.argval <= here <= inst.offset]
-        if loops and mine:
+        if loops:
             lo, hi = max(loops)  # the innermost loop: the latest start
             inside = [x for x in mine if lo <= x[0] <= hi]
             before = [x for x in inside if x[0] < here] or inside
             if before:
                 return _source_at(frame.f_code.co_filename, max(before)[1])
-        before = [x for x in mine if x[0] < here]
-        if before:
-            return _source_at(frame.f_code.co_filename, max(before)[1])
-    path, line, source = lines[-1]
-    return path, line, code_of(source).strip()
+        before = [x for x in mine if x[0] < here] or mine
+        return _source_at(frame.f_code.co_filename, max(before)[1])
+    code, _, line = candidates[-1]
+    return _source_at(code.co_filename, line)
 
 
 def _source_at(path: str, line: int) -> tuple[str, int, str]:
