@@ -91,8 +91,9 @@ def held_back() -> None:
     for name, (body, holder, line, advice) in sorted(heldback.VARIANTS.items()):
         work = OUT / f"variant-{name}"
         work.mkdir(exist_ok=True)
-        (work / "loop.py").write_text(textwrap.dedent(CUDA_HEAD) + textwrap.dedent(body)
-                                      + textwrap.dedent(heldback.TAIL))
+        body = textwrap.dedent(body).replace("torch.zeros(0, dtype=torch.long)",  # the predictions on the GPU
+                                             "torch.zeros(0, dtype=torch.long, device='cuda')")
+        (work / "loop.py").write_text(textwrap.dedent(CUDA_HEAD) + body + textwrap.dedent(heldback.TAIL))
         got = result_line(run([sys.executable, "loop.py"], work))
         ok = got.startswith("RESULT fail") and holder in got and f"(`{line}`)" in got and (not advice or advice in got)
         print(f"{name}: {'as expected' if ok else 'NOT as expected'}\n  {got}", flush=True)
