@@ -56,6 +56,14 @@ def test_a_short_flat_run_is_still_skipped():
         assert judge_curves({"0": v})[0].status is Status.SKIP
 
 
+def test_a_climb_with_the_gpu_idle_is_loading_not_a_fast_climb():
+    # The same curve as a run that dies while it loads: no kernels run, utilisation near 0%.
+    t, used = mc.fast_leak()
+    assert classify_curve(t, used, mc.H100, [0.0] * len(t)).shape == "too short"
+    assert classify_curve(t, used, mc.H100, [97.0] * len(t)).fast
+    assert classify_curve(t, used, mc.H100, [None] * len(t)).fast  # not told: judged from memory alone
+
+
 def test_a_slow_climb_in_a_short_run_is_not_judged():
     # 0.5 GiB a step every 1.5 s: the card would fill in about an hour, not within FAST_ETA_S.
     v = classify_curve(*mc.fast_leak(leak_per_step=0.05 * mc.GiB), mc.H100)

@@ -43,6 +43,11 @@ FAST_ETA_S = 600.0
 # its first part and is flat at the end: a skip, not a fail.
 FAST_TAIL_SHARE = 0.25
 FAST_TAIL_POINTS = 3
+# ... and the GPU busy while it climbs: where the reader gives utilisation for at least half the span's readings,
+# their median must reach this. Loading (weights copied from disk and host memory, the optimizer's state made)
+# runs no kernels for most of its time, so a run that dies while loading climbs with the GPU near 0% busy; a
+# training step's kernels keep it busy well above this even on a run that waits for its data.
+FAST_MIN_BUSY_PCT = 10.0
 # A step of the staircase, counted where the readings resolve it: a rise of at least this much between two
 # readings, with a flat reading (a change under it) before the next rise. The driver's jitter is a few MiB and
 # the allocator's segments 2-20 MiB; a kept step of a fine-tune is hundreds of MiB.
@@ -126,12 +131,15 @@ def _eta(used: Sequence[float], slope: float, capacity_bytes: int | None) -> flo
     return max(0.0, (capacity_bytes - top) / slope)
 
 
-def _fast_climb(t: Sequence[float], u: Sequence[float], rule: staircase.Staircase,
-                capacity_bytes: int | None) -> float | None:
-    """A short span that climbs fast: the leak rule says rising, the card fills within FAST_ETA_S at the rate, and
-    the climb goes on to the end. The seconds to capacity, None when it is not a fast climb (or capacity is
-    unknown: no time to it can be told)."""
+def _fast_climb(t: Sequence[float], u: Sequence[float], rule: staircase.Staircase, capacity_bytes: int | None,
+                busy: Sequence[float | None] = ()) -> float | None:
+    """A short span that climbs fast: the leak rule says rising, the card fills within FAST_ETA_S at the rate, the
+    climb goes on to the end, and the GPU is busy (where told: `busy`, utilisation per reading). The seconds to
+    capacity, None when it is not a fast climb (or capacity is unknown: no time to it can be told)."""
     if not rule.rising or rule.slope <= 0:
+        return None
+    known = [b for b in busy if b is not None]
+    if len(known) * 2 >= len(u) and quantile(known, 0.5) < FAST_MIN_BUSY_PCT:
         return None
     eta = _eta(u, rule.slope, capacity_bytes)
     if eta is None or eta > FAST_ETA_S:
@@ -159,12 +167,14 @@ def count_steps(used: Sequence[float]) -> int | None:
 
 
 def classify_curve(times: Sequence[float], used: Sequence[float | int | None],
-                   capacity_bytes: int | None = None) -> CurveVerdict:
-    """Judge one GPU's memory curve. `times` in seconds (increasing), `used` in bytes (None: no reading)."""
-    pairs = [(float(t), float(u)) for t, u in zip(times, used) if u is not None]
-    if not pairs:
+                   capacity_bytes: int | None = None, busy: Sequence[float | None] | None = None) -> CurveVerdict:
+    """Judge one GPU's memory curve. `times` in seconds (increasing), `used` in bytes (None: no reading), `busy`
+    the utilisation in percent per reading where the reader gives it (only a short span's fast climb reads it)."""
+    busy = list(busy) if busy is not None else [None] * len(used)
+    rows = [(float(t), float(u), b) for t, u, b in zip(times, used, busy) if u is not None]
+    if not rows:
         return CurveVerdict("too short", 0, 0, 0.0, capacity_bytes=capacity_bytes, notes=["no memory readings"])
-    ts, us = [p[0] for p in pairs], [p[1] for p in pairs]
+    ts, us, bs = [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows]
     verdict = CurveVerdict("too short", len(us), 0, 0.0, peak_bytes=int(max(us)), capacity_bytes=capacity_bytes)
     tolerance = staircase.tolerance("gpu-driver", capacity_bytes)
     start, end, verdict.notes = _steady_span(ts, us, tolerance)
@@ -174,11 +184,11 @@ def classify_curve(times: Sequence[float], used: Sequence[float | int | None],
     verdict.span_s = (t[-1] - t[0]) if t else 0.0
     rule = staircase.judge_staircase(t, u, tolerance)
     if len(u) < MIN_POINTS or verdict.span_s < MIN_SPAN_S:
-        fast = _fast_climb(t, u, rule, capacity_bytes) if verdict.span_s >= FAST_MIN_SPAN_S else None
+        fast = _fast_climb(t, u, rule, capacity_bytes, bs[start:end]) if verdict.span_s >= FAST_MIN_SPAN_S else None
         if fast is None:
             verdict.notes.append(f"{len(u)} readings over {verdict.span_s:.0f} s after loading; "
                                  f"need {MIN_POINTS} over {MIN_SPAN_S:.0f} s, or a climb that fills the card "
-                                 f"within {fmt_duration(FAST_ETA_S)}")
+                                 f"within {fmt_duration(FAST_ETA_S)} with the GPU busy")
             return verdict
         verdict.fast = True
     verdict.floor_start, verdict.floor_end, verdict.growth_bytes = rule.floor_start, rule.floor_end, rule.growth_bytes
