@@ -119,3 +119,42 @@ def rising_peaks(seconds: int = 300, step_s: float = 6.0, seed: int = 7) -> tupl
         act = (10 + 30 * (i // step_s) / steps) * GiB
         used.append(base + (act if phase < 0.6 else 0) + rng.gauss(0, 20 * MiB))
     return [float(t) for t in range(seconds)], used
+
+
+H100 = 81559 * MiB  # nvidia-smi memory.total of an H100 80GB HBM3
+
+
+def fast_leak(seconds: float = 24.0, interval: float = 1.0, step_s: float = 1.5, leak_per_step: float = 2.8 * GiB,
+              seed: int = 8, capacity: float = H100, load_s: float = 6.0) -> tuple[list[float], list[float]]:
+    """A short run that keeps each step's graph (`total = total + loss` of a loss never backpropagated): context and
+    weights (10 GiB) in `load_s`, the optimizer's state at step 1, then every step keeps its activations: the
+    floor climbs by `leak_per_step` a step to 51 GiB of 80 GiB in 24 s, where the run ends on its own. At
+    capacity the process dies (out of memory) and frees its memory."""
+    rng = random.Random(seed)
+    out_t, out_u = [], []
+    t, dead = 0.0, False
+    while t < seconds:
+        if t < load_s:
+            value = 0.5 * GiB + 9.5 * GiB * t / load_s
+        else:
+            step = int((t - load_s) // step_s)
+            value = 10 * GiB + 4 * GiB + step * leak_per_step + rng.gauss(0, 5 * MiB)
+        if value >= capacity or dead:
+            dead, value = True, 0.5 * GiB
+        out_t.append(round(t, 3))
+        out_u.append(value)
+        t += interval
+    return out_t, out_u
+
+
+def short_flat(seconds: float = 24.0, interval: float = 1.0, seed: int = 9) -> tuple[list[float], list[float]]:
+    """A short clean run: loading for 12 s (context, weights, optimizer state), then flat steps until it ends."""
+    rng = random.Random(seed)
+    out_t, out_u = [], []
+    t = 0.0
+    while t < seconds:
+        value = 0.5 * GiB + 40 * GiB * min(1.0, t / 12) + rng.gauss(0, 5 * MiB)
+        out_t.append(round(t, 3))
+        out_u.append(value)
+        t += interval
+    return out_t, out_u

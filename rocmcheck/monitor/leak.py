@@ -24,7 +24,9 @@ tested without a GPU. torch is imported only inside the training process, when a
 
 from __future__ import annotations
 
+import ast
 import contextlib
+import dis
 import gc
 import inspect
 import linecache
@@ -203,6 +205,10 @@ def keep_instead(source: str, numel: int, has_graph: bool, *, view: bool = False
     code = code_of(source)
     expr = next((m.group(1) for pattern in _KEPT if (m := pattern.search(code))), None)
     shown = expr or "the tensor"
+    if expr and _is_tuple(expr):  # `kept.append((loss, logits))`: no one method fits every element
+        why = "a number or a detached copy of each element: no graph, no view of a larger tensor"
+        return Advice(f"keep `.item()` of a scalar and `.detach().clone()` (`.detach().cpu()` on a GPU) of each "
+                      f"other element of `{expr}` instead", None, None, why)
     base = expr[:-len(".detach()")] if expr and expr.endswith(".detach()") else expr
     if numel == 1:
         instead, why = f"{base}.item()" if base else None, "a Python number: no tensor, no graph"
@@ -225,6 +231,13 @@ def keep_instead(source: str, numel: int, has_graph: bool, *, view: bool = False
         instead, why = None, ""
         text = f"drop the reference to `{shown}` after use, or keep fewer of them (a running sum, the last few)"
     return Advice(text, expr, instead, why)
+
+
+def _is_tuple(expr: str) -> bool:
+    try:
+        return isinstance(ast.parse(expr, mode="eval").body, ast.Tuple)
+    except SyntaxError:
+        return False
 
 
 def advice_fix(advice: Advice, path: str | None, line_no: int | None, source: str) -> Fix:
@@ -251,8 +264,12 @@ class HolderFinding:
     has_graph: bool = False
     fix: Fix | None = None  # the advice as an edit of the line (or a note when the line is not known)
     view: bool = False  # a view: its storage is larger than its own elements
+    kind: str = "born"  # born (a tensor born in one step that survives the next) | graph | container | view | tensor
+    text: str = ""  # the whole sentence, for the kinds named from a census of the loop's names
 
     def describe(self) -> str:
+        if self.text:
+            return self.text
         where = f", put there at {self.line}" if self.line else ""
         noun, verb = ("tensor", "survives") if self.count == 1 else ("tensors", "survive")
         graph = " with its autograd graph" if self.has_graph else ""
@@ -410,6 +427,375 @@ def _own_bytes(t: Any) -> int:
         return 0
 
 
+# ---- the names that hold a step's memory: frames, modules, closures, attributes ---------------------------------
+
+# An autograd graph is walked (its grad_fn nodes, through next_functions) up to this many nodes: a kept graph of
+# a 7B model's step is a few thousand nodes, so a chain of steps shows its growth long before this bound, and a
+# held graph that reaches it is reported as it stands.
+MAX_GRAPH_NODES = 200_000
+# Attributes of objects held by the loop's names (self, the model and its submodules, a Trainer) are looked at this
+# many objects deep at most: a model's modules are a few thousand.
+MAX_ATTRIBUTE_OWNERS = 20_000
+_STORES = {"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"}
+
+
+def graph_nodes(tensors: Iterable[Any], limit: int = MAX_GRAPH_NODES) -> int:
+    """Distinct autograd nodes reachable from the tensors' grad_fn (what their graph keeps alive: every node's
+    saved tensors until backward frees them), at most `limit`."""
+    seen: set[int] = set()
+    todo = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
+    while todo and len(seen) < limit:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        try:
+            todo.extend(n for n, _ in node.next_functions)
+        except Exception:  # a custom node without next_functions
+            continue
+    return len(seen)
+
+
+@dataclass
+class Place:
+    """A Python name that holds tensors: a local or global of a running frame, an attribute, a closure cell."""
+
+    label: str  # "`total` in train()", "`self.cache` of Block", "closure variable `total` of step()"
+    name: str  # the variable or attribute
+    kind: str  # local | global | attribute | closure
+    codes: list[Any]  # code objects whose stores to `name` may have assigned it
+    frame: Any = None  # the running frame (local, global)
+    container: str | None = None  # "list", "dict": the name holds a container of tensors
+
+
+@dataclass
+class Held:
+    """What one place holds at one moment: numbers only (no reference to the tensors survives the census)."""
+
+    place: Place
+    count: int
+    nodes: int
+    nbytes: int
+    view: bool
+    numel: int
+    example: str
+    on_gpu: bool
+
+
+def _tensors_in(value: Any, tensor_type: type, param_type: type) -> tuple[list[Any], str | None]:
+    """The tensors a value holds: itself, or the elements of a list/tuple/set/dict (and of lists inside it)."""
+    if isinstance(value, tensor_type):
+        return ([] if isinstance(value, param_type) else [value]), None
+    if isinstance(value, dict):
+        items, kind = list(value.values()), "dict"
+    elif isinstance(value, (list, tuple, set, frozenset)) or type(value).__name__ == "deque":
+        items, kind = list(value), type(value).__name__
+    else:
+        return [], None
+    out = []
+    for item in items:
+        if isinstance(item, tensor_type) and not isinstance(item, param_type):
+            out.append(item)
+        elif isinstance(item, (list, tuple)):
+            out.extend(x for x in item if isinstance(x, tensor_type) and not isinstance(x, param_type))
+    return out, kind
+
+
+def user_frames(start: Any = None) -> list[Any]:
+    """The running frames of the person's own code (not this module, torch, or installed libraries), innermost
+    first."""
+    frame = start or sys._getframe(1)
+    out = []
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name != __file__ and not _is_library(name) and "/rocmcheck/" not in name:
+            out.append(frame)
+        frame = frame.f_back
+    return out
+
+
+def _class_codes(cls: type) -> list[Any]:
+    codes = []
+    for klass in cls.__mro__:
+        for value in vars(klass).values():
+            func = getattr(value, "__func__", value)
+            code = getattr(func, "__code__", None)
+            if code is not None and not _is_library(code.co_filename):
+                codes.append(code)
+    return codes
+
+
+def places(frames: list[Any], torch: Any) -> list[tuple[Place, Any]]:
+    """(place, value) for every name of the running frames, the attributes of the objects they hold (a module's
+    submodules too) and the cells of the functions they hold."""
+    out: list[tuple[Place, Any]] = []
+    owners: list[tuple[Any, list[Any]]] = []
+    seen_owner: set[int] = set()
+    seen_cell: set[int] = set()
+
+    def owner(obj: Any, codes: list[Any]) -> None:
+        if id(obj) in seen_owner or len(seen_owner) >= MAX_ATTRIBUTE_OWNERS:
+            return
+        if isinstance(obj, torch.nn.Module):
+            for module in obj.modules():
+                if id(module) not in seen_owner:
+                    seen_owner.add(id(module))
+                    owners.append((module, codes))
+        elif hasattr(obj, "__dict__") and not inspect.ismodule(obj) and not isinstance(obj, type) \
+                and not callable(obj) and not isinstance(obj, torch.Tensor):
+            seen_owner.add(id(obj))
+            owners.append((obj, codes))
+
+    def cells(func: Any, label_of: str) -> None:
+        code = getattr(func, "__code__", None)
+        for var, cell in zip(getattr(code, "co_freevars", ()), getattr(func, "__closure__", None) or ()):
+            if id(cell) in seen_cell:
+                continue
+            seen_cell.add(id(cell))
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            out.append((Place(f"closure variable `{var}` of {label_of}()", var, "closure",
+                              [code, *_nested_codes(code)]), value))
+
+    for frame in frames:
+        code = frame.f_code
+        module_level = code.co_name == "<module>"
+        where = f" (module {frame.f_globals.get('__name__', '?')})" if module_level else f" in {code.co_name}()"
+        for var, value in list(frame.f_locals.items()):
+            if var.startswith("__"):
+                continue
+            label = f"closure variable `{var}` of {code.co_name}()" if var in code.co_freevars else f"`{var}`{where}"
+            # A global may be stored by any function of its module (`global total`); a cell by a nested function.
+            codes = [code, *_nested_codes(code)] if module_level or var in code.co_cellvars else [code]
+            out.append((Place(label, var, "global" if module_level else "local", codes, frame), value))
+            if inspect.isfunction(value) and not _is_library(value.__code__.co_filename):
+                cells(value, value.__name__)
+            elif not isinstance(value, (list, tuple, dict, set, frozenset, str, bytes, int, float)):
+                owner(value, [code])
+    for obj, codes in owners:
+        cls = type(obj)
+        try:
+            attrs = list(vars(obj).items())
+        except TypeError:
+            continue
+        for attr, value in attrs:
+            if attr.startswith("_") and isinstance(obj, torch.nn.Module) and attr in ("_parameters", "_buffers",
+                                                                                        "_modules"):
+                continue
+            out.append((Place(f"`self.{attr}` of {cls.__name__}", attr, "attribute",
+                              [*_class_codes(cls), *codes]), value))
+    return out
+
+
+def _nested_codes(code: Any) -> list[Any]:
+    out = []
+    for const in getattr(code, "co_consts", ()):
+        if inspect.iscode(const):
+            out.append(const)
+            out.extend(_nested_codes(const))
+    return out
+
+
+def census(frames: list[Any], torch: Any) -> dict[str, Held]:
+    """What every place holds now: how many tensors, their autograd graph's nodes, their storage bytes."""
+    out: dict[str, Held] = {}
+    for place, value in places(frames, torch):
+        tensors, container = _tensors_in(value, torch.Tensor, torch.nn.Parameter)
+        if not tensors:
+            continue
+        place.container = container
+        sample = tensors[0]
+        grad = f" grad_fn={type(sample.grad_fn).__name__}" if sample.grad_fn is not None else ""
+        storages = {}
+        for t in tensors:
+            try:
+                storages[t.untyped_storage().data_ptr() or id(t)] = _storage_bytes(t)
+            except Exception:
+                continue
+        out[place.label] = Held(place, len(tensors), graph_nodes(tensors), sum(storages.values()),
+                                any(_storage_bytes(t) > _own_bytes(t) for t in tensors), int(sample.numel()),
+                                f"{str(sample.dtype).replace('torch.', '')}{list(sample.shape)}{grad}",
+                                sample.device.type != "cpu")
+    return out
+
+
+def store_lines(codes: list[Any], name: str, attribute: bool) -> list[tuple[Any, int, int]]:
+    """(code, offset, line) of every instruction in `codes` that stores to `name` (STORE_ATTR for an attribute).
+    In codes after the first (the functions of a module, nested functions) only a store to the global or to the
+    cell counts: there a STORE_FAST of the same name is another variable."""
+    out = []
+    for i, code in enumerate(codes):
+        stores = _STORES if i == 0 else {"STORE_GLOBAL", "STORE_DEREF"}
+        try:
+            for inst in dis.get_instructions(code):
+                wanted = inst.opname == "STORE_ATTR" if attribute else inst.opname in stores
+                line = inst.positions.lineno if inst.positions else None
+                if wanted and inst.argval == name and line:
+                    out.append((code, inst.offset, line))
+        except Exception:
+            continue
+    return out
+
+
+def _self_referencing(source: str, name: str) -> bool:
+    """`total = total + loss`, `total += loss`, `self.total = self.total + x`: the new value is built on the old."""
+    try:
+        node = ast.parse(code_of(source).strip()).body[0]
+    except (SyntaxError, IndexError):
+        return False
+    if isinstance(node, ast.AugAssign):
+        return True
+    if isinstance(node, ast.Assign):
+        return any(isinstance(n, (ast.Name, ast.Attribute)) and (getattr(n, "id", None) == name or
+                                                                   getattr(n, "attr", None) == name)
+                   for n in ast.walk(node.value))
+    return False
+
+
+def last_assignment(place: Place) -> tuple[str, int, str] | None:
+    """(file, line, source) of the line that last assigned the place. Lines that build the new value on the old
+    (`total = total + loss`: what chains the steps' graphs) first, when there are any; among them, for a running
+    frame, the store its own code passed last: the last before its current instruction within the innermost loop
+    around it, else the last in that loop (the previous iteration), else the last before it; else the last found
+    (a function of the module, a method of the owner's class)."""
+    found = store_lines(place.codes, place.name, place.kind == "attribute")
+    if not found:
+        return None
+    chained = [x for x in found if _self_referencing(linecache.getline(x[0].co_filename, x[2]), place.name)]
+    candidates = chained or found
+    frame = place.frame
+    mine = [(offset, line) for code, offset, line in candidates if frame is not None and code is frame.f_code]
+    if mine:
+        here = frame.f_lasti
+        loops = [(inst.argval, inst.offset) for inst in dis.get_instructions(frame.f_code)
+                 if "JUMP" in inst.opname and isinstance(inst.argval, int) and inst.argval < inst.offset
+                 and inst.argval <= here <= inst.offset]
+        if loops:
+            lo, hi = max(loops)  # the innermost loop: the latest start
+            inside = [x for x in mine if lo <= x[0] <= hi]
+            before = [x for x in inside if x[0] < here] or inside
+            if before:
+                return _source_at(frame.f_code.co_filename, max(before)[1])
+        before = [x for x in mine if x[0] < here] or mine
+        return _source_at(frame.f_code.co_filename, max(before)[1])
+    code, _, line = candidates[-1]
+    return _source_at(code.co_filename, line)
+
+
+def _source_at(path: str, line: int) -> tuple[str, int, str]:
+    return path, line, code_of(linecache.getline(path, line)).strip()
+
+
+def _assigned_expr(source: str, name: str) -> str | None:
+    """The expression a line adds to or stores in `name`: `loss` of `total = total + loss` / `total += loss`,
+    `out.logits[:, -1]` of `self.last = out.logits[:, -1]`."""
+    try:
+        node = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return None
+    if isinstance(node, ast.AugAssign):
+        return ast.get_source_segment(source, node.value)
+    if isinstance(node, ast.Assign):
+        value = node.value
+        if isinstance(value, ast.BinOp):
+            for side, other in ((value.left, value.right), (value.right, value.left)):
+                if getattr(side, "id", None) == name or getattr(side, "attr", None) == name:
+                    return ast.get_source_segment(source, other)
+        return ast.get_source_segment(source, value)
+    return None
+
+
+def _wrapped(expr: str) -> str:
+    """The expression ready for a method call: `(a * b)` for an operation, `loss` / `out.logits[:, -1]` as is."""
+    try:
+        node = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return f"({expr})"
+    return expr if isinstance(node, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)) else f"({expr})"
+
+
+def graph_advice(source: str, name: str, numel: int, *, view: bool, on_gpu: bool, chained: bool) -> Advice:
+    """What to keep instead of a graph (or a view) held by a name: `.item()` of a scalar, `.detach()` of a
+    tensor, a copy (`.detach().clone()`, `.detach().cpu()` on a GPU) of a view."""
+    expr = _assigned_expr(source, name)
+    base = _wrapped(expr) if expr else None
+    if view and numel != 1:
+        copy = ".detach().cpu()" if on_gpu else ".detach().clone()"
+        why = "a copy of the elements it shows: a view, even detached, keeps the whole storage it was cut from alive"
+        instead = f"{base}{copy}" if base else None
+    elif numel == 1:
+        instead, copy = (f"{base}.item()" if base else None), ".item()"
+        why = ("a Python number: the running value no longer chains every step's autograd graph" if chained
+               else "a Python number: no tensor, no graph")
+    else:
+        instead, copy = (f"{base}.detach()" if base else None), ".detach()"
+        why = ("the running value no longer chains every step's autograd graph" if chained
+               else "its autograd graph and saved activations stay alive otherwise")
+    text = (f"keep `{instead}` instead" if instead else f"keep `{copy}` of it instead") + f" ({why})"
+    return Advice(text, expr, instead, why)
+
+
+def named_findings(before: dict[str, Held], after: dict[str, Held]) -> list[HolderFinding]:
+    """The places whose hold grew from one census to the next: a graph with more nodes (a running value chained
+    across steps), a container with more tensors, more storage bytes (a tensor grown by cat). Each named with
+    the line that last assigned it (for a container: the line that fills it) and the advice for its kind."""
+    out = []
+    for label, now in after.items():
+        was = before.get(label)
+        if was is None:
+            continue
+        place = now.place
+        grew_graph = now.nodes > was.nodes or now.nodes >= MAX_GRAPH_NODES
+        grew_count = now.count > was.count
+        grew_bytes = now.nbytes > was.nbytes
+        if not (grew_graph or grew_count or grew_bytes):
+            continue
+        if place.container:
+            kind = "container"
+            holder = f"{place.container} {label}"
+        else:
+            kind = "graph" if grew_graph else "view" if now.view else "tensor"
+            holder = label
+        fill = None
+        if place.container:
+            for code in place.codes:
+                lines, first = _code_lines(code)
+                fill = find_filling_line(lines, first, place.name)
+                if fill:
+                    fill = (code.co_filename, fill[0], fill[1])
+                    break
+        assigned = fill or last_assignment(place)
+        path, line_no, source = assigned if assigned else (None, None, "")
+        line = f"{os.path.basename(path)}:{line_no} (`{code_of(source).strip()}`)" if assigned else None
+        if kind == "container":
+            advice = keep_instead(source, now.numel, now.nodes > 0, view=now.view, on_gpu=now.on_gpu)
+            advice.text += f", or clear `{place.name}` after each step"
+        elif kind == "tensor":  # grows without a graph (a torch.cat of each step's outputs): its size is the leak
+            where = "in host memory (`.cpu()` of what each step adds), " if now.on_gpu else ""
+            advice = Advice(f"keep what each step adds {where}in a list written out or cleared every few steps, "
+                            f"not in one tensor `{place.name}` that grows for the whole run")
+        else:
+            advice = graph_advice(code_of(source).strip(), place.name, now.numel, view=now.view, on_gpu=now.on_gpu,
+                                  chained=grew_graph)
+        fix = advice_fix(advice, path, line_no, source)
+        if kind == "graph":
+            what = (f"an autograd graph that grows every step ({was.nodes:,} -> {now.nodes:,} nodes): every step's "
+                    "graph stays alive")
+        elif kind == "container":
+            what = (f"{now.count} tensors ({was.count} a step before)"
+                    + (" with their autograd graph" if now.nodes else ""))
+        else:
+            what = f"a tensor that grows ({_fmt(was.nbytes)} -> {_fmt(now.nbytes)})"
+        text = (f"{holder} holds {what}; last assigned at {line}" if line and kind != "container" else
+                f"{holder} holds {what}; filled at {line}" if line else f"{holder} holds {what}") + f": {advice.text}"
+        out.append(HolderFinding(holder, line, now.count, now.nbytes, now.example, advice.text, now.nodes > 0, fix,
+                                 now.view, kind=kind, text=text))
+    order = {"graph": 0, "container": 1, "view": 2, "tensor": 3}
+    return sorted(out, key=lambda f: (order.get(f.kind, 9), -f.total_bytes))
+
+
 # ---- the watcher --------------------------------------------------------------------------------------------
 
 @dataclass
@@ -471,6 +857,7 @@ class LeakWatch:
         self._mark_index: int | None = None
         self._mark_us: float | None = None
         self._watch_steps: list[int] = []
+        self._census: dict[str, Held] | None = None  # what the loop's names held at B1
 
     # -- measurement -------------------------------------------------------------------------------------------
     def _setup(self) -> None:
@@ -540,6 +927,7 @@ class LeakWatch:
         old = self._old
         self._born = _weak_ids(t for t in _live_tensors(torch) if not (id(t) in old and old[id(t)]() is t))
         self._old = None
+        self._census = census(user_frames(), torch)
         self._phase = "b1"
 
     def _finish(self, n: int) -> None:
@@ -559,6 +947,11 @@ class LeakWatch:
         self._born = None
         holders = find_holders(survivors_t, exclude=[survivors_t])
         del survivors_t
+        named = named_findings(self._census or {}, census(user_frames(), torch))
+        self._census = None
+        names = {re.search(r"`(?:self\.)?([\w.]+)`", f.holder).group(1) for f in named if "`" in f.holder}
+        holders = named + [h for h in holders if not any(f"`{n}`" in h.holder or f"`self.{n}`" in h.holder
+                                                          for n in names)]
         b = self.baselines[self.warmup:] or self.baselines
         steps_before = max(1, len(b) - 1)
         rise = (b[-1] - b[0]) / steps_before
@@ -583,7 +976,7 @@ class LeakWatch:
     def close(self) -> None:
         if self._phase in ("b0", "b1") and self.on_gpu:
             self._torch.cuda.memory._record_memory_history(enabled=None)
-        self._old = self._born = None
+        self._old = self._born = self._census = None
 
 
 @contextlib.contextmanager

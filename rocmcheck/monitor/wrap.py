@@ -413,5 +413,6 @@ def curves(samples: list[GpuSample], watched: list[int] | None = None) -> dict[s
         rows.sort(key=lambda s: s.t)
         totals = [s.total_bytes for s in rows if s.total_bytes]
         label = key.split(":", 1)[1] if len(hosts) == 1 and ":" in key else key
-        out[label] = classify_curve([s.t for s in rows], [s.used_bytes for s in rows], max(totals) if totals else None)
+        out[label] = classify_curve([s.t for s in rows], [s.used_bytes for s in rows], max(totals) if totals else None,
+                                    [s.util_pct for s in rows])
     return out
