@@ -94,7 +94,9 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
 @click.option("--node-per-rank", is_flag=True,
               help="Every launcher rank stands in for a node (its own GPU and bundle): the cross-node path on one "
                    "machine.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show every verdict, area by area as it is known, with its evidence (the default shows only the "
+                   "problems and a tally per area).")
 def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
            bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose, level, duration, as_summary):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix.
@@ -197,8 +199,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
 
         click.echo(render.clean(render_summary(run.facts, run.context, run.results)), nl=False)
     else:
-        out.print(render.clean(machine.get("headline") or ""), markup=False)
-        stream.finish(run.results)
+        stream.finish(run.results, header=[machine.get("headline") or "", _stack_line(run.facts)])
         if save_bundle is not None and write_error is None:
             out.print(f"Bundle written to {render.clean(save_bundle)}", markup=False)
     if write_error:
@@ -208,6 +209,18 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     if code != 0 and node_per_rank and node_bundle is not None:
         _wait_for_peer_bundles(node_bundle.parent, _peer_bundles(launch), started, across_timeout)
     sys.exit(code)
+
+
+STACK_PACKAGES = ("torch", "transformers", "accelerate", "peft", "deepspeed", "flash-attn", "bitsandbytes")
+
+
+def _stack_line(facts) -> str:
+    """The header's second line: the Python the stack was judged in, and the versions of its training stack."""
+    versions = facts.packages or {}
+    where = facts.platform.get("executable") or ""
+    parts = [f"Python {facts.platform.get('python') or '?'}" + (f" ({where})" if where else "")]
+    parts += [f"{name} {versions[name]}" for name in STACK_PACKAGES if versions.get(name)]
+    return "stack: " + ", ".join(parts)
 
 
 def _bundle_name(hostname: str) -> str:
