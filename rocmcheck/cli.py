@@ -47,6 +47,19 @@ class LazyGroup(click.Group):
             raise
         return getattr(module, attr)
 
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """An unknown command is one line with the closest known one: `rocmcheck doctr` -> did you mean doctor."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and name not in COMMANDS:
+            import difflib
+
+            from rocmcheck.safe.text import excerpt
+
+            close = difflib.get_close_matches(name, sorted(COMMANDS), n=1, cutoff=0.6)
+            ctx.fail(f"no such command '{excerpt(name)}'" + (f"; did you mean {close[0]}?" if close else "")
+                     + f" (commands: {', '.join(sorted(COMMANDS))})")
+        return super().resolve_command(ctx, args)
+
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rocmcheck")
@@ -180,7 +193,10 @@ def main() -> None:
     _guard_stdout()
     code: int | str | None = 0
     try:
-        result = cli.main(prog_name="rocmcheck", standalone_mode=False)
+        from rocmcheck.commands.config import default_map
+
+        defaults = default_map(lambda name: cli.get_command(click.Context(cli), name), sorted(COMMANDS))
+        result = cli.main(prog_name="rocmcheck", standalone_mode=False, default_map=defaults)
         code = result if isinstance(result, int) else 0
     except click.exceptions.NoArgsIsHelpError as exc:  # bare `rocmcheck`: the help, not an error line
         try:

@@ -35,6 +35,7 @@ class DoctorOptions:
     launch: Any = None  # facts.launch.Launch when run under a launcher (recorded in the bundle)
     across_nodes: bool = False  # the cross-node collective on the launcher's rendezvous
     across_timeout_s: float = 180.0
+    python: Any = None  # facts.python_env.TargetPython: the interpreter whose stack is judged (None: rocmcheck's own)
 
 
 @dataclass
@@ -61,6 +62,9 @@ class DoctorRun:
 
 # Areas whose checks read the child-process probe of torch / flash-attn / DeepSpeed.
 PYTHON_STACK_AREAS = {"torch", "triton", "flash_attn", "deepspeed", "rocm", "nvidia"}
+# Areas whose checks read the installed packages: from that same child when it runs another interpreter
+# (DoctorOptions.python), so judged with the stack then.
+PACKAGE_AREAS = {"transformers", "extensions", "bitsandbytes"}
 
 
 @dataclass(frozen=True)
@@ -259,7 +263,8 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         needs_python = plan.python_probes
 
         def judge_early(partial: Facts) -> None:
-            early_specs = [s for s in specs if s.area not in PYTHON_STACK_AREAS]
+            late = PYTHON_STACK_AREAS | (PACKAGE_AREAS if opts.python is not None else set())
+            early_specs = [s for s in specs if s.area not in late]
             # Judged on the facts so far; what they print is redacted on the way out (emit).
             early.extend(run_checks(early_specs, CheckContext(partial, expected_archs=opts.expected_archs)))
             emit(list(early), [])
@@ -269,7 +274,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         progress.begin("collecting system facts (rocminfo, smi tools, /dev, /proc)")
         facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
                               probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python,
-                              on_commands_done=judge_early)
+                              on_commands_done=judge_early, python=opts.python)
         # Tool outputs hold secrets too (hipconfig --full prints HIP_*/HSA_* variables): the checks see, and the
         # bundle keeps, only the redacted facts, so a bundle replays to the same verdicts.
         facts = _redacted_facts(facts)

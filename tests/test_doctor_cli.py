@@ -140,7 +140,7 @@ def test_console_report_on_this_cpu_machine_says_no_gpu():
 def test_the_cross_node_verdict_is_printed_as_well_as_counted():
     """--across-nodes outside a launcher: cluster.collective is a skip (one node), in the table as in the JSON."""
     args = ("--across-nodes", "--no-gpu-probes", "--no-train", "--only", "cluster,torch")
-    text, report = doctor(*args), json.loads(doctor(*args, "--json").stdout)
+    text, report = doctor(*args, "-v"), json.loads(doctor(*args, "--json").stdout)
     assert by_id(report)["cluster.collective"]["status"] == "skip"
     for r in report["results"]:
         assert r["id"] in text.stdout, r["id"]
@@ -291,8 +291,11 @@ def test_a_replayed_fix_of_real_words_that_runs_code_is_never_a_line_to_paste(tm
     bundle = _write(tmp_path, doc)
     lines = doctor("--bundle", str(bundle), "--only", "probe", "--fixes-only").stdout.splitlines()
     assert [line for line in lines if "PWNED" in line] and all(line.startswith("#") for line in lines if line), lines
-    console = doctor("--bundle", str(bundle), "--only", "probe").stdout
-    assert "Fixes (paste a line" not in console and "What to do by hand:" in console
+    console = doctor("--bundle", str(bundle), "--only", "probe").stdout  # problems first: a note is "do:"
+    assert [line for line in console.splitlines() if line.startswith("  do: ") and "PWNED" in line]
+    assert "  fix: " not in console
+    verbose = doctor("--bundle", str(bundle), "--only", "probe", "-v").stdout
+    assert "Fixes (paste a line" not in verbose and "What to do by hand:" in verbose
 
 
 def test_nothing_judged_exits_3(tmp_path):

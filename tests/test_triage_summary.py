@@ -86,6 +86,8 @@ def test_doctor_summary_on_this_machine_round_trips():
     first = proc.stdout
     assert first.startswith("== rocmcheck summary 1 (") and first.endswith(fmt.FOOTER + "\n")
     assert "kernel: " in first and "python: " in first
+    fixes = [line for line in first.splitlines() if line.startswith("  " + fmt.FIX_LABEL)]
+    assert len(fixes) == len(set(line.split("  # ")[0] for line in fixes))  # a shared fix is printed once
     second, _ = again(first)
     assert second == first
     refused = subprocess.run([sys.executable, "-m", "rocmcheck", "doctor", "--summary", "--json"],

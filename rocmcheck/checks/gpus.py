@@ -94,7 +94,7 @@ def check_gpu_present(ctx: CheckContext) -> CheckResult:
     vendor = ctx.known_vendor()
     ctx.vendor_gpus()  # NotKnown when this vendor's GPU list is not known: then their absence is not shown
     if vendor == "none":
-        return failed("no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi — a CPU-only machine; the checks below "
+        return failed("no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi — a CPU-only machine; the other checks "
                       "judge only what needs no GPU",
                       docker_run("inside a container: pass the devices (NVIDIA: --gpus all); else run on a machine "
                                  "with an AMD Instinct (or NVIDIA) GPU"))

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import click
 
-from rocmcheck.commands.options import Command, FiniteFloat, OutputFile, alias, json_option, resolve_archs
+from rocmcheck.commands.options import (
+    Command,
+    FiniteFloat,
+    OutputFile,
+    alias,
+    complete_checks,
+    json_option,
+    resolve_archs,
+)
 from rocmcheck.errors import BadInput
 from rocmcheck.probes.levels import DEFAULT_DURATION_S, MAX_DURATION_S, MIN_DURATION_S
 
@@ -66,9 +74,10 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
               help="Print a short, redacted block of this machine's facts and the verdicts that failed or warned, to "
                    "paste into an issue (`rocmcheck triage` reads it back); no GPU probes, no smoke-train.")
 @click.option("--list-checks", is_flag=True, help="List the check ids and exit.")
-@click.option("--only", multiple=True, metavar="CHECK",
+@click.option("--only", multiple=True, metavar="CHECK", shell_complete=complete_checks,
               help="Run only these checks or areas (repeat or comma-separate).")
-@click.option("--skip", multiple=True, metavar="CHECK", help="Skip these checks or areas.")
+@click.option("--skip", multiple=True, metavar="CHECK", shell_complete=complete_checks,
+              help="Skip these checks or areas.")
 @click.option("--no-gpu-probes", is_flag=True, help="Skip the GPU probe stage.")
 @click.option("--no-train", is_flag=True, help="Skip the bundled smoke-train stage.")
 @click.option("--level", type=click.IntRange(1, 3), default=1, show_default=True,
@@ -94,11 +103,21 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
 @click.option("--node-per-rank", is_flag=True,
               help="Every launcher rank stands in for a node (its own GPU and bundle): the cross-node path on one "
                    "machine.")
-@click.option("-v", "--verbose", is_flag=True, help="Show the evidence of every verdict.")
+@click.option("--python", "python", metavar="PATH",
+              help="Judge the stack (torch, flash-attn, DeepSpeed, the packages) of this Python interpreter or "
+                   "environment folder [default: the active virtualenv or conda environment, else rocmcheck's own].")
+@click.option("--fail-on", type=click.Choice(["fail", "warn"]), default="fail", show_default=True,
+              help="Exit 1 when a verdict is this bad or worse: `warn` makes warnings fail a CI job too.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show every verdict, area by area as it is known, with its evidence (the default shows only the "
+                   "problems and a tally per area).")
 def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
-           bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose, level, duration, as_summary):
+           bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose, level, duration, as_summary,
+           python, fail_on):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix.
-    Verdicts print as each stage finishes; the fixes follow as lines to paste."""
+    Prints the problems first, each group with its fix as a line to paste, then a tally per area (-v: every
+    verdict as each stage finishes). Exit 0: nothing failed (warnings included, unless --fail-on warn); 1: a
+    verdict failed; 2: bad input; 3: nothing could be judged."""
     from rocmcheck.checks import select_checks
 
     if list_checks:
@@ -133,6 +152,11 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     problem = level_problem(level, duration, gpu_probes=not no_gpu_probes, replay=bundle is not None)
     if problem:
         raise BadInput(problem)
+    if bundle is not None and python is not None:
+        raise BadInput("--bundle replays a saved bundle: --python has nothing to run")
+    from rocmcheck.facts.python_env import find_target
+
+    target, passed_over = find_target(python) if bundle is None else (None, "")
     launch, node_bundle = _launch(bundle_dir, force, across_nodes, node_per_rank)
     started = time.time()
 
@@ -146,7 +170,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
 
     opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
                          train=not no_train, deadline_s=deadline, launch=launch, across_nodes=across_nodes,
-                         across_timeout_s=across_timeout, level=level, duration_s=duration)
+                         across_timeout_s=across_timeout, level=level, duration_s=duration, python=target)
     facts = None
     if bundle is not None:
         facts = load_bundle(bundle)
@@ -197,17 +221,39 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
 
         click.echo(render.clean(render_summary(run.facts, run.context, run.results)), nl=False)
     else:
-        out.print(render.clean(machine.get("headline") or ""), markup=False)
-        stream.finish(run.results)
+        stream.finish(run.results, header=[machine.get("headline") or "", _stack_line(run.facts)]
+                      + ([passed_over] if passed_over else []))
         if save_bundle is not None and write_error is None:
             out.print(f"Bundle written to {render.clean(save_bundle)}", markup=False)
     if write_error:
         click.echo(f"Error: {write_error}", err=True)
         sys.exit(2)
     code = exit_code(run.results)  # the one rule (rocmcheck/result.py): 0 judged, 1 failed, 3 nothing judged
+    if code == 0 and fail_on == "warn" and any(r.status.value == "warn" for r in run.results):
+        code = 1  # --fail-on warn: a warning fails the job as well
     if code != 0 and node_per_rank and node_bundle is not None:
         _wait_for_peer_bundles(node_bundle.parent, _peer_bundles(launch), started, across_timeout)
     sys.exit(code)
+
+
+STACK_PACKAGES = ("torch", "transformers", "accelerate", "peft", "deepspeed", "flash-attn", "bitsandbytes")
+
+
+def _stack_line(facts) -> str:
+    """The header's second line: the Python the stack was judged in, and the versions of its training stack."""
+    from rocmcheck.facts.python_env import TargetPython
+
+    versions = facts.packages or {}
+    platform = facts.platform or {}
+    where = platform.get("executable") or ""
+    source = platform.get("python_source")
+    if source:  # another interpreter than rocmcheck's own: say which, and why that one
+        where += f", {TargetPython(where, source).describe()}"
+    parts = [f"Python {platform.get('python') or '?'}" + (f" ({where})" if where else "")]
+    if platform.get("python_error"):
+        parts.append(f"not read: {platform['python_error']}")
+    parts += [f"{name} {versions[name]}" for name in STACK_PACKAGES if versions.get(name)]
+    return "stack: " + ", ".join(parts)
 
 
 def _bundle_name(hostname: str) -> str:

@@ -109,6 +109,32 @@ def _exit(results: list[CheckResult], command_code: int | None) -> None:
     sys.exit(command_code if command_code else exit_code(results))
 
 
+# The GPU readers by the vendor they read, for the one line per family said when none starts.
+READER_FAMILIES = {"NVIDIA": ("nvml", "nvidia-smi"), "AMD": ("amdsmi", "amd-smi", "rocm-smi")}
+REASON_CHARS = 60
+
+
+def _short_reason(reason: str) -> str:
+    low = reason.lower()
+    if "not found on path" in low:
+        return "not installed"
+    if any(w in low for w in ("librarynotfound", "shared object", "could not load", "no module named")):
+        return "library not found"
+    return excerpt(reason.split(" (", 1)[0], REASON_CHARS)
+
+
+def reader_lines(problems: list[str]) -> list[str]:
+    """open_reader's "name: why" per reader -> one short line per family: "  AMD: amdsmi library not found,
+    amd-smi not installed, rocm-smi not installed" (the whole of each reason stays in the verdicts' JSON)."""
+    why = dict(p.split(": ", 1) if ": " in p else (p, "") for p in problems)
+    lines = []
+    for family, names in READER_FAMILIES.items():
+        said = [f"{name} {_short_reason(why[name])}" for name in names if name in why]
+        if said:
+            lines.append(f"  {family}: " + ", ".join(said))
+    return lines
+
+
 @click.command("monitor", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--interval", type=FiniteFloat(0.05, MAX_SECONDS), default=1.0, show_default=True,
               help="Seconds between readings.")
@@ -169,8 +195,9 @@ def monitor(interval: float, pid: int | None, out_dir: Path | None, force: bool,
     reader, problems = open_reader(backend)
     if reader is None:  # nothing to record: no files, and the verdicts say nothing could be judged
         unwritten = f"; nothing is written to {excerpt(out_dir)}" if out_dir is not None else ""
-        click.echo("rocmcheck monitor: no GPU reader (" + "; ".join(problems) + "); running without sampling"
-                   + unwritten, err=True)
+        click.echo("rocmcheck monitor: no GPU reader, running without sampling" + unwritten, err=True)
+        for line in reader_lines(problems):
+            click.echo(line, err=True)
         out_dir = None
     host, status = this_host(), None
     try:

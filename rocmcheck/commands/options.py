@@ -179,3 +179,33 @@ MAX_GPUS = 1 << 17  # data-parallel GPUs: the largest clusters have ~100k
 MAX_SECONDS = 7 * 24 * 3600.0  # a week: any time limit above it is a mistake
 MAX_HIDDEN_SIZE = 1 << 20  # a model's hidden size; the widest LLaMA-class models are 16-32k
 MAX_GPU_MEMORY_GIB = 1 << 14  # 16 TiB per GPU; the largest today hold 288 GB
+
+
+# ---- shell completion (click's shell_complete): the names a command takes, offered at TAB --------------------------
+
+def _starting(names: Any, incomplete: str) -> list[Any]:
+    from click.shell_completion import CompletionItem
+
+    return [CompletionItem(n) for n in sorted(names) if n.startswith(incomplete)]
+
+
+def complete_recipes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    from rocmcheck.recipes import all_recipes
+
+    return _starting(all_recipes(), incomplete)
+
+
+def complete_probes(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    from rocmcheck.probes.catalog import PROBE_NAMES
+
+    return _starting(PROBE_NAMES, incomplete)
+
+
+def complete_checks(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """--only/--skip: check ids, areas and probe ids; after a comma, the next name of the list."""
+    from rocmcheck.checks import known_names
+    from rocmcheck.probes.catalog import PROBE_IDS
+
+    head, _, last = incomplete.rpartition(",")
+    names = known_names() | set(PROBE_IDS) | {"probe", "train", "cluster"}
+    return _starting({(head + "," if head else "") + n for n in names}, incomplete)

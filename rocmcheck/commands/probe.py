@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import click
 
-from rocmcheck.commands.options import MAX_SECONDS, Command, FiniteFloat, json_option
+from rocmcheck.commands.options import MAX_SECONDS, Command, FiniteFloat, complete_probes, json_option
 from rocmcheck.errors import BadInput
 from rocmcheck.probes.catalog import BY_NAME, PROBE_NAMES, PROBES
 from rocmcheck.probes.levels import MAX_DURATION_S, MIN_DURATION_S
@@ -29,7 +29,7 @@ def _list(as_json: bool) -> None:
 
 
 @click.command("probe", cls=Command)
-@click.argument("name", required=False)
+@click.argument("name", required=False, shell_complete=complete_probes)
 @click.option("--list", "list_only", is_flag=True, help="List the probes and what each proves.")
 @json_option()
 @click.option("--timeout", "timeout_s", type=FiniteFloat(1.0, MAX_SECONDS), default=None,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from rocmcheck.commands.options import json_option
+from rocmcheck.commands.options import complete_recipes, json_option
 from rocmcheck.errors import BadInput
 from rocmcheck.safe.text import excerpt
 
@@ -50,7 +50,7 @@ def list_recipes(as_json: bool) -> None:
 
 
 @recipes.command("show")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_recipes)
 @json_option()
 def show(name: str, as_json: bool) -> None:
     """Print a recipe."""
@@ -63,7 +63,7 @@ def show(name: str, as_json: bool) -> None:
 
 
 @recipes.command("write")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_recipes)
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Overwrite files that already exist (a symbolic link there is replaced "
                                             "itself, never written through).")

@@ -22,8 +22,8 @@ def triage(files: tuple[str, ...], as_json: bool, as_markdown: bool, archs: tupl
            verbose: bool) -> None:
     """Read pastes (collect_env, ds_report, rocminfo, tracebacks, docker run lines, logs: any mix, files or - for
     stdin) and name the likely causes, each with the pasted line that shows it and its fix. Secrets in the pastes
-    are never shown. Exit 0: nothing wrong found; 1: a cause found; 2: a paste that cannot be read; 3: nothing
-    could be judged."""
+    are never shown. Exit 0: nothing failed (warnings only, or nothing wrong found); 1: a cause that fails found;
+    2: a paste that cannot be read; 3: nothing could be judged."""
     from rocmcheck.errors import BadInput
     from rocmcheck.result import exit_code
     from rocmcheck.triage import triage as run_triage

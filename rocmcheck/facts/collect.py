@@ -25,6 +25,7 @@ from rocmcheck.facts.extensions import collect_extensions
 from rocmcheck.facts.health import collect_kernel_log, node_health
 from rocmcheck.facts.host_resources import meminfo_bytes
 from rocmcheck.facts.known import ALL, Known, everything, known_of_bundle, known_problem
+from rocmcheck.facts.python_env import FALLBACK_ENV
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, observe_layout
 from rocmcheck.facts.tools import find_tool
@@ -185,7 +186,7 @@ def _limits() -> dict[str, Any]:
             "shm_bytes": shm, "mem_total_bytes": mem_total, "cpu_count": os.cpu_count()}
 
 
-def _package_versions() -> tuple[dict[str, str | None], list[str]]:
+def package_versions() -> tuple[dict[str, str | None], list[str]]:
     versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
@@ -222,6 +223,11 @@ def os_info(os_release_path: str | None = None) -> dict[str, Any]:
 STACK_PROBES = ("torch", "flash_attn", "deepspeed")
 BINDING_PROBES = ("nvml", "amdsmi")
 PYTHON_PROBES = STACK_PROBES + BINDING_PROBES
+# Asked of another interpreter than rocmcheck's own (--python, an active environment): its version and packages.
+ENVIRONMENT_PROBE = "environment"
+# The facts read in rocmcheck's own process that belong to the judged Python: from ENVIRONMENT_PROBE when that is
+# another interpreter.
+ENVIRONMENT_GROUPS = ("packages", "torch_requires", "extensions")
 DEADLINE_GRACE_S = 5.0
 
 
@@ -243,14 +249,30 @@ def probe_answers(events: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return answers
 
 
-def _python_probe(names: list[str] | tuple[str, ...], timeout: float) -> ChildRun:
-    return run_child("rocmcheck.facts.python_probe", {"probes": list(names)}, timeout)
+def _python_probe(names: list[str] | tuple[str, ...], timeout: float, python: str | None = None) -> ChildRun:
+    """The probe child, in rocmcheck's own interpreter or in `python` (another environment's, where rocmcheck need
+    not be installed: rocmcheck/facts/python_env.py)."""
+    request = {"probes": list(names)}
+    if python is None:
+        return run_child("rocmcheck.facts.python_probe", request, timeout)
+    from rocmcheck.child import PACKAGE_ROOT, child_env
+    from rocmcheck.facts.python_env import shim
+    from rocmcheck.safe.scratch_folders import scratch_folder
+
+    with scratch_folder("python") as folder:
+        env = child_env()
+        paths = shim(folder, os.path.join(PACKAGE_ROOT, "rocmcheck"))
+        env[FALLBACK_ENV] = paths[FALLBACK_ENV]
+        env["PYTHONPATH"] = os.pathsep.join([paths["PYTHONPATH"]] + ([os.environ["PYTHONPATH"]]
+                                                                     if os.environ.get("PYTHONPATH") else []))
+        return run_child("rocmcheck.facts.python_probe", request, timeout, env=env, python=python)
 
 
-def _run_group(group: tuple[str, ...], timeout: float) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
+def _run_group(group: tuple[str, ...], timeout: float, python: str | None = None
+               ) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
     """One child for the group. If it dies part-way, the probe it was on is the culprit; the ones after it are
     re-run one per child (when it crashed) or left unreported (when it hung: the time is gone)."""
-    run = _python_probe(group, timeout)
+    run = _python_probe(group, timeout, python)
     probes = probe_answers(run.events)
     runs: dict[str, CommandResult] = {name: run.command for name in group if name in probes}
     missing = [n for n in group if n not in probes]
@@ -260,19 +282,23 @@ def _run_group(group: tuple[str, ...], timeout: float) -> tuple[dict[str, dict[s
     for name in missing[1:]:
         if run.hung:
             continue  # not reached: CheckContext.probe_failure says so
-        single = _python_probe([name], timeout)
+        single = _python_probe([name], timeout, python)
         runs[name] = single.command
         probes.update(probe_answers(single.events))
     return probes, runs
 
 
-def run_python_probes(timeout: float, stack: bool = True) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
-    groups = [STACK_PROBES, BINDING_PROBES] if stack else [BINDING_PROBES]
+def run_python_probes(timeout: float, stack: bool = True, python: str | None = None
+                      ) -> tuple[dict[str, dict[str, Any]], dict[str, CommandResult]]:
+    """The stack probes (in `python` when given, its environment's facts asked first) and the vendor bindings (in
+    rocmcheck's own interpreter: they read the GPUs, not the person's stack)."""
+    in_target = ((ENVIRONMENT_PROBE,) if python else ()) + (STACK_PROBES if stack else ())
+    groups = [(g, p) for g, p in ((in_target, python), (BINDING_PROBES, None)) if g]
     probes: dict[str, dict[str, Any]] = {}
     runs: dict[str, CommandResult] = {}
     pool = ThreadPoolExecutor(max_workers=len(groups))
     try:
-        for found, ran in pool.map(lambda g: _run_group(g, timeout), groups):
+        for found, ran in pool.map(lambda g: _run_group(g[0], timeout, g[1]), groups):
             probes.update(found)
             runs.update(ran)
     finally:
@@ -298,10 +324,13 @@ def gpu_device_paths() -> list[str]:
 
 def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                   probe_timeout_s: float = 45.0, python_probes: bool = True,
-                  on_commands_done: Callable[[Facts], None] | None = None) -> Facts:
+                  on_commands_done: Callable[[Facts], None] | None = None, python: Any = None) -> Facts:
     """Gather everything. Commands and child probes run in parallel; nothing outlives deadline_s.
     on_commands_done(facts) is called once the system facts and tool outputs are in, while the Python
-    probes (the torch import, the slow part) may still run: the doctor judges what it can meanwhile."""
+    probes (the torch import, the slow part) may still run: the doctor judges what it can meanwhile.
+    python: the TargetPython to judge (facts/python_env.py), or None for rocmcheck's own: its version, packages
+    and installed GPU libraries are read by its probe child instead of in this process."""
+    target = python.executable if python is not None else None
     start = time.monotonic()
     # No single job may outlive the deadline: the pool's threads are joined at interpreter exit, so a
     # straggler would hold the doctor open after it printed (a hung rocminfo must end with the deadline).
@@ -342,7 +371,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
     try:
         futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}
         # The torch child is the one expensive fact: skipped when no selected check reads it.
-        futures[pool.submit(run_python_probes, probe_timeout_s, python_probes)] = ("probe", "python")
+        futures[pool.submit(run_python_probes, probe_timeout_s, python_probes, target)] = ("probe", "python")
         futures[pool.submit(collect_kernel_log, command_timeout_s, raw_env)] = ("cmds", "kernel-log-journalctl")
         # Cheap in-process facts while the children run.
         facts.platform = {
@@ -350,6 +379,9 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
             "node": platform.node(),
             "python": platform.python_version(), "executable": sys.executable,
         }
+        if python is not None:  # the judged Python is another one: its own answers replace these (below)
+            facts.platform.update(rocmcheck_executable=sys.executable, python_source=python.source,
+                                  executable=python.executable, python=python.version or None)
         facts.os_info = os_info()
         facts.env = env
         facts.files = {p: _read(p) for p in FILES}
@@ -359,10 +391,13 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         facts.user = _user()
         facts.limits = _limits()
         facts.rocm_layout = observe_layout(raw_env)
-        facts.packages, facts.torch_requires = _package_versions()
+        if python is None:
+            facts.packages, facts.torch_requires = package_versions()
         facts.node_health = node_health(raw_env)
-        facts.extensions = collect_extensions(PACKAGES, raw_env)
-        facts.known.update({group: ALL for group in IN_PROCESS_GROUPS})
+        if python is None:
+            facts.extensions = collect_extensions(PACKAGES, raw_env)
+        facts.known.update({group: ALL for group in IN_PROCESS_GROUPS
+                            if python is None or group not in ENVIRONMENT_GROUPS})
 
         # Every job's own timeout is clamped to the deadline, so they all end by then; the grace covers the
         # kill and, for the Python probes, a re-run of a crashed probe on its own.
@@ -391,6 +426,8 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                 facts.commands.update(fut.result())
             else:
                 facts.probes, facts.probe_runs = fut.result()
+                if python is not None:
+                    _take_environment(facts)
                 facts.deadline_hit += [n for n, r in facts.probe_runs.items() if n not in facts.probes
                                        and r.timed_out and r.timeout_s is not None and r.timeout_s >= deadline_s]
         for fut in not_done:
@@ -410,6 +447,24 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         pool.shutdown(wait=False, cancel_futures=True)
     _observe_hipconfig_root(facts)
     return facts
+
+
+def _take_environment(facts: Facts) -> None:
+    """The judged interpreter's own answer (ENVIRONMENT_PROBE) into the facts this process would have read; when
+    it gave none (it crashed, hung, or could not run rocmcheck's probe), those facts stay not known and the
+    platform says why."""
+    answer = facts.probes.pop(ENVIRONMENT_PROBE, None)
+    run = facts.probe_runs.pop(ENVIRONMENT_PROBE, None)
+    if not isinstance(answer, dict) or "packages" not in answer:
+        why = (answer or {}).get("error") or (answer or {}).get("import_error") if isinstance(answer, dict) else None
+        facts.platform["python_error"] = why or (run.describe_failure() if run is not None else "no answer")
+        return
+    facts.platform.update(python=answer.get("python"), executable=answer.get("executable") or
+                          facts.platform.get("executable"))
+    facts.packages = answer.get("packages") or {}
+    facts.torch_requires = list(answer.get("torch_requires") or [])
+    facts.extensions = answer.get("extensions") or {}
+    facts.known.update({group: ALL for group in ENVIRONMENT_GROUPS})
 
 
 def _record_command(facts: Facts, key: str, result: CommandResult, deadline_s: float) -> None:

@@ -212,7 +212,25 @@ def probe_amdsmi() -> dict[str, Any]:
         return {"installed": True, "gpus": gpus}
 
 
+def probe_environment() -> dict[str, Any]:
+    """The interpreter itself and what is installed in it, read without importing the packages: asked first when
+    the doctor judges another Python than its own (rocmcheck/facts/python_env.py), for the facts the parent would
+    otherwise read in its own process (facts/collect.py)."""
+    import platform
+
+    from rocmcheck.facts.python_env import use_fallback_path
+
+    use_fallback_path()
+    from rocmcheck.facts.collect import PACKAGES, package_versions
+    from rocmcheck.facts.extensions import collect_extensions
+
+    versions, requires = package_versions()
+    return {"python": platform.python_version(), "executable": sys.executable, "prefix": sys.prefix,
+            "packages": versions, "torch_requires": requires, "extensions": collect_extensions(PACKAGES, os.environ)}
+
+
 PROBES: dict[str, Callable[[], dict[str, Any]]] = {
+    "environment": probe_environment,
     "nvml": probe_nvml,
     "amdsmi": probe_amdsmi,
     "torch": probe_torch,

@@ -1,5 +1,8 @@
-"""The doctor on a console: verdicts stream area by area as they are known (one table, printed in pieces with the
-same column widths), then the verdict line and the fixes to paste. Everything goes through report/render.py."""
+"""The doctor on a console. By default, problems first: once every verdict is in, the header (machine, GPUs, stack),
+only the verdicts that warn, fail or crash, each group under the fix that answers it, then a tally per area and the
+verdict line (render.print_problems). With -v, every verdict streams area by area as it is known (one table,
+printed in pieces with the same column widths), then the verdict line and the fixes to paste. Everything goes
+through report/render.py."""
 
 from __future__ import annotations
 
@@ -33,6 +36,8 @@ class Stream:
         self.console.print(Text(r.clean(text), style="bold"))
 
     def results(self, new: list[CheckResult], revised: list[CheckResult]) -> None:
+        if not self.verbose:  # problems first: nothing is printed until every verdict is in (finish)
+            return
         if new:  # one verdict at a time as the GPU probes finish: the area's title row once, not per verdict
             self.console.print(r.table(new, area_titles=AREA_TITLES, verbose=self.verbose,
                                        show_header=not self.header_done, id_width=self.id_width,
@@ -46,7 +51,12 @@ class Stream:
             self.area = None  # the next piece names its area again, below the note
         self.console.file.flush()
 
-    def finish(self, results: list[CheckResult], fixes: bool = True) -> None:
+    def finish(self, results: list[CheckResult], fixes: bool = True, header: list[str] = ()) -> None:
+        if not self.verbose:
+            r.print_problems(results, self.console, header=list(header), area_titles=AREA_TITLES)
+            return
+        for line in header:
+            self.console.print(Text(r.clean(line)))
         self.console.print(r.verdict_line(results))
         if fixes:
             self.console.file.flush()

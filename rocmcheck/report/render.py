@@ -1,5 +1,7 @@
 """The one way CheckResults reach a person, for every command: the status words and styles, the table of
-verdicts (whole or one area at a time, as the doctor streams), the verdict line, and the fixes again as plain,
+verdicts (whole or one area at a time, as the doctor streams), the problems-first report (only the verdicts that
+warn, fail or crash, each group under the one fix that answers it, then a tally per area), the verdict line, and
+the fixes again as plain,
 unwrapped lines: the shell fixes to paste (one command per line, grouped per failing check; `#` lines are shell
 comments, so the whole block can be pasted or saved as a script), then the edits to make in named files and the
 notes, each under its own heading (rocmcheck/fixes.py: a fix is a shell line, an edit or a note).
@@ -169,3 +171,126 @@ def print_report(results: list[CheckResult], con: Console | None = None, *, titl
     if fixes:
         con.file.flush()
         print_fixes(results, con.file)
+
+
+# ---- problems first: what the doctor prints without -v -------------------------------------------------------
+
+PROBLEMS = (Status.CRASH, Status.FAIL, Status.WARN)  # worst first
+FIX_LABEL = {FixKind.SHELL: "fix: ", FixKind.EDIT: "edit: ", FixKind.NOTE: "do: "}
+# The tally's marks, and their ASCII stand-ins where the output's encoding has no room for them (LANG=C).
+MARKS = {"pass": "✓", "fail": "✗", "warn": "!", "skip": "–", "sep": " · "}
+ASCII_MARKS = {"pass": "ok", "fail": "x", "warn": "!", "skip": "-", "sep": " | "}
+SKIP_REASON_CHARS = 48  # an area skipped for one reason names it, cut to this many characters
+
+
+def problems(results: list[CheckResult]) -> list[CheckResult]:
+    return [r for r in results if r.status in PROBLEMS]
+
+
+def problem_groups(results: list[CheckResult]) -> list[tuple[Fix | None, list[CheckResult]]]:
+    """The verdicts that warn, fail or crash, grouped by the fix that answers them (a fix shared by several checks
+    is one group with all of them), the group with the worst verdict first; a verdict without a fix is its own
+    group."""
+    groups: dict[Any, tuple[Fix | None, list[CheckResult]]] = {}
+    for r in sorted(problems(results), key=lambda r: PROBLEMS.index(r.status)):
+        key = (r.fix.kind, r.fix.file, r.fix.text) if r.fix else ("none", r.id)
+        groups.setdefault(key, (r.fix, []))[1].append(r)
+    return list(groups.values())
+
+
+def marks(con: Console | None = None) -> dict[str, str]:
+    encoding = getattr(getattr(con, "file", None), "encoding", None) or "utf-8"
+    try:
+        "".join(MARKS.values()).encode(encoding)
+    except (LookupError, UnicodeEncodeError):
+        return ASCII_MARKS
+    return MARKS
+
+
+def _skip_reason(text: str) -> str:
+    """A skip's summary as a short reason: "GPU probes skipped: torch sees no GPU" -> "torch sees no GPU",
+    "smoke-train skipped (--no-train)" -> "--no-train", a trailing "(...)" left out."""
+    reason = clean(text)
+    if "skipped: " in reason:
+        reason = reason.split("skipped: ", 1)[1]
+    elif reason.endswith(")") and "skipped (" in reason:
+        reason = reason.rsplit("skipped (", 1)[1][:-1]
+    reason = reason.split(" (", 1)[0].strip()
+    return reason if len(reason) <= SKIP_REASON_CHARS else reason[: SKIP_REASON_CHARS - 1].rstrip() + "…"
+
+
+def area_tally(results: list[CheckResult], area_titles: dict[str, str] | None = None,
+               mark: dict[str, str] | None = None) -> list[str]:
+    """One item per area, in report order: "Operating system ✓ 2", "GPUs ✗ 1 – 3 skipped", and for an area
+    skipped whole, its first skip's reason: "Driver – skipped: no AMD GPU stack found"."""
+    mark = mark or MARKS
+    areas: dict[str, list[CheckResult]] = {}
+    for r in results:
+        areas.setdefault(r.area, []).append(r)
+    order = list(area_titles or {})
+    items = []
+    for area, rs in sorted(areas.items(), key=lambda a: order.index(a[0]) if a[0] in order else len(order)):
+        title = clean((area_titles or {}).get(area, area))
+        c = counts(rs)
+        skips = [r for r in rs if r.status is Status.SKIP]
+        if len(skips) == len(rs):
+            items.append(f"{title} {mark['skip']} skipped: {_skip_reason(skips[0].summary)}")
+            continue
+        parts = []
+        if c["fail"] + c["crash"]:
+            parts.append(f"{mark['fail']} {c['fail'] + c['crash']}")
+        if c["warn"]:
+            parts.append(f"{mark['warn']} {c['warn']}")
+        if c["pass"]:
+            parts.append(f"{mark['pass']} {c['pass']}")
+        if skips:
+            parts.append(f"{mark['skip']} {len(skips)} skipped")
+        items.append(f"{title} {' '.join(parts)}")
+    return items
+
+
+def fill(items: list[str], width: int, sep: str = " · ") -> list[str]:
+    """Items joined by sep into lines of at most width characters, never breaking an item."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + len(sep) + len(item) <= width:
+            lines[-1] += sep + item
+        else:
+            lines.append(item)
+    return lines
+
+
+def print_problems(results: list[CheckResult], con: Console | None = None, *, header: list[str] = (),
+                   area_titles: dict[str, str] | None = None) -> None:
+    """The doctor's default report: the header lines, then each problem group (its verdicts, then its fix once,
+    as one unwrapped line to paste), then the tally per area and the verdict line. `-v` prints the whole table
+    instead (print_report)."""
+    con = con or console()
+    for line in header:
+        con.print(Text(clean(line)), overflow="fold")
+    groups = problem_groups(results)
+    width = max((len(r.id) for _, rs in groups for r in rs), default=0)
+    for fix, rs in groups:
+        con.print()
+        t = Table(show_header=False, box=None, pad_edge=False, expand=False)
+        t.add_column("", no_wrap=True, width=5)
+        t.add_column("check", no_wrap=True, min_width=width)
+        t.add_column("verdict", overflow="fold")
+        for r in rs:
+            body = Text(clean(r.summary))
+            for line in r.evidence[:3] if r.status.is_problem else []:
+                body.append("\n· " + clean(line), style="dim")
+            t.add_row(Text(WORD[r.status], style=STYLE[r.status]), Text(clean(r.id)), body)
+        con.print(t)
+        con.file.flush()
+        if fix is not None:  # plain and unwrapped: what the terminal shows is what pastes
+            con.file.write(f"  {FIX_LABEL[fix.kind]}{clean(fix.line())}\n")
+            con.file.flush()
+    mark = marks(con)
+    con.print()
+    for line in fill(area_tally(results, area_titles, mark), max(40, con.width), mark["sep"]):
+        con.print(Text(line), overflow="fold", no_wrap=False)
+    line = verdict_line(results)
+    if any(r.status is not Status.PASS and r.status not in PROBLEMS for r in results) or groups:
+        line.append("  -v: every check", style="dim")
+    con.print(line)

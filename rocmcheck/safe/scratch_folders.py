@@ -45,6 +45,7 @@ KINDS = {
     "accelerate": "an accelerate config without its unknown keys (rocmcheck/lint/accelerate_child.py)",
     "bench": "the HF Trainer's output folder of smoke-train --bench (rocmcheck/train/bench.py)",
     "checkpoint": "train.reload's scratch checkpoint (in --out when given, else here)",
+    "python": "the links that let another interpreter run the stack probes (rocmcheck/facts/python_env.py)",
 }
 # kind, pid, pid namespace (as written), mkdtemp's part; the leading dot of a hidden one is optional.
 _NAME = re.compile(r"\.?rocmcheck-(" + "|".join(KINDS) + r")-([0-9]+)-([0-9]+)-[^/]*\Z")

@@ -230,7 +230,9 @@ def _print_results(results: list[CheckResult], files: dict[str, str] | None, inf
 
     console = render.console()
     dev = info.get("device", {})
-    title = (f"device: {dev.get('name')} ({dev.get('kind')}); model: {info.get('model', {}).get('path', '?')}"
+    # The model as loaded, else as asked for (a run that stopped before loading it); never a "?"
+    model = (info.get("model") or {}).get("path") or (info.get("config") or {}).get("model")
+    title = (f"device: {dev.get('name')} ({dev.get('kind')})" + (f"; model: {model}" if model else "")
              if dev else None)
     render.print_report(results, console, title=title)
     line = timings_line(info)

@@ -262,7 +262,9 @@ def check_throughput(step_times: list[float], tokens_per_step: int, flops_per_to
     if p90 > stall_ratio * median:
         return warned(summary + f"; unsteady steps (p90 {p90 / median:.1f}x median)",
                       fixes.step(None, "look for other processes on this device (amd-smi process, or nvidia-smi), "
-                                       "then rerun"), evidence, **data, id="train.throughput")
+                                       "then rerun" if on_gpu else
+                                       "look for other processes taking this machine's CPU time (top), then rerun"),
+                      evidence, **data, id="train.throughput")
     return passed(summary, evidence, **data, id="train.throughput")
 
 

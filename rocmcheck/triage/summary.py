@@ -47,12 +47,21 @@ def render_summary(facts: Facts, ctx: CheckContext | None, results: list[CheckRe
     container = known_or_none(lambda: ctx.in_container)
     if container is not None:
         lines.append(f"{fmt.CONTAINER}: {'yes' if container[0] else 'no'}")
-    for r in results:
-        if r.status in SHOWN_STATUSES:
-            lines.append(f"{r.status.value.upper()} {r.id}: {one_line(r.summary)}")
-            lines.append(f"  {fmt.FIX_LABEL}{(r.fix or NO_FIX).line()}")
+    for fix, shown in _by_fix(results):  # a fix several verdicts share: printed once, below all of them
+        lines += [f"{r.status.value.upper()} {r.id}: {one_line(r.summary)}" for r in shown]
+        lines.append(f"  {fmt.FIX_LABEL}{fix.line()}")
     lines.append(fmt.FOOTER)
     return "\n".join(redact_value(line) for line in lines) + "\n"
+
+
+def _by_fix(results: list[CheckResult]) -> list[tuple[Fix, list[CheckResult]]]:
+    """The verdicts shown, grouped by their fix's command (its comment aside), in the order they came."""
+    groups: dict[tuple[str, str, str], tuple[Fix, list[CheckResult]]] = {}
+    for r in results:
+        if r.status in SHOWN_STATUSES:
+            fix = r.fix or NO_FIX
+            groups.setdefault((fix.kind.value, fix.file, fix.text), (fix, []))[1].append(r)
+    return list(groups.values())
 
 
 def summary_gpus(ctx: CheckContext) -> list[tuple[str | None, str | None, int | None]]:

@@ -18,6 +18,8 @@ know is left out.
     FAIL torch.arch_list: torch has no kernels for gfx1151
       fix: pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/rocm6.2  # ...
     == end of rocmcheck summary ==
+
+A fix that several verdicts share is written once, below all of them, and read back as the fix of each.
 """
 
 from __future__ import annotations
@@ -135,7 +137,10 @@ def parse_summary(text: Any) -> Summary:
 
 def _line(s: Summary, line: str, raw: str) -> None:
     if line.startswith(FIX_LABEL) and s.verdicts and s.verdicts[-1].fix is None:
-        s.verdicts[-1].fix = line[len(FIX_LABEL):]
+        for verdict in reversed(s.verdicts):  # a fix shared by several verdicts follows all of them
+            if verdict.fix is not None:
+                break
+            verdict.fix = line[len(FIX_LABEL):]
         return
     m = _VERDICT.match(line)
     if m:
