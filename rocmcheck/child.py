@@ -296,8 +296,7 @@ def watchdog(seconds: float) -> Iterator[None]:
 def leave(code: int | str | None) -> NoReturn:
     """End this process with `code` once its work is done. After torch was imported, the interpreter's own
     teardown (freeing every module and object of torch and transformers, one by one) takes most of a second or
-    more: a child that had loaded the bundled model spent 0.83-0.97 s exiting on the 2-core CPU box, and 0.04 s
-    without it (benchmarks/RESULTS.md, section 18; section 17 for the CLI's own process). So then the non-daemon
+    more (benchmarks/RESULTS.md, sections 17 and 18). So then the non-daemon
     threads are joined, the atexit handlers run and the streams are flushed, as at a normal exit, and the process
     ends without that teardown. A message (sys.exit("...")) takes the interpreter's own way out, which prints it.
     Every child's `__main__` and the CLI end this way."""

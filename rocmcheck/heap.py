@@ -1,7 +1,7 @@
 """Python's cyclic garbage collector and big imports. A full collection walks every live object; importing
 torch, torch._dynamo and transformers creates hundreds of thousands of them and sets off full collections
-again and again while it grows the heap: on the bundled model's CPU smoke-train, about 1 s of collections
-before the first step and 0.5 s after the last (benchmarks/RESULTS.md, section 17). Modules live as long as
+again and again while it grows the heap: on the bundled model's CPU smoke-train, about a second of collections
+(benchmarks/RESULTS.md, section 17). Modules live as long as
 the process, so they need no collecting: import without collections, then freeze what exists, which no
 later collection walks again (frozen objects are still freed when nothing refers to them). gc.get_objects
 and gc.get_referrers do not see frozen objects either, so whatever looks for a leak's holders through gc

@@ -53,8 +53,8 @@ def check_torch_installed(ctx: CheckContext) -> CheckResult:
     return passed(f"torch {t.get('version')} ({_build_kind(t)} build)", version=t.get("version"))
 
 
-# A default smoke-train on an H200 took 8.2-9.5 s from process start with torch's bytecode and 17.9-20.4 s
-# without it, compiling torch, torch._dynamo and transformers in every process (benchmarks/RESULTS.md, section 17).
+# Without its bytecode every process compiles torch, torch._dynamo and transformers again: a default smoke-train took
+# about twice as long (benchmarks/RESULTS.md, section 17).
 BYTECODE_COST = "about 10 s more per process that imports torch (a default smoke-train on an H200: 20 s instead of 9)"
 
 

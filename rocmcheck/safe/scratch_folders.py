@@ -99,10 +99,8 @@ def _remove_tree(path: Path, *, ignore_errors: bool = False) -> None:
 
 def _unlink_large(folder: Path) -> None:
     """Unlink the regular files of at least LARGE_FILE_BYTES under folder (never following a link), up to
-    REMOVE_THREADS at once. Removing a file gives its pages back one by one, in the remover's time: a 7B's
-    checkpoint (26.95 GB, one file) took 2.78 s to remove from /dev/shm on an H200, and 6 files of 17.2 GB in all
-    1.74 s by one thread, 0.38 s side by side (benchmarks/bench_save_parts.py, bench_fresh_memory.py; RESULTS.md
-    section 18)."""
+    REMOVE_THREADS at once. Removing a file gives its pages back one by one, in the remover's time, and several
+    large shards go faster side by side (benchmarks/RESULTS.md, section 18)."""
     large: list[str] = []
     for root, dirs, files in os.walk(folder, followlinks=False):
         for name in files:

@@ -57,8 +57,8 @@ def sklearn_unseen() -> Iterator[None]:
     """While the block runs, transformers sees no scikit-learn. Where it is installed, transformers 4.x to 5.17
     imports sklearn.metrics (and with it scipy) when any model class is imported, at the top of
     generation/candidate_generator.py, for the roc_curve of assisted decoding's confidence threshold, which a
-    training step never calls: 1.75 s of a 2.4 s import of the model classes on one H200 (transformers 5.17,
-    scikit-learn installed; benchmarks/RESULTS.md, section 18). transformers 5.24 imports it inside the function that
+    training step never calls: most of the model classes' import where scikit-learn is installed
+    (benchmarks/RESULTS.md, section 18). transformers 5.24 imports it inside the function that
     uses it, and this changes nothing there. Only this process's view changes (the name that module binds at import);
     is_sklearn_available answers truly again after the block."""
     with _answering_no("transformers.utils", "is_sklearn_available"):
@@ -69,8 +69,8 @@ def sklearn_unseen() -> Iterator[None]:
 def deepspeed_unseen() -> Iterator[None]:
     """While the block runs, accelerate's unwrapping sees no DeepSpeed, when this process has not imported it.
     save_pretrained unwraps the model through accelerate's extract_model_from_parallel, which imports deepspeed
-    (where it is installed) only to test whether the model is a DeepSpeedEngine: 0.48 s of the bundled model's
-    0.49 s save on one H200 (benchmarks/bench_step_parts.py, RESULTS.md section 18). Without deepspeed imported
+    (where it is installed) only to test whether the model is a DeepSpeedEngine: nearly all of a small model's save
+    (benchmarks/RESULTS.md, section 18). Without deepspeed imported
     no object can be a DeepSpeedEngine, so the answer, and the saved files, are the same. With deepspeed
     imported (a DeepSpeed run) nothing changes."""
     if "deepspeed" in sys.modules:

@@ -1,9 +1,9 @@
 """train.reload read from the files: whether the checkpoint save_pretrained just wrote holds the trained model,
 without building the model a second time.
 
-Loading the checkpoint back with from_pretrained (what `_reload` in run.py does for small models) needs a second
-copy of the model on the device and the time to build it: for a 7B in fp32, 27 GB more GPU memory next to the
-weights, gradients and optimizer state, within the 44 s the save and reload took on one H200. Here the saved
+Loading the checkpoint back with from_pretrained (what reload.py does for small models) needs a second copy of the
+model on the device and the time to build it: for a 7B in fp32, 27 GB more GPU memory next to the weights,
+gradients and optimizer state. Here the saved
 shards are read tensor by tensor (safetensors maps them: only one tensor in memory at a time), each moved to the
 trained tensor's device and compared with it bit for bit, and the saved config.json, read back as from_pretrained
 reads it, must equal the model's own. Together they say what the full reload says: the same
