@@ -248,7 +248,7 @@ def _check(path: str, data: dict, folder: str) -> dict[str, Any]:
                 os.environ.update(env)
                 with a_gpu_stood_in():
                     plugin = FullyShardedDataParallelPlugin()
-                result["fsdp"] = {"version": plugin.fsdp_version}
+                result["fsdp"] = {"version": getattr(plugin, "fsdp_version", 1)}  # FSDP2 came in accelerate 1.6
             elif args.multi_gpu and not args.cpu:
                 launch_utils.prepare_multi_gpu_env(args)
             else:
