@@ -43,8 +43,10 @@ def test_mirror_equals_the_real_hf_trainer_deepspeed_config():
         "import json, sys, types\n"
         "from transformers.integrations.deepspeed import HfTrainerDeepSpeedConfig\n"
         "req = json.loads(sys.stdin.read())\n"
+        # TrainingArguments' defaults of the fields the method reads besides ARGS (transformers 4.x reads the
+        # apex ones too)
         "args = types.SimpleNamespace(save_on_each_node=False, fp16_full_eval=False, bf16_full_eval=False, "
-        "**req['args'])\n"
+        "fp16_backend='auto', fp16_opt_level='O1', **req['args'])\n"
         "hf = HfTrainerDeepSpeedConfig(req['config']); hf.trainer_config_process(args)\n"
         "print(json.dumps({'config': hf.config, 'mismatches': hf.mismatches}))\n"
     )

@@ -141,7 +141,9 @@ def test_llamafactory_classes_and_the_stored_table_agree():
         real = training_keys.llamafactory_vocabulary(command)
         stored = training_keys.llamafactory_vocabulary(command, use_installed=False)
         assert real.note and real.note.startswith("its own argument classes"), real.note
-        assert real.owner == f"LLaMA-Factory {table['llamafactory_version']}" and real.installed
+        assert real.owner == f"LLaMA-Factory {real.version}" and real.installed
+        if real.version != table["llamafactory_version"]:  # another supported release (.ci/lint_matrix.sh): its
+            continue  # own classes answered, and they are what lint judges with; the table is the newest's
         assert stored.own <= real.keys, (command, sorted(stored.own - real.keys))  # every stored key is parsed
         if command != "train":  # no transformers keys: the table is the whole parser
             assert real.keys == stored.keys, (command, sorted(real.keys ^ stored.keys))

@@ -16,7 +16,8 @@ What runs, in accelerate's own code:
    deepspeed_config_file checks: "When using `deepspeed_config_file`, the following accelerate config variables
    will be ignored"), or FullyShardedDataParallelPlugin().
 Two things are the training machine's, not the file's, and are stood in for: whether the launcher's port is in use
-here (taken as free) and the GPU FSDP's sync_module_states would place parameters on (device 0, never touched).
+here (taken as free) and the GPU FSDP's sync_module_states would place parameters on (torch's own device queries
+answer "one CUDA/ROCm GPU" while the FSDP plugin is built: a_gpu_stood_in; no device is touched).
 Nested keys the launcher does not read (deepspeed_config / fsdp_config keys with no launcher argument) are
 ignored by accelerate without a word; they are listed with the launcher's own argument names to suggest from.
 """
@@ -24,12 +25,15 @@ ignored by accelerate without a word; they are listed with the launcher's own ar
 from __future__ import annotations
 
 import ast
+import contextlib
 import copy
 import math
 import os
 import re
 import warnings
+from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 from rocmcheck.child import leave, open_channel, read_request
 from rocmcheck.safe.scratch_folders import scratch_folder
@@ -112,6 +116,29 @@ def _json_safe(value: Any) -> Any:
     return value if isinstance(value, (str, int, float, bool)) or value is None else str(value)
 
 
+@contextlib.contextmanager
+def a_gpu_stood_in() -> Iterator[None]:
+    """While it lasts, torch's own device queries answer as on a machine with one CUDA/ROCm GPU (torch's ROCm build
+    answers through torch.cuda too): the seam every accelerate release asks through, whatever helper of its own
+    it asks with (1.3 to 1.15: is_cuda_available() -> torch.cuda.is_available(), then torch.cuda.current_device();
+    1.16: get_torch_accelerator_backend() -> torch.accelerator.current_accelerator(), then
+    torch.cuda.is_available()). FSDP's sync_module_states only names the device parameters will be placed on
+    (param_init_fn); nothing is placed, and no CUDA call runs. Only torch's public functions are replaced, and only
+    for the plugin's construction."""
+    import torch
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(torch.cuda, "is_available", lambda: True))
+        stack.enter_context(mock.patch.object(torch.cuda, "current_device", lambda: 0))
+        accelerator = getattr(torch, "accelerator", None)  # torch 2.6 and newer
+        if accelerator is not None and hasattr(accelerator, "current_accelerator"):
+            stack.enter_context(mock.patch.object(accelerator, "current_accelerator",
+                                                  lambda *a, **k: torch.device("cuda")))
+        if accelerator is not None and hasattr(accelerator, "is_available"):
+            stack.enter_context(mock.patch.object(accelerator, "is_available", lambda: True))
+        yield
+
+
 def check(path: str, data: dict) -> dict[str, Any]:
     """The config at `path` (parsed as `data`) judged by accelerate; a copy without its unknown keys, when one is
     needed, is written in a temporary folder that is removed afterwards."""
@@ -121,16 +148,12 @@ def check(path: str, data: dict) -> dict[str, Any]:
 
 def _check(path: str, data: dict, folder: str) -> dict[str, Any]:
     import accelerate
-    import torch
     from accelerate.commands.config import config_args
     from accelerate.commands.launch import _validate_launch_command, launch_command_parser
     from accelerate.utils import DeepSpeedPlugin, FullyShardedDataParallelPlugin
-    from accelerate.utils import dataclasses as acc_dataclasses
     from accelerate.utils import launch as launch_utils
 
     launch_utils.is_port_in_use = lambda *a, **k: False  # the training machine's port, not the file's
-    acc_dataclasses.is_cuda_available = lambda: True  # FSDP's sync_module_states names a device; none is touched
-    torch.cuda.current_device = lambda: 0
 
     problems: list[dict[str, Any]] = []
     result: dict[str, Any] = {"accelerate_version": accelerate.__version__, "problems": problems,
@@ -223,8 +246,9 @@ def _check(path: str, data: dict, folder: str) -> dict[str, Any]:
                 env = launch_utils.prepare_multi_gpu_env(args)
                 os.environ.clear()
                 os.environ.update(env)
-                plugin = FullyShardedDataParallelPlugin()
-                result["fsdp"] = {"version": plugin.fsdp_version}
+                with a_gpu_stood_in():
+                    plugin = FullyShardedDataParallelPlugin()
+                result["fsdp"] = {"version": getattr(plugin, "fsdp_version", 1)}  # FSDP2 came in accelerate 1.6
             elif args.multi_gpu and not args.cpu:
                 launch_utils.prepare_multi_gpu_env(args)
             else:

@@ -22,6 +22,7 @@ import json
 import logging
 import sys
 import types
+from typing import Any
 
 from rocmcheck.child import leave, open_channel, read_request
 
@@ -149,8 +150,8 @@ def validate(config: dict, world_size: int) -> dict:
             "gradient_accumulation_steps": parsed.gradient_accumulation_steps,
             "world_size": parsed.world_size,
             "zero_stage": int(parsed.zero_optimization_stage),
-            "bf16": bool(parsed.bfloat16_config.enabled),
-            "fp16": bool(parsed.float16_config.enabled),
+            "bf16": _precision_enabled(parsed, "bfloat16_config", "bfloat16_enabled"),
+            "fp16": _precision_enabled(parsed, "float16_config", "fp16_enabled"),
         }
     except ValidationError as exc:  # a section that only fails in company of others
         summary = None
@@ -169,6 +170,14 @@ def validate(config: dict, world_size: int) -> dict:
         "parsed": summary,
         "top_level_keys": top_level_keys(),
     }
+
+
+def _precision_enabled(parsed: Any, section: str, flag: str) -> bool:
+    """Whether DeepSpeedConfig enabled bf16 / fp16: its `bfloat16_config` / `float16_config` objects (newer
+    releases; deepspeed/runtime/config.py), or the `bfloat16_enabled` / `fp16_enabled` flags older releases set
+    (0.16 and before)."""
+    config = getattr(parsed, section, None)
+    return bool(config.enabled) if config is not None else bool(getattr(parsed, flag, False))
 
 
 def main(argv: list[str] | None = None) -> int:
