@@ -7,6 +7,7 @@ from rocmcheck.checks import check
 from rocmcheck.checks.containers import container_restart
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.shell_words import words
+from rocmcheck.checks.where import host_only_skip
 from rocmcheck.facts.known import NotKnown
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB, MIB
@@ -19,6 +20,8 @@ RCCL_IOMMU_TEXT = 'NCCL WARN Missing "iommu=pt" from kernel command line which c
 def check_iommu(ctx: CheckContext) -> CheckResult:
     if ctx.known_vendor() != "amd":
         return skipped("not an AMD GPU machine")
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
     if len(ctx.amd_gpus) < 2:
         return skipped("fewer than 2 GPUs: no peer-to-peer collectives")
     cmdline = ctx.file("/proc/cmdline")
@@ -106,6 +109,8 @@ def check_cpu_governor(ctx: CheckContext) -> CheckResult:
 
 @check("host.perf_determinism", "MI300X performance level (determinism) as AMD's validation sets it")
 def check_perf_determinism(ctx: CheckContext) -> CheckResult:
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
     levels: dict[str, str] = {}
     ids: dict[str, str] = {}  # how amd-smi -g names each GPU: its PCI address or its index
     unknown: list[str] = []
