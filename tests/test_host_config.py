@@ -4,6 +4,8 @@ Planted files (a fake /etc) and recorded tool outputs (tests/fixtures/host-tools
 
 from __future__ import annotations
 
+import os
+
 from conftest import project_fixture
 from fakes import env_with_path, make_tool
 from machines import amd_machine, ran, verdicts
@@ -113,3 +115,54 @@ def test_collection_runs_the_host_tools(tmp_path, monkeypatch):
     assert parse_sb_state(facts.commands["mokutil-sb-state"].stdout) is True
     assert parse_dkms_status(facts.commands["dkms-status"].stdout)[0].name == "amdgpu"
     assert parse_amd_smi_process(facts.commands["amd-smi-process"].stdout)[0].pid == 2266127
+
+
+def pci_tree(root, *, acs_ctrl: int | None, bad_pages: int = 0, threshold: str = "-1"):
+    """Root port 0000:00:01.1 above an MI300X (0000:03:00.0), as sysfs lays them out; the port's configuration
+    space as root reads it (4 KiB) with an ACS extended capability at 0x100, or as a user reads it (256 bytes)."""
+    import struct
+
+    port = root / "devices/pci0000:00/0000:00:01.1"
+    gpu = port / "0000:03:00.0"
+    config = bytearray(4096 if acs_ctrl is not None else 256)
+    if acs_ctrl is not None:
+        struct.pack_into("<I", config, 0x100, 0x000D | (1 << 16))  # ACS, version 1, no next capability
+        struct.pack_into("<H", config, 0x106, acs_ctrl)
+    write(port / "vendor", "0x1022\n")
+    write(port / "class", "0x060400\n")
+    (port / "config").write_bytes(bytes(config))
+    for name, text in {"vendor": "0x1002\n", "class": "0x038000\n", "device": "0x74a1\n",
+                       "ras/gpu_vram_bad_pages": "".join(f"0x{0x1000 + i:08x} : 0x00001000 : R\n"
+                                                         for i in range(bad_pages))}.items():
+        write(gpu / name, text)
+    write(root / "module/amdgpu/parameters/bad_page_threshold", f"{threshold}\n")
+    links = root / "bus/pci/devices"
+    links.mkdir(parents=True)
+    for d in (port, gpu):
+        os.symlink(d, links / d.name)
+    return node_health({}, root=str(root), config_root=str(root / "etc-root"))
+
+
+def test_acs_redirect_on_the_gpus_bridge_is_named(tmp_path):
+    health = pci_tree(tmp_path / "on", acs_ctrl=0x001D)  # SV | RR | CR | UF, as firmware commonly leaves it
+    assert health["pcie_acs"]["gpus"] == {"0000:03:00.0": ["0000:00:01.1"]}
+    r = verdicts(amd_machine(node_health=health), "health.pcie_acs")["health.pcie_acs"]
+    assert r.status == Status.WARN and "0000:00:01.1" in r.summary
+    assert r.fix.text == "sudo setpci -s 0000:00:01.1 ECAP_ACS+6.w=0000"
+    off = pci_tree(tmp_path / "off", acs_ctrl=0x0011)  # source validation and upstream forwarding only
+    assert verdicts(amd_machine(node_health=off), "health.pcie_acs")["health.pcie_acs"].status == Status.PASS
+    user = pci_tree(tmp_path / "user", acs_ctrl=None)  # 256 bytes: not root
+    r = verdicts(amd_machine(node_health=user), "health.pcie_acs")["health.pcie_acs"]
+    assert r.status == Status.SKIP and "root only" in r.summary
+
+
+def test_bad_pages_near_the_threshold_and_retirement_off(tmp_path):
+    near = pci_tree(tmp_path / "near", acs_ctrl=0, bad_pages=10, threshold="10")
+    r = verdicts(amd_machine(node_health=near), "health.bad_page_threshold")["health.bad_page_threshold"]
+    assert r.status == Status.FAIL and "10 retired pages of the threshold 10" in r.summary
+    off = pci_tree(tmp_path / "off", acs_ctrl=0, threshold="0")
+    r = verdicts(amd_machine(node_health=off), "health.bad_page_threshold")["health.bad_page_threshold"]
+    assert r.status == Status.WARN and "retirement is off" in r.summary
+    default = pci_tree(tmp_path / "default", acs_ctrl=0, bad_pages=2)
+    r = verdicts(amd_machine(node_health=default), "health.bad_page_threshold")["health.bad_page_threshold"]
+    assert r.status == Status.PASS and "most retired pages on a GPU: 2" in r.summary

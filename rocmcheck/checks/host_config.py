@@ -10,6 +10,7 @@ from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.rocm import detected_rocm_version
+from rocmcheck.checks.where import host_only_skip
 from rocmcheck.facts.parsers.host_tools import (
     amdgpu_blacklist_lines,
     parse_amd_smi_process,
@@ -215,3 +216,84 @@ def check_ipc_legacy(ctx: CheckContext) -> CheckResult:
     if sharing:
         return warned(f"ROCm {rocm} with {', '.join(sharing)} installed: {why}", fix, [f"ROCm {rocm}"])
     return passed(f"ROCm {rocm}: no vLLM here (note: {why}; {IPC_LEGACY_VAR}=1 avoids it)")
+
+
+# ACS P2P Request Redirect (bit 2), P2P Completion Redirect (bit 3) and P2P Egress Control (bit 5): the bits the
+# kernel's pci=disable_acs_redir= clears "to always allow passing P2P traffic uninterrupted" (Linux commit
+# aaca43fda742). Set on a bridge above the GPUs, they send peer-to-peer traffic (GPU-GPU over PCIe, GPU-NIC RDMA)
+# up to the root complex: collectives slow down or hang (NCCL's troubleshooting guide, "PCI Access Control
+# Services (ACS)": https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html).
+ACS_P2P_BITS = 0x04 | 0x08 | 0x20
+
+
+@check("health.pcie_acs", "PCIe ACS redirect off on the bridges above the GPUs")
+def check_pcie_acs(ctx: CheckContext) -> CheckResult:
+    if ctx.known_vendor() != "amd":
+        return skipped("not an AMD GPU machine")
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
+    acs = ctx.health("pcie_acs")
+    if acs is None:
+        return skipped("the bridges' ACS settings were not read (a bundle from an older rocmcheck)")
+    bridges = acs.get("bridges") or {}
+    if not bridges:
+        return skipped("no PCIe bridge above an AMD GPU in sysfs")
+    if not acs.get("readable"):
+        return skipped("the bridges' extended configuration space is readable by root only: run the doctor with "
+                       "sudo, or look with `sudo lspci -vvv | grep ACSCtl`")
+    on = {bdf: ctrl for bdf, ctrl in bridges.items() if ctrl is not None and ctrl & ACS_P2P_BITS}
+    evidence = [f"{bdf}: ACSCtl 0x{ctrl:04x}" for bdf, ctrl in sorted(bridges.items()) if ctrl is not None]
+    if not on:
+        return passed(f"ACS redirect is off on the {len(bridges)} bridge(s) above the GPUs", evidence)
+    names = sorted(on)
+    first = names[0]
+    return warned(f"ACS redirect is on at {len(on)} bridge(s) above the GPUs ({', '.join(names[:6])}"
+                  f"{' ...' if len(names) > 6 else ''}): peer-to-peer traffic goes through the root complex",
+                  fixes.shell("sudo setpci -s {bdf} ECAP_ACS+6.w=0000",
+                              f"for each bridge named ({len(on)}); until the next boot: disable ACS in the BIOS or "
+                              "add pci=disable_acs_redir= to the kernel command line to keep it", bdf=first),
+                  evidence)
+
+
+# amdgpu's bad_page_threshold (amdgpu_drv.c MODULE_PARM_DESC): 0 disables bad page retirement; a positive value is
+# a user-set threshold; -1 and -2 are the driver's own rule (their meaning changed between driver releases: "ignore
+# threshold" / "determined by a formula"). The driver warns at 90 % of the threshold (Linux commit 8483fdfea778),
+# and a GPU over it is not initialized (commit 68daadf3d673).
+BAD_PAGE_WARN_FRACTION = 0.9
+
+
+@check("health.bad_page_threshold", "retired VRAM pages against amdgpu's bad_page_threshold")
+def check_bad_page_threshold(ctx: CheckContext) -> CheckResult:
+    if ctx.known_vendor() != "amd":
+        return skipped("not an AMD GPU machine")
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
+    params = ctx.health("amdgpu_params")
+    if params is None:
+        return skipped("amdgpu's parameters were not read (a bundle from an older rocmcheck)")
+    raw = params.get("bad_page_threshold")
+    if raw is None:
+        return skipped("/sys/module/amdgpu/parameters/bad_page_threshold is not there (amdgpu not loaded)")
+    try:
+        threshold = int(raw)
+    except ValueError:
+        return skipped(f"bad_page_threshold {raw!r} is not a number")
+    pages = {d.get("bdf", "?"): len([line for line in (d.get("bad_pages") or "").splitlines() if line.strip()])
+             for d in ctx.health("pci_gpus") or [] if d.get("vendor") == "amd" and d.get("bad_pages") is not None}
+    evidence = [f"bad_page_threshold={threshold}"] + [f"{bdf}: {n} retired page(s)" for bdf, n in sorted(pages.items())]
+    if threshold == 0:
+        return warned("bad page retirement is off (amdgpu.bad_page_threshold=0): VRAM pages with uncorrectable "
+                      "errors stay in use",
+                      fixes.note("remove amdgpu.bad_page_threshold=0 from the kernel command line or modprobe.d "
+                                 "(the default retires bad pages)"), evidence)
+    if threshold > 0:
+        near = {b: n for b, n in pages.items() if n >= BAD_PAGE_WARN_FRACTION * threshold}
+        if near:
+            worst = max(near.values())
+            status = failed if worst >= threshold else warned
+            return status(f"{len(near)} GPU(s) at {worst} retired pages of the threshold {threshold}: a GPU over it "
+                          "is not initialized by amdgpu", fixes.note("plan the GPU's replacement (RMA) with your "
+                                                                     "vendor; `amd-smi bad-pages` lists the pages"),
+                          evidence)
+    return passed(f"bad_page_threshold={threshold}" + (f"; most retired pages on a GPU: {max(pages.values())}"
+                                                        if pages else ""), evidence)
