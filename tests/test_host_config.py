@@ -82,6 +82,11 @@ def test_other_processes_on_the_gpus_are_named():
     assert r.status == Status.WARN and "pid 2266127" in r.evidence[0] and r.fix.text == "amd-smi process"
     idle = amd_machine(commands={"amd-smi-process": ran("amd-smi-process", stdout="No running processes detected\n")})
     assert verdicts(idle, "gpu.busy")["gpu.busy"].status == Status.PASS
+    # Debian's amd-smi without a driver: every subcommand ends with this error and exit 255 (recorded for `list`)
+    no_driver = ran("amd-smi-process", stdout=project_fixture("debian-sid-rocm/amd-smi-list.stdout.txt"),
+                    returncode=255, stderr=project_fixture("debian-sid-rocm/amd-smi-list.stderr.txt"))
+    r = verdicts(amd_machine(commands={"amd-smi-process": no_driver}), "gpu.busy")["gpu.busy"]
+    assert r.status == Status.SKIP and "255" in r.summary
 
 
 def test_pypi_amdsmi_of_another_rocm_is_named_when_torch_sees_no_gpu():
@@ -166,3 +171,13 @@ def test_bad_pages_near_the_threshold_and_retirement_off(tmp_path):
     default = pci_tree(tmp_path / "default", acs_ctrl=0, bad_pages=2)
     r = verdicts(amd_machine(node_health=default), "health.bad_page_threshold")["health.bad_page_threshold"]
     assert r.status == Status.PASS and "most retired pages on a GPU: 2" in r.summary
+
+
+def test_xgmi_links_down_are_named_without_traffic():
+    text = project_fixture("host-tools/amd-smi-xgmi-link-status-25.3.0.txt")
+    r = verdicts(amd_machine(commands={"amd-smi-xgmi-links": ran("amd-smi-xgmi-links", stdout=text)}),
+                 "health.xgmi_links")["health.xgmi_links"]
+    assert r.status == Status.WARN and "4 xGMI link(s) down on 2 GPU(s)" in r.summary
+    assert r.evidence[0] == "GPU0 0000:08:00.0: U U U U D U D X"
+    up = amd_machine(commands={"amd-smi-xgmi-links": ran("amd-smi-xgmi-links", stdout=text.replace(" D ", " U "))})
+    assert verdicts(up, "health.xgmi_links")["health.xgmi_links"].status == Status.PASS

@@ -3,6 +3,7 @@ driver package; the device-access fixes follow where it runs."""
 
 from __future__ import annotations
 
+import json
 import os
 
 from conftest import FIXTURES_DIR
@@ -96,6 +97,7 @@ def test_each_distribution_gets_its_own_driver_package():
     debian = [n for n in releases if n.startswith("debian")]
     assert debian and any(n.startswith("rhel") for n in releases), releases
     assert fixes[debian[0]].startswith("sudo apt install amdgpu-dkms")  # AMD's ROCm in /opt/rocm: AMD's driver
-    distro_rocm = {"roots": {}, "distro": {"/usr": {"hip_runtime": ["libamdhip64.so.6.1.32830"]}}, "versioned": {}}
+    # Debian's own ROCm packages, as recorded in a Debian root (tests/fixtures/debian-sid-rocm): all in /usr
+    distro_rocm = json.loads((FIXTURES_DIR.parent / "debian-sid-rocm" / "rocm-layout.json").read_text())
     line = driver_fix(debian[0], rocm_layout=distro_rocm)
     assert "amdgpu-dkms" not in line and "firmware-amd-graphics" in line and "modprobe amdgpu" in line

@@ -17,6 +17,7 @@ from rocmcheck.facts.parsers.host_tools import (
     parse_dkms_status,
     parse_nvidia_apps,
     parse_sb_state,
+    parse_xgmi_link_status,
     repo_versions,
 )
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -297,3 +298,29 @@ def check_bad_page_threshold(ctx: CheckContext) -> CheckResult:
                           evidence)
     return passed(f"bad_page_threshold={threshold}" + (f"; most retired pages on a GPU: {max(pages.values())}"
                                                         if pages else ""), evidence)
+
+
+@check("health.xgmi_links", "every xGMI link between the GPUs is up (amd-smi, no traffic sent)")
+def check_xgmi_links(ctx: CheckContext) -> CheckResult:
+    if ctx.known_vendor() != "amd":
+        return skipped("not an AMD GPU machine")
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
+    res = ctx.command("amd-smi-xgmi-links")
+    if res is None:
+        return skipped("amd-smi is not installed")
+    if not res.ok:
+        return skipped(f"amd-smi xgmi --link-status: {res.describe_failure()}")
+    links = parse_xgmi_link_status(res.stdout)
+    known = {gpu: states for gpu, states in links.items() if any(s in ("U", "D") for s in states)}
+    if not known:
+        return skipped("amd-smi shows no xGMI link state here (no xGMI, or the driver does not expose it)")
+    down = {gpu: states.count("D") for gpu, states in known.items() if "D" in states}
+    evidence = [f"{gpu}: {' '.join(states)}" for gpu, states in known.items()]
+    if down:
+        total = sum(down.values())
+        return warned(f"{total} xGMI link(s) down on {len(down)} GPU(s): GPU-to-GPU bandwidth drops and collectives "
+                      "slow down or route over PCIe",
+                      fixes.note("check again after a cold power cycle; links that stay down need the platform "
+                                 "vendor (seating, firmware): AMD's node validation expects every link up"), evidence)
+    return passed(f"every xGMI link of {len(known)} GPU(s) is up", evidence)

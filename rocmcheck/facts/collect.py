@@ -289,9 +289,9 @@ def run_python_probes(timeout: float, stack: bool = True) -> tuple[dict[str, dic
 IN_PROCESS_GROUPS = ("platform", "os_info", "env", "files", "present", "devices", "user", "limits", "rocm_layout",
                      "packages", "torch_requires", "node_health", "extensions", "launch")
 KERNEL_LOG_KEYS = ("kernel-log-journalctl", "kernel-log-dmesg")
-# Host tools read for the host configuration checks (checks/host_config.py): Secure Boot, the DKMS modules, and
-# the processes already on the GPUs.
-HOST_TOOL_KEYS = ("mokutil-sb-state", "dkms-status", "amd-smi-process", "nvidia-smi-apps")
+# Host tools read for the host configuration checks (checks/host_config.py): Secure Boot, the DKMS modules, the
+# processes already on the GPUs, and the xGMI links' state.
+HOST_TOOL_KEYS = ("mokutil-sb-state", "dkms-status", "amd-smi-process", "nvidia-smi-apps", "amd-smi-xgmi-links")
 # Every key `commands` can hold: a key missing from a whole collection is a tool that is not installed.
 COMMAND_KEYS = ("rocminfo", "hipconfig", "amd-smi-static", "amd-smi-version", "rocm-smi", "rocm-smi-json",
                 "nvidia-smi-query", "nvidia-smi", "nvidia-smi-health") + KERNEL_LOG_KEYS + HOST_TOOL_KEYS
@@ -332,6 +332,9 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
     if amd_smi:
         jobs["amd-smi-static"] = lambda: run_command([amd_smi, "static", "--json"], timeout=command_timeout_s)
         jobs["amd-smi-version"] = lambda: run_command([amd_smi, "version"], timeout=command_timeout_s)
+        # The links' state as the driver keeps it: no traffic is sent.
+        jobs["amd-smi-xgmi-links"] = lambda: run_command([amd_smi, "xgmi", "--link-status"],
+                                                         timeout=command_timeout_s)
     if rocm_smi:
         jobs["rocm-smi"] = lambda: run_command([rocm_smi], timeout=command_timeout_s)
         jobs["rocm-smi-json"] = lambda: run_command(

@@ -7,7 +7,9 @@ variables are not supported on this system" (https://github.com/ollama/ollama/is
 "amdgpu/6.2.4-1664922.22.04, 6.8.0-45-generic, x86_64: installed" (dkms 3; dkms 2 separates the version with a
 comma: "amdgpu, 5.13.20.22.10-1420322, 5.4.0-113-generic, x86_64: installed",
 https://github.com/ROCm/ROCm/issues/1748); `amd-smi process` prints a "GPU: N" block with "PID:", "NAME:" and
-"VRAM_MEM:" per process (https://github.com/ROCm/amdsmi/issues/130, amd-smi 25.3.0, ROCm 6.4.0).
+"VRAM_MEM:" per process (https://github.com/ROCm/amdsmi/issues/130, amd-smi 25.3.0, ROCm 6.4.0); `amd-smi xgmi
+--link-status` prints "GPU0   0000:08:00.0  U  U  U  U  D  U  D  X" per GPU, U up, D down, X disabled, N/A where
+the driver does not expose it (an SR-IOV guest) (AMD SMI CHANGELOG, 25.3.0 and the mVF fix).
 """
 
 from __future__ import annotations
@@ -147,4 +149,18 @@ def repo_versions(files: dict[str, str]) -> dict[str, list[tuple[str, str]]]:
         found = [(m.group(1).lower(), m.group(2).lower()) for m in _ROCM_URL.finditer(_active_text(path, text or ""))]
         if found:
             out[path] = list(dict.fromkeys(found))
+    return out
+
+
+_XGMI_ROW = re.compile(r"^GPU(\d+)\s+([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7])\s+(.*)$")
+
+
+def parse_xgmi_link_status(text: str) -> dict[str, list[str]]:
+    """`amd-smi xgmi --link-status` -> {"GPU0 0000:08:00.0": ["U", "U", "D", "X", ...]}; a link shown N/A is kept
+    as "N/A"."""
+    out: dict[str, list[str]] = {}
+    for line in clean_lines(text or ""):
+        m = _XGMI_ROW.match(line.strip())
+        if m:
+            out[f"GPU{m.group(1)} {m.group(2)}"] = m.group(3).split()
     return out
