@@ -181,3 +181,13 @@ def test_xgmi_links_down_are_named_without_traffic():
     assert r.evidence[0] == "GPU0 0000:08:00.0: U U U U D U D X"
     up = amd_machine(commands={"amd-smi-xgmi-links": ran("amd-smi-xgmi-links", stdout=text.replace(" D ", " U "))})
     assert verdicts(up, "health.xgmi_links")["health.xgmi_links"].status == Status.PASS
+
+
+def test_cper_records_fatal_against_corrected():
+    fatal = ran("amd-smi-cper", stdout=project_fixture("host-tools/amd-smi-ras-cper-table-docs.txt"))
+    r = verdicts(amd_machine(commands={"amd-smi-cper": fatal}), "health.cper")["health.cper"]
+    assert r.status == Status.WARN and "8 fatal or uncorrected" in r.summary
+    assert r.evidence[0] == "GPU 0: fatal at 2000/06/27 10:45:13 (AFID 30)"
+    corrected = ran("amd-smi-cper", stdout=project_fixture("host-tools/amd-smi-ras-cper-25.5.txt"))
+    r = verdicts(amd_machine(commands={"amd-smi-cper": corrected}), "health.cper")["health.cper"]
+    assert r.status == Status.PASS and r.evidence == ["GPU 0: non_fatal_corrected at 2025/04/08 18:23:44"]

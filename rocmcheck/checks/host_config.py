@@ -13,6 +13,7 @@ from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.checks.where import host_only_skip
 from rocmcheck.facts.parsers.host_tools import (
     amdgpu_blacklist_lines,
+    parse_amd_smi_cper,
     parse_amd_smi_process,
     parse_dkms_status,
     parse_nvidia_apps,
@@ -324,3 +325,36 @@ def check_xgmi_links(ctx: CheckContext) -> CheckResult:
                       fixes.note("check again after a cold power cycle; links that stay down need the platform "
                                  "vendor (seating, firmware): AMD's node validation expects every link up"), evidence)
     return passed(f"every xGMI link of {len(known)} GPU(s) is up", evidence)
+
+
+# CPER (Common Platform Error Record, UEFI appendix N) records amdgpu keeps for RAS events; a fatal or uncorrected
+# one is what decides a retry against an RMA after a hang (AMD's node-scraper reads them; the AFIDs name the fault).
+CPER_BAD = ("fatal", "non_fatal_uncorrected")
+
+
+@check("health.cper", "no fatal or uncorrected CPER error record on the GPUs")
+def check_cper(ctx: CheckContext) -> CheckResult:
+    if ctx.known_vendor() != "amd":
+        return skipped("not an AMD GPU machine")
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
+    res = ctx.command("amd-smi-cper")
+    if res is None:
+        return skipped("amd-smi is not installed")
+    if not res.ok:
+        return skipped(f"amd-smi ras --cper: {res.describe_failure()} (it needs root, and an MI300 or later)")
+    records = parse_amd_smi_cper(res.stdout)
+    if not records:
+        return passed("no CPER record")
+    bad = [r for r in records if r.severity in CPER_BAD]
+    evidence = [f"GPU {r.gpu}: {r.severity}{' at ' + r.timestamp if r.timestamp else ''}"
+                f"{' (AFID ' + ' '.join(r.afids) + ')' if r.afids else ''}" for r in (bad or records)[:16]]
+    if bad:
+        gpus = sorted({r.gpu for r in bad if r.gpu is not None})
+        return warned(f"{len(bad)} fatal or uncorrected CPER record(s) on GPU(s) {', '.join(map(str, gpus))}: a GPU "
+                      "had an error it could not correct",
+                      fixes.shell("sudo amd-smi ras --cper --severity all --folder {folder}",
+                                  "writes each record as a .cper file; `sudo amd-smi ras --afid --cper-file FILE` "
+                                  "names the fault (AFID) for your vendor's RMA process", folder="/tmp/cper"),
+                      evidence)
+    return passed(f"{len(records)} CPER record(s), all corrected", evidence)

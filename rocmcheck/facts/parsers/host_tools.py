@@ -9,7 +9,10 @@ comma: "amdgpu, 5.13.20.22.10-1420322, 5.4.0-113-generic, x86_64: installed",
 https://github.com/ROCm/ROCm/issues/1748); `amd-smi process` prints a "GPU: N" block with "PID:", "NAME:" and
 "VRAM_MEM:" per process (https://github.com/ROCm/amdsmi/issues/130, amd-smi 25.3.0, ROCm 6.4.0); `amd-smi xgmi
 --link-status` prints "GPU0   0000:08:00.0  U  U  U  U  D  U  D  X" per GPU, U up, D down, X disabled, N/A where
-the driver does not expose it (an SR-IOV guest) (AMD SMI CHANGELOG, 25.3.0 and the mVF fix).
+the driver does not expose it (an SR-IOV guest) (AMD SMI CHANGELOG, 25.3.0 and the mVF fix); `amd-smi ras --cper`
+prints each CPER record's header ("Dumping CPER file header entries for GPU 0:" then `"error_severity":
+"non_fatal_corrected"`, AMD SMI CHANGELOG), or with --folder a table "timestamp gpu_id severity file_name list of
+afids" (AMD SMI's CLI documentation).
 """
 
 from __future__ import annotations
@@ -163,4 +166,40 @@ def parse_xgmi_link_status(text: str) -> dict[str, list[str]]:
         m = _XGMI_ROW.match(line.strip())
         if m:
             out[f"GPU{m.group(1)} {m.group(2)}"] = m.group(3).split()
+    return out
+
+
+@dataclass(frozen=True)
+class CperRecord:
+    gpu: int | None
+    severity: str  # "fatal" | "non_fatal_uncorrected" | "non_fatal_corrected" | as printed, lower case
+    timestamp: str | None = None
+    afids: tuple[str, ...] = ()
+
+
+_CPER_GPU = re.compile(r"CPER file header entries for GPU (\d+)", re.IGNORECASE)
+_CPER_FIELD = re.compile(r'^"(error_severity|timestamp)"\s*:\s*"([^"]*)"')
+_CPER_ROW = re.compile(r"^(\d{2,4}/\d{2}/\d{2,4} \d{2}:\d{2}:\d{2})\s+(\d+)\s+(\S+)\s+\S+\.cper\s*(.*)$")
+
+
+def parse_amd_smi_cper(text: str) -> list[CperRecord]:
+    """`amd-smi ras --cper`: its header dump or its table, one record per entry."""
+    out: list[CperRecord] = []
+    gpu: int | None = None
+    severity: str | None = None
+    stamp: str | None = None
+    for line in clean_lines(text or ""):
+        stripped = line.strip()
+        if m := _CPER_GPU.search(stripped):
+            gpu = int(m.group(1))
+        elif m := _CPER_ROW.match(stripped):
+            out.append(CperRecord(int(m.group(2)), m.group(3).lower(), m.group(1), tuple(m.group(4).split())))
+        elif m := _CPER_FIELD.match(stripped):
+            if m.group(1) == "error_severity":
+                severity = m.group(2).lower()
+            else:
+                stamp = m.group(2)
+        elif stripped.startswith("}") and severity is not None:
+            out.append(CperRecord(gpu, severity, stamp))
+            severity, stamp = None, None
     return out
