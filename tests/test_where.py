@@ -101,3 +101,17 @@ def test_each_distribution_gets_its_own_driver_package():
     distro_rocm = json.loads((FIXTURES_DIR.parent / "debian-sid-rocm" / "rocm-layout.json").read_text())
     line = driver_fix(debian[0], rocm_layout=distro_rocm)
     assert "amdgpu-dkms" not in line and "firmware-amd-graphics" in line and "modprobe amdgpu" in line
+
+
+def test_a_pod_with_no_gpu_and_a_small_shm_is_fixed_in_its_manifest():
+    cpu_torch = {"torch": {"version": "2.5.1+cpu", "hip": None, "cuda": None, "cuda_available": False,
+                           "device_count": 0}, "flash_attn": {"installed": False}, "deepspeed": {"installed": False}}
+    facts = amd_machine(devices=dict(NO_KFD), commands={}, present={"/dev/shm": True}, probes=cpu_torch,
+                        rocm_layout={"roots": {}}, packages={"torch": "2.5.1+cpu"},
+                        env={"KUBERNETES_SERVICE_HOST": "10.96.0.1"}, files={"/proc/1/cgroup": POD_CGROUP},
+                        limits={"memlock_soft": -1, "unlimited": -1, "shm_bytes": 64 << 20})
+    v = verdicts(facts, "gpu.present", "host.shm")
+    assert v["gpu.present"].status == Status.FAIL and "Kubernetes pod" in v["gpu.present"].summary
+    assert '"amd.com/gpu"' in v["gpu.present"].fix.text
+    assert v["host.shm"].status == Status.FAIL and v["host.shm"].fix.kind is FixKind.EDIT
+    assert "emptyDir with medium: Memory" in v["host.shm"].fix.text
