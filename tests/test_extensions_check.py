@@ -226,6 +226,26 @@ def test_every_installed_distribution_with_gpu_code_is_read(tmp_path, monkeypatc
     assert "gemm.hsaco" in found["vllm"].summary and "reinstall or rebuild vllm for gfx942" in found["vllm"].fix.text
 
 
+def test_per_arch_code_object_files_are_alternatives(tmp_path, monkeypatch):
+    """A folder of one code-object file per arch (rocBLAS' Tensile library in a ROCm torch wheel) lacks the arch
+    only when none of its files carries it."""
+    site = rocm_site(tmp_path)
+    _, gfx90a = _bundle_and_entries("hip/libscale_gfx90a.so")
+    _, gfx942 = _bundle_and_entries("hip/libscale_gfx942.so")
+    (tmp_path / "co").mkdir()
+    (tmp_path / "co" / "a.hsaco").write_bytes(gfx90a["gfx90a"])
+    (tmp_path / "co" / "b.hsaco").write_bytes(gfx942["gfx942"])
+    dist(site, "rocm-sdk-libraries", "7.0.0", {
+        "rocm_sdk_libraries/lib/rocblas/library/Kernels.so-000-gfx90a.hsaco": tmp_path / "co" / "a.hsaco",
+        "rocm_sdk_libraries/lib/rocblas/library/Kernels.so-000-gfx942.hsaco": tmp_path / "co" / "b.hsaco",
+        "rocm_sdk_libraries/lib/hipblaslt/library/Kernels-gfx90a.hsaco": tmp_path / "co" / "a.hsaco"})
+    ext = collect(site, monkeypatch)
+    found = {r.data.get("package"): r for r in results(amd_machine(extensions=ext), "extensions.arch")}
+    assert set(found) == {"rocm-sdk-libraries"}  # only the folder with nothing for gfx942
+    assert "Kernels-gfx90a.hsaco" in found["rocm-sdk-libraries"].summary
+    assert "Kernels.so-000-gfx90a.hsaco" not in found["rocm-sdk-libraries"].summary
+
+
 def test_one_bundle_of_two_lacking_the_arch_is_a_partial_build(tmp_path, monkeypatch):
     """The MI250X (gfx90a): DeepSpeed's op has shift for gfx90a and gfx942 but scale for gfx942 only."""
     ext = collect(rocm_site(tmp_path, torch_lib="hip/libscale_gfx90a.so", fa="hip/libscale_gfx90a.so"), monkeypatch)
