@@ -115,3 +115,17 @@ def test_a_pod_with_no_gpu_and_a_small_shm_is_fixed_in_its_manifest():
     assert '"amd.com/gpu"' in v["gpu.present"].fix.text
     assert v["host.shm"].status == Status.FAIL and v["host.shm"].fix.kind is FixKind.EDIT
     assert "emptyDir with medium: Memory" in v["host.shm"].fix.text
+
+
+def test_vf_guest_named_by_rocminfo_without_sysfs():
+    """A guest whose sysfs was not read (a container) is still named by the name rocminfo prints for the VF."""
+    from conftest import read_fixture
+    from machines import ran
+
+    text = read_fixture("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt").replace(
+        "Marketing Name:          AMD Instinct MI300X", "Marketing Name:          AMD Instinct MI300X VF")
+    facts = amd_machine(commands={"rocminfo": ran("rocminfo", stdout=text)})
+    v = verdicts(facts, "gpu.vf_guest", "host.iommu")
+    assert v["gpu.vf_guest"].status == Status.PASS and "MI300X VF" in v["gpu.vf_guest"].summary
+    assert "the GPU names itself 'AMD Instinct MI300X VF'" in v["gpu.vf_guest"].evidence
+    assert v["host.iommu"].status == Status.SKIP
