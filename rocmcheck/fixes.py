@@ -33,7 +33,7 @@ COMMANDS = frozenset("""
     ln ls lsmod lspci lsb_release mkdir modinfo modprobe mount mv nc newgrp ninja numactl nvcc nvidia-smi pip pip3
     printf ps python python3 readelf reboot rm rocm-smi rocmcheck rocminfo scontrol sed setpci sinfo sort srun stat
     sudo sysctl systemctl tail tee test torchrun true ulimit uname unset update-grub usermod wc xargs yum zypper
-    ds_report cuobjdump roc-obj-ls amdgpu-install
+    ds_report cuobjdump roc-obj-ls amdgpu-install mokutil
 """.split())
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")

@@ -190,6 +190,62 @@ def test_each_library_without_the_arch_is_named_with_its_fix(tmp_path, monkeypat
     assert found["torch-extensions-cache"].fix.text == f"rm -rf {jit}"
 
 
+def _bundle_and_entries(lib: str) -> tuple[bytes, dict[str, bytes]]:
+    """The .hip_fatbin bundle of a fixture library, and its code objects by target: the bytes a package ships as
+    a *.co bundle file or a *.hsaco code object."""
+    from rocmcheck.facts.parsers.code_objects import _bundle_header, _sections, bytes_reader
+
+    data = (CO / lib).read_bytes()
+    (fatbin,) = [sec for sec in _sections(bytes_reader(data), len(data))[0] if sec.name == ".hip_fatbin"]
+    bundle = data[fatbin.offset:fatbin.offset + fatbin.size]
+    entries, _ = _bundle_header(bundle)
+    return bundle, {eid.rsplit("--", 1)[-1]: bundle[off:off + size] for off, size, eid in entries if size}
+
+
+def test_every_installed_distribution_with_gpu_code_is_read(tmp_path, monkeypatch):
+    """No list names aiter or vllm: they are found by the files their RECORD lists (a .so, a *.co bundle file, a
+    *.hsaco code object), and the one without the GPU's arch is named."""
+    site = rocm_site(tmp_path)
+    bundle, _ = _bundle_and_entries("hip/libscale_gfx942_gfx950.so")
+    _, xnack_on = _bundle_and_entries("hip/libscale_gfx942_xnack_on.so")
+    (tmp_path / "co").mkdir()
+    (tmp_path / "co" / "fmha.co").write_bytes(bundle)
+    (tmp_path / "co" / "gemm.hsaco").write_bytes(next(iter(xnack_on.values())))
+    dist(site, "aiter", "0.1.5", {"aiter/__init__.py": "", "aiter/jit/module_moe.so": CO / "hip/libscale_gfx90a.so",
+                                  "aiter_meta/hsa/fmha.co": tmp_path / "co" / "fmha.co"})
+    dist(site, "vllm", "0.11.0", {"vllm/__init__.py": "", "vllm/_C.abi3.so": CO / "hip/libscale_gfx942.so",
+                                  "vllm/kernels/gemm.hsaco": tmp_path / "co" / "gemm.hsaco"})
+    ext = collect(site, monkeypatch)
+    assert ext["scanned"]["aiter"] == 2 and ext["scanned"]["vllm"] == 2
+    by_path = {lib["path"].rsplit("/", 1)[-1]: lib for lib in ext["libraries"]}
+    assert by_path["fmha.co"]["groups"] == [{"targets": ["gfx942", "gfx950"], "count": 1}]
+    assert by_path["gemm.hsaco"]["groups"] == [{"targets": ["gfx942:xnack+"], "count": 1}]
+    found = {r.data.get("package"): r for r in results(amd_machine(extensions=ext), "extensions.arch")}
+    assert set(found) == {"aiter", "vllm"}, {k: r.summary for k, r in found.items()}
+    assert "module_moe.so" in found["aiter"].summary and "fmha.co" not in found["aiter"].summary
+    assert "gemm.hsaco" in found["vllm"].summary and "reinstall or rebuild vllm for gfx942" in found["vllm"].fix.text
+
+
+def test_per_arch_code_object_files_are_alternatives(tmp_path, monkeypatch):
+    """A folder of one code-object file per arch (rocBLAS' Tensile library in a ROCm torch wheel) lacks the arch
+    only when none of its files carries it."""
+    site = rocm_site(tmp_path)
+    _, gfx90a = _bundle_and_entries("hip/libscale_gfx90a.so")
+    _, gfx942 = _bundle_and_entries("hip/libscale_gfx942.so")
+    (tmp_path / "co").mkdir()
+    (tmp_path / "co" / "a.hsaco").write_bytes(gfx90a["gfx90a"])
+    (tmp_path / "co" / "b.hsaco").write_bytes(gfx942["gfx942"])
+    dist(site, "rocm-sdk-libraries", "7.0.0", {
+        "rocm_sdk_libraries/lib/rocblas/library/Kernels.so-000-gfx90a.hsaco": tmp_path / "co" / "a.hsaco",
+        "rocm_sdk_libraries/lib/rocblas/library/Kernels.so-000-gfx942.hsaco": tmp_path / "co" / "b.hsaco",
+        "rocm_sdk_libraries/lib/hipblaslt/library/Kernels-gfx90a.hsaco": tmp_path / "co" / "a.hsaco"})
+    ext = collect(site, monkeypatch)
+    found = {r.data.get("package"): r for r in results(amd_machine(extensions=ext), "extensions.arch")}
+    assert set(found) == {"rocm-sdk-libraries"}  # only the folder with nothing for gfx942
+    assert "Kernels-gfx90a.hsaco" in found["rocm-sdk-libraries"].summary
+    assert "Kernels.so-000-gfx90a.hsaco" not in found["rocm-sdk-libraries"].summary
+
+
 def test_one_bundle_of_two_lacking_the_arch_is_a_partial_build(tmp_path, monkeypatch):
     """The MI250X (gfx90a): DeepSpeed's op has shift for gfx90a and gfx942 but scale for gfx942 only."""
     ext = collect(rocm_site(tmp_path, torch_lib="hip/libscale_gfx90a.so", fa="hip/libscale_gfx90a.so"), monkeypatch)

@@ -6,10 +6,9 @@ from rocmcheck.checks import check
 from rocmcheck.checks.containers import docker_run_nvidia
 from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.host import MIN_SHM
-from rocmcheck.fixes import GROUPS_FIX, docker_run, shell
+from rocmcheck.checks.where import device_access_fix, kubernetes_signs, pod_gpu_fix, slurm_job_without_gpus
+from rocmcheck.fixes import GROUPS_FIX, docker_run
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
-
-DRIVER_FIX = shell("sudo apt install amdgpu-dkms && sudo reboot", "install and load the amdgpu driver on the host")
 
 
 def _render_nodes(ctx: CheckContext) -> dict[str, dict]:
@@ -33,13 +32,21 @@ def check_kfd(ctx: CheckContext) -> CheckResult:
     if info.get("exists") and info.get("readable") and info.get("writable"):
         return passed("/dev/kfd is read-write for this user")
     in_container, _ = ctx.in_container
+    pod = kubernetes_signs(ctx)
     if not info.get("exists"):
+        if pod:
+            return failed("/dev/kfd is missing: this Kubernetes pod was given no GPU", device_access_fix(ctx),
+                          evidence + pod)
+        if slurm_job_without_gpus(ctx):
+            return failed("/dev/kfd is missing: this Slurm job was given no GPU", device_access_fix(ctx), evidence)
         if in_container:
             return failed("/dev/kfd is missing: the container was started without it", docker_run(), evidence)
         return failed("/dev/kfd is missing: the amdgpu (KFD) driver is not loaded",
-                      DRIVER_FIX, evidence)
+                      device_access_fix(ctx), evidence)
     fix = GROUPS_FIX
-    if in_container:
+    if slurm_job_without_gpus(ctx):
+        fix = device_access_fix(ctx)
+    elif in_container and not pod:
         fix = docker_run("restart it with --group-add video --group-add render (or run as a user in those groups)")
     return failed(f"/dev/kfd: {_access_words(info)}", fix, evidence)
 
@@ -50,8 +57,7 @@ def check_render_nodes(ctx: CheckContext) -> CheckResult:
         return skipped("no AMD GPU stack found")
     nodes = _render_nodes(ctx)
     if not nodes:
-        fix = docker_run() if ctx.in_container[0] else DRIVER_FIX
-        return failed("no /dev/dri/renderD* nodes", fix)
+        return failed("no /dev/dri/renderD* nodes", device_access_fix(ctx))
     bad = {p: a for p, a in nodes.items() if not (a.get("readable") and a.get("writable"))}
     evidence = [f"{p}: {'ok' if p not in bad else _access_words(a)}" for p, a in nodes.items()]
     if bad:
@@ -117,6 +123,13 @@ def check_container_flags(ctx: CheckContext) -> CheckResult:
     missing = missing_container_flags(ctx)
     if not missing:
         return passed("the ROCm devices and settings reached this container", evidence)
+    pod = kubernetes_signs(ctx)
+    if pod:  # a pod is not started with docker flags: its spec asks the device plugin for GPUs
+        lacks = [m for m in missing if m.startswith("--device") or "shm" in m]
+        if not lacks:
+            return passed("the GPUs reached this Kubernetes pod", evidence + pod)
+        return failed("this Kubernetes pod has no GPU resource" if any(m.startswith("--device") for m in lacks)
+                      else "this Kubernetes pod's /dev/shm is small", pod_gpu_fix(ctx, vendor), evidence + pod)
     summary = f"this container was started without: {' '.join(missing)}"
     fix = docker_run()
     gpu_devices_missing = any(m.startswith("--device") for m in missing)

@@ -296,7 +296,8 @@ def check_extensions_arch(ctx: CheckContext) -> list[CheckResult] | CheckResult:
     gpus = gpu_targets(ctx)
     if not gpus:
         return _not_known("this machine's GPU arch (no GPU found by rocminfo, nvidia-smi or torch; --arch names one)")
-    judged = [judge_library(lib, gpus) for lib in ext.get("libraries") or [] if lib.get("owner") != BNB_OWNER]
+    judged = alternatives_judged([judge_library(lib, gpus) for lib in ext.get("libraries") or []
+                                  if lib.get("owner") != BNB_OWNER])
     with_code = [j for j in judged if j.state != "none"]
     stopped = ext.get("stopped")
     tail = [f"reading stopped: {stopped}"] if stopped else []
@@ -349,6 +350,20 @@ def check_extensions_arch(ctx: CheckContext) -> list[CheckResult] | CheckResult:
     if unknown:
         summary += f"; {len(unknown)} not known"
     return passed(summary, evidence)
+
+
+# Code-object files (*.co, *.hsaco) are loaded by name at run time, one per GPU arch (rocBLAS' Tensile library:
+# TensileLibrary_gfx90a.co, TensileLibrary_gfx942.co, ... in one folder): a file for another arch is an
+# alternative, not a gap, so a folder of them lacks the arch only when none of its files carries it.
+_CODE_OBJECT_FILE = re.compile(r"\.(hsaco|co)$")
+
+
+def alternatives_judged(judged: list[LibraryJudgement]) -> list[LibraryJudgement]:
+    """The judgements with the code-object files of a folder that has one for this GPU left out of the gaps."""
+    good_dirs = {(j.owner, j.path.rsplit("/", 1)[0]) for j in judged
+                 if _CODE_OBJECT_FILE.search(j.path) and j.state in (RUNS, JIT, MAYBE)}
+    return [j for j in judged if not (_CODE_OBJECT_FILE.search(j.path) and j.state in (NO, "partial")
+                                      and (j.owner, j.path.rsplit("/", 1)[0]) in good_dirs)]
 
 
 def _scanned(ext: dict[str, Any]) -> str:

@@ -6,6 +6,7 @@ import signal
 
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, GpuView, installed_but_cannot_start, known_or_none, tool_failure
+from rocmcheck.checks.where import device_access_fix, kubernetes_signs, slurm_job_without_gpus
 from rocmcheck.facts.known import NotKnown
 from rocmcheck.facts.parsers._text import clean_lines
 from rocmcheck.fixes import BUG_FIX, GROUPS_FIX, docker_run, note, shell, unset, with_why
@@ -68,6 +69,9 @@ def check_rocminfo(ctx: CheckContext) -> CheckResult:
     if report is not None and report.error:
         fix = ROCMINFO_ERROR_FIXES.get(report.error_kind or "",
                                        shell("sudo dmesg | grep -i -e amdgpu -e kfd", "check the driver"))
+        if report.error_kind in ("kfd_missing", "kfd_invalid_argument") and (
+                kubernetes_signs(ctx) or slurm_job_without_gpus(ctx)):
+            fix = device_access_fix(ctx)  # a pod's GPU resource or a job's gres, not a docker restart
         return failed(f"rocminfo failed: {report.error}", fix,
                       [l for l in clean_lines(res.stdout + res.stderr) if l.strip()][:5])
     if not res.ok:
@@ -93,6 +97,9 @@ def check_gpu_present(ctx: CheckContext) -> CheckResult:
         return passed(f"{len(gpus)} {ctx.vendor.upper()} GPU(s) found", [describe_gpu(g) for g in gpus])
     vendor = ctx.known_vendor()
     ctx.vendor_gpus()  # NotKnown when this vendor's GPU list is not known: then their absence is not shown
+    if vendor == "none" and (kubernetes_signs(ctx) or slurm_job_without_gpus(ctx)):
+        return failed("no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi reached this "
+                      + ("Kubernetes pod" if kubernetes_signs(ctx) else "Slurm job"), device_access_fix(ctx))
     if vendor == "none":
         return failed("no GPU found: no /dev/kfd, no rocminfo, no nvidia-smi — a CPU-only machine; the other checks "
                       "judge only what needs no GPU",

@@ -342,6 +342,10 @@ def _link_fix(ctx: CheckContext, rows: list[dict[str, Any]]) -> fixes.Fix:
 
 @check("health.pcie_link", "each GPU's PCIe link runs at its full generation and width")
 def check_pcie_link(ctx: CheckContext) -> CheckResult:
+    from rocmcheck.checks.where import host_only_skip
+
+    if (guest := host_only_skip(ctx)) is not None:  # a VF's link is virtual: the host's PCIe is not visible
+        return guest
     evidence, slow, idle_notes, slow_rows = [], [], [], []
     unknown: list[str] = []
     for row in gpu_states(ctx, unknown):

@@ -7,6 +7,7 @@ from rocmcheck.checks import check
 from rocmcheck.checks.containers import container_restart
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.shell_words import words
+from rocmcheck.checks.where import host_only_skip, kubernetes_signs
 from rocmcheck.facts.known import NotKnown
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.units import GIB, MIB
@@ -19,6 +20,8 @@ RCCL_IOMMU_TEXT = 'NCCL WARN Missing "iommu=pt" from kernel command line which c
 def check_iommu(ctx: CheckContext) -> CheckResult:
     if ctx.known_vendor() != "amd":
         return skipped("not an AMD GPU machine")
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
     if len(ctx.amd_gpus) < 2:
         return skipped("fewer than 2 GPUs: no peer-to-peer collectives")
     cmdline = ctx.file("/proc/cmdline")
@@ -56,6 +59,10 @@ def check_shm(ctx: CheckContext) -> CheckResult:
     in_container, _ = ctx.in_container
     where = container_restart(ctx.vendor, "restart the container with --ipc=host or --shm-size 16G") \
         if in_container else fixes.SHM_FIX
+    if kubernetes_signs(ctx):  # a pod's /dev/shm is sized in its manifest
+        where = fixes.edit("the pod's manifest (spec.volumes and the container's volumeMounts)",
+                           "mount an emptyDir with medium: Memory (sizeLimit: 16Gi) on /dev/shm",
+                           "a pod's /dev/shm defaults to 64 MiB; no docker flag reaches it")
     if size < MIN_SHM:
         return failed(f"/dev/shm is {size / MIB:.0f} MiB: DataLoader workers and NCCL/RCCL shared memory break",
                       where)
@@ -106,6 +113,8 @@ def check_cpu_governor(ctx: CheckContext) -> CheckResult:
 
 @check("host.perf_determinism", "MI300X performance level (determinism) as AMD's validation sets it")
 def check_perf_determinism(ctx: CheckContext) -> CheckResult:
+    if (guest := host_only_skip(ctx)) is not None:
+        return guest
     levels: dict[str, str] = {}
     ids: dict[str, str] = {}  # how amd-smi -g names each GPU: its PCI address or its index
     unknown: list[str] = []

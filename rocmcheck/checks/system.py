@@ -5,8 +5,9 @@ from __future__ import annotations
 from packaging.version import Version
 
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.rocm import amd_driver_evidence, detected_rocm_version
+from rocmcheck.checks.where import driver_install_fix
 from rocmcheck.fixes import note, shell
 from rocmcheck.knowledge import load
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -92,5 +93,9 @@ def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
     report = ctx.rocminfo  # a container may not show /sys/module: rocminfo's "ROCk module is loaded" says it
     if report is not None and report.kfd_module_loaded:
         return passed("amdgpu loaded (rocminfo: ROCk module is loaded)")
-    fix = shell("sudo apt install amdgpu-dkms && sudo reboot", "on the host: containers use the host's driver")
+    in_container = (known_or_none(lambda: ctx.in_container) or (False, []))[0]
+    # A container's os-release is its image's, not the host's: the host's package is named in words.
+    fix = note("on the host: install and load amdgpu (AMD's amdgpu-dkms for the host's distribution, "
+               "https://rocm.docs.amd.com/projects/install-on-linux/); containers use the host's driver") \
+        if in_container else driver_install_fix(ctx)
     return failed("the amdgpu kernel driver is not loaded", fix, amd_driver_evidence(ctx) + ctx.amd_signs)

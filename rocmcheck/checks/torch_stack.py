@@ -7,6 +7,7 @@ import re
 from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, known_or_none
+from rocmcheck.checks.host_config import amdsmi_fix, amdsmi_mismatch
 from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.knowledge import base_gfx
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -174,6 +175,10 @@ def check_torch_sees_gpus(ctx: CheckContext) -> CheckResult:
         evidence.append(f"torch.cuda error: {t['cuda_error']}")
     visible = list(ctx.env_vars(("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")))
     if seen == 0:
+        clash = amdsmi_mismatch(ctx) if ctx.vendor == "amd" else None
+        if clash is not None:  # the known cause: a PyPI amdsmi of another ROCm release beside torch's own
+            return failed(f"torch sees no GPU ({len(system)} on the system): the amdsmi package {clash[0]} is "
+                          f"for another ROCm than the installed {clash[1]}", amdsmi_fix(clash[1]), evidence)
         return failed(f"torch sees no GPU ({len(system)} on the system)",
                       fixes.shell("python -c 'import torch; print(torch.cuda.is_available())'",
                                   "shows the error; the devices.* and torch.build verdicts say more"), evidence)

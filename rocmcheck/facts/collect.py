@@ -47,6 +47,9 @@ ENV_NAMES = (
     "TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_BLAS_PREFER_CUBLASLT", "MAX_JOBS", "DS_ACCELERATOR", "DS_BUILD_OPS",
     "PYTORCH_TUNABLEOP_ENABLED", "PYTORCH_TUNABLEOP_TUNING", "PYTORCH_TUNABLEOP_FILENAME",
     "LD_LIBRARY_PATH", "PATH", "container", "BNB_CUDA_VERSION", "BNB_ROCM_VERSION",
+    # Where the job runs: a Slurm allocation (and the GPUs it was given), a Kubernetes pod.
+    "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_GPUS", "SLURM_JOB_GRES",
+    "KUBERNETES_SERVICE_HOST",
 )
 ENV_PREFIXES = ("NCCL_", "RCCL_", "HF_", "TRANSFORMERS_", "DS_BUILD_", "HSA_", "HIP_", "ROCM_")
 
@@ -61,7 +64,8 @@ FILES = (
     "/sys/module/amdgpu/version", "/sys/module/amdgpu/initstate", "/proc/1/cgroup",
     "/opt/rocm/.info/version", "/proc/driver/nvidia/version", "/proc/self/status",
 )
-PRESENCE = ("/.dockerenv", "/run/.containerenv", "/sys/module/amdgpu", "/sys/module/nvidia", "/dev/shm")
+PRESENCE = ("/.dockerenv", "/run/.containerenv", "/sys/module/amdgpu", "/sys/module/nvidia", "/dev/shm",
+            "/var/run/secrets/kubernetes.io")
 
 PACKAGES = (
     "torch", "triton", "pytorch-triton-rocm", "triton-rocm", "pytorch-triton", "flash-attn", "flash_attn",
@@ -311,9 +315,15 @@ def run_python_probes(timeout: float, stack: bool = True, python: str | None = N
 IN_PROCESS_GROUPS = ("platform", "os_info", "env", "files", "present", "devices", "user", "limits", "rocm_layout",
                      "packages", "torch_requires", "node_health", "extensions", "launch")
 KERNEL_LOG_KEYS = ("kernel-log-journalctl", "kernel-log-dmesg")
+# Host tools read for the host configuration checks (checks/host_config.py): Secure Boot, the DKMS modules, the
+# processes already on the GPUs, the xGMI links' state, and the CPER error records amdgpu kept (root only).
+HOST_TOOL_KEYS = ("mokutil-sb-state", "dkms-status", "amd-smi-process", "nvidia-smi-apps", "amd-smi-xgmi-links",
+                  "amd-smi-cper")
 # Every key `commands` can hold: a key missing from a whole collection is a tool that is not installed.
 COMMAND_KEYS = ("rocminfo", "hipconfig", "amd-smi-static", "amd-smi-version", "rocm-smi", "rocm-smi-json",
-                "nvidia-smi-query", "nvidia-smi", "nvidia-smi-health") + KERNEL_LOG_KEYS
+                "nvidia-smi-query", "nvidia-smi", "nvidia-smi-health") + KERNEL_LOG_KEYS + HOST_TOOL_KEYS
+# NVIDIA's per-process query (nvidia-smi --help-query-compute-apps).
+NVIDIA_APPS_FIELDS = ["pid", "process_name", "used_memory"]
 
 
 def gpu_device_paths() -> list[str]:
@@ -352,6 +362,10 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
     if amd_smi:
         jobs["amd-smi-static"] = lambda: run_command([amd_smi, "static", "--json"], timeout=command_timeout_s)
         jobs["amd-smi-version"] = lambda: run_command([amd_smi, "version"], timeout=command_timeout_s)
+        # The links' state as the driver keeps it: no traffic is sent.
+        jobs["amd-smi-xgmi-links"] = lambda: run_command([amd_smi, "xgmi", "--link-status"],
+                                                         timeout=command_timeout_s)
+        jobs["amd-smi-cper"] = lambda: run_command([amd_smi, "ras", "--cper"], timeout=command_timeout_s)
     if rocm_smi:
         jobs["rocm-smi"] = lambda: run_command([rocm_smi], timeout=command_timeout_s)
         jobs["rocm-smi-json"] = lambda: run_command(
@@ -364,14 +378,28 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         jobs["nvidia-smi"] = lambda: run_command([nvidia_smi], timeout=command_timeout_s)
         jobs["nvidia-smi-health"] = lambda: run_command([nvidia_smi, "-q", "-d", "ECC,PERFORMANCE"],
                                                         timeout=command_timeout_s)
+    # The processes on the GPUs are listed once rocmcheck's own torch child has ended, so it is never among them.
+    late: dict[str, list[str]] = {}
+    if nvidia_smi:
+        late["nvidia-smi-apps"] = [nvidia_smi, "--query-compute-apps=" + ",".join(NVIDIA_APPS_FIELDS),
+                                   "--format=csv,noheader,nounits"]
+    if amd_smi:
+        late["amd-smi-process"] = [amd_smi, "process"]
+    for key, argv in (("mokutil-sb-state", ["mokutil", "--sb-state"]), ("dkms-status", ["dkms", "status"])):
+        tool = find_tool(argv[0], raw_env)
+        if tool:
+            jobs[key] = lambda tool=tool, argv=argv: run_command([tool, *argv[1:]], timeout=command_timeout_s)
 
     # Not `with`: its exit waits for every job, so an exception here (KeyboardInterrupt while rocminfo hangs) would
     # be held until the last command's timeout. The jobs end on their own timeouts, or with rocmcheck's stop.
-    pool = ThreadPoolExecutor(max_workers=len(jobs) + 1)
+    pool = ThreadPoolExecutor(max_workers=len(jobs) + len(late) + 2)
     try:
         futures = {pool.submit(fn): ("cmd", key) for key, fn in jobs.items()}
         # The torch child is the one expensive fact: skipped when no selected check reads it.
-        futures[pool.submit(run_python_probes, probe_timeout_s, python_probes, target)] = ("probe", "python")
+        probe_job = pool.submit(run_python_probes, probe_timeout_s, python_probes, target)
+        futures[probe_job] = ("probe", "python")
+        for key, argv in late.items():
+            futures[pool.submit(_after, probe_job, argv, start + deadline_s, command_timeout_s)] = ("late", key)
         futures[pool.submit(collect_kernel_log, command_timeout_s, raw_env)] = ("cmds", "kernel-log-journalctl")
         # Cheap in-process facts while the children run.
         facts.platform = {
@@ -411,7 +439,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
                 else:
                     facts.commands.update(fut.result())
             # A tool still running is not known yet; one that was never started (not installed) is known absent.
-            running = {futures[f][1] for f in futures if futures[f][0] == "cmd" and f not in early}
+            running = {futures[f][1] for f in futures if futures[f][0] in ("cmd", "late") and f not in early}
             if any(futures[f][0] == "cmds" and f not in early for f in futures):
                 running |= set(KERNEL_LOG_KEYS)
             facts.known["commands"] = [k for k in COMMAND_KEYS if k not in running] if running else ALL
@@ -420,7 +448,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         done, not_done = wait([f for f in futures if f not in early], timeout=remaining)
         for fut in done:
             kind, key = futures[fut]
-            if kind == "cmd":
+            if kind in ("cmd", "late"):
                 _record_command(facts, key, fut.result(), deadline_s)  # run_command never raises
             elif kind == "cmds":
                 facts.commands.update(fut.result())
@@ -434,7 +462,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
             kind, key = futures[fut]
             facts.deadline_hit.append(key)
             placeholder = CommandResult(argv=[key], timed_out=True, timeout_s=deadline_s)
-            if kind in ("cmd", "cmds"):
+            if kind in ("cmd", "cmds", "late"):
                 facts.commands[key] = placeholder
             else:
                 facts.probe_runs = {name: placeholder for name in (PYTHON_PROBES if python_probes else BINDING_PROBES)}
@@ -465,6 +493,15 @@ def _take_environment(facts: Facts) -> None:
     facts.torch_requires = list(answer.get("torch_requires") or [])
     facts.extensions = answer.get("extensions") or {}
     facts.known.update({group: ALL for group in ENVIRONMENT_GROUPS})
+
+
+def _after(first: Any, argv: list[str], deadline: float, timeout: float) -> CommandResult:
+    """Run argv once the job `first` has ended, within what is left of the deadline (time.monotonic())."""
+    try:
+        first.result(timeout=max(0.0, deadline - time.monotonic()))
+    except Exception:  # noqa: BLE001 - a probe that failed or is late: the command still runs in the time left
+        pass
+    return run_command(argv, timeout=max(1.0, min(timeout, deadline - time.monotonic())))
 
 
 def _record_command(facts: Facts, key: str, result: CommandResult, deadline_s: float) -> None:

@@ -3,10 +3,12 @@
 Where the libraries are: each recorded distribution's own file list (importlib.metadata's RECORD): torch's
 lib/*.so (libtorch_hip.so, libtorch_cuda.so and the ROCm libraries a ROCm wheel bundles), flash-attn's
 flash_attn_2_cuda*.so, DeepSpeed's prebuilt ops (deepspeed/ops/...), bitsandbytes' libbitsandbytes_*.so, and
-any other shared library of a recorded package. A package whose metadata lists no files (an editable install, a
-checkout on PYTHONPATH) is found with importlib.util.find_spec of its top-level module, which locates a module
-without running it, and its folder is walked. torch's JIT builds (what DeepSpeed builds on first use) are in
-torch's extensions cache: $TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions (torch.utils.cpp_extension).
+any other shared library of a recorded package; then the shared libraries and code-object files (*.co, *.hsaco)
+of every other installed distribution, so a package no list names is read too. A package whose metadata lists no
+files (an editable install, a checkout on PYTHONPATH) is found with importlib.util.find_spec of its top-level
+module, which locates a module without running it, and its folder is walked. torch's JIT builds (what DeepSpeed
+builds on first use) are in torch's extensions cache: $TORCH_EXTENSIONS_DIR, else ~/.cache/torch_extensions
+(torch.utils.cpp_extension).
 
 Each library is read through facts/parsers/code_objects.py: the section table, then the headers of its offload
 bundles or fatbins, a few KiB at a time, never the whole file. Everything is bounded: the number of libraries,
@@ -43,6 +45,10 @@ MODULES = {"torch": ("torch",), "flash-attn": ("flash_attn_2_cuda", "flash_attn"
            "bitsandbytes": ("bitsandbytes",)}
 JIT_CACHE_OWNER = "torch-extensions-cache"
 _LIBRARY = re.compile(r"\.so(\.\d+)*$")
+# A file of GPU code on its own, loaded at run time with hipModuleLoad (Triton's, aiter's and Tensile's kernels).
+_CODE_OBJECT = re.compile(r"\.(hsaco|co)$")
+MAX_OTHER_LIBRARIES = 4000  # of the distributions not named: every installed one is looked at
+MAX_DISTRIBUTIONS = 5000
 _BNB_LIBRARY = re.compile(r"^libbitsandbytes_[A-Za-z0-9_]+\.(so|dylib|dll)$")
 _ASSIGN = re.compile(r"""^(__version__|hip|cuda)\s*(?::[^=]*)?=\s*(?:['"]([^'"\n]*)['"]|None)\s*$""", re.MULTILINE)
 
@@ -125,7 +131,7 @@ def _record_libraries(dist: metadata.Distribution) -> list[str]:
         return []
     out = []
     for f in files:
-        if _LIBRARY.search(f.name):
+        if _LIBRARY.search(f.name) or _CODE_OBJECT.search(f.name):
             try:
                 out.append(str(dist.locate_file(f)))
             except (OSError, ValueError):
@@ -169,6 +175,30 @@ def _located(owner: str) -> list[str]:
     for module in MODULES.get(owner, ()):
         for place in _module_locations(module):
             out += _walk_libraries(place) if os.path.isdir(place) else [place]
+    return out
+
+
+def _other_libraries(named: set[str], budget: _Budget) -> list[tuple[str, str]]:
+    """(owner, path) of the shared libraries and code-object files of every other installed distribution (its
+    RECORD): GPU code ships in packages no list names (transformer-engine, aiter, apex, xformers, vllm, ...).
+    Distributions found first on sys.path win, as importlib's own lookup does."""
+    out: list[tuple[str, str]] = []
+    owners = set(named)
+    try:
+        found = metadata.distributions()
+        for n, dist in enumerate(found):
+            if n >= MAX_DISTRIBUTIONS or budget.stopped or time.monotonic() > budget.deadline:
+                break
+            try:
+                owner = canonicalize_name(dist.metadata["Name"] or "")
+            except (OSError, ValueError, KeyError):
+                continue
+            if not owner or owner in owners:
+                continue
+            owners.add(owner)
+            out += [(owner, p) for p in _record_libraries(dist)]
+    except (OSError, ValueError):  # a damaged site folder: what was found so far is read
+        pass
     return out
 
 
@@ -280,18 +310,21 @@ def _collect(packages: list[str], env: Mapping[str, str], home: str | None, dead
         candidates += [(owner, p) for p in paths]
     jit_root = torch_extensions_dir(env, home)
     candidates += [(JIT_CACHE_OWNER, p) for p in _jit_libraries(jit_root)]
+    named = len(candidates)
+    candidates += _other_libraries(set(dists), budget)
 
     libraries: list[dict[str, Any]] = []
     scanned: dict[str, int] = {}
     seen: set[str] = set()
     stopped: str | None = None
-    for owner, path in candidates:
+    for i, (owner, path) in enumerate(candidates):
         real = os.path.realpath(path)
         if real in seen:
             continue
         seen.add(real)
-        if len(seen) > MAX_LIBRARIES:
-            stopped = f"more than {MAX_LIBRARIES} libraries: the rest are not read"
+        limit = MAX_LIBRARIES if i < named else MAX_LIBRARIES + MAX_OTHER_LIBRARIES
+        if len(seen) > limit:
+            stopped = f"more than {limit} libraries: the rest are not read"
             break
         if budget.stopped:
             stopped = budget.stopped

@@ -13,6 +13,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
+from rocmcheck.facts.host_config import host_config
 from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
@@ -77,7 +78,8 @@ def _pci_gpus(root: str) -> list[dict[str, Any]]:
         klass = (_read(os.path.join(dev, "class")) or "").strip()
         if vendor not in GPU_VENDORS or not klass.startswith(GPU_CLASSES):
             continue
-        entry: dict[str, Any] = {"bdf": os.path.basename(dev), "vendor": GPU_VENDORS[vendor], "class": klass}
+        entry: dict[str, Any] = {"bdf": os.path.basename(dev), "vendor": GPU_VENDORS[vendor], "class": klass,
+                                 "device": (_read(os.path.join(dev, "device")) or "").strip() or None}
         entry.update({name: _read(os.path.join(dev, name)) for name in PCI_LINK_FILES})
         # The link trains to the lower of the GPU's and its upstream port's capability.
         parent = os.path.basename(os.path.dirname(os.path.realpath(dev)))
@@ -122,10 +124,12 @@ def _tunableop_files(env: dict[str, str], cwd: str) -> dict[str, str | None]:
     return out
 
 
-def node_health(env: dict[str, str], root: str = "/sys", cwd: str | None = None) -> dict[str, Any]:
-    """The in-process node facts (cheap: file reads only)."""
+def node_health(env: dict[str, str], root: str = "/sys", cwd: str | None = None,
+                config_root: str = "/") -> dict[str, Any]:
+    """The in-process node facts (cheap: file reads only). config_root: where /etc and /usr/lib are (host_config)."""
     uptime = (_read("/proc/uptime") or "").split()
     return {
+        **host_config(config_root, root),
         "uptime_s": float(uptime[0]) if uptime and _is_float(uptime[0]) else None,
         "pci_gpus": _pci_gpus(root),
         "cpufreq_governors": _governors(root),

@@ -134,6 +134,12 @@ KEY_WORDS = {
     ("commands", "nvidia-smi-health"): "nvidia-smi -q output",
     ("commands", "kernel-log-journalctl"): "the kernel log (journalctl -k)",
     ("commands", "kernel-log-dmesg"): "the kernel log (dmesg)",
+    ("commands", "mokutil-sb-state"): "mokutil --sb-state output (Secure Boot)",
+    ("commands", "dkms-status"): "dkms status output",
+    ("commands", "amd-smi-process"): "amd-smi process output",
+    ("commands", "nvidia-smi-apps"): "nvidia-smi --query-compute-apps output",
+    ("commands", "amd-smi-xgmi-links"): "amd-smi xgmi --link-status output",
+    ("commands", "amd-smi-cper"): "amd-smi ras --cper output",
     ("probes", "torch"): "torch's import (version, build, GPUs)",
     ("probes", "flash_attn"): "flash-attn's import",
     ("probes", "deepspeed"): "DeepSpeed's import and ops",
@@ -143,6 +149,10 @@ KEY_WORDS = {
     ("node_health", "pci_gpus"): "the GPUs' PCIe and RAS state (sysfs)",
     ("node_health", "cpufreq_governors"): "the CPU frequency governors",
     ("node_health", "tunableop_files"): "the TunableOp results files",
+    ("node_health", "modprobe_amdgpu"): "the modprobe.d files that mention amdgpu",
+    ("node_health", "rocm_repos"): "the package repository files that name ROCm",
+    ("node_health", "amdgpu_params"): "amdgpu's module parameters",
+    ("node_health", "pcie_acs"): "the ACS settings of the PCIe bridges above the GPUs",
 }
 
 

@@ -214,7 +214,48 @@ def _sections(read: Read, size: int) -> tuple[list[_Section], str | None]:
     return out, None
 
 
+# A code-object file on its own (a package's *.co / *.hsaco, loaded with hipModuleLoad): either a bundle, or one
+# AMDGPU ELF whose e_machine is EM_AMDGPU and whose e_flags name the processor (EF_AMDGPU_MACH, the low byte) and,
+# for code object v4 and later, the xnack and sramecc settings (llvm/include/llvm/BinaryFormat/ELF.h).
+CODE_OBJECT_FILE = "(code-object file)"
+EM_AMDGPU = 224
+EF_AMDGPU_MACH = {0x02C: "gfx900", 0x02F: "gfx906", 0x030: "gfx908", 0x036: "gfx1030", 0x03F: "gfx90a",
+                  0x040: "gfx940", 0x041: "gfx1100", 0x046: "gfx1101", 0x047: "gfx1102", 0x048: "gfx1200",
+                  0x04B: "gfx941", 0x04C: "gfx942", 0x04E: "gfx1201", 0x04F: "gfx950", 0x051: "gfx9-generic",
+                  0x052: "gfx10-1-generic", 0x053: "gfx10-3-generic", 0x054: "gfx11-generic",
+                  0x059: "gfx12-generic", 0x05F: "gfx9-4-generic"}
+_FEATURE_V4 = {1: None, 2: "-", 3: "+"}  # any / off / on: xnack in bits 8-9, sramecc in bits 10-11
+
+
+def _amdgpu_elf(read: Read, head: bytes) -> LibraryCode | None:
+    """One AMDGPU ELF code object as a library holding one container; None when head is not one."""
+    if len(head) < 64 or head[:4] != ELF_MAGIC or head[5] not in (1, 2):
+        return None
+    endian = "<" if head[5] == 1 else ">"
+    if struct.unpack_from(endian + "H", head, 0x12)[0] != EM_AMDGPU:
+        return None
+    flags = struct.unpack_from(endian + "I", head, 0x30)[0]
+    mach = EF_AMDGPU_MACH.get(flags & 0xFF)
+    if mach is None:
+        return LibraryCode(containers=[Container(CODE_OBJECT_FILE, 0, "amdgpu elf", None,
+                                                 f"processor number 0x{flags & 0xFF:x} is not known here")])
+    target = mach
+    for name, shift in (("sramecc", 10), ("xnack", 8)):  # the target-id order: sramecc before xnack
+        sign = _FEATURE_V4.get((flags >> shift) & 0x3)
+        if sign:
+            target += f":{name}{sign}"
+    return LibraryCode(containers=[Container(CODE_OBJECT_FILE, 0, "amdgpu elf", [target])])
+
+
 def _read_library(read: Read, size: int, zstd: Any) -> LibraryCode:
+    head = read(0, 64)
+    if head.startswith((BUNDLE_MAGIC, COMPRESSED_MAGIC)):  # a bundle written to a file of its own (*.co)
+        lib = LibraryCode()
+        _scan_section(read, CODE_OBJECT_FILE, 0, size, lib, zstd)
+        return lib
+    raw = _amdgpu_elf(read, head)
+    if raw is not None:
+        return raw
     sections, problem = _sections(read, size)
     if problem:
         return LibraryCode(problem=problem)
