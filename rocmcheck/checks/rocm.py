@@ -9,6 +9,7 @@ from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
 from rocmcheck.facts.rocm_location import rocm_installs as all_rocm_installs
 from rocmcheck.fixes import note, shell, torch_install
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+from rocmcheck.versions import series
 
 INSTALL_FIX = shell("sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-install --usecase=rocm",
                     "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/ ; or set ROCM_PATH to where it "
@@ -68,13 +69,6 @@ def amd_driver_evidence(ctx: CheckContext) -> list[str]:
     return lines
 
 
-def _mm(version: str | None) -> str | None:
-    if not version:
-        return None
-    parts = version.split(".")
-    return ".".join(parts[:2]) if len(parts) >= 2 else None
-
-
 @check("rocm.install", "ROCm installed and its version")
 def check_rocm_install(ctx: CheckContext) -> CheckResult:
     if ctx.known_vendor() != "amd":
@@ -99,7 +93,7 @@ def check_rocm_install(ctx: CheckContext) -> CheckResult:
         return failed("ROCm not found (no ROCM_PATH, no /opt/rocm/.info/version, no TheRock core, no HIP in /usr, "
                       "no rocm-sdk)", INSTALL_FIX, evidence + ctx.amd_signs)
     versions = sorted({v for _, v in installs})
-    if len({_mm(v) for v in versions}) > 1:
+    if len({series(v) for v in versions}) > 1:
         return warned(f"several ROCm versions installed: {', '.join(versions)}",
                       note("point ROCM_PATH at the one torch was built for; remove or ignore the others"), evidence)
     if location is None:  # only a rocm-sdk wheel
@@ -126,8 +120,8 @@ def check_hip(ctx: CheckContext) -> CheckResult:
     if hip is None or not hip.hip_version:
         return warned(f"hipconfig gave no version: {tool_failure(res)}",
                       shell("hipconfig --full", "then check the ROCm install"))
-    system_hip = hip.hip_version_short or _mm(hip.hip_version)
-    torch_hip = _mm((ctx.torch or {}).get("hip"))
+    system_hip = hip.hip_version_short or series(hip.hip_version)
+    torch_hip = series((ctx.torch or {}).get("hip"))
     evidence = [f"hipconfig: HIP {hip.hip_version}", f"torch.version.hip: {(ctx.torch or {}).get('hip')}"]
     if not torch_hip:
         return passed(f"HIP {hip.hip_version} (torch is not a ROCm build; compared nothing)", evidence)
@@ -141,4 +135,4 @@ def check_hip(ctx: CheckContext) -> CheckResult:
 
 def torch_rocm_version(ctx: CheckContext) -> str | None:
     t = ctx.torch or {}
-    return parse_torch_rocm_suffix(t.get("version") or "") or _mm(t.get("hip"))
+    return parse_torch_rocm_suffix(t.get("version") or "") or series(t.get("hip"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from packaging.version import Version
 
+from rocmcheck import versions
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
 from rocmcheck.checks.rocm import amd_driver_evidence, detected_rocm_version
@@ -14,22 +15,14 @@ from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 REFERENCE_OS = ("ubuntu", "22.04")
 
 
-def _major_minor(version: str) -> str:
-    parts = version.split(".")
-    return ".".join(parts[:2]) if len(parts) > 1 else parts[0]
-
-
 def supported_os_for(rocm: str | None) -> tuple[str, dict[str, list[str]]]:
     """The support list of the ROCm release (its major.minor), or the newest one we know when unknown/newer."""
     releases = load("os_support.json")["releases"]
     if rocm:
-        try:
-            wanted = Version(_major_minor(rocm))
-            for series in releases:  # newest first
-                if Version(series) <= wanted:
-                    return series, releases[series]
-        except ValueError:  # InvalidVersion, or more digits than int() takes
-            pass
+        wanted = versions.parse(versions.series(rocm))
+        for series in releases if wanted is not None else ():  # newest first
+            if Version(series) <= wanted:
+                return series, releases[series]
     newest = next(iter(releases))
     return newest, releases[newest]
 
@@ -47,14 +40,13 @@ def check_os_release(ctx: CheckContext) -> CheckResult:
         return passed(f"{name} (ROCm support list not applied: no AMD GPU stack found)")
     rocm = detected_rocm_version(ctx)
     series, table = supported_os_for(rocm)
-    mm = _major_minor(version)
     supported = table.get(dist, [])
     evidence = [f"ROCm {rocm or 'unknown'} -> support list of ROCm {series}: {dist} {', '.join(supported) or 'none'}"]
-    if (dist, mm) == REFERENCE_OS:
+    if dist == REFERENCE_OS[0] and versions.within(version, REFERENCE_OS[1]):
         return passed(f"{name}: the reference OS for ROCm", evidence)
-    if mm in supported or version in supported or version.split(".")[0] in supported:
+    if any(versions.within(version, listed) for listed in supported):
         return passed(f"{name}: supported by ROCm {series}", evidence)
-    if dist == "ubuntu" and mm == "20.04":
+    if dist == "ubuntu" and versions.within(version, "20.04"):
         return failed(f"{name}: ROCm dropped Ubuntu 20.04 after 6.1",
                       note("upgrade to Ubuntu 22.04 (or 24.04), or use a rocm/pytorch Ubuntu 22.04 container"),
                       evidence)
@@ -68,12 +60,11 @@ def check_kernel(ctx: CheckContext) -> CheckResult:
     kernel = ctx.platform_info("kernel") or ""
     if ctx.known_vendor() != "amd":
         return passed(f"kernel {kernel}")
-    try:
-        major = int(kernel.split(".")[0])
-    except ValueError:
+    release = versions.parse(kernel)
+    if release is None:
         return warned(f"kernel version {kernel!r} not understood", shell("uname -r", "the running kernel's release"))
     # ROCm 7.2 (mid-2026) did not support Linux 7.x kernels (legacy-rocm-build discussion 6225).
-    if major >= 7:
+    if release.major >= 7:
         return warned(f"kernel {kernel} is newer than ROCm 7.2 supports",
                       note("boot a distribution GA/HWE kernel (Ubuntu 22.04: 5.15 or 6.8; 24.04: 6.8)"),
                       ["https://github.com/ROCm/legacy-rocm-build/discussions/6225"])
