@@ -23,6 +23,7 @@ def test_every_row_has_a_source_and_a_date():
     rows = list(releases["releases"].values()) + releases["kernels"] + releases["amdgpu_modules"]
     floors = load("validation_floors.json")["products"]
     rows += [floor for product in floors.values() for floor in product.values()]
+    rows += list(load("rccl_settings.json")["settings"].values())
     assert rows
     for row in rows:
         assert row["source"].startswith("https://"), row
@@ -40,3 +41,6 @@ def test_the_tables_hold_what_amd_publishes():
     assert floors["MI300X"]["hbm_read_gbps"]["value"] == round(4980 * 0.97, 2)
     assert floors["MI300X"]["xgmi_pair_gbps"]["value"] == round(45 * 0.97, 2)
     assert floors["MI355X"]["gemm_bf16_tflops"]["value"] == 956.0
+    rccl = load("rccl_settings.json")["settings"]
+    assert rccl["RCCL_MSCCL_ENABLE"]["value"] == "0" and "corruption" in rccl["RCCL_MSCCL_ENABLE"]["why"]
+    assert rccl["NCCL_MIN_NCHANNELS"]["value"] == "40"

@@ -24,6 +24,7 @@ from rocmcheck.child import ChildRun, run_child
 from rocmcheck.facts.extensions import collect_extensions
 from rocmcheck.facts.health import collect_kernel_log, node_health
 from rocmcheck.facts.known import ALL, Known, everything, known_of_bundle, known_problem
+from rocmcheck.facts.launch import LAUNCH_VARIABLES
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, observe_layout
 from rocmcheck.facts.tools import find_tool
@@ -46,6 +47,7 @@ ENV_NAMES = (
     "TORCH_BLAS_PREFER_HIPBLASLT", "TORCH_BLAS_PREFER_CUBLASLT", "MAX_JOBS", "DS_ACCELERATOR", "DS_BUILD_OPS",
     "PYTORCH_TUNABLEOP_ENABLED", "PYTORCH_TUNABLEOP_TUNING", "PYTORCH_TUNABLEOP_FILENAME",
     "LD_LIBRARY_PATH", "PATH", "container", "BNB_CUDA_VERSION", "BNB_ROCM_VERSION",
+    "TORCH_NCCL_HIGH_PRIORITY", "GPU_MAX_HW_QUEUES", *LAUNCH_VARIABLES,
 )
 ENV_PREFIXES = ("NCCL_", "RCCL_", "HF_", "TRANSFORMERS_", "DS_BUILD_", "HSA_", "HIP_", "ROCM_")
 
