@@ -4,8 +4,8 @@ os-release files); the versions are planted per case."""
 
 from __future__ import annotations
 
-from conftest import FIXTURES_DIR
-from machines import amd_machine, verdicts
+from conftest import FIXTURES_DIR, read_fixture
+from machines import amd_machine, ran, verdicts
 
 from rocmcheck.facts.collect import os_info
 
@@ -68,3 +68,23 @@ def test_driver_not_in_the_table_is_not_judged():
     # a ROCm 7.1 driver with a 6.2 user space: the 6.2 row lists drivers only up to ROCm 6.3's
     newer = verdicts(_machine("6.2.3", module="6.16.6"), "driver.window")["driver.window"]
     assert newer.status.value == "pass" and any("not judged" in line for line in newer.evidence)
+
+
+def _mi355x(rocm: str, torch: str):
+    """The recorded MI300X rocminfo with its arch and name planted as an MI355X's (gfx950)."""
+    text = read_fixture("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt")
+    planted = text.replace("gfx942", "gfx950").replace("MI300X", "MI355X")
+    facts = _machine(rocm, torch=torch)
+    facts.commands["rocminfo"] = ran("rocminfo", stdout=planted)
+    return facts
+
+
+def test_the_gpu_arch_against_the_release_targets():
+    old = verdicts(_mi355x("6.4.1", "2.6.0+rocm6.4"), "rocm.release_support")["rocm.release_support"]
+    assert old.status.value == "warn" and "gfx950" in old.summary and "ROCm 7.0.0 or newer" in old.summary
+    new = verdicts(_mi355x("7.0.2", "2.8.0+rocm7.0"), "rocm.release_support")["rocm.release_support"]
+    assert new.status.value == "pass"
+    # the recorded MI300X on ROCm 6.2: supported; torch 2.5.1 is not on AMD's PyTorch list for 6.2 (evidence only)
+    mi300x = verdicts(_machine("6.2.3"), "rocm.release_support")["rocm.release_support"]
+    assert mi300x.status.value == "pass"
+    assert any("torch 2.5.1+rocm6.2: not among" in line for line in mi300x.evidence)

@@ -8,6 +8,7 @@ from rocmcheck.facts.parsers.smi import smi_driver_error
 from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
 from rocmcheck.facts.rocm_location import rocm_installs as all_rocm_installs
 from rocmcheck.fixes import note, shell, torch_install
+from rocmcheck.knowledge import compat
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 from rocmcheck.versions import series
 
@@ -136,3 +137,40 @@ def check_hip(ctx: CheckContext) -> CheckResult:
 def torch_rocm_version(ctx: CheckContext) -> str | None:
     t = ctx.torch or {}
     return parse_torch_rocm_suffix(t.get("version") or "") or series(t.get("hip"))
+
+
+@check("rocm.release_support", "the GPUs and torch on the installed ROCm release's supported lists")
+def check_release_support(ctx: CheckContext) -> CheckResult:
+    """Each GPU arch against the targets AMD's matrix lists for the system ROCm and for torch's bundled ROCm (a
+    gfx950 under ROCm 6.4 is not supported); the torch version against the PyTorch versions AMD lists (evidence)."""
+    if ctx.known_vendor() != "amd":
+        return skipped("no AMD GPU stack found")
+    archs = sorted({g.arch for g in ctx.amd_gpus if g.arch})
+    if not archs:
+        return skipped("no AMD GPU arch to judge")
+    torch_version = (ctx.torch or {}).get("version")
+    evidence, missing = [], []
+    for what, rocm in (("the system ROCm", detected_rocm_version(ctx)), ("torch's ROCm", torch_rocm_version(ctx))):
+        row = compat.release_row(rocm) if rocm else None
+        if row is None:
+            continue
+        evidence.append(f"{what} {rocm} -> ROCm {row.release}: targets {', '.join(row.gpu_targets)}; PyTorch "
+                        f"{', '.join(row.pytorch) or 'none listed'} ({row.source})" + (f"; {row.note}" if row.note
+                                                                                        else ""))
+        if what == "torch's ROCm" and torch_version and row.pytorch:
+            listed = any(series(torch_version) == series(p) for p in row.pytorch)
+            evidence.append(f"torch {torch_version}: {'among' if listed else 'not among'} the PyTorch versions AMD "
+                            f"lists for ROCm {row.release}")
+        missing += [(what, rocm, row, a) for a in archs if a not in row.gpu_targets]
+    if not evidence:
+        return skipped("no ROCm release in AMD's matrix to judge by (rocm_releases.json starts at 6.0.0)")
+    if missing:
+        what, rocm, row, arch = missing[0]
+        first = compat.first_release_with_target(arch)
+        since = f"ROCm {first} or newer lists it" if first else "no ROCm release in the table lists it"
+        return warned(f"{arch} is not among the GPU targets AMD supports with {what} {rocm} (ROCm {row.release}'s "
+                      f"list); {since}",
+                      note(f"install a ROCm (and a torch wheel built for it) that lists {arch}: {since}"
+                           if first else f"{arch} is outside AMD's supported targets: expect unsupported kernels"),
+                      evidence)
+    return passed(f"{', '.join(archs)} supported by the ROCm release(s) in use", evidence)

@@ -330,7 +330,8 @@ def check_rccl_validation(ctx: CheckContext) -> CheckResult:
         elif not excluding and len(listed) < len(gpus):
             problems.append((f"NCCL_IB_HCA names {len(listed)} NIC(s) for {len(gpus)} GPUs: AMD's validated nodes give "
                              f"each GPU its own ({want['value']})",
-                             fixes.shell("ls /sys/class/infiniband", "list every RDMA NIC of the node in NCCL_IB_HCA "
+                             fixes.shell("grep -H . /sys/class/infiniband/*/ports/*/state",
+                                         "list every active RDMA NIC of the node in NCCL_IB_HCA "
                                          "(export NCCL_IB_HCA=<nic0>,<nic1>,...), one per GPU")))
     mscclpp = ctx.env_var(MSCCLPP_VAR)
     for name in (*RCCL_SETTINGS, MSCCLPP_VAR):

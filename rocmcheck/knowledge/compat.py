@@ -142,3 +142,9 @@ def kernels_for(table: KernelList, dist: str, os_version: str) -> list[str] | No
         if name == dist and versions.within(os_version, listed):
             return kernels
     return None
+
+
+def first_release_with_target(target: str) -> str | None:
+    """The oldest release in the table whose GPU targets list this arch ("gfx950" -> "7.0.0")."""
+    listed = [k for k, row in _table()["releases"].items() if target in row["gpu_targets"]]
+    return listed[-1] if listed else None
