@@ -349,12 +349,13 @@ def check_rccl_validation(ctx: CheckContext) -> CheckResult:
                   + (f" ({MSCCLPP_VAR}={mscclpp} is not among them)" if mscclpp is not None else ""), evidence)
 
 
-# Low-level HIP / ROCr runtime knobs that inference images and old workarounds leave in environments. Each changes
-# how the runtime queues work or copies data; a fine-tune's defaults were not chosen with them.
-# - GPU_MAX_HW_QUEUES: hardware queues HIP opens per device (the HIP runtime's default is 4); AMD's vLLM images set 2.
+# Low-level HIP / ROCr runtime knobs that inference setups and old workarounds leave in environments (public vLLM and
+# JAX launch scripts for MI300X set GPU_MAX_HW_QUEUES=2 and HIP_FORCE_DEV_KERNARG=1). Each changes how the runtime
+# queues work or copies data; a fine-tune's defaults were not chosen with them.
+# - GPU_MAX_HW_QUEUES: hardware queues HIP opens per device (the HIP runtime's default is 4).
 # - HSA_ENABLE_SDMA=0: ROCr copies with blit kernels on the compute queues instead of the SDMA copy engines (a
-#   workaround for SDMA faults, and required for several instances on an APU).
-# - HIP_FORCE_DEV_KERNARG=1: kernel arguments in device memory (lower launch latency); AMD's vLLM images set it.
+#   workaround for SDMA faults, and a requirement for several instances on an APU).
+# - HIP_FORCE_DEV_KERNARG=1: kernel arguments in device memory (lower launch latency).
 HIP_DEFAULT_HW_QUEUES = 4
 RUNTIME_KNOBS = ("HIP_FORCE_DEV_KERNARG", "GPU_MAX_HW_QUEUES", "HSA_ENABLE_SDMA")
 
