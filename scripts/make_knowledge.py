@@ -39,6 +39,9 @@ MATRICES = [
 ]
 # Kernel tables: the file, its URL, the release series the page was published for.
 KERNEL_TABLES = [
+    ("rocm/kernels-6.2_ROCm-ROCm_0a237dfd.rst",
+     "https://github.com/ROCm/ROCm/blob/0a237dfd42c8927e7e46a8ef1ec5ca1d606117ca/docs/compatibility/"
+     "compatibility-matrix.rst", ["6.2"]),
     ("rocm/kernels-6.3_ROCm-ROCm_e396b489.rst", ROCM_ROCM + "compatibility-matrix.rst", ["6.3"]),
     ("rocm/matrix-7.0.0_legacy-rocm-build.rst",
      LEGACY + "develop/docs/compatibility/compatibility-matrix.rst (revision published with ROCm 7.0.0)",

@@ -46,8 +46,11 @@ def test_kernel_against_the_release_list():
     assert old_hwe.status.value == "warn" and "5.15, 6.8" in old_hwe.summary and old_hwe.fix is not None
     hwe = verdicts(_machine("7.0.2", kernel="6.8.0-52-generic"), "os.kernel")["os.kernel"]
     assert hwe.status.value == "pass"
-    # ROCm 6.2's page in the table carries no kernel list: nothing is claimed
-    unlisted = verdicts(_machine("6.2.3", kernel="6.5.0-45-generic"), "os.kernel")["os.kernel"]
+    # ROCm 6.2's page lists 5.15 and the 6.8, 6.5, 6.2, 5.19 HWE kernels for Ubuntu 22.04 point releases
+    assert verdicts(_machine("6.2.3", kernel="6.5.0-45-generic"), "os.kernel")["os.kernel"].status.value == "pass"
+    assert verdicts(_machine("6.2.3", kernel="6.11.0-29-generic"), "os.kernel")["os.kernel"].status.value == "warn"
+    # ROCm 6.1's page in the table carries no kernel list: nothing is claimed
+    unlisted = verdicts(_machine("6.1.2", kernel="6.5.0-45-generic"), "os.kernel")["os.kernel"]
     assert unlisted.status.value == "pass" and "lists no kernels" in unlisted.summary
 
 
