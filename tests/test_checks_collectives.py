@@ -65,3 +65,14 @@ def test_the_collector_records_what_these_checks_read(monkeypatch):
         monkeypatch.setenv(name, value)
     facts = collect_facts(deadline_s=20, python_probes=False)
     assert {k: facts.env.get(k) for k in planted} == planted
+
+
+def test_digit_runs_too_long_for_a_number_are_not_counts():
+    """A launcher variable or a knob of 5,000 digits is not a count: the ranks are counted from the GPUs instead (8
+    here), the knob is judged as no number; never a crash."""
+    huge = "9" * 5000
+    channels = _check({"NCCL_MIN_NCHANNELS": "112", "TORCHELASTIC_RUN_ID": "j", "WORLD_SIZE": huge},
+                      "env.nccl_channels")
+    assert channels.status is Status.PASS and any("no launcher" in line for line in channels.evidence)
+    knobs = _check({"GPU_MAX_HW_QUEUES": huge}, "env.runtime_knobs")
+    assert knobs.status is Status.WARN and "GPU_MAX_HW_QUEUES" in knobs.summary

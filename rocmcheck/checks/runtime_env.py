@@ -368,7 +368,8 @@ def check_runtime_knobs(ctx: CheckContext) -> CheckResult:
     evidence = [f"{n}={v}" for n, v in env.items()]
     costly = []
     queues = env.get("GPU_MAX_HW_QUEUES")
-    if queues is not None and (not queues.strip().isdigit() or int(queues.strip()) < HIP_DEFAULT_HW_QUEUES):
+    count = _channels(queues) if queues is not None else None  # a plain number of a handful of digits, else None
+    if queues is not None and (count is None or count < HIP_DEFAULT_HW_QUEUES):
         costly.append(f"GPU_MAX_HW_QUEUES={queues} gives HIP fewer hardware queues than its default "
                       f"{HIP_DEFAULT_HW_QUEUES}: the compute, copy and RCCL streams of a training step share them")
     if env.get("HSA_ENABLE_SDMA", "").strip() == "0":
@@ -382,6 +383,11 @@ def check_runtime_knobs(ctx: CheckContext) -> CheckResult:
     return passed(f"set: {names} (inference-image tuning; harmless for a fine-tune)", evidence)
 
 
+# The variables a launcher gives its world size in (facts/launch.py reads them per launcher).
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS",
+                        "PMI_SIZE")
+
+
 def job_ranks(ctx: CheckContext, node_gpus: int) -> tuple[int, str]:
     """How many ranks an RCCL communicator of the job has, and how that was counted: the launcher's world size when
     the doctor runs under one (torchrun, srun, mpirun, the DeepSpeed launcher); else one rank per GPU this
@@ -389,7 +395,9 @@ def job_ranks(ctx: CheckContext, node_gpus: int) -> tuple[int, str]:
     CUDA_VISIBLE_DEVICES, narrows what HIP sees)."""
     env = ctx.env_vars(LAUNCH_VARIABLES)
     launch = read_launch(env, "")
-    if launch.launcher != "none" and launch.world_size >= 1:
+    # read_launch takes an unreadable world size for 1: only a size the launcher really gave counts here.
+    sized = any(_channels(env[name]) for name in WORLD_SIZE_VARIABLES if name in env)
+    if launch.launcher != "none" and sized:
         return launch.world_size, (f"{launch.world_size} ({launch.launcher}: {launch.local_world_size} on this node, "
                                    f"{launch.nnodes or '?'} node(s))")
     for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):

@@ -64,7 +64,7 @@ class Launch:
 def _int(env: Mapping[str, str], *names: str) -> int | None:
     for name in names:
         value = (env.get(name) or "").strip()
-        if re.fullmatch(r"\d+", value):
+        if re.fullmatch(r"[0-9]{1,9}", value):  # a rank or a count; longer digit runs are not one
             return int(value)
     return None
 
