@@ -9,7 +9,7 @@ from packaging.version import Version
 from rocmcheck import versions
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext
-from rocmcheck.checks.rocm import amd_driver_evidence, detected_rocm_version
+from rocmcheck.checks.rocm import amd_driver_evidence, detected_rocm_version, torch_rocm_version
 from rocmcheck.fixes import note, shell
 from rocmcheck.knowledge import compat
 from rocmcheck.knowledge.compat import ReleaseRow
@@ -132,8 +132,6 @@ def check_driver_window(ctx: CheckContext) -> CheckResult:
     if driver is None:
         return passed(f"amdgpu {module}: not in the table of AMD driver releases (rocm_releases.json), window not "
                       f"judged")
-    from rocmcheck.checks.rocm import torch_rocm_version
-
     userspaces = [("the system ROCm", detected_rocm_version(ctx)), ("torch's ROCm", torch_rocm_version(ctx))]
     evidence = [f"amdgpu {module} = AMD driver {driver.driver_release} (shipped with ROCm {driver.rocm_release}; "
                 f"{driver.source})"]
