@@ -25,6 +25,8 @@ import string
 from dataclasses import dataclass
 from typing import Any
 
+from rocmcheck.versions import series
+
 # Commands a shell fix may run. A fix starting with any other word is prose that slipped into a command
 # (`mkdir -p DIR and check it is writable`), which the builder refuses.
 COMMANDS = frozenset("""
@@ -247,11 +249,8 @@ def iommu_passthrough(cmdline: str) -> bool:
 
 
 def rocm_series(version: str | None) -> str:
-    """"6.2.3" -> "6.2"; unknown -> DEFAULT_ROCM_SERIES."""
-    parts = (version or "").split(".")
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-        return f"{parts[0]}.{parts[1]}"
-    return DEFAULT_ROCM_SERIES
+    """"6.2.3" (or " 6.2.3") -> "6.2"; unknown -> DEFAULT_ROCM_SERIES."""
+    return series(version) or DEFAULT_ROCM_SERIES
 
 
 def torch_index_url(vendor: str, rocm_version: str | None = None) -> str:

@@ -88,7 +88,7 @@ def test_min_channels_above_64_on_four_mi300x_is_said_to_be_ignored():
     facts = amd_machine(env={"NCCL_MIN_NCHANNELS": "112"},
                         commands={"rocminfo": ran("rocminfo", stdout=project_fixture(MI300X_X4))})
     r = verdicts(facts, "env.nccl_channels")["env.nccl_channels"]
-    assert r.status == Status.WARN and "ignored with 4 GPUs" in r.summary and rccl_text in r.summary
+    assert r.status == Status.WARN and "ignored with 4 ranks" in r.summary and rccl_text in r.summary
     assert r.fix.line().startswith("unset NCCL_MIN_NCHANNELS")
     # 64 or less is honoured with 4 GPUs; 112 on eight MI300X is not judged as ignored.
     facts.env = {"NCCL_MIN_NCHANNELS": "64"}

@@ -288,6 +288,16 @@ def health_machines() -> dict[str, Facts]:
         "amd-nccl-max-low": amd_machine(env={"NCCL_MAX_NCHANNELS": "16"}),
         "amd-nccl-min-above-max": amd_machine(env={"NCCL_MIN_NCHANNELS": "64", "NCCL_MAX_NCHANNELS": "48"}),
         "amd-hsa-vars": amd_machine(env={"HSA_XNACK": "1", "HSA_NO_SCRATCH_RECLAIM": "yes"}),
+        # env.rccl_validation, env.runtime_knobs
+        "amd-rccl-against-validation": amd_machine(env={"RCCL_MSCCL_ENABLE": "1", "TORCH_NCCL_HIGH_PRIORITY": "0",
+                                                        "NCCL_IB_GID_INDEX": "0"}),
+        "amd-rccl-one-nic": amd_machine(env={"NCCL_IB_HCA": "mlx5_0"}),
+        "amd-runtime-knobs": amd_machine(env={"GPU_MAX_HW_QUEUES": "2", "HSA_ENABLE_SDMA": "0"}),
+        # os.kernel, driver.window: a ROCm 7.0 user space on the ROCm 6.0 driver (module 6.3.6), an unlisted kernel
+        "amd-rocm72-old-driver": amd_machine(
+            files={**amd.files, "/sys/module/amdgpu/version": "6.3.6\n"},
+            rocm_layout={"roots": {"/opt/rocm": {"info_version": "7.0.2\n", "therock_cores": {}}}},
+            platform={**amd.platform, "kernel": "6.5.0-45-generic"}),
     }
     # health.kernel_log: every recorded log, on the machine of its vendor
     for path in sorted(KERNEL_LOGS.glob("*.txt")):

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "rocmcheck"
 
 LAYERS: list[tuple[str, ...]] = [
     # "rocmcheck": the __init__
-    ("rocmcheck", "units", "record", "heap", "errors", "package_data"),
+    ("rocmcheck", "units", "record", "heap", "errors", "package_data", "versions"),
     ("safe", "outliers"),  # the one reader/writer/loader/sanitiser; the outlier maths
     ("fixes",),  # the fix type and every fix text
     ("result",),  # CheckResult and the one exit rule

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from rocmcheck.facts.parsers.hipconfig import hip_version_short, parse_hipconfig
-from rocmcheck.facts.parsers.versions import major_minor, parse_rocm_version_file, parse_torch_rocm_suffix
+from rocmcheck.facts.parsers.versions import parse_rocm_version_file, parse_torch_rocm_suffix
+from rocmcheck.versions import series
 
 HIPCONFIG = "hipconfig/hipconfig-full-rocm6.3.2-linuxmint-gfx90c.txt"
 COLLECT_MI300X = "collect_env/mi300x-8gpu-vllm-collect-env-rocm6.1-torch2.4.1.txt"
@@ -71,10 +72,6 @@ def test_torch_rocm_suffix(fixture_text):
         assert parse_torch_rocm_suffix(other) is None
 
 
-def test_major_minor():
-    assert major_minor("6.2.41133-dd7f95766") == "6.2"
-    assert major_minor("6.2") == "6.2"
-    assert major_minor("") is None and major_minor(None) is None
 
 
 def test_random_cuts_never_raise(fixture_text):
@@ -125,7 +122,7 @@ def _real_outputs(fixture_text) -> list[tuple[str, object]]:
               ("GPU[0]\t\t: VRAM Total Memory (B): 206141652992\n", smi.parse_rocm_smi_meminfo),
               ("32.0 GT/s PCIe", gpu_health.pcie_gen), ("ue: 0\nce: 3\n", gpu_health.parse_ras_count),
               ("0x00000001 : 0x00001000 : R\n", gpu_health.count_bad_pages), ("6.2.3-119\n", parse_rocm_version_file),
-              ("2.5.1+rocm6.2.3", parse_torch_rocm_suffix), ("6.2.41133-dd7f95766", major_minor),
+              ("2.5.1+rocm6.2.3", parse_torch_rocm_suffix), ("6.2.41133-dd7f95766", series),
               ("6.3.42134-a9a80e791", hip_version_short)]
     return cases
 

@@ -31,7 +31,6 @@ judge_gemm_tflops, judge_host_bandwidth, judge_memory = gemm_tflops.judge, host_
 H200 = DeviceContext(vendor="nvidia", name="NVIDIA H200", arch="sm_90", count=1)
 MI300X = DeviceContext(vendor="amd", name="AMD Instinct MI300X", arch="gfx942", count=8, hip="6.3.42131")
 H200_TYPICAL = 989 * 0.80
-MI300X_TYPICAL = 1307.4 * 0.51
 
 
 def gemm(tflops, ctx):
@@ -44,7 +43,7 @@ def test_the_measured_h200_rate_passes():
     assert r.data["ratio"] == pytest.approx(778.4 / H200_TYPICAL, rel=1e-3)
 
 
-@pytest.mark.parametrize("ctx, typical", [(H200, H200_TYPICAL), (MI300X, MI300X_TYPICAL)])
+@pytest.mark.parametrize("ctx, typical", [(H200, H200_TYPICAL)])  # MI300X: AMD's RVS target (test_probe_floors.py)
 def test_gemm_boundaries_against_the_typical_rate(ctx, typical):
     assert gemm(typical * GEMM_PASS_OF_TYPICAL + 0.1, ctx).status is Status.PASS
     assert gemm(typical * GEMM_PASS_OF_TYPICAL - 0.1, ctx).status is Status.WARN

@@ -28,7 +28,7 @@ from typing import Any
 
 from packaging.version import InvalidVersion, Version
 
-from rocmcheck import fixes
+from rocmcheck import fixes, versions
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, NotKnown, known_or_none
 from rocmcheck.checks.shell_words import words
@@ -414,8 +414,7 @@ def _version(text: str | None) -> Version | None:
 
 def _series(version: str | None) -> tuple[int, int] | None:
     """"6.3.42131-fa1d09cbd" -> (6, 3); "12.4" -> (12, 4)."""
-    m = re.match(r"^(\d+)\.(\d+)", version or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    return versions.release(version) if versions.series(version) else None
 
 
 def _split_code(code: str, backend: str) -> tuple[int, int] | None:

@@ -12,6 +12,7 @@ from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.shell_words import words
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+from rocmcheck.versions import series
 
 # Every distribution that provides the `triton` module: PyPI's CUDA `triton`, the ROCm wheels' `pytorch-triton-rocm`
 # (renamed `triton-rocm` from torch 2.10, https://github.com/invoke-ai/InvokeAI/pull/9297) and the nightlies'
@@ -167,7 +168,7 @@ def check_deepspeed_install(ctx: CheckContext) -> CheckResult:
                 f"built with torch {info.get('version')} "
                 f"hip {info.get('hip_version')} cuda {info.get('cuda_version')}"]
     torch_v = ((ctx.torch or {}).get("version") or "").split("+")[0]
-    torch_mm = ".".join(torch_v.split(".")[:2])
+    torch_mm = series(torch_v)
     reinstall = fixes.DEEPSPEED_REINSTALL
     if info.get("version") == "0.0":
         return warned("DeepSpeed was installed with build isolation (records torch 0.0): no op was "

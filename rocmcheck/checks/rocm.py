@@ -8,7 +8,9 @@ from rocmcheck.facts.parsers.smi import smi_driver_error
 from rocmcheck.facts.parsers.versions import parse_torch_rocm_suffix
 from rocmcheck.facts.rocm_location import rocm_installs as all_rocm_installs
 from rocmcheck.fixes import note, shell, torch_install
+from rocmcheck.knowledge import compat
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
+from rocmcheck.versions import series
 
 INSTALL_FIX = shell("sudo apt install ./amdgpu-install_*.deb && sudo amdgpu-install --usecase=rocm",
                     "https://rocm.docs.amd.com/projects/install-on-linux/en/latest/ ; or set ROCM_PATH to where it "
@@ -68,13 +70,6 @@ def amd_driver_evidence(ctx: CheckContext) -> list[str]:
     return lines
 
 
-def _mm(version: str | None) -> str | None:
-    if not version:
-        return None
-    parts = version.split(".")
-    return ".".join(parts[:2]) if len(parts) >= 2 else None
-
-
 @check("rocm.install", "ROCm installed and its version")
 def check_rocm_install(ctx: CheckContext) -> CheckResult:
     if ctx.known_vendor() != "amd":
@@ -99,7 +94,7 @@ def check_rocm_install(ctx: CheckContext) -> CheckResult:
         return failed("ROCm not found (no ROCM_PATH, no /opt/rocm/.info/version, no TheRock core, no HIP in /usr, "
                       "no rocm-sdk)", INSTALL_FIX, evidence + ctx.amd_signs)
     versions = sorted({v for _, v in installs})
-    if len({_mm(v) for v in versions}) > 1:
+    if len({series(v) for v in versions}) > 1:
         return warned(f"several ROCm versions installed: {', '.join(versions)}",
                       note("point ROCM_PATH at the one torch was built for; remove or ignore the others"), evidence)
     if location is None:  # only a rocm-sdk wheel
@@ -126,8 +121,8 @@ def check_hip(ctx: CheckContext) -> CheckResult:
     if hip is None or not hip.hip_version:
         return warned(f"hipconfig gave no version: {tool_failure(res)}",
                       shell("hipconfig --full", "then check the ROCm install"))
-    system_hip = hip.hip_version_short or _mm(hip.hip_version)
-    torch_hip = _mm((ctx.torch or {}).get("hip"))
+    system_hip = hip.hip_version_short or series(hip.hip_version)
+    torch_hip = series((ctx.torch or {}).get("hip"))
     evidence = [f"hipconfig: HIP {hip.hip_version}", f"torch.version.hip: {(ctx.torch or {}).get('hip')}"]
     if not torch_hip:
         return passed(f"HIP {hip.hip_version} (torch is not a ROCm build; compared nothing)", evidence)
@@ -141,4 +136,41 @@ def check_hip(ctx: CheckContext) -> CheckResult:
 
 def torch_rocm_version(ctx: CheckContext) -> str | None:
     t = ctx.torch or {}
-    return parse_torch_rocm_suffix(t.get("version") or "") or _mm(t.get("hip"))
+    return parse_torch_rocm_suffix(t.get("version") or "") or series(t.get("hip"))
+
+
+@check("rocm.release_support", "the GPUs and torch on the installed ROCm release's supported lists")
+def check_release_support(ctx: CheckContext) -> CheckResult:
+    """Each GPU arch against the targets AMD's matrix lists for the system ROCm and for torch's bundled ROCm (a
+    gfx950 under ROCm 6.4 is not supported); the torch version against the PyTorch versions AMD lists (evidence)."""
+    if ctx.known_vendor() != "amd":
+        return skipped("no AMD GPU stack found")
+    archs = sorted({g.arch for g in ctx.amd_gpus if g.arch})
+    if not archs:
+        return skipped("no AMD GPU arch to judge")
+    torch_version = (ctx.torch or {}).get("version")
+    evidence, missing = [], []
+    for what, rocm in (("the system ROCm", detected_rocm_version(ctx)), ("torch's ROCm", torch_rocm_version(ctx))):
+        row = compat.release_row(rocm) if rocm else None
+        if row is None:
+            continue
+        evidence.append(f"{what} {rocm} -> ROCm {row.release}: targets {', '.join(row.gpu_targets)}; PyTorch "
+                        f"{', '.join(row.pytorch) or 'none listed'} ({row.source})" + (f"; {row.note}" if row.note
+                                                                                        else ""))
+        if what == "torch's ROCm" and torch_version and row.pytorch:
+            listed = any(series(torch_version) == series(p) for p in row.pytorch)
+            evidence.append(f"torch {torch_version}: {'among' if listed else 'not among'} the PyTorch versions AMD "
+                            f"lists for ROCm {row.release}")
+        missing += [(what, rocm, row, a) for a in archs if a not in row.gpu_targets]
+    if not evidence:
+        return skipped("no ROCm release in AMD's matrix to judge by (rocm_releases.json starts at 6.0.0)")
+    if missing:
+        what, rocm, row, arch = missing[0]
+        first = compat.first_release_with_target(arch)
+        since = f"ROCm {first} or newer lists it" if first else "no ROCm release in the table lists it"
+        return warned(f"{arch} is not among the GPU targets AMD supports with {what} {rocm} (ROCm {row.release}'s "
+                      f"list); {since}",
+                      note(f"install a ROCm (and a torch wheel built for it) that lists {arch}: {since}"
+                           if first else f"{arch} is outside AMD's supported targets: expect unsupported kernels"),
+                      evidence)
+    return passed(f"{', '.join(archs)} supported by the ROCm release(s) in use", evidence)

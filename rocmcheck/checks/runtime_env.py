@@ -13,6 +13,8 @@ from rocmcheck import fixes
 from rocmcheck.checks import check
 from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.facts.health import tunableop_filename
+from rocmcheck.facts.launch import LAUNCH_VARIABLES, read_launch
+from rocmcheck.knowledge import load
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 ALLOC_VARS = ("PYTORCH_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF")
@@ -41,9 +43,9 @@ EXPANDABLE_ROCM_MIN_TORCH = Version("2.11")
 EXPANDABLE_ROCM_MIN_HIP = Version("7.0")
 # torch prefers hipBLASLt by default on these archs (ROCm/pytorch#2053, #2125, #2169).
 HIPBLASLT_PREFERRED_ARCHS = {"gfx90a", "gfx942", "gfx950", "gfx1200", "gfx1201"}
-# AMD's training system-validation runs RCCL with NCCL_MIN_NCHANNELS=40, its MI300X inference guide with 112
-# (rocm.docs.amd.com .../training/prerequisite-system-validation, .../inference-optimization/workload).
-RCCL_MI300X_MIN_CHANNELS = 40
+# AMD's training system-validation runs RCCL with NCCL_MIN_NCHANNELS=40 (knowledge/rccl_settings.json, from its
+# prerequisite-system-validation page), its MI300X inference guide with 112 (.../inference-optimization/workload).
+RCCL_MI300X_MIN_CHANNELS = int(load("rccl_settings.json")["settings"]["NCCL_MIN_NCHANNELS"]["value"])
 TUNABLEOP_VARS = ("PYTORCH_TUNABLEOP_ENABLED", "PYTORCH_TUNABLEOP_TUNING", "PYTORCH_TUNABLEOP_FILENAME")
 
 
@@ -245,17 +247,19 @@ def check_nccl_channels(ctx: CheckContext) -> CheckResult:
         return skipped("fewer than 2 MI300- or MI350-class GPUs: no intra-node collectives to tune")
     mi300 = any(g.arch == "gfx942" for g in gpus)
     lo, hi = ctx.env_var("NCCL_MIN_NCHANNELS"), ctx.env_var("NCCL_MAX_NCHANNELS")
+    ranks, counted = job_ranks(ctx, len(gpus))
     evidence = [f"NCCL_MIN_NCHANNELS={lo}" if lo is not None else "NCCL_MIN_NCHANNELS unset",
                 f"NCCL_MAX_NCHANNELS={hi}" if hi is not None else "NCCL_MAX_NCHANNELS unset",
-                f"{len(gpus)} GPUs ({', '.join(sorted({g.arch for g in gpus if g.arch}))}) on this node"]
+                f"{len(gpus)} GPUs ({', '.join(sorted({g.arch for g in gpus if g.arch}))}) on this node",
+                f"the job's ranks: {counted}"]
     raise_min = fixes.shell("export NCCL_MIN_NCHANNELS={channels}", channels=RCCL_MI300X_MIN_CHANNELS)
     fix = fixes.with_why(fixes.then(raise_min, fixes.unset("NCCL_MAX_NCHANNELS")) if hi is not None else raise_min,
                          "AMD's training validation uses 40 channels; its MI300X inference guide 112")
     for name, value in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
         if value is not None and _channels(value) is None:
             return warned(f"{name}={value} is not a number: RCCL ignores it", fix, evidence)
-    if lo is not None and len(gpus) < RCCL_FEW_RANKS and _channels(lo) > RCCL_FEW_RANKS_MAX_MIN_CHANNELS:
-        return warned(f"NCCL_MIN_NCHANNELS={lo} is ignored with {len(gpus)} GPUs: RCCL drops a minimum above "
+    if lo is not None and ranks < RCCL_FEW_RANKS and _channels(lo) > RCCL_FEW_RANKS_MAX_MIN_CHANNELS:
+        return warned(f"NCCL_MIN_NCHANNELS={lo} is ignored with {ranks} ranks: RCCL drops a minimum above "
                       f"{RCCL_FEW_RANKS_MAX_MIN_CHANNELS} when fewer than {RCCL_FEW_RANKS} ranks take part and "
                       f"prints '{RCCL_IGNORED_TEXT}'",
                       fixes.unset("NCCL_MIN_NCHANNELS", why=f"RCCL resets it to 2 on fewer than {RCCL_FEW_RANKS} ranks "
@@ -271,6 +275,138 @@ def check_nccl_channels(ctx: CheckContext) -> CheckResult:
         advice = f"; AMD's MI300X guides raise the minimum ({raise_min.text})" if mi300 else ""
         return passed(f"RCCL chooses its channels{advice}", evidence)
     return passed(f"NCCL_MIN_NCHANNELS={lo}", evidence)
+
+
+# RCCL settings AMD's validation page sets (knowledge/rccl_settings.json); the ones judged here beyond the channels.
+RCCL_SETTINGS = load("rccl_settings.json")["settings"]
+# RCCL's MSCCL++ path (RCCL_MSCCLPP_ENABLE) is another algorithm family the page's MSCCL line does not name: shown, not
+# judged.
+MSCCLPP_VAR = "RCCL_MSCCLPP_ENABLE"
+
+
+def _setting(name: str) -> dict[str, str]:
+    return RCCL_SETTINGS[name]
+
+
+@check("env.rccl_validation", "RCCL settings against AMD's system validation")
+def check_rccl_validation(ctx: CheckContext) -> CheckResult:
+    """The variables AMD's prerequisite-system-validation page sets for RCCL, each judged against the page's value
+    and reason: MSCCL (data mismatches), high-priority streams, the RoCE GID index, the RDMA NIC list."""
+    gpus = [g for g in ctx.amd_gpus if g.arch in CHANNEL_ARCHS]
+    if len(gpus) < 2:
+        return skipped("fewer than 2 MI300- or MI350-class GPUs: no collectives to judge")
+    source = _setting("RCCL_MSCCL_ENABLE")["source"]
+    evidence = [f"AMD's values ({source}): " + ", ".join(f"{n}={s['value']}" for n, s in RCCL_SETTINGS.items())]
+    problems: list[tuple[str, fixes.Fix]] = []
+    msccl = ctx.env_var("RCCL_MSCCL_ENABLE")
+    want = _setting("RCCL_MSCCL_ENABLE")
+    if msccl is not None and msccl.strip() != want["value"]:
+        problems.append((f"RCCL_MSCCL_ENABLE={msccl} turns MSCCL on, which AMD's validation turns off to "
+                         f"\"{want['why']}\"",
+                         fixes.shell("export RCCL_MSCCL_ENABLE={v}", want["why"], v=want["value"])))
+    priority = ctx.env_var("TORCH_NCCL_HIGH_PRIORITY")
+    want = _setting("TORCH_NCCL_HIGH_PRIORITY")
+    if priority is not None and priority.strip() != want["value"]:
+        problems.append((f"TORCH_NCCL_HIGH_PRIORITY={priority}: AMD's training image sets {want['value']} to "
+                         f"\"{want['why']}\"", fixes.shell("export TORCH_NCCL_HIGH_PRIORITY={v}", want["why"],
+                                                            v=want["value"])))
+    gid = ctx.env_var("NCCL_IB_GID_INDEX")
+    want = _setting("NCCL_IB_GID_INDEX")
+    if gid is not None and gid.strip() != want["value"]:
+        what = "is not a number: RCCL ignores it" if not gid.strip().isdigit() else (
+            f"differs from the {want['value']} AMD's validation uses (\"{want['why']}\"): on RoCE a GID of the wrong "
+            "type or address family stalls the first cross-node collective")
+        problems.append((f"NCCL_IB_GID_INDEX={gid} {what}",
+                         fixes.shell("grep -H . /sys/class/infiniband/*/ports/1/gid_attrs/types/*",
+                                     "the index whose type reads 'RoCE v2' (with an IPv4-mapped GID) is the one to "
+                                     "export as NCCL_IB_GID_INDEX; InfiniBand fabrics need none")))
+    hca = ctx.env_var("NCCL_IB_HCA")
+    want = _setting("NCCL_IB_HCA")
+    if hca is not None:
+        listed = [t for t in hca.strip().lstrip("=^").split(",") if t.strip()]
+        excluding = hca.strip().startswith("^")
+        if not listed:
+            problems.append(("NCCL_IB_HCA is set but names no NIC", fixes.unset("NCCL_IB_HCA", why=want["why"])))
+        elif not excluding and len(listed) < len(gpus):
+            problems.append((f"NCCL_IB_HCA names {len(listed)} NIC(s) for {len(gpus)} GPUs: AMD's validated nodes give "
+                             f"each GPU its own ({want['value']})",
+                             fixes.shell("grep -H . /sys/class/infiniband/*/ports/*/state",
+                                         "list every active RDMA NIC of the node in NCCL_IB_HCA "
+                                         "(export NCCL_IB_HCA=<nic0>,<nic1>,...), one per GPU")))
+    mscclpp = ctx.env_var(MSCCLPP_VAR)
+    for name in (*RCCL_SETTINGS, MSCCLPP_VAR):
+        value = ctx.env_var(name)
+        evidence.append(f"{name}={value}" if value is not None else f"{name} unset")
+    if problems:
+        summary = "; ".join(text for text, _ in problems)
+        shells = [f for _, f in problems if f.kind is fixes.FixKind.SHELL]
+        fix = problems[0][1] if len(shells) != len(problems) or len(shells) == 1 else fixes.then(*shells)
+        return warned(summary, fix, evidence)
+    unset = [n for n in ("RCCL_MSCCL_ENABLE", "TORCH_NCCL_HIGH_PRIORITY") if ctx.env_var(n) is None]
+    wanted = ", ".join(f"{n}={_setting(n)['value']}" for n in unset)
+    advice = f"; AMD's training image also sets {wanted}" if unset else ""
+    return passed("RCCL settings agree with AMD's validation" + advice
+                  + (f" ({MSCCLPP_VAR}={mscclpp} is not among them)" if mscclpp is not None else ""), evidence)
+
+
+# Low-level HIP / ROCr runtime knobs that inference setups and old workarounds leave in environments (public vLLM and
+# JAX launch scripts for MI300X set GPU_MAX_HW_QUEUES=2 and HIP_FORCE_DEV_KERNARG=1). Each changes how the runtime
+# queues work or copies data; a fine-tune's defaults were not chosen with them.
+# - GPU_MAX_HW_QUEUES: hardware queues HIP opens per device (the HIP runtime's default is 4).
+# - HSA_ENABLE_SDMA=0: ROCr copies with blit kernels on the compute queues instead of the SDMA copy engines (a
+#   workaround for SDMA faults, and a requirement for several instances on an APU).
+# - HIP_FORCE_DEV_KERNARG=1: kernel arguments in device memory (lower launch latency).
+HIP_DEFAULT_HW_QUEUES = 4
+RUNTIME_KNOBS = ("HIP_FORCE_DEV_KERNARG", "GPU_MAX_HW_QUEUES", "HSA_ENABLE_SDMA")
+
+
+@check("env.runtime_knobs", "Leftover low-level HIP / ROCr runtime knobs")
+def check_runtime_knobs(ctx: CheckContext) -> CheckResult:
+    env = ctx.env_vars(RUNTIME_KNOBS)
+    if not env:
+        return passed("none of " + ", ".join(RUNTIME_KNOBS) + " is set: the runtime's defaults")
+    evidence = [f"{n}={v}" for n, v in env.items()]
+    costly = []
+    queues = env.get("GPU_MAX_HW_QUEUES")
+    count = _channels(queues) if queues is not None else None  # a plain number of a handful of digits, else None
+    if queues is not None and (count is None or count < HIP_DEFAULT_HW_QUEUES):
+        costly.append(f"GPU_MAX_HW_QUEUES={queues} gives HIP fewer hardware queues than its default "
+                      f"{HIP_DEFAULT_HW_QUEUES}: the compute, copy and RCCL streams of a training step share them")
+    if env.get("HSA_ENABLE_SDMA", "").strip() == "0":
+        costly.append("HSA_ENABLE_SDMA=0 moves host<->device copies off the SDMA engines onto compute queues, "
+                      "where they compete with the training kernels (CPU offload, data loading)")
+    names = ", ".join(f"{n}={v}" for n, v in env.items())
+    if costly:
+        return warned("; ".join(costly), fixes.unset(*[n for n in env if n != "HIP_FORCE_DEV_KERNARG"],
+                                                     why="inference-image tuning or an old workaround; set one again "
+                                                         "only when a measured run of this job needs it"), evidence)
+    return passed(f"set: {names} (inference-image tuning; harmless for a fine-tune)", evidence)
+
+
+# The variables a launcher gives its world size in (facts/launch.py reads them per launcher).
+WORLD_SIZE_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS",
+                        "PMI_SIZE")
+
+
+def job_ranks(ctx: CheckContext, node_gpus: int) -> tuple[int, str]:
+    """How many ranks an RCCL communicator of the job has, and how that was counted: the launcher's world size when
+    the doctor runs under one (torchrun, srun, mpirun, the DeepSpeed launcher); else one rank per GPU this
+    environment leaves visible (rocminfo already applies ROCR_VISIBLE_DEVICES; HIP_VISIBLE_DEVICES, else
+    CUDA_VISIBLE_DEVICES, narrows what HIP sees)."""
+    env = ctx.env_vars(LAUNCH_VARIABLES)
+    launch = read_launch(env, "")
+    # read_launch takes an unreadable world size for 1: only a size the launcher really gave counts here.
+    sized = any(_channels(env[name]) for name in WORLD_SIZE_VARIABLES if name in env)
+    if launch.launcher != "none" and sized:
+        return launch.world_size, (f"{launch.world_size} ({launch.launcher}: {launch.local_world_size} on this node, "
+                                   f"{launch.nnodes or '?'} node(s))")
+    for name in ("HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        value = ctx.env_var(name)
+        if value is not None:
+            ids = [t for t in value.split(",") if t.strip()]
+            visible = min(len(ids), node_gpus)
+            return visible, f"{visible} ({name}={value} leaves {visible} of the node's {node_gpus} GPUs)"
+    return node_gpus, f"{node_gpus} (no launcher: one rank per GPU this environment sees)"
 
 
 def _channels(value: str) -> int | None:

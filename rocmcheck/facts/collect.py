@@ -25,6 +25,7 @@ from rocmcheck.facts.extensions import collect_extensions
 from rocmcheck.facts.health import collect_kernel_log, node_health
 from rocmcheck.facts.host_resources import meminfo_bytes
 from rocmcheck.facts.known import ALL, Known, everything, known_of_bundle, known_problem
+from rocmcheck.facts.launch import LAUNCH_VARIABLES
 from rocmcheck.facts.python_env import FALLBACK_ENV
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, observe_layout
@@ -50,6 +51,7 @@ ENV_NAMES = (
     # Where the job runs: a Slurm allocation (and the GPUs it was given), a Kubernetes pod.
     "SLURM_JOB_ID", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_GPUS_ON_NODE", "SLURM_GPUS", "SLURM_JOB_GRES",
     "KUBERNETES_SERVICE_HOST",
+    "TORCH_NCCL_HIGH_PRIORITY", "GPU_MAX_HW_QUEUES", *LAUNCH_VARIABLES,
 )
 ENV_PREFIXES = ("NCCL_", "RCCL_", "HF_", "TRANSFORMERS_", "DS_BUILD_", "HSA_", "HIP_", "ROCM_")
 

@@ -64,7 +64,7 @@ class Launch:
 def _int(env: Mapping[str, str], *names: str) -> int | None:
     for name in names:
         value = (env.get(name) or "").strip()
-        if re.fullmatch(r"\d+", value):
+        if re.fullmatch(r"[0-9]{1,9}", value):  # a rank or a count; longer digit runs are not one
             return int(value)
     return None
 
@@ -167,6 +167,15 @@ def _finish(launcher: str, env: Mapping[str, str], common: dict[str, Any], *, ra
 # ------------------------------------------------------------------------------------------------ stand-ins
 
 VISIBILITY_VARIABLES = ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+# Every variable read_launch reads: the doctor records them so a check can count a job's ranks from a bundle.
+LAUNCH_VARIABLES = (
+    "TORCHELASTIC_RUN_ID", "GROUP_RANK", "GROUP_WORLD_SIZE", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+    "CROSS_RANK", "CROSS_SIZE", "LOCAL_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_PROCID", "SLURM_STEP_ID", "SLURM_STEPID",
+    "SLURM_LOCALID", "SLURM_NODEID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_STEP_NUM_NODES",
+    "SLURM_NNODES", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID", "PMI_RANK", "PMIX_RANK",
+    "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS", "NODE_RANK", "NNODES",
+)
 
 
 def visible_for_rank(env: Mapping[str, str], local_rank: int) -> dict[str, str]:

@@ -31,11 +31,12 @@ from typing import Any, Callable, Mapping
 
 from packaging.version import Version
 
-from rocmcheck.facts.parsers.versions import major_minor, parse_rocm_version_file
+from rocmcheck.facts.parsers.versions import parse_rocm_version_file
 from rocmcheck.facts.rocm_roots import LEGACY_ROOT, ROOT_VARIABLES, candidate_roots, usable_path
 from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
+from rocmcheck.versions import series
 
 # Where distributions install ROCm. /usr only: a /usr/local build is made by hand and named by ROCM_PATH.
 DISTRO_PREFIXES = ("/usr",)
@@ -206,15 +207,15 @@ def _version(path: str, entry: Mapping[str, Any], hip_version: str | None) -> tu
     if m and "." in m.group(1):
         return m.group(1), f"the directory name {os.path.basename(path)}", hip
     if header_hip:
-        return major_minor(header_hip), f"HIP {header_hip} ({path}/include/hip/hip_version.h)", hip
+        return series(header_hip), f"HIP {header_hip} ({path}/include/hip/hip_version.h)", hip
     if file_hip:
-        return major_minor(file_hip), f"HIP {file_hip} ({path}/share/hip/version)", hip
-    if hip_version and major_minor(hip_version):
-        return major_minor(hip_version), f"HIP {hip_version} (hipconfig)", hip
+        return series(file_hip), f"HIP {file_hip} ({path}/share/hip/version)", hip
+    if hip_version and series(hip_version):
+        return series(hip_version), f"HIP {hip_version} (hipconfig)", hip
     for lib in entry.get("hip_runtime") or []:
         m = _HIP_SONAME.search(lib)
         if m:
-            return major_minor(m.group(1)), f"HIP {m.group(1)} ({lib})", m.group(1)
+            return series(m.group(1)), f"HIP {m.group(1)} ({lib})", m.group(1)
     return None, None, hip
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocmcheck.knowledge import Product, arch_info
+from rocmcheck.knowledge.floors import Floor, validation_floor
 
 
 @dataclass
@@ -69,6 +70,11 @@ class DeviceContext:
             if product is not None:
                 return product
         return None
+
+    def floor(self, key: str) -> Floor | None:
+        """AMD's validation floor of this GPU's product for one measure (knowledge/floors.py); None without one."""
+        product = self.product()
+        return validation_floor(product.name, key) if product is not None else None
 
     def label(self) -> str:
         return f"{self.name} ({self.arch})" if self.arch else self.name or "this GPU"

@@ -8,9 +8,9 @@ import re
 from typing import Any, Callable
 
 from rocmcheck import fixes
-from rocmcheck.facts.parsers.versions import major_minor
 from rocmcheck.fixes import Fix
 from rocmcheck.triage.pasted import Pasted
+from rocmcheck.versions import series
 
 # Interfaces that do not connect nodes: NCCL's socket transport should not pick them.
 NOT_BETWEEN_NODES = re.compile(r"^(?:lo|docker\d*|br-[0-9a-f]+|veth\w*|virbr\d*|cni\d*|flannel[\w.]*)$")
@@ -36,7 +36,7 @@ def vendor_of(pasted: Pasted, flags: set[str]) -> str:
 def rocm_version_of(pasted: Pasted) -> str | None:
     """The ROCm release torch was built for, as the wheel index names it ("6.2")."""
     torch = pasted.facts.probes.get("torch") or {}
-    return major_minor(torch.get("hip")) if torch.get("hip") else None
+    return series(torch.get("hip")) if torch.get("hip") else None
 
 
 def _gpu_arch(pasted: Pasted) -> str | None:

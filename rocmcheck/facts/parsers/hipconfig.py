@@ -6,6 +6,7 @@ import re
 
 from rocmcheck.facts.parsers._text import clean_lines, none_if_na
 from rocmcheck.facts.parsers.models import HipConfig
+from rocmcheck.versions import series
 
 # "HIP version: 6.3.42134-a9a80e791" (--full) or "HIP version  : 5.7.31921-d1770ee1b" (older layouts).
 _HIP_VERSION_LINE = re.compile(r"^HIP version\s*:\s*(\S+)", re.IGNORECASE)
@@ -48,7 +49,4 @@ def parse_hipconfig(text: str) -> HipConfig:
 
 def hip_version_short(version: str | None) -> str | None:
     """"6.3" from "6.3.42134-a9a80e791": the major.minor that ROCm and torch wheels are named by."""
-    if not version:
-        return None
-    m = re.match(r"^(\d+)\.(\d+)", version.strip())
-    return f"{m.group(1)}.{m.group(2)}" if m else None
+    return series(version)

@@ -71,12 +71,6 @@ def torch_version_of(packages: Mapping[str, str]) -> str | None:
     return whole.pop() if len(whole) == 1 else None
 
 
-def major_minor(version: str | None) -> str | None:
-    """"6.2" from "6.2.3", "6.2.41133-dd7f95766" or "6.2"; None when there is no major.minor."""
-    m = re.match(r"^\s*(\d+)\.(\d+)", version or "")
-    return f"{m.group(1)}.{m.group(2)}" if m else None
-
-
 def _local_label(torch_version: str | None) -> str | None:
     """The part after "+", lower-cased; packaging normalises it when the version is PEP 440."""
     if not torch_version or "+" not in torch_version:

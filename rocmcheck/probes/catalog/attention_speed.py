@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
+from rocmcheck import versions
 from rocmcheck.fixes import edit
 from rocmcheck.probes.context import DeviceContext
 from rocmcheck.probes.judging import number
@@ -74,17 +75,9 @@ def run_cpu(device: Any, options: RunOptions) -> dict[str, Any]:
     return attention_speed(device, CPU_SHAPE, iters=2)
 
 
-def _release(version: str | None) -> tuple[int, int] | None:
-    parts = (version or "").split(".")
-    try:
-        return int(parts[0]), int("".join(ch for ch in parts[1] if ch.isdigit()) or 0)
-    except (IndexError, ValueError):
-        return None
-
-
 def picks(transformers: str | None, flash_attn_imports: bool) -> dict[str, str]:
     """What each setting runs on this stack: transformers' default, LLaMA-Factory's flash_attn values. Pure."""
-    release = _release(transformers)
+    release = versions.release(transformers)
     default = "sdpa" if release is None or release >= TRANSFORMERS_SDPA_DEFAULT_SINCE else "eager"
     return {"transformers default": default, "llamafactory flash_attn: auto": default,
             "llamafactory flash_attn: sdpa": "sdpa",

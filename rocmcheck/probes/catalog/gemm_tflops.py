@@ -1,9 +1,11 @@
-"""probe.gemm_tflops: the bf16 8192^3 matrix-product rate against what this GPU typically reaches."""
+"""probe.gemm_tflops: the bf16 8192^3 matrix-product rate against AMD's validation target for the product (RVS gst,
+knowledge/validation_floors.json), else against what this GPU typically reaches."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from rocmcheck.knowledge.floors import GEMM_BF16_TFLOPS
 from rocmcheck.probes.context import DeviceContext
 from rocmcheck.probes.judging import number, rate_verdict, slow_gpu_fix
 from rocmcheck.probes.spec import Probe, RunOptions
@@ -15,6 +17,10 @@ GEMM_PASS_OF_TYPICAL = 0.75  # run-to-run and clock spread stays well inside thi
 GEMM_FAIL_OF_TYPICAL = 0.50  # below half of typical something is wrong: clocks, power cap, another job, BLAS
 # Without a typical fraction only the datasheet peak is known: flag only a rate far below it.
 GEMM_WARN_OF_PEAK_ONLY = 0.30
+# Against RVS's gst target (hipBLASLt, its own shape, a 15 s hot loop after a 5 s ramp): this probe times a shorter
+# loop through torch's BLAS choice, so it passes from this share of the target, and fails as above below half of it.
+GEMM_PASS_OF_RVS_TARGET = 0.90
+GEMM_FAIL_OF_RVS_TARGET = 0.50
 
 
 def run(device: Any, options: RunOptions) -> dict[str, Any]:
@@ -37,6 +43,13 @@ def judge(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
         return failed(f"bf16 GEMM rate could not be measured on {ctx.label()}", slow_gpu_fix(ctx), tflops=None, id=ID)
     product = ctx.product()
     info = dict(tflops=round(tflops, 1), shape=[m, n, k])
+    target = ctx.floor(GEMM_BF16_TFLOPS)
+    if target is not None:
+        verdict = rate_verdict(ID, what, tflops, "TFLOP/s", target.value,
+                               f"AMD's RVS target {target.value:,.0f} for {target.product}", GEMM_PASS_OF_RVS_TARGET,
+                               GEMM_FAIL_OF_RVS_TARGET, slow_gpu_fix(ctx), ctx, target_source=target.source, **info)
+        verdict.evidence.append(f"target: {target.cite()}")
+        return verdict
     if product is None or not product.bf16_tflops:
         return passed(f"{what} {tflops:,.1f} TFLOP/s on {ctx.label()} (no datasheet figure for this GPU to compare)",
                       **info, id=ID)

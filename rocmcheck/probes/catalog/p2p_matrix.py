@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rocmcheck.fixes import note, shell
+from rocmcheck.knowledge.floors import XGMI_PAIR_GBPS
 from rocmcheck.outliers import slow_nodes
 from rocmcheck.probes.context import DeviceContext
 from rocmcheck.probes.judging import number
@@ -20,8 +21,9 @@ ID = "probe.p2p_matrix"
 # What one direction of a pair's copy should reach, by link type (GB/s):
 # - NVLink: more than a PCIe Gen5 x16 link could carry (63 GB/s); NV18 on H100/H200 is 450 GB/s per direction
 #   on the datasheet (900 GB/s both ways), so a pair at PCIe speed is not using its NVLink.
-# - XGMI: 32.9 GB/s, the per-pair floor of Primus-SaFE's MI300X preflight (TransferBench all-to-all); ROCm's cvs
-#   health config expects 33.9 GB/s one way.
+# - XGMI: AMD's own floor for the product where knowledge/validation_floors.json has one (TransferBench healthcheck:
+#   45 GB/s x 0.97 per pair in the all-to-all on MI300X and MI325X; a pair copying alone has its link to itself);
+#   else 32.9 GB/s, the per-pair floor of Primus-SaFE's MI300X preflight; ROCm's cvs health config expects 33.9.
 # - PCIe: a quarter of Gen4 x16 (31.5 GB/s): even routed through the host bridges a pair stays above it.
 PAIR_FLOOR_GBPS = {"nvlink": PCIE_GEN5_X16_GBPS, "xgmi": 32.9, "pcie": PCIE_GEN4_X16_GBPS / 4}
 FAIL_OF_FLOOR = 0.5  # below half its floor a pair is broken, not slow
@@ -75,6 +77,11 @@ def judge(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     kinds: dict[str, str] = links.get("kinds") or {}
     evidence, wrong, broken, slow = [], [], [], []
     by_kind: dict[str, dict[str, float]] = {}
+    floors = dict(PAIR_FLOOR_GBPS)
+    amd_floor = ctx.floor(XGMI_PAIR_GBPS)
+    if amd_floor is not None:
+        floors["xgmi"] = amd_floor.value
+        evidence.append(f"XGMI pair floor {amd_floor.value:g} GB/s: {amd_floor.cite()}")
     for p in pairs:
         key = f"{p['src']}->{p['dst']}"
         kind = kinds.get(f"{p['src']}-{p['dst']}")
@@ -85,7 +92,7 @@ def judge(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
                         + ("" if p.get("ok") else ", BYTES WRONG"))
         if not p.get("ok"):
             wrong.append(key)
-        floor = PAIR_FLOOR_GBPS.get(kind or "")
+        floor = floors.get(kind or "")
         if gbps is None or (floor and gbps < floor * FAIL_OF_FLOOR):
             broken.append(f"{key} {gbps or 0:,.1f} GB/s over {LINK_NAMES[kind]} (< {floor * FAIL_OF_FLOOR:g})" if floor
                           else f"{key} not measured")
