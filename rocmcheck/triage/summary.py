@@ -9,6 +9,7 @@ reads back from a block writes the same block again (tests/test_triage_summary.p
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rocmcheck import __version__
@@ -16,7 +17,7 @@ from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.torch_stack import compiled_archs
 from rocmcheck.facts.collect import ENV_NAMES, PACKAGES, Facts
 from rocmcheck.facts.known import NotKnown
-from rocmcheck.facts.redact import redact_value
+from rocmcheck.facts.redact import mask_identity, redact_value
 from rocmcheck.fixes import Fix, as_recorded, note, one_line
 from rocmcheck.result import CheckResult, Status
 from rocmcheck.triage.readers import summary as fmt
@@ -29,7 +30,9 @@ NO_FIX = note("rerun `rocmcheck doctor` on that machine for this verdict's fix")
 
 
 def render_summary(facts: Facts, ctx: CheckContext | None, results: list[CheckResult]) -> str:
-    """The block, every line redacted. ctx: the checks' context over these facts (its parsed views are reused)."""
+    """The block, every line redacted and then masked for a public thread (the home folder as `~`, the user name
+    as <user>, IP addresses as <ip>: rocmcheck.facts.redact.mask_identity). ctx: the checks' context over these
+    facts (its parsed views are reused)."""
     ctx = ctx if ctx is not None else CheckContext(facts)
     lines = [fmt.HEADER.format(version=fmt.SUMMARY_VERSION, tool=__version__)]
     lines += _os(ctx) + _one(fmt.KERNEL, lambda: ctx.platform_info("kernel"))
@@ -52,7 +55,20 @@ def render_summary(facts: Facts, ctx: CheckContext | None, results: list[CheckRe
             lines.append(f"{r.status.value.upper()} {r.id}: {one_line(r.summary)}")
             lines.append(f"  {fmt.FIX_LABEL}{(r.fix or NO_FIX).line()}")
     lines.append(fmt.FOOTER)
-    return "\n".join(redact_value(line) for line in lines) + "\n"
+    home, user = _identity()
+    return "\n".join(lines[:1] + [mask_identity(redact_value(line), home, user) for line in lines[1:]]) + "\n"
+
+
+def _identity() -> tuple[str | None, str | None]:
+    """This machine's home folder and user name, which the public block masks (rocmcheck.facts.redact)."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = None
+    home = os.path.expanduser("~")
+    return (home if home != "~" else None), user
 
 
 def summary_gpus(ctx: CheckContext) -> list[tuple[str | None, str | None, int | None]]:
