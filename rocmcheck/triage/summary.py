@@ -18,7 +18,7 @@ from rocmcheck.checks.torch_stack import compiled_archs
 from rocmcheck.facts.collect import ENV_NAMES, PACKAGES, Facts
 from rocmcheck.facts.known import NotKnown
 from rocmcheck.facts.redact import mask_identity, redact_value
-from rocmcheck.fixes import Fix, as_recorded, note, one_line
+from rocmcheck.fixes import note, one_line
 from rocmcheck.result import CheckResult, Status
 from rocmcheck.triage.readers import summary as fmt
 
@@ -27,6 +27,9 @@ ENV_LEFT_OUT = ("PATH", "LD_LIBRARY_PATH")
 SHOWN_STATUSES = (Status.FAIL, Status.WARN, Status.CRASH)
 # The fix a verdict read back without one gets (a block edited by hand): the results of a triage carry a fix.
 NO_FIX = note("rerun `rocmcheck doctor` on that machine for this verdict's fix")
+# The data keys of a verdict read from a pasted block: its fix line as pasted, and that it came from a paste.
+PASTED_FIX = "pasted_fix"
+PASTED = "pasted"
 
 
 def render_summary(facts: Facts, ctx: CheckContext | None, results: list[CheckResult]) -> str:
@@ -185,9 +188,11 @@ def facts_of_summary(builder: Any, inp: Any, block: Any, s: fmt.Summary) -> None
         p.container = s.container
         p.where.setdefault("present//.dockerenv", q(block, f"{fmt.CONTAINER}: "))
     for v in s.verdicts:
-        # The paste's own fix line is a stranger's text: shown as a note, never as a line to paste.
-        fix = as_recorded(Fix.from_dict(v.fix)) if v.fix else NO_FIX
-        p.recorded.append(CheckResult(v.id, Status(v.status), v.summary, [], fix or NO_FIX))
+        # The block is plain text anyone can write: its fix line is never rocmcheck's advice. The verdict gets
+        # rocmcheck's own word (NO_FIX, or the fix the check builds when it judges the pasted facts: triage());
+        # the line as pasted is kept as data (PASTED_FIX), shown quoted under "the paste says".
+        data = {PASTED_FIX: one_line(v.fix)} if v.fix else {}
+        p.recorded.append(CheckResult(v.id, Status(v.status), v.summary, [], NO_FIX, data={**data, PASTED: True}))
         p.where.setdefault(f"recorded/{v.id}", q(block, v.line))
 
 
