@@ -162,14 +162,12 @@ def _pem(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, 
         search = end + len(_PEM_END)
 
 
-# A colour code just before a token (`\x1b[1;31mghp_...`, as grep --color and coloured logs print it) ends in a
-# letter: each of these fixed-width lookbehinds accepts one SGR sequence of that length before a start.
-_AFTER_COLOUR = "".join(rf"|(?<=\x1b\[[0-9;]{{{n}}}m)" for n in range(9))
 # Token shapes (prefixes documented by their issuers). Each body is one run of its class read greedily after a
-# literal prefix; a start needs a non-word character (or a colour code) before it, so no start falls inside a body
-# of its own class (the JWT's segments hold "-", so a JWT also needs no "-" before it).
+# literal prefix; a start needs a non-word character before it, so no start falls inside a body of its own class
+# (the JWT's segments hold "-", so a JWT also needs no "-" before it). Colour codes are gone before this pass
+# (normalize). The lookahead on the first characters of the prefixes lets most positions fail at once.
 _TOKEN_SHAPES = re.compile(
-    r"(?:(?<![A-Za-z0-9_])" + _AFTER_COLOUR + r")(?:"
+    r"(?<![A-Za-z0-9_])(?=[hgGAxsrpndSeyo1LlfaPNt])(?:"
     r"hf_[A-Za-z0-9]{20,}+"  # Hugging Face
     r"|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_[A-Za-z0-9_]{20,}+"  # GitHub classic and fine-grained
     r"|gl(?:pat|dt|rt|ptt|oas|cbt|imt|ft|soat|agent)-[A-Za-z0-9_.-]{16,}+|GR1348941[A-Za-z0-9_-]{16,}+"  # GitLab
@@ -184,7 +182,6 @@ _TOKEN_SHAPES = re.compile(
     r"|(?<!-)eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+"  # JSON web tokens
     r"|ya29\.[A-Za-z0-9_-]{20,}+|1//0[A-Za-z0-9_-]{30,}+"  # Google OAuth access and refresh tokens
     r"|GOCSPX-[A-Za-z0-9_-]{20,}+"  # Google OAuth client secrets
-    r"|[A-Za-z0-9_~.-]{3}8Q~[A-Za-z0-9_~.-]{31,}+"  # Microsoft Entra (Azure AD) client secrets
     r"|(?:LTAI|AKID)[A-Za-z0-9]{12,}+"  # Alibaba Cloud and Tencent Cloud access key ids
     r"|do[por]_v1_[a-f0-9]{64}"  # DigitalOcean
     r"|dckr_pat_[A-Za-z0-9_-]{20,}+"  # Docker Hub personal access tokens
@@ -192,7 +189,7 @@ _TOKEN_SHAPES = re.compile(
     r"|api_org_[A-Za-z0-9]{20,}+"  # Hugging Face organisation tokens (older)
     r"|r8_[A-Za-z0-9]{30,}+|gsk_[A-Za-z0-9]{40,}+|pplx-[A-Za-z0-9]{40,}+|fw_[A-Za-z0-9]{20,}+"  # Replicate,
     # Groq, Perplexity, Fireworks AI
-    r"|hv[sb]\.[A-Za-z0-9_-]{24,}+|[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_-]{60,}+"  # HashiCorp Vault, Terraform
+    r"|hv[sb]\.[A-Za-z0-9_-]{24,}+"  # HashiCorp Vault
     r"|pul-[a-f0-9]{40}|glsa_[A-Za-z0-9_]{32,}+|glc_[A-Za-z0-9+/=]{32,}+"  # Pulumi, Grafana
     r"|PMAK-[A-Za-z0-9-]{30,}+|NRAK-[A-Z0-9]{27}|sntry[su]_[A-Za-z0-9+/=_]{30,}+"  # Postman, New Relic, Sentry
     r"|tskey-[a-z]+-[A-Za-z0-9-]{10,}+|lin_api_[A-Za-z0-9]{30,}+|ntn_[A-Za-z0-9]{30,}+"  # Tailscale, Linear,
@@ -200,6 +197,12 @@ _TOKEN_SHAPES = re.compile(
     r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|ATATT3[A-Za-z0-9_=-]{50,}+|AGE-SECRET-KEY-1[0-9A-Z]{50,}+"  # Shopify,
     # Atlassian, age
     r")"
+)
+# Shapes with no fixed first letter, each looked for only when its marker is in the text.
+_MARKED_SHAPES = (
+    ("8Q~", re.compile(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}8Q~[A-Za-z0-9_~.-]{31,}+")),  # Microsoft Entra
+    # (Azure AD) client secrets
+    (".atlasv1.", re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_-]{60,}+")),  # Terraform Cloud
 )
 # Webhook URLs whose path is the credential: the host and the kind stay.
 _WEBHOOK = re.compile(r"(?:hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/"
@@ -485,6 +488,9 @@ def redact_value(value: str, meter: Meter | None = None) -> str:
     if "://" in out:  # before the token shapes: a token as a URL's user still has its password read
         out = _rewrite(out, _URL_START, _UrlPass(), meter)
     out = _rewrite(out, _TOKEN_SHAPES, _whole, meter)
+    for marker, shape in _MARKED_SHAPES:
+        if marker in out:
+            out = _rewrite(out, shape, _whole, meter)
     if "hooks.slack" in out or "discord" in out:
         out = _rewrite(out, _WEBHOOK, _after(_WEBHOOK_PATH), meter)
     if "Bearer" in out or "Basic" in out or "Token" in out:
