@@ -67,19 +67,20 @@ def test_a_closed_stdin_is_one_line_and_exit_2():
 
 
 def test_the_pastes_are_bounded_together(tmp_path, capsys):
-    """Three pastes of 7 MiB each (each under the cap of one paste): the third is read to what is left of the
-    total, and one line says so."""
+    """Three pastes of 5 MiB each (each under the cap of one paste): the second is read to what is left of the
+    total, the third not at all, and one line says so."""
     line = (SIGNATURE_LINE + "\n").encode()
     names = []
     for i in range(3):
         path = tmp_path / f"p{i}.txt"
-        path.write_bytes(line * (7 * MIB // len(line)))
+        path.write_bytes(line * (5 * MIB // len(line)))
         names.append(str(path))
     read = read_inputs(names)
     assert sum(len(text.encode()) for _, text in read) <= MAX_TOTAL_BYTES
-    assert len(read) == 3 and len(read[2][1]) < len(read[1][1])
+    assert len(read) == 2 and len(read[1][1]) < len(read[0][1])
     said = capsys.readouterr().err.strip().splitlines()
-    assert len(said) == 1 and "more than 16 MiB together" in said[0] and "p2.txt read to its first" in said[0]
+    assert len(said) == 1 and f"more than {MAX_TOTAL_BYTES // MIB} MiB together" in said[0]
+    assert "p1.txt read to its first" in said[0] and "1 more not read" in said[0]
 
 
 def test_recipes_write_prints_a_folder_with_a_newline_escaped(tmp_path):

@@ -21,9 +21,9 @@ from rocmcheck.units import MIB
 # keep at most 4 MiB of a paste (rocmcheck/triage/readers/paste.py MAX_KEPT_CHARS); 8 MiB is far above that.
 MAX_PASTE_BYTES = 8 * MIB
 MAX_PASTES = 64
-# All the pastes of one triage together: twice one paste's cap. The readers keep 4 MiB of each paste; 64 pastes of
-# 8 MiB each would be 512 MiB to read for an answer that a few MB give.
-MAX_TOTAL_BYTES = 16 * MIB
+# All the pastes of one triage together: one paste's cap, so many pastes cost no more than the biggest one can
+# (64 pastes of 8 MiB each would be 512 MiB to read, for an answer that a few MB give).
+MAX_TOTAL_BYTES = MAX_PASTE_BYTES
 STDIN = "-"
 # A text paste has no NUL byte; more than this share of bytes that are not UTF-8 is not text either.
 MAX_UNDECODABLE_SHARE = 0.01
