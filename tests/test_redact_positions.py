@@ -169,3 +169,12 @@ def test_the_public_summary_masks_home_user_and_addresses():
     block = render_summary(facts, ctx, [])
     assert "env: HF_HOME=~/.cache/hf" in block and "env: NCCL_COMM_ID=<ip>:29500" in block
     assert "bob9" not in block and "192.168" not in block
+
+
+def test_the_console_drops_invisible_characters_and_names_show_them():
+    """What is printed whatever its source (a GPU name, a tool's line) loses zero-width and tag characters; a
+    name echoed in a message shows them as escapes."""
+    from rocmcheck.safe.text import clean, one_line
+
+    assert clean("MI300X\u200b \U000e0041\u2060ok\ufeff") == "MI300X ok"
+    assert one_line("d\u200bir") == "d\\u200bir"

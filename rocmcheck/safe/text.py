@@ -25,9 +25,11 @@ _SEQUENCES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
     r"|\x1b[ -/]*[0-~]?"  # other escapes (ESC c resets the terminal)
 )
-# What is left: C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that make
-# text display in another order than it reads ("Trojan Source").
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# What is left: C0 controls but tab and newline, DEL, C1 controls, the bidirectional overrides that make text
+# display in another order than it reads ("Trojan Source"), and the invisible characters that can hide or fake
+# text (zero-width space and joiners, word joiner, soft hyphen, byte-order mark, tag characters).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e"
+                       r"\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]")
 
 
 # Escape sequences as normalize() drops them: a string sequence (OSC, DCS, ...) ends at its terminator or at the
