@@ -29,6 +29,7 @@ POSITIONS = [
     "accelerate launch run.py --hub_token {s} --push_to_hub",
     "mlflow server --db-password '{s}' --port 5000",
     "python app.py -api-key \"{s}\"",
+    "client --key {s}{s} --verbose",
     "docker login -u alice -p {s} registry.example.com",
     "podman login --password {s} quay.io",
     "sshpass -p {s} ssh node1",
@@ -144,6 +145,7 @@ def test_the_reproduced_leaks_are_closed():
 
 def test_what_is_no_secret_stays():
     for text in ("the password is wrong", "docker run -u 1000:1000 -p 8080:80 img", "--max_new_tokens 512",
+                 "sort --key 2 file", "--key name",
                  "python -u train.py --lr 1e-5", "--tokenizer_name meta-llama/Llama-2-7b-hf"):
         assert redact_value(text) == text
 

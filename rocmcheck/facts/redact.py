@@ -332,9 +332,14 @@ class _AssignmentPass:
     def __call__(self, text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
         name, sep, start = match.group("name"), match.group("sep"), match.end()
         if not sep.strip():  # `--hub_token X`: an option whose name says secret, its next word
-            if not (name.startswith("-") and is_secret_name(name.lstrip("-"))):
+            if not name.startswith("-"):
                 return None
-            return _value_word(text, start, meter)
+            if is_secret_name(name.lstrip("-")):
+                return _value_word(text, start, meter)
+            found = _value_word(text, start, meter) if name.lstrip("-").upper() in _KEY_NAMES else None
+            if found is None or _CREDENTIAL.fullmatch(text, found[0], found[1]) is None:
+                return None  # `--key 2` (sort's), `--key name`: only a credential-shaped value after a bare --key
+            return found
         if ":" in sep and text.startswith("//", start) or text.startswith("://", max(0, match.start() - 3)):
             return None  # scheme://, or a URL's user:password (the URL pass's business), not an assignment
         before = text[match.start() - 1] if match.start() else ""
