@@ -63,6 +63,17 @@ ADVERSARIAL_UNITS = {
     "dashes": "-",
     "dotted name": "a.",
     "backslashes": "\\",
+    # the passes by position: an option's next word, a password tool's line, curl's -u, netrc
+    "--token word": "--token ",
+    "--tokenword": "--tokenx",
+    "sshpass (no -p)": "sshpass x ",
+    "docker login": "docker login ",
+    "-u a:": "-u a:",
+    "password word": "password ",
+    "machine (no password)": "machine m ",
+    "8Q~": "ab8Q~",
+    "zero-width": "a\u200b",
+    "colour code": "\x1b[1m",
 }
 # Real tool outputs (tests/fixtures/public), repeated to the size: the everyday case.
 REAL_OUTPUTS = {

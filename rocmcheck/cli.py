@@ -70,7 +70,13 @@ def cli() -> None:
 # The signals that stop rocmcheck, and the word it says on the way out. Each one ends every process rocmcheck
 # started (rocmcheck.runner.end_descendants: the commands run in sessions of their own, so neither the terminal's
 # Ctrl-C nor its hangup reaches them) and exits 128 + its number, as a shell reports a process a signal ended.
-STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hangup"}
+# Every signal whose default would end rocmcheck without its sweep, and that it can catch: SIGQUIT (Ctrl-\\),
+# SIGUSR1/SIGUSR2 (what batch scripts ask Slurm to send before a time limit: --signal=USR1@60) and SIGALRM end it
+# like SIGTERM, every child ended first. (SIGKILL cannot be caught: rocmcheck.runner's parent-death signal and
+# watchdog end the children then.)
+STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hangup",
+                signal.SIGQUIT: "quit", signal.SIGUSR1: "user signal 1", signal.SIGUSR2: "user signal 2",
+                signal.SIGALRM: "alarm"}
 # stdout could not be written (a full disk, an I/O error): as for a closed pipe (click's own rule), exit 1.
 EXIT_OUTPUT_FAILED = 1
 # Commands that run a person's own command: what that command leaves behind is the person's, so rocmcheck does
@@ -151,8 +157,9 @@ def _on_stop_signal(signum: int, frame: object) -> None:
 
 
 def _install_stop_signals() -> None:
-    """One policy for SIGINT, SIGTERM and SIGHUP (_on_stop_signal). A signal that was ignored when rocmcheck
-    started (nohup, a script's background job) stays ignored: that is what whoever started it asked for."""
+    """One policy for SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 and SIGALRM (_on_stop_signal). A signal
+    that was ignored when rocmcheck started (nohup, a script's background job) stays ignored: that is what whoever
+    started it asked for."""
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) != signal.SIG_IGN:
             signal.signal(sig, _on_stop_signal)
@@ -180,9 +187,9 @@ def _command_name(argv: list[str]) -> str | None:
 
 def main() -> None:
     """Errors a person causes end as ONE line on stderr and exit 2: click's standalone mode would print a usage
-    block first, so its exceptions are caught here for every command alike. SIGINT, SIGTERM and SIGHUP exit
-    128 + the signal (130, 143, 129) with every child process ended; so does every exit (rocmcheck.runner).
-    stdout that cannot be written (a full disk) is one line and exit 1."""
+    block first, so its exceptions are caught here for every command alike. SIGINT, SIGTERM, SIGHUP (and
+    SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM) exit 128 + the signal (130, 143, 129, ...) with every child process
+    ended; so does every exit (rocmcheck.runner). stdout that cannot be written (a full disk) is one line and exit 1."""
     _install_stop_signals()
     from rocmcheck.runner import adopt_orphans
     from rocmcheck.safe.text import install_console_streams, one_line

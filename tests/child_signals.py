@@ -1,4 +1,5 @@
-"""Starting a rocmcheck child for the signal tests: with SIGINT, SIGTERM and SIGHUP at their defaults.
+"""Starting a rocmcheck child for the signal tests: with its stop signals (INT, TERM, HUP, QUIT, USR1, USR2) at
+their defaults.
 
 A signal ignored when a program starts stays ignored (rocmcheck keeps it so, as nohup and a script's background
 job ask), and a script runs its background jobs with SIGINT ignored: so a test suite started as
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import signal
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
 def default_signals() -> None:

@@ -1,8 +1,10 @@
 """The hardening replay (scripts/attack_replay.py) keeps holding: its fast subset, one attack per class (a pasted
 fix that runs data, a secret that leaks, a reader that goes quadratic, a hostile input file, a planted output
-link, a signal that leaves children, a bound past any real value, a wrong verdict), run as a person runs it: the
-installed `rocmcheck` in scratch folders, each attack bounded in time and memory. About 15 s here; the whole
-script (both tables, 264 attacks) is for a person and takes about 12 minutes."""
+link, a signal that leaves children, a bound past any real value, a wrong verdict, a forged summary speaking as
+rocmcheck, an invisible character inside a token, a process left by a signal rocmcheck cannot catch), run as a
+person runs it: the installed `rocmcheck` entry point on this checkout's code, in scratch folders, each attack
+bounded in time and memory. About 40 s here; the whole script (both tables) is for a person and takes about 20
+minutes."""
 
 from __future__ import annotations
 
@@ -32,7 +34,8 @@ def test_the_fast_subset_has_one_attack_of_every_class_and_every_finding_is_repl
     assert sorted({a.klass for a in fast}) == sorted(replay.CLASSES)
     assert len(fast) == len(replay.CLASSES)
     findings = {a.finding for a in replay.ATTACKS if a.table == "findings"}
-    assert findings == {f"S3-{n}" for n in range(1, 31)} == set(replay.FINDINGS)
+    second = {f"S4-{n}" for n in range(3, 13)} - {"S4-9"}  # S4-1, S4-2, S4-9: the bytecode cache, since removed
+    assert findings == {f"S3-{n}" for n in range(1, 31)} | second == set(replay.FINDINGS)
     fresh = [a for a in replay.ATTACKS if a.table == "fresh"]
     for klass in replay.CLASSES:  # at least three attacks of each class the findings did not try
         assert len([a for a in fresh if a.klass == klass]) >= 3, klass

@@ -31,6 +31,25 @@ VENDOR_WHAT = "which GPUs this machine has (no GPU tool output, device node or d
 T = TypeVar("T")
 
 
+# Parsed tool outputs shared between contexts over the same facts: triage judges each check in a context of its own
+# (so each verdict's reads are its own), and without this a big rocminfo was parsed once per check that reads it.
+# The views these parses make are read, never changed, by the checks. Keyed by the parser and the text itself.
+MAX_PARSED = 8
+_PARSED: dict[tuple[Callable[[str], Any], str], Any] = {}
+
+
+def parsed_once(parse: Callable[[str], T], text: str) -> T:
+    """parse(text), computed once for the last MAX_PARSED (parser, text) pairs."""
+    key = (parse, text)
+    if key in _PARSED:
+        return _PARSED[key]
+    value = parse(text)
+    if len(_PARSED) >= MAX_PARSED:
+        _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[key] = value
+    return value
+
+
 class known_view:  # noqa: N801 - used like cached_property
     """A cached_property whose NotKnown is cached too: a view is computed once, known or not."""
 
@@ -185,7 +204,7 @@ class CheckContext:
         res = self.command("rocminfo")
         if res is None:
             return None
-        return parse_rocminfo(res.stdout + ("\n" + res.stderr if res.stderr else ""))
+        return parsed_once(parse_rocminfo, res.stdout + ("\n" + res.stderr if res.stderr else ""))
 
     @known_view
     def amd_smi(self) -> SmiReport | None:
@@ -256,7 +275,7 @@ class CheckContext:
         res = self.command("hipconfig")
         if res is None or not res.ok:
             return None
-        return parse_hipconfig(res.stdout)
+        return parsed_once(parse_hipconfig, res.stdout)
 
     @known_view
     def rocm(self) -> RocmLocation | None:

@@ -271,10 +271,12 @@ def _wait_for_peer_bundles(folder: Path, names: list[str], since: float, timeout
     """Before a rank exits non-zero: torchrun ends every other rank the moment one does, so a slower rank would
     never write its bundle and compare would lack it. Wait (bounded by --across-timeout) until each other rank's
     bundle has been written since this run began; the names still missing, said on stderr."""
+    from rocmcheck.safe.text import one_line
+
     if not names:
         return []
-    click.echo(f"doctor: waiting up to {timeout_s:g} s for the other {len(names)} rank(s)' bundles in {folder} "
-               "(the launcher ends every rank when one exits non-zero)", err=True)
+    click.echo(f"doctor: waiting up to {timeout_s:g} s for the other {len(names)} rank(s)' bundles in "
+               f"{one_line(str(folder))} (the launcher ends every rank when one exits non-zero)", err=True)
     deadline = time.monotonic() + timeout_s
     missing = list(names)
     while missing:
@@ -283,7 +285,7 @@ def _wait_for_peer_bundles(folder: Path, names: list[str], since: float, timeout
             break
         time.sleep(PEER_POLL_S)
     if missing:
-        click.echo(f"doctor: not written within {timeout_s:g} s: {', '.join(missing)}", err=True)
+        click.echo(f"doctor: not written within {timeout_s:g} s: {one_line(', '.join(missing))}", err=True)
     return missing
 
 

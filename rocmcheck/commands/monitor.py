@@ -21,7 +21,7 @@ from rocmcheck.commands.options import MAX_SECONDS, BoundedInt, FiniteFloat
 from rocmcheck.errors import BadInput
 from rocmcheck.report import render
 from rocmcheck.result import CheckResult, exit_code
-from rocmcheck.safe.text import excerpt
+from rocmcheck.safe.text import excerpt, one_line
 
 MAX_PID = 1 << 22  # Linux's pid_max ceiling (PID_MAX_LIMIT)
 # How much of the watched command the stderr header shows (all of it, redacted, is in verdict-<host>.json).
@@ -74,8 +74,8 @@ def _finish(samples, watched, out_dir: Path | None, host: str, header: str, extr
             try:
                 write()
             except (OSError, BadInput) as exc:  # a full disk at the end, a file that appeared since the start:
-                click.echo(f"rocmcheck monitor: {describe_write_error(out_dir, exc)} (the {what} is not saved)",
-                           err=True)  # the verdicts still print below
+                why = one_line(describe_write_error(out_dir, exc))
+                click.echo(f"rocmcheck monitor: {why} (the {what} is not saved)", err=True)  # the verdicts still print
         files = [p for p in (out_dir / f"memory-{host}.csv", out_dir / f"memory-{host}.jsonl",
                              out_dir / f"memory-{host}.png", verdict_path) if p.exists()]
     _print_results(results, files, header)

@@ -10,6 +10,9 @@ from rocmcheck.commands.options import complete_recipes, json_option
 from rocmcheck.errors import BadInput
 from rocmcheck.safe.text import excerpt
 
+# A written file's path is echoed whole (a long folder is real), but on one line: a newline in it is `\n`.
+MAX_PATH_ECHO = 4096
+
 
 def _get(name: str):
     from rocmcheck.recipes import all_recipes
@@ -90,7 +93,7 @@ def write(name: str, directory: Path, force: bool, as_json: bool) -> None:
         _echo_json("recipes write", results, recipe=recipe.name, files=[str(path) for path in written])
     else:
         for path in written:
-            click.echo(f"wrote {path}")
+            click.echo(f"wrote {excerpt(path, limit=MAX_PATH_ECHO)}")
         for message in run.messages:
             if message.severity.value != "info":
                 click.echo(message.render())

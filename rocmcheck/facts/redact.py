@@ -29,6 +29,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Iterable, Mapping
 
+from rocmcheck.safe.text import normalize
+
 REDACTED = "<redacted>"
 
 # Name parts that mark a secret (split on _ - . and camelCase): HF_TOKEN, db-password, hfToken, GITLAB_PAT.
@@ -101,11 +103,12 @@ def is_secret_pair(name: str, value: object) -> bool:
 _Handler = Callable[[str, "re.Match[str]", Meter], "tuple[int, int, str, int] | None"]
 
 
-def _rewrite(text: str, trigger: re.Pattern[str], handle: _Handler, meter: Meter) -> str:
-    """Search trigger from where the last match (or what its handler consumed) ended; a handler returns
-    (start, end, replacement, resume) for text[start:end], or None to go on after its match."""
+def _rewrite(text: str, trigger: re.Pattern[str], handle: _Handler, meter: Meter, start: int = 0) -> str:
+    """Search trigger from where the last match (or what its handler consumed) ended, from `start` on (no match
+    can begin before it); a handler returns (start, end, replacement, resume) for text[start:end], or None to go
+    on after its match."""
     out: list[str] = []
-    pos = copied = 0
+    pos, copied = start, 0
     while True:
         match = trigger.search(text, pos)
         if match is None:
@@ -159,14 +162,12 @@ def _pem(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, 
         search = end + len(_PEM_END)
 
 
-# A colour code just before a token (`\x1b[1;31mghp_...`, as grep --color and coloured logs print it) ends in a
-# letter: each of these fixed-width lookbehinds accepts one SGR sequence of that length before a start.
-_AFTER_COLOUR = "".join(rf"|(?<=\x1b\[[0-9;]{{{n}}}m)" for n in range(9))
 # Token shapes (prefixes documented by their issuers). Each body is one run of its class read greedily after a
-# literal prefix; a start needs a non-word character (or a colour code) before it, so no start falls inside a body
-# of its own class (the JWT's segments hold "-", so a JWT also needs no "-" before it).
+# literal prefix; a start needs a non-word character before it, so no start falls inside a body of its own class
+# (the JWT's segments hold "-", so a JWT also needs no "-" before it). Colour codes are gone before this pass
+# (normalize). The lookahead on the first characters of the prefixes lets most positions fail at once.
 _TOKEN_SHAPES = re.compile(
-    r"(?:(?<![A-Za-z0-9_])" + _AFTER_COLOUR + r")(?:"
+    r"(?<![A-Za-z0-9_])(?=[hgGAxsrpndSeyo1LlfaPNt])(?:"
     r"hf_[A-Za-z0-9]{20,}+"  # Hugging Face
     r"|gh[pousr]_[A-Za-z0-9]{20,}+|github_pat_[A-Za-z0-9_]{20,}+"  # GitHub classic and fine-grained
     r"|gl(?:pat|dt|rt|ptt|oas|cbt|imt|ft|soat|agent)-[A-Za-z0-9_.-]{16,}+|GR1348941[A-Za-z0-9_-]{16,}+"  # GitLab
@@ -179,7 +180,29 @@ _TOKEN_SHAPES = re.compile(
     r"|dapi[0-9a-f]{32}(?:-[0-9]+)?"  # Databricks personal access tokens
     r"|SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"  # SendGrid API keys
     r"|(?<!-)eyJ[A-Za-z0-9_-]{8,}+\.eyJ[A-Za-z0-9_-]{8,}+\.[A-Za-z0-9_-]{8,}+"  # JSON web tokens
+    r"|ya29\.[A-Za-z0-9_-]{20,}+|1//0[A-Za-z0-9_-]{30,}+"  # Google OAuth access and refresh tokens
+    r"|GOCSPX-[A-Za-z0-9_-]{20,}+"  # Google OAuth client secrets
+    r"|(?:LTAI|AKID)[A-Za-z0-9]{12,}+"  # Alibaba Cloud and Tencent Cloud access key ids
+    r"|do[por]_v1_[a-f0-9]{64}"  # DigitalOcean
+    r"|dckr_pat_[A-Za-z0-9_-]{20,}+"  # Docker Hub personal access tokens
+    r"|nvapi-[A-Za-z0-9_-]{40,}+"  # NVIDIA NGC / build.nvidia.com API keys
+    r"|api_org_[A-Za-z0-9]{20,}+"  # Hugging Face organisation tokens (older)
+    r"|r8_[A-Za-z0-9]{30,}+|gsk_[A-Za-z0-9]{40,}+|pplx-[A-Za-z0-9]{40,}+|fw_[A-Za-z0-9]{20,}+"  # Replicate,
+    # Groq, Perplexity, Fireworks AI
+    r"|hv[sb]\.[A-Za-z0-9_-]{24,}+"  # HashiCorp Vault
+    r"|pul-[a-f0-9]{40}|glsa_[A-Za-z0-9_]{32,}+|glc_[A-Za-z0-9+/=]{32,}+"  # Pulumi, Grafana
+    r"|PMAK-[A-Za-z0-9-]{30,}+|NRAK-[A-Z0-9]{27}|sntry[su]_[A-Za-z0-9+/=_]{30,}+"  # Postman, New Relic, Sentry
+    r"|tskey-[a-z]+-[A-Za-z0-9-]{10,}+|lin_api_[A-Za-z0-9]{30,}+|ntn_[A-Za-z0-9]{30,}+"  # Tailscale, Linear,
+    # Notion
+    r"|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}|ATATT3[A-Za-z0-9_=-]{50,}+|AGE-SECRET-KEY-1[0-9A-Z]{50,}+"  # Shopify,
+    # Atlassian, age
     r")"
+)
+# Shapes with no fixed first letter, each looked for only when its marker is in the text.
+_MARKED_SHAPES = (
+    ("8Q~", re.compile(r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.-]{3}8Q~[A-Za-z0-9_~.-]{31,}+")),  # Microsoft Entra
+    # (Azure AD) client secrets
+    (".atlasv1.", re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9]{14}\.atlasv1\.[A-Za-z0-9_-]{60,}+")),  # Terraform Cloud
 )
 # Webhook URLs whose path is the credential: the host and the kind stay.
 _WEBHOOK = re.compile(r"(?:hooks\.slack(?:-gov)?\.com/(?:services|workflows|triggers)/"
@@ -254,7 +277,7 @@ def _userinfo(text: str, start: int, at: int) -> tuple[int, int, str, int] | Non
 _SECRET_HINT = r"(?i:tok|secret|pass|pat(?!h)|key|cred|auth|cookie|private|sig|sas|pwd)"  # PATH is no hint
 _NAME_SEP = re.compile(
     r"(?<![A-Za-z0-9_.-])(?P<name>-{0,2}(?=[A-Za-z0-9_.-]*?" + _SECRET_HINT + r")[A-Za-z_][A-Za-z0-9_.-]*+)"
-    r"(?P<sep>[\"']?[ \t]*+[=:][ \t]*+)"
+    r"(?P<sep>[\"']?[ \t]*+[=:][ \t]*+|[ \t]++(?=[^\s-]))"  # an option's value may follow a space
 )
 _DOUBLE_QUOTED = re.compile(r'(?:[^"\\\n]|\\.)*+')  # up to an unescaped " or the end of the line
 _SINGLE_QUOTED = re.compile(r"[^'\n]*+")
@@ -308,6 +331,15 @@ class _AssignmentPass:
 
     def __call__(self, text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
         name, sep, start = match.group("name"), match.group("sep"), match.end()
+        if not sep.strip():  # `--hub_token X`: an option whose name says secret, its next word
+            if not name.startswith("-"):
+                return None
+            if is_secret_name(name.lstrip("-")):
+                return _value_word(text, start, meter)
+            found = _value_word(text, start, meter) if name.lstrip("-").upper() in _KEY_NAMES else None
+            if found is None or _CREDENTIAL.fullmatch(text, found[0], found[1]) is None:
+                return None  # `--key 2` (sort's), `--key name`: only a credential-shaped value after a bare --key
+            return found
         if ":" in sep and text.startswith("//", start) or text.startswith("://", max(0, match.start() - 3)):
             return None  # scheme://, or a URL's user:password (the URL pass's business), not an assignment
         before = text[match.start() - 1] if match.start() else ""
@@ -345,6 +377,93 @@ class _AssignmentPass:
         return value_start, value_end, REDACTED, resume
 
 
+def _value_word(text: str, start: int, meter: Meter) -> tuple[int, int, str, int] | None:
+    """The word (or quoted string) at text[start:] replaced; None when it is empty or redacted already."""
+    quote = text[start:start + 1]
+    if quote in ("'", '"'):
+        end = _run(_DOUBLE_QUOTED if quote == '"' else _SINGLE_QUOTED, text, start + 1, meter)
+        value_start, resume = start + 1, end + 1 if text.startswith(quote, end) else end
+    else:
+        value_start = start
+        end = resume = _run(_WORD_UNQUOTED, text, start, meter)
+    if end <= value_start or text.startswith(REDACTED, value_start):
+        return None
+    return value_start, end, REDACTED, resume
+
+
+_WORD_UNQUOTED = re.compile(r"[^\s'\"]*+")
+
+# Tools that take a password as the word after `-p` (or glued to it: mysql -pSECRET, sshpass -pSECRET), or after
+# `--password`/`--password-stdin`-less forms: docker/podman/nerdctl/buildah/skopeo/helm/oras `login`, sshpass,
+# the MySQL and MariaDB clients. The rest of the tool's line is read once for that option.
+_PASSWORD_TOOL = re.compile(
+    r"(?<![A-Za-z0-9_.-])(?:sshpass|mysql(?:dump|admin|import|show|check)?|mariadb(?:-dump|-admin)?"
+    r"|(?:docker|podman|nerdctl|buildah|skopeo|helm(?:[ \t]++registry)?|oras|crane|regctl|apptainer|singularity)"
+    r"[ \t]++(?:[A-Za-z-]++[ \t]++)??login)(?![A-Za-z0-9_.-])"
+)
+_TOOL_LINE = re.compile(r"[^\n;|&]*+")
+_PASSWORD_OPTION = re.compile(r"(?<!\S)(?:-p|--password(?:=|[ \t]++))[ \t]*+")
+
+
+class _PasswordToolPass:
+    """`-p X` on a password tool's line (or another option); the part of a line read without finding one is not
+    read again."""
+
+    def __init__(self, option: re.Pattern[str] | None = None) -> None:
+        self.read_to = -1
+        self.option = option or _PASSWORD_OPTION
+
+    def __call__(self, text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
+        if match.end() < self.read_to:
+            return None
+        line_end = _run(_TOOL_LINE, text, match.end(), meter)
+        option = self.option.search(text, match.end(), line_end)
+        meter.add(line_end - match.end())
+        if option is None:
+            self.read_to = line_end
+            return None
+        return _value_word(text, option.end(), meter) or (option.end(), option.end(), "", option.end())
+
+
+# Where the password-tool and user-option passes can first match: a tool's name or one of the options.
+_TOOL_GATE = re.compile(r"(?<!\S)(?:-[uUp]|--user|--proxy-user|--password)|sshpass|mysql|mariadb|login")
+
+# `curl -u user:password` (also --user, --proxy-user, -U, and glued: -ualice:pw): the password half goes. A
+# numeric second half is a uid:gid (docker run -u 1000:1000), not a password.
+_USER_OPTION = re.compile(r"(?<!\S)(?:-u|-U|--user|--proxy-user)(?:=|[ \t]*+)(?=['\"]?[^\s:'\"]*+:)")
+_USER_NAME = re.compile(r"[^\s:'\"]*+:")
+_DIGITS_WORD = re.compile(r"[0-9]++(?=[\s'\"]|$)")
+
+
+def _user_option(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
+    start = match.end() + (1 if text[match.end():match.end() + 1] in ("'", '"') else 0)
+    colon = _run(_USER_NAME, text, start, meter)
+    if _DIGITS_WORD.match(text, colon):
+        return None
+    quote = text[start - 1] if start > match.end() else ""
+    end = _run(_SINGLE_QUOTED if quote == "'" else _DOUBLE_QUOTED if quote == '"' else _WORD_UNQUOTED,
+               text, colon, meter)
+    if end <= colon or text.startswith(REDACTED, colon):
+        return None
+    return colon, end, REDACTED, end
+
+
+# netrc (~/.netrc, what `wandb login` and `huggingface-cli login` write): `password X` on a line that starts with
+# it, or after a `machine NAME`/`default` on its line (`machine api.wandb.ai login user password X`).
+# Elsewhere on a line (`sshpass`-less scripts, `echo password X`) the word after `password` goes unless it is a
+# plain lower-case word ("the password is wrong").
+_NETRC = re.compile(r"(?m)(?P<lead>^[ \t]*+)?(?<![^\s\"'(=:])(?:password|passwd)[ \t]++(?=\S)")
+_PROSE_WORD = re.compile(r"[a-z]++[.,;:!?]?(?=\s|$)")
+_NETRC_MACHINE = re.compile(r"(?<![A-Za-z0-9_.-])(?:machine[ \t]++\S++|default)(?=[ \t])")
+_NETRC_PASSWORD = re.compile(r"(?<!\S)(?:password|passwd)[ \t]++(?=\S)")
+
+
+def _netrc(text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
+    if match.group("lead") is None and _PROSE_WORD.match(text, match.end()):
+        return None
+    return _value_word(text, match.end(), meter)
+
+
 def _json_container_end(text: str, start: int, meter: Meter) -> int:
     """The end of the JSON object or array opening at text[start], or the end of the text when it is not closed."""
     depth = 0
@@ -361,23 +480,37 @@ def _json_container_end(text: str, start: int, meter: Meter) -> int:
 
 
 def redact_value(value: str, meter: Meter | None = None) -> str:
-    """A string with token-shaped values, URL passwords, auth headers, private keys and the values of
-    secret-looking NAME=value assignments replaced by <redacted>. Linear in len(value) (see the module)."""
+    """A string normalized (rocmcheck.safe.text.normalize: no escape sequence or invisible character can split a
+    token), then with token-shaped values, URL passwords, auth headers, private keys, the values of secret-looking
+    NAME=value assignments and options, tools' password options and netrc passwords replaced by <redacted>.
+    Linear in len(value) (see the module)."""
     if not value:
         return value
     meter = meter or _NO_METER
-    out = value
+    out = normalize(value)
     if "-----BEGIN " in out:
         out = _rewrite(out, _PEM_BEGIN, _pem, meter)
+    if "://" in out:  # before the token shapes: a token as a URL's user still has its password read
+        out = _rewrite(out, _URL_START, _UrlPass(), meter)
     out = _rewrite(out, _TOKEN_SHAPES, _whole, meter)
+    for marker, shape in _MARKED_SHAPES:
+        if marker in out:
+            out = _rewrite(out, shape, _whole, meter)
     if "hooks.slack" in out or "discord" in out:
         out = _rewrite(out, _WEBHOOK, _after(_WEBHOOK_PATH), meter)
     if "Bearer" in out or "Basic" in out or "Token" in out:
         out = _rewrite(out, _AUTH_HEADER, _after(_AUTH_CREDENTIAL), meter)
-    if "://" in out:
-        out = _rewrite(out, _URL_START, _UrlPass(), meter)
-    if "=" in out or ":" in out:
+    if "=" in out or ":" in out or "-" in out:
         out = _rewrite(out, _NAME_SEP, _AssignmentPass(), meter)
+    first = _TOOL_GATE.search(out)  # one scan for the words the two passes below need, from its line on
+    if first is not None:
+        line_start = out.rfind("\n", 0, first.start()) + 1
+        out = _rewrite(out, _PASSWORD_TOOL, _PasswordToolPass(), meter, line_start)
+        out = _rewrite(out, _USER_OPTION, _user_option, meter, line_start)
+    if "password" in out or "passwd" in out:
+        out = _rewrite(out, _NETRC, _netrc, meter)
+        if "machine" in out or "default" in out:
+            out = _rewrite(out, _NETRC_MACHINE, _PasswordToolPass(_NETRC_PASSWORD), meter)
     return out
 
 
@@ -430,3 +563,40 @@ def redact_env(environ: Mapping[str, str], names: Iterable[str], prefixes: Itera
         if key in wanted or key.startswith(prefixes):
             out[key] = REDACTED if is_secret_pair(key, value) else redact_value(value)
     return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------- the public summary's identity mask
+
+HOME_MARK = "~"
+USER_MARK = "<user>"
+IP_MARK = "<ip>"
+# Home folders by their usual places (any user's): /home/NAME, /Users/NAME, /root, and a cluster's
+# /home/GROUP/NAME-style trees keep their tail after the first level.
+_HOME_PATH = re.compile(r"(?<![A-Za-z0-9_.~-])(?:/home|/Users|/export/home|/u)/[^/\s:;,'\"=]++"
+                        r"|(?<![A-Za-z0-9_.-])/root(?=/|$|[\s:;,'\"])")
+_IPV4 = re.compile(r"(?<![0-9.])(?:(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])\.){3}(?:25[0-5]|2[0-4][0-9]|1?[0-9]?[0-9])"
+                   r"(?![0-9]|\.[0-9])")
+# IPv6: a run of hex groups with "::" in it, or eight groups.
+_IPV6 = re.compile(r"(?<![0-9A-Fa-f:])(?:(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}"
+                   r"|(?:[0-9A-Fa-f]{1,4}:){1,6}:(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,5})?"
+                   r"|::(?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6}))(?![0-9A-Fa-f:])")
+MIN_USER_CHARS = 3  # a shorter user name ("ai", "me") would mask parts of ordinary words
+
+
+def mask_identity(value: str, home: str | None = None, user: str | None = None) -> str:
+    """value with home folders as `~` (the given home, then any /home/NAME, /Users/NAME, /root), the given user
+    name as <user> (where it stands as a word of its own) and IPv4/IPv6 addresses as <ip>: what a summary pasted in
+    public keeps of a variable's meaning (a path under the home folder, an address and its port) without naming
+    the person or their network. Linear: a few regex passes."""
+    out = value
+    if home and len(home) > 1 and home != "/":
+        home = home.rstrip("/")
+        out = re.sub(re.escape(home) + r"(?=/|$|[\s:;,'\"=])", HOME_MARK, out)
+    out = _HOME_PATH.sub(HOME_MARK, out)
+    if user and len(user) >= MIN_USER_CHARS:
+        out = re.sub(r"(?<![A-Za-z0-9])" + re.escape(user) + r"(?![A-Za-z0-9])", USER_MARK, out)
+    if "." in out:
+        out = _IPV4.sub(IP_MARK, out)
+    if "::" in out or out.count(":") >= 7:
+        out = _IPV6.sub(IP_MARK, out)
+    return out

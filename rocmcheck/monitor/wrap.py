@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -102,7 +103,23 @@ def this_host() -> str:
 def redacted_command(argv: list[str]) -> list[str]:
     """The command line as it may be written and shown: the value of every secret-looking option
     (`--hub_token X`, `--wandb_api_key=X`, `--db-password X`) and every token-shaped word replaced by
-    <redacted> (rocmcheck.facts.redact's names and shapes)."""
+    <redacted> (rocmcheck.facts.redact's names and shapes), and what the redactor finds by position in the whole
+    line (`docker login -p X`, `sshpass -p X`, `curl -u user:X`), which no single word shows."""
+    out = _redacted_words(argv)
+    line = shlex.join(out)
+    whole = redact_value(line)
+    if whole == line:
+        return out
+    try:
+        again = shlex.split(whole)
+    except ValueError:
+        again = []
+    if len(again) == len(out):
+        return again
+    return [arg if arg in whole else REDACTED for arg in out]
+
+
+def _redacted_words(argv: list[str]) -> list[str]:
     out: list[str] = []
     secret_next = False
     for arg in argv:

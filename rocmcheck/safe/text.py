@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import re
 import sys
+import unicodedata
 from typing import Any, Iterable
 
 # ECMA-48 sequences: OSC/DCS/SOS/PM/APC strings up to BEL or ST (or the end of the text when unterminated),
@@ -24,9 +25,51 @@ _SEQUENCES = re.compile(
     r"|\x9b[0-?]*[ -/]*[@-~]?"  # 8-bit CSI
     r"|\x1b[ -/]*[0-~]?"  # other escapes (ESC c resets the terminal)
 )
-# What is left: C0 controls but tab and newline, DEL, C1 controls, and the bidirectional overrides that make
-# text display in another order than it reads ("Trojan Source").
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# What is left: C0 controls but tab and newline, DEL, C1 controls, the bidirectional overrides that make text
+# display in another order than it reads ("Trojan Source"), and the invisible characters that can hide or fake
+# text (zero-width space and joiners, word joiner, soft hyphen, byte-order mark, tag characters).
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e"
+                       r"\u2060-\u2064\u2066-\u2069\ufeff\U000e0000-\U000e007f]")
+
+
+# Escape sequences as normalize() drops them: a string sequence (OSC, DCS, ...) ends at its terminator or at the
+# end of its line, so an unterminated one hides no later line.
+_LINE_SEQUENCES = re.compile(
+    r"\x1b[\]PX^_][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|[\x90\x98\x9d\x9e\x9f][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b\[[0-?]*[ -/]*[@-~]?"
+    r"|\x9b[0-?]*[ -/]*[@-~]?"
+    r"|\x1b[ -/]*[0-~]?"
+)
+# Characters that show nothing: every format character (Unicode category Cf: the soft hyphen, zero-width space,
+# joiners and word joiner, the byte-order mark, the bidirectional controls, the tag characters U+E0000-E007F,
+# Arabic and other number signs), the fillers and joiners that render blank (combining grapheme joiner, Hangul
+# fillers, Mongolian variation selectors, variation selectors), and the C0/C1 controls but tab, newline and
+# carriage return (a backspace inside a token is deleted at print like a colour code). tests/test_redact_normalize.py
+# checks the list against unicodedata's categories.
+INVISIBLE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u00ad\u034f\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891"
+    "\u08e2\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+    "\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f"
+    "\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0000-\U000e0fff]+"
+)
+
+
+def normalize(text: str) -> str:
+    """text as the redactor reads it and a person sees it: terminal escape sequences dropped, Unicode normalized
+    (NFKC: a fullwidth `ｈｆ＿` is `hf_`), and the invisible characters above dropped, so nothing that does not
+    show can split a token and hide it from the redactor, or fake text in a quote. Tab, newline and carriage
+    return stay (the paste readers split lines). Linear: one regex pass each, unicodedata's normalization."""
+    if text.isascii():
+        if "\x1b" not in text and not _ASCII_CONTROL.search(text):
+            return text
+        return INVISIBLE.sub("", _LINE_SEQUENCES.sub("", text))
+    text = _LINE_SEQUENCES.sub("", text)
+    text = unicodedata.normalize("NFKC", INVISIBLE.sub("", text))
+    return INVISIBLE.sub("", text)
+
+
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def clean(text: str) -> str:

@@ -5,6 +5,8 @@ cleaned of control characters (rocmcheck.report.render.clean)."""
 
 from __future__ import annotations
 
+import re
+
 from rocmcheck.facts.redact import redact_value
 from rocmcheck.fixes import Fix, FixKind
 from rocmcheck.report.render import clean
@@ -12,6 +14,7 @@ from rocmcheck.result import Status
 from rocmcheck.triage import SHOWN, Triage
 from rocmcheck.triage.pasted import QUOTE_CUT
 from rocmcheck.triage.rank import Finding
+from rocmcheck.triage.summary import NO_FIX, PASTED, PASTED_FIX
 
 QUOTES_SHOWN = 3
 OTHER_QUOTE_CHARS = 100  # the line shown beside a less likely cause in a reply
@@ -22,6 +25,48 @@ NEXT_PASTE = ("the output of `rocmcheck doctor --summary` (or of `python -m torc
 
 def _safe(text: str) -> str:
     return clean(redact_value(str(text)))
+
+
+# ---- what came from a paste, as data -------------------------------------------------------------------------
+
+_BACKTICKS = re.compile(r"`+")
+_MD_SPECIAL = re.compile(r"[\\`*_\[\]#|~]")
+_MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "@": "&#64;"}
+
+
+def code_span(text: str) -> str:
+    """text as one Markdown code span, whatever backticks it holds: inside it a mention, a link or HTML is text."""
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    tick = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{tick}{pad}{text}{pad}{tick}"
+
+
+def fence(lines: list[str], info: str = "text") -> list[str]:
+    """lines as a fenced block no line of them can close: the fence is longer than any run of backticks."""
+    longest = max((len(m) for line in lines for m in _BACKTICKS.findall(line)), default=0)
+    mark = "`" * max(3, longest + 1)
+    return [mark + info, *lines, mark]
+
+
+def md_escape(text: str) -> str:
+    """Text for a Markdown paragraph with no markup left: emphasis, links, headings and code marks
+    backslash-escaped, and &, <, > and @ as entities (no raw HTML, no @-mention)."""
+    out = _MD_SPECIAL.sub(lambda m: "\\" + m.group(), text)
+    return "".join(_MD_ENTITIES.get(c, c) for c in out)
+
+
+def from_paste(f: Finding) -> bool:
+    """Whether the finding is a verdict a pasted summary reports (its words are the paste's, not rocmcheck's)."""
+    return f.cause is None and f.verdict is not None and bool(f.verdict.data.get(PASTED))
+
+
+def pasted_fix(f: Finding) -> str | None:
+    """The fix line a pasted summary gave for this verdict, when rocmcheck has no fix of its own for it."""
+    v = f.verdict
+    if v is None or not v.data.get(PASTED_FIX) or (f.fix is not None and f.fix != NO_FIX):
+        return None
+    return str(v.data[PASTED_FIX])
 
 
 def _short(text: str, limit: int = OTHER_QUOTE_CHARS) -> str:
@@ -61,7 +106,8 @@ def text_lines(t: Triage, *, show_all: bool = False, verbose: bool = False) -> l
 
 
 def _finding_lines(i: int, f: Finding) -> list[str]:
-    out = [f"{i}. {f.title}  [{f.id}, {f.status.value}]"]
+    title = f"the paste says: {code_span(f.title)}" if from_paste(f) else f.title
+    out = [f"{i}. {title}  [{f.id}, {f.status.value}]"]
     if f.cause is not None:
         out.append(f"   {f.text}")
     if f.quotes:
@@ -70,6 +116,9 @@ def _finding_lines(i: int, f: Finding) -> list[str]:
     if f.fix is not None:
         label = "paste" if f.fix.kind is FixKind.SHELL else "fix"
         out.append(f"   {label}: {_fix_text(f.fix)}")
+    said = pasted_fix(f)
+    if said is not None:
+        out.append(f"   the paste says its fix is (not rocmcheck's advice): {code_span(said)}")
     if f.undecided:
         out.append(f"   the doctor's check {f.cause.check if f.cause else f.id}: {f.undecided}")
     if f.ask is not None:
@@ -85,18 +134,22 @@ def markdown(t: Triage) -> str:
         lines = ["rocmcheck triage found no known cause in this paste.", "", f"Please paste {NEXT_PASTE}."]
         return "\n".join(_safe(line) for line in lines) + "\n"
     top = t.findings[0]
-    lines = [f"**Likely cause: {top.title}** (`{top.id}`)", ""]
+    if from_paste(top):
+        lines = [f"**Likely cause, as the paste reports it:** {code_span(top.title)} ({code_span(top.id)})", ""]
+    else:
+        lines = [f"**Likely cause: {md_escape(top.title)}** ({code_span(top.id)})", ""]
     if top.cause is not None:
-        lines += [top.text, ""]
+        lines += [md_escape(top.text), ""]
     if top.quotes:
-        quoted = [q.text for q in top.quotes[:QUOTES_SHOWN]]
-        fence = "~~~~" if any("```" in text for text in quoted) else "```"  # the lines exactly, whatever they hold
-        lines += ["The paste shows:", "", fence + "text", *quoted, fence, ""]
+        lines += ["The paste shows:", "", *fence([q.text for q in top.quotes[:QUOTES_SHOWN]]), ""]
     if top.fix is not None:
         if top.fix.kind is FixKind.SHELL:
-            lines += ["Fix:", "", "```sh", top.fix.line(), "```", ""]
+            lines += ["Fix:", "", *fence([top.fix.line()], "sh"), ""]
         else:
-            lines += [f"Fix: {_fix_text(top.fix)}", ""]
+            lines += [f"Fix: {md_escape(_fix_text(top.fix))}", ""]
+    said = pasted_fix(top)
+    if said is not None:
+        lines += ["The paste says its fix is (quoted, not rocmcheck's advice):", "", *fence([said]), ""]
     asks = t.asks()
     if asks:
         lines.append("To confirm, please paste the output of:")
@@ -109,7 +162,8 @@ def markdown(t: Triage) -> str:
     others = t.findings[1:SHOWN]
     if others:
         lines.append("Other possible causes:")
-        lines += [f"- {f.title} (`{f.id}`)" + (f": `{_short(f.quotes[0].text)}`" if f.quotes else "") for f in others]
+        lines += [f"- {code_span(f.title) if from_paste(f) else md_escape(f.title)} ({code_span(f.id)})"
+                  + (f": {code_span(_short(f.quotes[0].text))}" if f.quotes else "") for f in others]
         lines.append("")
     lines.append("<sub>rocmcheck triage</sub>")
     return "\n".join(_safe(line) for line in lines) + "\n"

@@ -11,6 +11,7 @@ signatures."""
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,20 +67,26 @@ def find(pasted: Pasted, cat: Catalogue) -> tuple[list[Hit], Scene]:
     scene = _scene(pasted)
     counts: dict[str, int] = {}
     searched = [sig for sig in cat.signatures if sig.regex is not None]
+    index = _LiteralIndex(searched)
     for inp, block in pasted.blocks():
         if block.kind in FACTS_ONLY:
             continue
         frame_library = _frame_library(pasted.read.get(id(block)))
         lines = block.text.splitlines()
+        candidates = _candidates(lines, index)
         for i, line in enumerate(lines):
+            maybe = candidates.get(i)
+            if maybe is None:
+                _flags(scene, line)
+                continue
             part = line[:MAX_LINE_SEARCH]
             low = part.lower()
             head = part.rstrip()
             tail = lines[i + 1][:MAX_LINE_SEARCH].strip() if i + 1 < len(lines) else ""
             joined = f"{head} {tail}" if head and tail else ""
             joined_low = joined.lower()
-            for sig in searched:
-                if counts.get(sig.id, 0) >= MAX_HITS_PER_SIGNATURE:
+            for n, sig in enumerate(searched):
+                if n not in maybe or counts.get(sig.id, 0) >= MAX_HITS_PER_SIGNATURE:
                     continue
                 m = sig.regex.search(part) if any(lit in low for lit in sig.literals) else None  # type: ignore[union-attr]
                 text = m.group(0) if m else ""
@@ -105,6 +112,49 @@ def find(pasted: Pasted, cat: Catalogue) -> tuple[list[Hit], Scene]:
                 hits.append(Hit(sig, quote, "none", "sign"))
                 scene.matched.add(sig.id)
     return hits, scene
+
+
+class _LiteralIndex:
+    """Which signatures (by their place in `searched`) a word found in a line can concern: a whole literal in the
+    line itself or in the next line (find() also searches the line joined with the next), and a word of a literal
+    with a space in it (such a literal may run over the break)."""
+
+    def __init__(self, searched: list[Signature]) -> None:
+        self.whole: dict[str, set[int]] = {}
+        self.part: dict[str, set[int]] = {}
+        for n, sig in enumerate(searched):
+            for lit in sig.literals:
+                self.whole.setdefault(lit, set()).add(n)
+                if " " in lit:
+                    for word in lit.split():
+                        self.part.setdefault(word, set()).add(n)
+        self.words = sorted(set(self.whole) | set(self.part))
+
+
+def _candidates(lines: list[str], index: _LiteralIndex) -> dict[int, set[int]]:
+    """For each line where a signature can match as find() looks (its literal in the line, or in the line and the
+    next joined by a space), the signatures that can: a superset, each still checked by find() itself. Found with
+    one str.find pass per word over the block's lowered lines, so the lines without any literal (most of a big
+    paste) and the signatures without one in reach skip the per-signature checks."""
+    lows = [line[:MAX_LINE_SEARCH].lower() for line in lines]
+    text = "\n".join(lows)
+    starts, pos = [], 0
+    for low in lows:
+        starts.append(pos)
+        pos += len(low) + 1
+    out: dict[int, set[int]] = {}
+    for word in index.words:
+        whole, part = index.whole.get(word, ()), index.part.get(word, ())
+        at = text.find(word)
+        while at >= 0:
+            line = bisect.bisect_right(starts, at) - 1
+            here = out.setdefault(line, set())
+            here.update(whole)
+            here.update(part)
+            if whole and line > 0:
+                out.setdefault(line - 1, set()).update(whole)
+            at = text.find(word, starts[line + 1] if line + 1 < len(starts) else len(text))
+    return out
 
 
 def holds(rule: Rule, hit: Hit, scene: Scene) -> bool:

@@ -19,6 +19,7 @@ from rocmcheck.triage.judge import Judged
 from rocmcheck.triage.match import Hit, Scene, holds
 from rocmcheck.triage.pasted import Pasted, Quote
 from rocmcheck.triage.remedy import build
+from rocmcheck.triage.summary import NO_FIX
 
 CHECK_SCORE = {Status.FAIL: 3.0, Status.WARN: 2.0, Status.PASS: -2.0}
 OTHER_SIGNATURE = 0.5
@@ -129,10 +130,13 @@ def _score(f: Finding) -> None:
 
 
 def _remedy(f: Finding, pasted: Pasted, scene: Scene) -> None:
-    if f.verdict is not None and f.verdict.fix is not None and f.verdict.status in (Status.FAIL, Status.WARN):
+    own = f.verdict is not None and f.verdict.fix is not None and f.verdict.fix != NO_FIX
+    if own and f.verdict.status in (Status.FAIL, Status.WARN):
         f.fix = f.verdict.fix  # the check's own fix, made from the pasted facts
-    elif f.cause is not None:
+    elif f.cause is not None:  # also for a pasted verdict: the catalogue's fix, never the paste's
         data = f.cause.fix_container if ("container" in scene.flags and f.cause.fix_container) else f.cause.fix
         f.fix = build(data, pasted, scene.flags)
+    elif f.verdict is not None and f.verdict.fix == NO_FIX and f.verdict.status in (Status.FAIL, Status.WARN):
+        f.fix = NO_FIX  # a pasted verdict no check of rocmcheck's judged here: rocmcheck's own word
     if f.thin and f.cause is not None and f.cause.ask is not None:
         f.ask = build(f.cause.ask, pasted, scene.flags)

@@ -9,6 +9,7 @@ reads back from a block writes the same block again (tests/test_triage_summary.p
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from rocmcheck import __version__
@@ -16,8 +17,8 @@ from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.checks.torch_stack import compiled_archs
 from rocmcheck.facts.collect import ENV_NAMES, PACKAGES, Facts
 from rocmcheck.facts.known import NotKnown
-from rocmcheck.facts.redact import redact_value
-from rocmcheck.fixes import Fix, as_recorded, note, one_line
+from rocmcheck.facts.redact import mask_identity, redact_value
+from rocmcheck.fixes import Fix, note, one_line
 from rocmcheck.result import CheckResult, Status
 from rocmcheck.triage.readers import summary as fmt
 
@@ -26,10 +27,15 @@ ENV_LEFT_OUT = ("PATH", "LD_LIBRARY_PATH")
 SHOWN_STATUSES = (Status.FAIL, Status.WARN, Status.CRASH)
 # The fix a verdict read back without one gets (a block edited by hand): the results of a triage carry a fix.
 NO_FIX = note("rerun `rocmcheck doctor` on that machine for this verdict's fix")
+# The data keys of a verdict read from a pasted block: its fix line as pasted, and that it came from a paste.
+PASTED_FIX = "pasted_fix"
+PASTED = "pasted"
 
 
 def render_summary(facts: Facts, ctx: CheckContext | None, results: list[CheckResult]) -> str:
-    """The block, every line redacted. ctx: the checks' context over these facts (its parsed views are reused)."""
+    """The block, every line redacted and then masked for a public thread (the home folder as `~`, the user name
+    as <user>, IP addresses as <ip>: rocmcheck.facts.redact.mask_identity). ctx: the checks' context over these
+    facts (its parsed views are reused)."""
     ctx = ctx if ctx is not None else CheckContext(facts)
     lines = [fmt.HEADER.format(version=fmt.SUMMARY_VERSION, tool=__version__)]
     lines += _os(ctx) + _one(fmt.KERNEL, lambda: ctx.platform_info("kernel"))
@@ -51,7 +57,20 @@ def render_summary(facts: Facts, ctx: CheckContext | None, results: list[CheckRe
         lines += [f"{r.status.value.upper()} {r.id}: {one_line(r.summary)}" for r in shown]
         lines.append(f"  {fmt.FIX_LABEL}{fix.line()}")
     lines.append(fmt.FOOTER)
-    return "\n".join(redact_value(line) for line in lines) + "\n"
+    home, user = _identity()
+    return "\n".join(lines[:1] + [mask_identity(redact_value(line), home, user) for line in lines[1:]]) + "\n"
+
+
+def _identity() -> tuple[str | None, str | None]:
+    """This machine's home folder and user name, which the public block masks (rocmcheck.facts.redact)."""
+    import getpass
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = None
+    home = os.path.expanduser("~")
+    return (home if home != "~" else None), user
 
 
 def _by_fix(results: list[CheckResult]) -> list[tuple[Fix, list[CheckResult]]]:
@@ -178,9 +197,11 @@ def facts_of_summary(builder: Any, inp: Any, block: Any, s: fmt.Summary) -> None
         p.container = s.container
         p.where.setdefault("present//.dockerenv", q(block, f"{fmt.CONTAINER}: "))
     for v in s.verdicts:
-        # The paste's own fix line is a stranger's text: shown as a note, never as a line to paste.
-        fix = as_recorded(Fix.from_dict(v.fix)) if v.fix else NO_FIX
-        p.recorded.append(CheckResult(v.id, Status(v.status), v.summary, [], fix or NO_FIX))
+        # The block is plain text anyone can write: its fix line is never rocmcheck's advice. The verdict gets
+        # rocmcheck's own word (NO_FIX, or the fix the check builds when it judges the pasted facts: triage());
+        # the line as pasted is kept as data (PASTED_FIX), shown quoted under "the paste says".
+        data = {PASTED_FIX: one_line(v.fix)} if v.fix else {}
+        p.recorded.append(CheckResult(v.id, Status(v.status), v.summary, [], NO_FIX, data={**data, PASTED: True}))
         p.where.setdefault(f"recorded/{v.id}", q(block, v.line))
 
 
