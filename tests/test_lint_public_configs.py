@@ -15,7 +15,7 @@ from lint_helpers import REPO, by_code
 from packaging.version import Version
 
 from rocmcheck.fixes import FixKind
-from rocmcheck.lint import Severity, lint_file
+from rocmcheck.lint import Severity, lint_file, owners
 from rocmcheck.lint import deepspeed as lint_deepspeed
 from rocmcheck.lint.consumers import CONSUMERS, DEEPSPEED, for_named
 from rocmcheck.lint.files import detect_kind
@@ -26,6 +26,7 @@ from rocmcheck.result import Status
 FIXTURES = REPO / "tests" / "fixtures" / "public-configs"
 WORKING = sorted(p.name for p in (FIXTURES / "working").iterdir())
 FAILING = sorted(p.name for p in (FIXTURES / "failing").iterdir())
+NOT_JUDGED = sorted(p.name for p in (FIXTURES / "not-judged").iterdir())
 # DeepSeek-R1's config.json quantization_config: FP8 weights in 128 x 128 blocks (the checkpoint of
 # hiyouga/LlamaFactory#6898).
 DEEPSEEK_R1_FP8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
@@ -60,6 +61,7 @@ def readme_rows(section: str) -> dict[str, list[str]]:
 
 WORKING_ROWS = readme_rows("working")
 FAILING_ROWS = readme_rows("failing")
+NOT_JUDGED_ROWS = readme_rows("not-judged")
 
 
 def failing_row(name: str) -> list[str]:
@@ -73,7 +75,10 @@ def test_readme_lists_every_fixture_with_its_source_and_consumer():
     for name in FAILING:
         source, consumer, key = failing_row(name)[:3]
         assert source and consumer in CONSUMERS and key, name
-    assert len(WORKING) >= 55 and len(FAILING) >= 15
+    for name in NOT_JUDGED:
+        repository, path, commit, owner = NOT_JUDGED_ROWS[name]
+        assert "/" in repository and path and len(commit) == 40 and owner in owners.NOT_JUDGED, name
+    assert len(WORKING) >= 70 and len(FAILING) >= 15 and len(NOT_JUDGED) >= 8
     assert {"accelerate", "trl", "alignment", "llamafactory", "axolotl", "deepspeed", "megatron", "deepspeedexamples",
             "transformers"} == {name.split("-", 1)[0] for name in WORKING}
 
@@ -141,7 +146,8 @@ def expected_label(consumer_id: str, path: Path) -> str:
 def deep_for(name: str) -> bool:
     """accelerate configs are judged by accelerate's own code (one child for all of them: accelerated_root); the
     rest by rocmcheck's own rules and tables (DeepSpeed's classes are exercised in tests/test_lint_deepspeed.py)."""
-    accelerate_yaml = name.endswith(".yaml") and name.startswith(("accelerate", "trl", "alignment", "llamafactory-201"))
+    accelerate_yaml = name.endswith(".yaml") and name.startswith(("accelerate", "trl", "alignment", "llamafactory-201",
+                                                                   "llamafactory-accelerate"))
     return accelerate_yaml or name.startswith("accelerate-936-")  # the JSON is judged through its accelerate YAML
 
 
@@ -221,6 +227,19 @@ def test_working_configs_need_no_consumer_named(name, tmp_path, monkeypatch):
     [(_, _, choice)] = run.judged
     assumed = by_code(run.messages, "lint.file.consumer_assumed")
     assert bool(assumed) == choice.assumed and (not assumed or choice.consumer.label in assumed[0].message)
+
+
+@pytest.mark.parametrize("name", NOT_JUDGED)
+def test_a_config_of_another_program_is_skipped_with_its_owner_named(name):
+    """axolotl, TRL, ms-swift, torchtune and LLaMA-Factory v1 files share keys with the kinds lint judges
+    (output_dir, learning_rate, dataset, lora_rank): each is named and skipped, never judged by another parser."""
+    owner = NOT_JUDGED_ROWS[name][3]
+    run = LintRun(options={"deep": False})
+    run.lint_all([str(FIXTURES / "not-judged" / name)])
+    assert run.messages == [] and run.judged == [] and run.bad_input == []
+    [result] = run.results()
+    assert result.id == "lint.file.not_judged" and result.status is Status.SKIP and result.data["owner"] == owner
+    assert f"{owners.NOT_JUDGED[owner]}: not judged" in result.summary
 
 
 def test_nvme_partial_offload_is_caught():
