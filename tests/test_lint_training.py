@@ -15,6 +15,7 @@ from packaging.version import Version
 from rocmcheck.errors import BadInput
 from rocmcheck.fixes import edit
 from rocmcheck.lint import Severity, lint_file, training_keys
+from rocmcheck.lint.training_values import check_values
 
 LF_YAML = """\
 ### model
@@ -147,3 +148,20 @@ def test_llamafactory_classes_and_the_stored_table_agree():
         assert stored.own <= real.keys, (command, sorted(stored.own - real.keys))  # every stored key is parsed
         if command != "train":  # no transformers keys: the table is the whole parser
             assert real.keys == stored.keys, (command, sorted(real.keys ^ stored.keys))
+
+
+def test_warmup_fractions_and_counts_by_transformers_release():
+    """warmup_steps below 1 is a fraction only from transformers 5.0; warmup_ratio above 1 is refused before 5.0
+    and copied into warmup_steps by 5.0 to 5.14; a fraction is never a batch size."""
+    old, new = [Version("4.57.6")], [Version("5.0.0")]
+    [m] = check_values({"warmup_steps": 0.1}, "t.yaml", old, "the HF Trainer")
+    assert m.code == "lint.training.fraction_as_count" and m.is_error and "warmup_ratio: 0.1" in m.fix.text
+    assert check_values({"warmup_steps": 0.1}, "t.yaml", new, "the HF Trainer") == []
+    [m] = check_values({"warmup_steps": 0.1}, "t.yaml", old + new, "llamafactory-cli train")
+    assert m.severity is Severity.WARNING  # the release that runs decides
+    [m] = check_values({"warmup_ratio": 10}, "t.yaml", old, "the HF Trainer")
+    assert m.is_error and "warmup_ratio must lie in range [0,1]" in m.message
+    [m] = check_values({"warmup_ratio": 10}, "t.yaml", new, "the HF Trainer")
+    assert m.severity is Severity.WARNING and m.code == "lint.training.count_as_fraction"
+    [m] = check_values({"gradient_accumulation_steps": 0.5, "max_steps": -1}, "t.yaml", new, "the HF Trainer")
+    assert m.code == "lint.training.not_whole" and m.key_path == "gradient_accumulation_steps"

@@ -30,6 +30,7 @@ from rocmcheck.lint.training_keys import (
     llamafactory_train_only_keys,
     llamafactory_vocabulary,
 )
+from rocmcheck.lint.training_values import check_values
 from rocmcheck.safe.files import expand_user
 from rocmcheck.safe.structured import YAML_SUFFIXES, load_file, yaml_scalar
 from rocmcheck.safe.text import excerpt
@@ -128,7 +129,9 @@ def lint_file(
 def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, world_size: int | None = None,
                 micro_batch: int | None = None, grad_accum: int | None = None, deep: bool = True,
                 hidden_size: int | None = None, training: TrainingSettings | None = None,
-                stack: Stack | None = None) -> list[LintMessage]:
+                stack: Stack | None = None, check_paths: bool = True) -> list[LintMessage]:
+    """check_paths=False: the datasets a LLaMA-Factory YAML names are not looked up from here (the files were just
+    written somewhere else than where they will run: `rocmcheck recipes write`)."""
     if kind == DEEPSPEED:
         messages = lint_deepspeed_config(data, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
                                          deep=deep, label=str(path), hidden_size=hidden_size,
@@ -139,7 +142,7 @@ def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, wo
                                           hidden_size=hidden_size)
     else:
         messages = lint_training_file(data, path, kind, world_size=world_size, deep=deep, hidden_size=hidden_size,
-                                      choice=choice, stack=stack)
+                                      choice=choice, stack=stack, check_paths=check_paths)
     for m in messages:
         if m.consumer is None:
             m.consumer = choice.consumer.label
@@ -270,7 +273,7 @@ def _megatron_keys(data: dict, vocabulary: set[str]) -> list[str]:
 
 def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | None, deep: bool,
                        hidden_size: int | None = None, choice: ConsumerChoice | None = None,
-                       stack: Stack | None = None) -> list[LintMessage]:
+                       stack: Stack | None = None, check_paths: bool = True) -> list[LintMessage]:
     file = str(path)
     if choice is None:
         choice = choose_consumer(data, kind, path, deep=deep)
@@ -290,6 +293,8 @@ def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | N
     else:
         vocab = hf_vocabulary(use_installed=deep)
         messages = check_keys(data, vocab, file, kind)
+    if kind == TRAINING_ARGS or command == "train":  # the subcommands that parse TrainingArguments
+        messages.extend(check_values(data, file, sorted(vocab.transformers_versions), choice.consumer.label))
     model = model_config(data.get("model_name_or_path"), path)
     if hidden_size is None:
         hidden_size = model.hidden_size
@@ -309,7 +314,7 @@ def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | N
                        llamafactory_version=_lf_version(vocab.version), version_installed=vocab.installed,
                        deepspeed=ds_config, quantization_config=model.quantization_config,
                        model_config_source=model.source, world_size=world_size,
-                       stack=stack if stack is not None else this_stack())
+                       stack=stack if stack is not None else this_stack(), check_paths=check_paths)
         messages.extend(lint_llamafactory_values(data, lf))
     return messages + ds_messages
 
