@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +129,11 @@ def lint_file(
 def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, world_size: int | None = None,
                 micro_batch: int | None = None, grad_accum: int | None = None, deep: bool = True,
                 hidden_size: int | None = None, training: TrainingSettings | None = None,
-                stack: Stack | None = None, check_paths: bool = True) -> list[LintMessage]:
+                stack: Stack | None = None, check_paths: bool = True,
+                script: tuple[str, frozenset[str]] | None = None) -> list[LintMessage]:
     """check_paths=False: the datasets a LLaMA-Factory YAML names are not looked up from here (the files were just
-    written somewhere else than where they will run: `rocmcheck recipes write`)."""
+    written somewhere else than where they will run: `rocmcheck recipes write`). script: (the training script's
+    name, the arguments it defines) for a TrainingArguments file (rocmcheck.lint.script_args)."""
     if kind == DEEPSPEED:
         messages = lint_deepspeed_config(data, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
                                          deep=deep, label=str(path), hidden_size=hidden_size,
@@ -142,7 +144,7 @@ def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, wo
                                           hidden_size=hidden_size)
     else:
         messages = lint_training_file(data, path, kind, world_size=world_size, deep=deep, hidden_size=hidden_size,
-                                      choice=choice, stack=stack, check_paths=check_paths)
+                                      choice=choice, stack=stack, check_paths=check_paths, script=script)
     for m in messages:
         if m.consumer is None:
             m.consumer = choice.consumer.label
@@ -273,7 +275,8 @@ def _megatron_keys(data: dict, vocabulary: set[str]) -> list[str]:
 
 def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | None, deep: bool,
                        hidden_size: int | None = None, choice: ConsumerChoice | None = None,
-                       stack: Stack | None = None, check_paths: bool = True) -> list[LintMessage]:
+                       stack: Stack | None = None, check_paths: bool = True,
+                       script: tuple[str, frozenset[str]] | None = None) -> list[LintMessage]:
     file = str(path)
     if choice is None:
         choice = choose_consumer(data, kind, path, deep=deep)
@@ -292,6 +295,9 @@ def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | N
                 "HfArgumentParser'", consumer=choice.consumer.label))
     else:
         vocab = hf_vocabulary(use_installed=deep)
+        if script is not None:  # the script named: its arguments and TrainingArguments' are the whole parser
+            vocab = replace(vocab, keys=vocab.keys | script[1], owner=f"{vocab.owner} with {excerpt(script[0])}'s "
+                            "arguments", complete=True)
         messages = check_keys(data, vocab, file, kind)
     if kind == TRAINING_ARGS or command == "train":  # the subcommands that parse TrainingArguments
         messages.extend(check_values(data, file, sorted(vocab.transformers_versions), choice.consumer.label))
