@@ -17,6 +17,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 DS_BUILD_OPS=0 DS_ACCELERATOR=cpu
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 ROOT=${ROCMCHECK_LINT_MATRIX:-/tmp/rocmcheck-lint-matrix}
 SKIP_INSTALLED=${ROCMCHECK_LINT_MATRIX_SKIP_INSTALLED:-0}
+# Only the LLaMA-Factory edges ask a LLaMA-Factory Python: the others run without one.
+LF_GIVEN=${ROCMCHECK_LLAMAFACTORY_PYTHON:-}
+unset ROCMCHECK_LLAMAFACTORY_PYTHON
 ONLY=" $* "
 want() { [ "$ONLY" = "  " ] || [[ "$ONLY" == *" $1 "* ]]; }
 mkdir -p "$ROOT"
@@ -83,8 +86,8 @@ want deepspeed && for v in "${DEEPSPEED[@]}"; do run "DeepSpeed $v" "$(edge_pyth
 # venv on top of it, without dependencies (a plain install replaces torch with a CUDA build). lint asks it in a child
 # through ROCMCHECK_LLAMAFACTORY_PYTHON.
 want llamafactory || exit 0
-if [ -n "${ROCMCHECK_LLAMAFACTORY_PYTHON:-}" ]; then
-    LF_DEPS=$ROCMCHECK_LLAMAFACTORY_PYTHON
+if [ -n "$LF_GIVEN" ]; then
+    LF_DEPS=$LF_GIVEN
 else
     LF_DEPS=$(venv llamafactory-deps)
     "$LF_DEPS" -m pip install -q "${LLAMAFACTORY_DEPS[@]}" "torch==$(version python torch | cut -d+ -f1)"

@@ -27,3 +27,14 @@ def write_json(path: Path, data: dict) -> Path:
 
 def by_code(messages, code):
     return [m for m in messages if m.code == code]
+
+
+def llamafactory_data(folder: Path, *names: str) -> Path:
+    """LLaMA-Factory's data/ layout in `folder`: a dataset_info.json defining each name as a local file, and those
+    (empty) files; lint looks datasets up there, relative to the working directory, as llamafactory-cli does."""
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "dataset_info.json").write_text(json.dumps({n: {"file_name": f"{n}.json"} for n in names}))
+    for name in names:
+        (data / f"{name}.json").write_text("[]")
+    return data

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from lint_helpers import REPO, by_code
+from lint_helpers import REPO, by_code, llamafactory_data
 
 from rocmcheck.commands.lint import CONSUMER_CHOICES
 from rocmcheck.errors import BadInput
@@ -85,7 +85,8 @@ def test_the_same_auto_json_passes_for_the_hf_trainer_and_fails_for_deepspeed_in
 
 
 def test_json_output_names_each_files_consumer(tmp_path):
-    doc = json.loads(run_cli("--json", str(HF_AUTO), str(PREDICT)).stdout)
+    llamafactory_data(tmp_path, "identity", "alpaca_en_demo")  # run where its datasets are
+    doc = json.loads(run_cli("--json", str(HF_AUTO), str(PREDICT), cwd=tmp_path).stdout)
     by_file = {c["file"]: c for c in doc["consumers"]}
     assert by_file[str(HF_AUTO)]["consumer"] == "hf-trainer" and by_file[str(HF_AUTO)]["assumed"] is True
     assert by_file[str(PREDICT)]["label"] == "llamafactory-cli train" and by_file[str(PREDICT)]["assumed"] is False
@@ -111,6 +112,7 @@ def test_a_training_yaml_linted_alongside_makes_its_deepspeed_json_the_hf_traine
     (tmp_path / "train.yaml").write_text("model_name_or_path: m\nstage: sft\ndo_train: true\ndataset: d\n"
                                          "template: llama3\noutput_dir: o\nper_device_train_batch_size: 2\n"
                                          "gradient_accumulation_steps: 8\nbf16: true\ndeepspeed: ds.json\n")
+    llamafactory_data(tmp_path, "d")
     monkeypatch.chdir(tmp_path)
     alone = LintRun(options={"deep": False})
     alone.lint_all([str(ds)])  # no "auto": deepspeed.initialize, assumed; its fp16 is its own business

@@ -63,7 +63,7 @@ def test_llamafactory_start_up_refusals(bad, good, deepspeed, error):
 
 
 def test_predict_with_generate_is_fine_under_zero2_and_refusals_are_train_only():
-    assert refusals(judge({"predict_with_generate": True}, deepspeed=ZERO2)) == []
+    assert refusals(judge({"predict_with_generate": True, "eval_dataset": "identity"}, deepspeed=ZERO2)) == []
     assert refusals(judge({"do_predict": True}, command="chat")) == []  # chat parses no TrainingArguments
 
 
@@ -185,3 +185,35 @@ def test_eval_is_gone_from_llamafactory_094():
     assert e.is_error and "Evaluation will be deprecated in the future." in e.message
     assert judge({"task": "mmlu_test"}, command="eval", llamafactory_version=Version("0.9.3"),
                  version_installed=True) == []
+
+
+def test_the_datasets_a_mode_needs():
+    """get_train_args: predicting needs an eval dataset (or a val_size split), training a dataset
+    (hiyouga/LlamaFactory#5092: the example's do_predict with `dataset:` only)."""
+    predict = {"stage": "sft", "do_predict": True, "predict_with_generate": True, "dataset": "identity"}
+    [m] = [m for m in judge(predict) if "eval_dataset be provided" in m.message]
+    assert m.key_path == "do_predict" and m.is_error
+    assert not [m for m in judge(dict(predict, val_size=0.1)) if "eval_dataset be provided" in m.message]
+    assert "Please specify dataset for training." in refusals(judge({"do_train": True}))
+    assert "Cannot specify `val_size` if `eval_dataset` is not None." in refusals(
+        judge({"do_train": True, "dataset": "a", "eval_dataset": "b", "val_size": 0.1}))
+
+
+def test_datasets_are_looked_up_as_llamafactory_looks_them_up(tmp_path, monkeypatch):
+    """data/dataset_info.json relative to the working directory, each name in it, each local file under data/."""
+    monkeypatch.chdir(tmp_path)
+    train = {"do_train": True, "dataset": "identity,alpaca_en_dmeo,hub_set"}
+    [missing] = by_code(judge(train), "lint.llamafactory.dataset_dir_missing")
+    assert missing.is_error and missing.key_path == "dataset" and "Cannot open data/dataset_info.json" in \
+        missing.message
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "dataset_info.json").write_text(json.dumps({
+        "identity": {"file_name": "identity.json"}, "alpaca_en_demo": {"file_name": "alpaca_en_demo.json"},
+        "hub_set": {"hf_hub_url": "org/set"}}))
+    (tmp_path / "data" / "alpaca_en_demo.json").write_text("[]")
+    found = judge(train)
+    [undefined] = by_code(found, "lint.llamafactory.dataset_undefined")
+    assert undefined.did_you_mean == "alpaca_en_demo" and "Undefined dataset alpaca_en_dmeo" in undefined.message
+    [file] = by_code(found, "lint.llamafactory.dataset_file_missing")
+    assert "File data/identity.json not found." in file.message  # hub_set is on the hub: not looked up
+    assert not by_code(judge(dict(train, dataset_dir="ONLINE")), "lint.llamafactory.dataset_undefined")

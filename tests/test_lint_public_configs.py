@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from lint_helpers import REPO, by_code
 from packaging.version import Version
 
 from rocmcheck.fixes import FixKind
-from rocmcheck.lint import Severity, lint_file
+from rocmcheck.lint import Severity, lint_file, owners
 from rocmcheck.lint import deepspeed as lint_deepspeed
 from rocmcheck.lint.consumers import CONSUMERS, DEEPSPEED, for_named
 from rocmcheck.lint.files import detect_kind
@@ -26,6 +27,7 @@ from rocmcheck.result import Status
 FIXTURES = REPO / "tests" / "fixtures" / "public-configs"
 WORKING = sorted(p.name for p in (FIXTURES / "working").iterdir())
 FAILING = sorted(p.name for p in (FIXTURES / "failing").iterdir())
+NOT_JUDGED = sorted(p.name for p in (FIXTURES / "not-judged").iterdir())
 # DeepSeek-R1's config.json quantization_config: FP8 weights in 128 x 128 blocks (the checkpoint of
 # hiyouga/LlamaFactory#6898).
 DEEPSEEK_R1_FP8 = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
@@ -39,6 +41,14 @@ CAUGHT_AS_WARNING = {
     "llamafactory-6898-ptq-zero3.yaml",
     # fails only if the optimizer given to deepspeed.initialize is not DeepSpeed's CPU Adam/Lion: not in the file.
     "lmflow-693-client-optimizer-offload.json",
+}
+
+
+# Working files that need a newer release than the oldest supported one: file -> (package, the first release that
+# reads them, the key). On an older release (.ci/lint_matrix.sh's oldest edge) lint must refuse that key instead.
+NEEDS_NEWER = {
+    "trl-alst_ulysses_4gpu.yaml": ("accelerate", "1.10.0", "parallelism_config"),  # ParallelismConfig: 1.10.0
+    "trl-context_parallel_2gpu.yaml": ("accelerate", "1.10.0", "parallelism_config"),
 }
 
 
@@ -60,6 +70,7 @@ def readme_rows(section: str) -> dict[str, list[str]]:
 
 WORKING_ROWS = readme_rows("working")
 FAILING_ROWS = readme_rows("failing")
+NOT_JUDGED_ROWS = readme_rows("not-judged")
 
 
 def failing_row(name: str) -> list[str]:
@@ -73,7 +84,10 @@ def test_readme_lists_every_fixture_with_its_source_and_consumer():
     for name in FAILING:
         source, consumer, key = failing_row(name)[:3]
         assert source and consumer in CONSUMERS and key, name
-    assert len(WORKING) >= 55 and len(FAILING) >= 15
+    for name in NOT_JUDGED:
+        repository, path, commit, owner = NOT_JUDGED_ROWS[name]
+        assert "/" in repository and path and len(commit) == 40 and owner in owners.NOT_JUDGED, name
+    assert len(WORKING) >= 70 and len(FAILING) >= 15 and len(NOT_JUDGED) >= 8
     assert {"accelerate", "trl", "alignment", "llamafactory", "axolotl", "deepspeed", "megatron", "deepspeedexamples",
             "transformers"} == {name.split("-", 1)[0] for name in WORKING}
 
@@ -84,6 +98,14 @@ def lay_out(name: str, folder: str, root: Path, monkeypatch) -> tuple[Path, dict
     (root / "examples" / "deepspeed").mkdir(parents=True, exist_ok=True)
     for path in (FIXTURES / "working").glob("llamafactory-ds_*.json"):  # LLaMA-Factory's examples/deepspeed
         shutil.copy(path, root / "examples" / "deepspeed" / path.name.removeprefix("llamafactory-"))
+    data = root / "data"  # LLaMA-Factory's data/: its dataset_info.json, and the files it names (empty here)
+    data.mkdir(exist_ok=True)
+    shutil.copy(FIXTURES / "llamafactory-dataset_info.json", data / "dataset_info.json")
+    info = json.loads((data / "dataset_info.json").read_text(encoding="utf-8"))
+    for entry in info.values():
+        if "file_name" in entry and not (data / entry["file_name"]).exists():
+            (data / entry["file_name"]).parent.mkdir(parents=True, exist_ok=True)
+            (data / entry["file_name"]).touch()
     options: dict = {"hidden_size": 4096}  # the models are not on this machine
     cwd, target = root, root / name
     if name == "accelerate-config_yaml_templates-deepspeed.yaml":  # accelerate's examples/ folder
@@ -102,6 +124,13 @@ def lay_out(name: str, folder: str, root: Path, monkeypatch) -> tuple[Path, dict
         target = root / excerpt.name
         target.write_text("".join(line for line in lines if line.strip() != "[...]"), encoding="utf-8")
         shutil.copy(FIXTURES / "failing" / "accelerate-936-ds_config.json", root / "ds_config.json")
+        files = [str(target)]
+    if name == "llamafactory-7703-qwen2vl_lora_sft.yaml":  # the thread's run: the example in its place, started
+        cwd = root / "elsewhere"  # from a folder without LLaMA-Factory's data/ (maintainer: `cd .../LLaMA-Factory/`)
+        cwd.mkdir(exist_ok=True)
+        target = root / "examples" / "train_lora" / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(src, target)
         files = [str(target)]
     if name == "llamafactory-201-accelerate-inline-gas.yaml":
         options["grad_accum"] = 2  # the thread's --gradient_accumulation_steps 2
@@ -141,7 +170,8 @@ def expected_label(consumer_id: str, path: Path) -> str:
 def deep_for(name: str) -> bool:
     """accelerate configs are judged by accelerate's own code (one child for all of them: accelerated_root); the
     rest by rocmcheck's own rules and tables (DeepSpeed's classes are exercised in tests/test_lint_deepspeed.py)."""
-    accelerate_yaml = name.endswith(".yaml") and name.startswith(("accelerate", "trl", "alignment", "llamafactory-201"))
+    accelerate_yaml = name.endswith(".yaml") and name.startswith(("accelerate", "trl", "alignment", "llamafactory-201",
+                                                                   "llamafactory-accelerate"))
     return accelerate_yaml or name.startswith("accelerate-936-")  # the JSON is judged through its accelerate YAML
 
 
@@ -183,6 +213,9 @@ def test_working_public_config_passes_for_its_consumer(name, tmp_path, monkeypat
     monkeypatch.chdir(cwd)
     run = run_lint(files, consumer_id, options, deep_for(name))
     label = expected_label(consumer_id, Path(files[0]))
+    if name in NEEDS_NEWER and Version(metadata.version(NEEDS_NEWER[name][0])) < Version(NEEDS_NEWER[name][1]):
+        assert [m for m in run.messages if m.is_error and m.key_path == NEEDS_NEWER[name][2]]
+        return
     assert errors(run.messages) == [] and run.refused == []
     assert all(m.consumer for m in run.messages)
     [(_, _, choice)] = [j for j in run.judged if j[0] == files[0]]
@@ -221,6 +254,19 @@ def test_working_configs_need_no_consumer_named(name, tmp_path, monkeypatch):
     [(_, _, choice)] = run.judged
     assumed = by_code(run.messages, "lint.file.consumer_assumed")
     assert bool(assumed) == choice.assumed and (not assumed or choice.consumer.label in assumed[0].message)
+
+
+@pytest.mark.parametrize("name", NOT_JUDGED)
+def test_a_config_of_another_program_is_skipped_with_its_owner_named(name):
+    """axolotl, TRL, ms-swift, torchtune and LLaMA-Factory v1 files share keys with the kinds lint judges
+    (output_dir, learning_rate, dataset, lora_rank): each is named and skipped, never judged by another parser."""
+    owner = NOT_JUDGED_ROWS[name][3]
+    run = LintRun(options={"deep": False})
+    run.lint_all([str(FIXTURES / "not-judged" / name)])
+    assert run.messages == [] and run.judged == [] and run.bad_input == []
+    [result] = run.results()
+    assert result.id == "lint.file.not_judged" and result.status is Status.SKIP and result.data["owner"] == owner
+    assert f"{owners.NOT_JUDGED[owner]}: not judged" in result.summary
 
 
 def test_nvme_partial_offload_is_caught():

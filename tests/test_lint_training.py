@@ -15,6 +15,9 @@ from packaging.version import Version
 from rocmcheck.errors import BadInput
 from rocmcheck.fixes import edit
 from rocmcheck.lint import Severity, lint_file, training_keys
+from rocmcheck.lint.run import LintRun
+from rocmcheck.lint.script_args import script_keys
+from rocmcheck.lint.training_values import check_values
 
 LF_YAML = """\
 ### model
@@ -147,3 +150,43 @@ def test_llamafactory_classes_and_the_stored_table_agree():
         assert stored.own <= real.keys, (command, sorted(stored.own - real.keys))  # every stored key is parsed
         if command != "train":  # no transformers keys: the table is the whole parser
             assert real.keys == stored.keys, (command, sorted(real.keys ^ stored.keys))
+
+
+def test_warmup_fractions_and_counts_by_transformers_release():
+    """warmup_steps below 1 is a fraction only from transformers 5.0; warmup_ratio above 1 is refused before 5.0
+    and copied into warmup_steps by 5.0 to 5.14; a fraction is never a batch size."""
+    old, new = [Version("4.57.6")], [Version("5.0.0")]
+    [m] = check_values({"warmup_steps": 0.1}, "t.yaml", old, "the HF Trainer")
+    assert m.code == "lint.training.fraction_as_count" and m.is_error and "warmup_ratio: 0.1" in m.fix.text
+    assert check_values({"warmup_steps": 0.1}, "t.yaml", new, "the HF Trainer") == []
+    [m] = check_values({"warmup_steps": 0.1}, "t.yaml", old + new, "llamafactory-cli train")
+    assert m.severity is Severity.WARNING  # the release that runs decides
+    [m] = check_values({"warmup_ratio": 10}, "t.yaml", old, "the HF Trainer")
+    assert m.is_error and "warmup_ratio must lie in range [0,1]" in m.message
+    [m] = check_values({"warmup_ratio": 10}, "t.yaml", new, "the HF Trainer")
+    assert m.severity is Severity.WARNING and m.code == "lint.training.count_as_fraction"
+    [m] = check_values({"gradient_accumulation_steps": 0.5, "max_steps": -1}, "t.yaml", new, "the HF Trainer")
+    assert m.code == "lint.training.not_whole" and m.key_path == "gradient_accumulation_steps"
+
+
+def test_a_named_scripts_arguments_make_the_parser_whole(tmp_path, monkeypatch):
+    """Without the script a key TrainingArguments lacks may be the script's own (a note); with `--script`, a key
+    neither defines is HfArgumentParser's 'Some keys are not used', with the script's close key suggested."""
+    script = tmp_path / "train.py"
+    script.write_text("from dataclasses import dataclass, field\nimport argparse\n\n@dataclass\nclass DataArguments:\n"
+                      "    dataset_name: str = field(default=None)\n\np = argparse.ArgumentParser()\n"
+                      "p.add_argument('--max-seq-length', type=int)\n")
+    args = tmp_path / "args.yaml"
+    args.write_text("output_dir: o\ndataset_nmae: wikitext\nmax_seq_length: 512\n")
+    monkeypatch.chdir(tmp_path)
+    alone = LintRun(options={"deep": False})
+    alone.lint_all([str(args)])
+    assert not [m for m in alone.messages if m.is_error] and by_code(alone.messages, "lint.training.script_keys")
+    named = LintRun(options={"deep": False, "script": ("train.py", frozenset(script_keys(script)))})
+    named.lint_all([str(args)])
+    [m] = [m for m in named.messages if m.is_error]
+    assert m.key_path == "dataset_nmae" and m.did_you_mean == "dataset_name" and "train.py's arguments" in m.message
+    script.write_text("def broken(:\n")
+    out = subprocess.run([sys.executable, "-m", "rocmcheck", "lint", "--script", str(script), str(args)],
+                         capture_output=True, text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.returncode == 2 and "not a Python script" in out.stderr and "Traceback" not in out.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from lint_helpers import REPO, needs_deepspeed
+from lint_helpers import REPO, llamafactory_data, needs_deepspeed
 
 from rocmcheck.lint import Severity, lint_file
 from rocmcheck.lint.deepspeed_deep import run_deep_validation
@@ -69,8 +69,10 @@ def test_deepspeed_recipes_are_lint_clean(name):
 
 
 @pytest.mark.parametrize("name", sorted(LF_RECIPES))
-def test_llamafactory_recipes_are_lint_clean(name, tmp_path):
+def test_llamafactory_recipes_are_lint_clean(name, tmp_path, monkeypatch):
     written = write_recipe(all_recipes()[name], tmp_path)
+    llamafactory_data(tmp_path, "identity", "alpaca_en_demo")  # linted where it will run: its datasets are there
+    monkeypatch.chdir(tmp_path)
     messages = lint_file(written[-1], world_size=8, deep=False)
     assert [m.render() for m in messages if m.severity is not Severity.INFO] == []
 

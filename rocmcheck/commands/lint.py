@@ -29,9 +29,12 @@ CONSUMER_CHOICES = ("deepspeed", "hf-trainer", "accelerate", "llamafactory-train
               help="What reads the files: deepspeed (deepspeed.initialize), hf-trainer, accelerate (accelerate "
                    "launch), llamafactory-train|eval|export|chat. Default: the one the files imply (said when "
                    "assumed).")
+@click.option("--script", type=click.Path(dir_okay=False, path_type=str), default=None,
+              help="The training script a TrainingArguments file is for: its own arguments (dataclass fields, "
+                   "argparse options, read from its source, never run) are then the only other keys allowed.")
 @json_option()
 def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None, grad_accum: int | None,
-         hidden_size: int | None, consumer: str | None, as_json: bool) -> None:
+         hidden_size: int | None, consumer: str | None, script: str | None, as_json: bool) -> None:
     """Check DeepSpeed JSON configs, LLaMA-Factory YAML, accelerate configs and TrainingArguments files (and the
     DeepSpeed config they point to), each for the program that reads it. Exit 0: no errors; 1: errors; 2: a file
     that cannot be read (after the others are shown), or bad options; 3: no file could be judged."""
@@ -44,8 +47,14 @@ def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None
     from rocmcheck.result import EXIT_BAD_INPUT, exit_code
     from rocmcheck.safe.text import excerpt
 
-    run = LintRun(options=dict(world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
-                               hidden_size=hidden_size), consumer=named(consumer))
+    options = dict(world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum, hidden_size=hidden_size)
+    if script is not None:  # read before anything is linted: an unreadable script is bad input (exit 2)
+        from pathlib import Path
+
+        from rocmcheck.lint.script_args import script_keys
+
+        options["script"] = (Path(script).name, frozenset(script_keys(Path(script))))
+    run = LintRun(options=options, consumer=named(consumer))
     # A DeepSpeed config is checked in a child that imports DeepSpeed (seconds): a wait worth showing.
     con = render.console(stderr=True)
     with Progress(con, plain_after_s=2.0, prefix="lint ") as progress, one_lint_run():

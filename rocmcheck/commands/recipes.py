@@ -86,7 +86,7 @@ def write(name: str, directory: Path, force: bool, as_json: bool) -> None:
         raise BadInput(f"cannot write into {excerpt(directory)}: {exc.strerror or exc}") from None
     # What was written is judged as `rocmcheck lint` judges it (rocmcheck's own rules; no child processes), so
     # the verdict and the exit code come from the one rule (rocmcheck.result.exit_code) like every command's.
-    run = LintRun(options={"deep": False})
+    run = LintRun(options={"deep": False, "check_paths": False})  # written here, run from LLaMA-Factory's folder
     run.lint_all([str(path) for path in written])  # together: the DeepSpeed config is judged through its YAML
     results = run.results()
     if as_json:

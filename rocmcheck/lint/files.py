@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +14,7 @@ from packaging.version import InvalidVersion, Version
 from rocmcheck.errors import BadInput
 from rocmcheck.fixes import FixKind, edit
 from rocmcheck.fixes import note as note_fix
-from rocmcheck.lint import consumers, known_keys
+from rocmcheck.lint import consumers, known_keys, owners
 from rocmcheck.lint.accelerate_config import lint_accelerate_config
 from rocmcheck.lint.consumers import ACCELERATE, DEEPSPEED, LLAMAFACTORY, TRAINING_ARGS, Consumer, ConsumerChoice
 from rocmcheck.lint.deepspeed import lint_deepspeed_config
@@ -30,28 +30,23 @@ from rocmcheck.lint.training_keys import (
     llamafactory_train_only_keys,
     llamafactory_vocabulary,
 )
+from rocmcheck.lint.training_values import check_values
 from rocmcheck.safe.files import expand_user
 from rocmcheck.safe.structured import YAML_SUFFIXES, load_file, yaml_scalar
 from rocmcheck.safe.text import excerpt
 
-# Keys only LLaMA-Factory's argument dataclasses have (llamafactory/hparams/*_args.py).
-LLAMAFACTORY_KEYS = {"stage", "finetuning_type", "template", "dataset", "cutoff_len", "lora_target", "lora_rank",
-                     "adapter_name_or_path", "infer_backend", "export_dir"}
-# Keys every `accelerate config` file has (accelerate/commands/config/config_args.py BaseConfig, ClusterConfig).
-ACCELERATE_KEYS = {"distributed_type", "compute_environment"}
-# TrainingArguments keys that a DeepSpeed config never has at the top level.
-TRAINING_ARGS_KEYS = {"output_dir", "per_device_train_batch_size", "deepspeed", "learning_rate", "num_train_epochs",
-                      "max_steps", "do_train", "model_name_or_path"}
-
 
 def detect_kind(data: dict) -> str | None:
-    """"llamafactory", "accelerate", "training_args", "deepspeed", or None."""
+    """"llamafactory", "accelerate", "training_args", "deepspeed", or None (none of them, or a config of a program
+    lint does not judge: owners.foreign_owner names it)."""
     keys = set(map(str, data))
-    if keys & LLAMAFACTORY_KEYS:
-        return LLAMAFACTORY
-    if keys & ACCELERATE_KEYS:
+    if owners.foreign_owner(data) is not None:
+        return None
+    if keys & owners.ACCELERATE_KEYS:
         return ACCELERATE
-    if keys & TRAINING_ARGS_KEYS:
+    if owners.is_llamafactory(keys):
+        return LLAMAFACTORY
+    if keys & owners.TRAINING_ARGS_KEYS:
         return TRAINING_ARGS
     vocabulary = known_keys.top_level_keys()
     if any(k in vocabulary or known_keys.closest(k, vocabulary) for k in keys):
@@ -64,7 +59,20 @@ class UnknownKind(BadInput):
     TrainingArguments keys): lint cannot judge it (a skip, never a pass)."""
 
 
+class NotJudged(UnknownKind):
+    """A config of a program lint does not judge (axolotl, TRL, ms-swift, Megatron-Core, torchtune, LLaMA-Factory
+    v1): a skip that names the program."""
+
+    def __init__(self, message: str, owner: str) -> None:
+        super().__init__(message)
+        self.owner = owner
+
+
 def kind_of(data: dict, path: Path) -> str:
+    owner = owners.foreign_owner(data)
+    if owner is not None:
+        raise NotJudged(f"{excerpt(path)}: {owners.NOT_JUDGED[owner]}: not judged (rocmcheck lint judges DeepSpeed, "
+                        "accelerate, LLaMA-Factory 0.9 and HF TrainingArguments files)", owner)
     kind = detect_kind(data)
     if kind is None:
         raise UnknownKind(f"{excerpt(path)}: not a DeepSpeed config, LLaMA-Factory YAML, accelerate config or "
@@ -121,7 +129,11 @@ def lint_file(
 def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, world_size: int | None = None,
                 micro_batch: int | None = None, grad_accum: int | None = None, deep: bool = True,
                 hidden_size: int | None = None, training: TrainingSettings | None = None,
-                stack: Stack | None = None) -> list[LintMessage]:
+                stack: Stack | None = None, check_paths: bool = True,
+                script: tuple[str, frozenset[str]] | None = None) -> list[LintMessage]:
+    """check_paths=False: the datasets a LLaMA-Factory YAML names are not looked up from here (the files were just
+    written somewhere else than where they will run: `rocmcheck recipes write`). script: (the training script's
+    name, the arguments it defines) for a TrainingArguments file (rocmcheck.lint.script_args)."""
     if kind == DEEPSPEED:
         messages = lint_deepspeed_config(data, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
                                          deep=deep, label=str(path), hidden_size=hidden_size,
@@ -132,7 +144,7 @@ def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, wo
                                           hidden_size=hidden_size)
     else:
         messages = lint_training_file(data, path, kind, world_size=world_size, deep=deep, hidden_size=hidden_size,
-                                      choice=choice, stack=stack)
+                                      choice=choice, stack=stack, check_paths=check_paths, script=script)
     for m in messages:
         if m.consumer is None:
             m.consumer = choice.consumer.label
@@ -248,19 +260,47 @@ def _lf_version(text: str | None) -> Version | None:
         return None
 
 
+def _megatron_keys(data: dict, vocabulary: set[str]) -> list[str]:
+    """In a LLaMA-Factory YAML for its Megatron trainer (Megatron-Core parallelism keys: examples/megatron,
+    examples/megatron_bridge), the keys its own classes lack: Megatron's, and the trainer's (mixed_precision,
+    use_packed_sequences). A key close to one of LLaMA-Factory's own that is not Megatron-named stays a typo."""
+    if not owners.megatron_keys(data):
+        return []
+    out = []
+    for key in (k for k in data if isinstance(k, str) and k not in vocabulary):
+        if owners.is_megatron_key(key) or known_keys.closest(key, vocabulary - set(data)) is None:
+            out.append(key)
+    return out
+
+
 def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | None, deep: bool,
                        hidden_size: int | None = None, choice: ConsumerChoice | None = None,
-                       stack: Stack | None = None) -> list[LintMessage]:
+                       stack: Stack | None = None, check_paths: bool = True,
+                       script: tuple[str, frozenset[str]] | None = None) -> list[LintMessage]:
     file = str(path)
     if choice is None:
         choice = choose_consumer(data, kind, path, deep=deep)
     command = choice.consumer.llamafactory_command
     if kind == LLAMAFACTORY:
         vocab = llamafactory_vocabulary(command or "train", use_installed=deep)
-        messages: list[LintMessage] = check_keys(data, vocab, file, kind, _elsewhere(command or "train", deep))
+        megatron = _megatron_keys(data, vocab.keys) if (command or "train") == "train" else []
+        keyed = {k: v for k, v in data.items() if k not in megatron}
+        messages: list[LintMessage] = check_keys(keyed, vocab, file, kind, _elsewhere(command or "train", deep))
+        if megatron:
+            messages.append(LintMessage(
+                Severity.INFO, "lint.llamafactory.megatron_keys", file, "",
+                f"Megatron-Core keys, not checked here: {excerpt(', '.join(megatron), 600)}. LLaMA-Factory reads them "
+                "only with its Megatron trainer: USE_MCA=1 (mcore_adapter's training arguments) or, after 0.9.5, "
+                "USE_MEGATRON_BRIDGE=1; without it its parser stops with 'Some keys are not used by the "
+                "HfArgumentParser'", consumer=choice.consumer.label))
     else:
         vocab = hf_vocabulary(use_installed=deep)
+        if script is not None:  # the script named: its arguments and TrainingArguments' are the whole parser
+            vocab = replace(vocab, keys=vocab.keys | script[1], owner=f"{vocab.owner} with {excerpt(script[0])}'s "
+                            "arguments", complete=True)
         messages = check_keys(data, vocab, file, kind)
+    if kind == TRAINING_ARGS or command == "train":  # the subcommands that parse TrainingArguments
+        messages.extend(check_values(data, file, sorted(vocab.transformers_versions), choice.consumer.label))
     model = model_config(data.get("model_name_or_path"), path)
     if hidden_size is None:
         hidden_size = model.hidden_size
@@ -280,7 +320,7 @@ def lint_training_file(data: dict, path: Path, kind: str, *, world_size: int | N
                        llamafactory_version=_lf_version(vocab.version), version_installed=vocab.installed,
                        deepspeed=ds_config, quantization_config=model.quantization_config,
                        model_config_source=model.source, world_size=world_size,
-                       stack=stack if stack is not None else this_stack())
+                       stack=stack if stack is not None else this_stack(), check_paths=check_paths)
         messages.extend(lint_llamafactory_values(data, lf))
     return messages + ds_messages
 

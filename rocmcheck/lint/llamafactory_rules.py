@@ -10,14 +10,19 @@ Each rule is `rule(data, ctx) -> list[LintMessage]`; add one by adding a functio
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from packaging.version import InvalidVersion, Version
 
+from rocmcheck.errors import BadInput
 from rocmcheck.fixes import Fix, note, shell
+from rocmcheck.lint.known_keys import closest
 from rocmcheck.lint.messages import LintMessage, Severity, key_edit
 from rocmcheck.lint.stack import Stack
+from rocmcheck.safe.structured import load_file
 from rocmcheck.safe.text import excerpt
 
 E, W, I = Severity.ERROR, Severity.WARNING, Severity.INFO
@@ -38,6 +43,7 @@ FA2_ROCM_SOURCE = "https://github.com/hiyouga/LlamaFactory/issues/8793"
 FA2_MISSING_WARNING = "FlashAttention-2 is not installed."
 # The minimum bitsandbytes configure_quantization checks for (check_version(..., mandatory=True)).
 BNB_MINIMUM = {8: "0.37.0", 4: "0.39.0"}
+DATASET_INFO = "dataset_info.json"  # data/parser.py DATA_CONFIG
 
 
 @dataclass
@@ -52,6 +58,7 @@ class LfContext:
     model_config_source: str | None = None  # the config.json read, None when not on this machine
     world_size: int | None = None
     stack: Stack = field(default_factory=Stack)
+    check_paths: bool = True  # False: dataset files are not looked up from here (written elsewhere than they run)
 
     def msg(self, severity: Severity, code: str, key_path: str, message: str, **kw: Any) -> LintMessage:
         return LintMessage(severity, code, self.file, key_path, message, consumer=self.consumer, **kw)
@@ -279,7 +286,104 @@ def check_deepspeed_launch(data: dict, ctx: LfContext) -> list[LintMessage]:
                               file=ctx.file))]
 
 
+
+def _names(value: Any) -> list[str]:
+    """A `dataset` / `eval_dataset` value as LLaMA-Factory splits it (split_arg: a comma-separated string or a
+    list)."""
+    if isinstance(value, str):
+        return [n.strip() for n in value.split(",") if n.strip()]
+    if isinstance(value, list):
+        return [str(n).strip() for n in value if str(n).strip()]
+    return []
+
+
+def _size(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
+
+
+def check_dataset_requirements(data: dict, ctx: LfContext) -> list[LintMessage]:
+    """The datasets the chosen mode needs (get_train_args, parser.py; DataArguments.__post_init__, data_args.py;
+    LLaMA-Factory 0.9.5): training needs `dataset`; evaluating or predicting needs `eval_dataset` or a `val_size`
+    split off the training data, and `val_size` with `eval_dataset` is refused."""
+    if ctx.command != "train":
+        return []
+    out = []
+    if _true(data, "do_train") and not _names(data.get("dataset")):
+        out.append(refused(ctx, "do_train", "Please specify dataset for training.",
+                           ctx.edit("", "add dataset: NAME (a dataset of dataset_info.json)")))
+    evaluating = [k for k in ("do_eval", "do_predict", "predict_with_generate") if _true(data, k)]
+    if evaluating and not _names(data.get("eval_dataset")) and _size(data.get("val_size")) < 1e-6:
+        out.append(refused(ctx, evaluating[0], "Please make sure eval_dataset be provided or val_size >1e-6",
+                           ctx.edit("", "add eval_dataset: NAME (or val_size: 0.1 to hold out part of dataset)",
+                                    f"{evaluating[0]} evaluates on it")))
+    if _names(data.get("eval_dataset")) and _size(data.get("val_size")) > 1e-6:
+        out.append(refused(ctx, "val_size", "Cannot specify `val_size` if `eval_dataset` is not None.",
+                           ctx.edit("val_size", "delete it", "eval_dataset is the evaluation data")))
+    return out
+
+
+def check_dataset_files(data: dict, ctx: LfContext) -> list[LintMessage]:
+    """The datasets a training run loads, found as LLaMA-Factory finds them (data/parser.py get_dataset_list,
+    data/loader.py _load_single_dataset, 0.9.5): `dataset_dir` (default "data") relative to the working directory,
+    its dataset_info.json ("Cannot open data/dataset_info.json"), each name defined there ("Undefined dataset NAME
+    in dataset_info.json."), and each local `file_name` under dataset_dir ("File data/NAME not found."). Hub
+    datasets, `dataset_dir: ONLINE` / `REMOTE:` and an existing `tokenized_path` are not looked up."""
+    names = _names(data.get("dataset")) + _names(data.get("eval_dataset"))
+    folder = data.get("dataset_dir", "data")
+    tokenized = data.get("tokenized_path")
+    if not ctx.check_paths or ctx.command != "train" or not names or not isinstance(folder, str) or folder == "ONLINE" \
+            or folder.startswith("REMOTE:") or (isinstance(tokenized, str) and os.path.isdir(tokenized)):
+        return []
+    info_path = Path(folder) / DATASET_INFO
+    at = "dataset_dir" if "dataset_dir" in data else "dataset" if "dataset" in data else "eval_dataset"
+    if not info_path.is_file():
+        beside = Path(ctx.file).parent / info_path
+        where = f"from the working directory {excerpt(os.getcwd())}"
+        if not info_path.is_absolute() and beside.is_file():
+            return [ctx.msg(W, "lint.llamafactory.dataset_dir_missing", at,
+                            f"{excerpt(info_path)} exists only relative to {excerpt(Path(ctx.file).name)}, not "
+                            f"{where}: {ctx.consumer} started here stops with 'Cannot open {excerpt(info_path)}'",
+                            fix=note(f"start {ctx.consumer} from {excerpt(Path(ctx.file).parent)}, or set dataset_dir "
+                                     "to an absolute path"))]
+        return [ctx.msg(E, "lint.llamafactory.dataset_dir_missing", at,
+                        f"{excerpt(info_path)} not found {where}: {ctx.consumer} stops with 'Cannot open "
+                        f"{excerpt(info_path)}' before training",
+                        fix=note(f"start {ctx.consumer} from the folder that holds {excerpt(folder)}/ (LLaMA-Factory's "
+                                 "own checkout for its examples), or set dataset_dir to the folder of your "
+                                 "dataset_info.json"))]
+    try:
+        info = load_file(info_path, what="dataset_info.json", fmt="json")
+    except BadInput as exc:
+        return [ctx.msg(E, "lint.llamafactory.dataset_dir_missing", at, f"{exc}",
+                        fix=note(f"repair {excerpt(info_path)}: the message names what is wrong with it"))]
+    if not isinstance(info, dict):
+        return []
+    out = []
+    for key in ("dataset", "eval_dataset"):
+        for name in _names(data.get(key)):
+            entry = info.get(name)
+            if not isinstance(entry, dict):
+                guess = closest(name, [str(k) for k in info])
+                out.append(ctx.msg(E, "lint.llamafactory.dataset_undefined", key,
+                                   f"{ctx.consumer} stops: 'Undefined dataset {excerpt(name)} in {DATASET_INFO}.' "
+                                   f"({excerpt(info_path)})", did_you_mean=guess,
+                                   fix=ctx.edit(key, f'rename "{excerpt(name)}" to "{guess}"' if guess else
+                                                f"use a dataset defined in {excerpt(info_path)}, or add one there")))
+                continue
+            local = entry.get("file_name")
+            hub = any(k in entry for k in ("hf_hub_url", "ms_hub_url", "om_hub_url", "script_url", "cloud_file_name"))
+            if not hub and isinstance(local, str) and not os.path.exists(os.path.join(folder, local)):
+                path = os.path.join(folder, local)
+                out.append(ctx.msg(E, "lint.llamafactory.dataset_file_missing", key,
+                                   f"{ctx.consumer} stops: 'File {excerpt(path)} not found.' (dataset "
+                                   f"{excerpt(name)} of {excerpt(info_path)}, from {excerpt(os.getcwd())})",
+                                   fix=note(f"put the data at {excerpt(path)}, or correct file_name of "
+                                            f"{excerpt(name)} in {excerpt(info_path)}")))
+    return out
+
 RULES: list[Callable[[dict, LfContext], list[LintMessage]]] = [
+    check_dataset_requirements,
+    check_dataset_files,
     check_train_refusals,
     check_inference_backend,
     check_model_arguments,

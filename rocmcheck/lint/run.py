@@ -34,7 +34,7 @@ from rocmcheck.lint.consumers import (
     Consumer,
     ConsumerChoice,
 )
-from rocmcheck.lint.files import UnknownKind, choose_consumer, kind_of, lint_loaded, resolve_deepspeed_path
+from rocmcheck.lint.files import NotJudged, UnknownKind, choose_consumer, kind_of, lint_loaded, resolve_deepspeed_path
 from rocmcheck.lint.hf_auto import TrainingSettings
 from rocmcheck.lint.loading import load_mapping
 from rocmcheck.lint.messages import LintMessage, Severity
@@ -163,6 +163,9 @@ def refused_result(name: str, problem: BadInput, *, others_judged: bool) -> Chec
     read by the named consumer): a failure beside judged files, a skip when nothing was judged (the command exits 2
     either way)."""
     summary = f"not judged: {excerpt(problem, 1000)}"
+    if isinstance(problem, NotJudged):
+        return CheckResult("lint.file.not_judged", Status.SKIP, excerpt(problem, 1000), area="lint",
+                           data={"file": name, "owner": problem.owner})
     if isinstance(problem, UnknownKind):
         return CheckResult("lint.file.unknown_kind", Status.SKIP, summary, area="lint", data={"file": name})
     if not others_judged:

@@ -90,6 +90,11 @@ def _alive(key: str, version: Version) -> bool:
     return first <= version and (version <= last or last == newest)
 
 
+def accepts(key: str, version: Version) -> bool:
+    """Whether transformers `version` has the TrainingArguments key, as far as the releases read tell."""
+    return _alive(key, version)
+
+
 def _last_release_with(key: str) -> str | None:
     entry = transformers_table()["history"].get(key)
     return entry["last_seen"] if entry else None
