@@ -3,10 +3,13 @@ of threads whose accepted cause family is among the families of the three causes
 number of threads where a fix for another platform than the paste's own was offered among those three.
 
     python scripts/triage_score.py                      # both splits, a line per split
-    python scripts/triage_score.py --misses frozen      # also each thread of a split whose family was missed
+    python scripts/triage_score.py --misses tune        # also each thread of a split whose family was missed
+    python scripts/triage_score.py --in-process         # the same triage called in worker processes (fast)
 
 Each thread's paste goes to the real command (`python -m rocmcheck triage --json -`, the paste on stdin), as a
-person would run it. A cause id is mapped to its family by tests/fixtures/triage_threads/cause_families.json; an id
+person would run it; with --in-process, worker processes call the command's own functions (rocmcheck.triage.triage
+and its causes_payload) on the same text, which skips an interpreter start per thread.
+A cause id is mapped to its family by tests/fixtures/triage_threads/cause_families.json; an id
 missing there is listed at the end (the map has to learn it), and counts as no family.
 
 "Another platform" is read from the fix texts of the three causes shown: a ROCm-only fix (a ROCm wheel index,
@@ -23,7 +26,7 @@ import argparse
 import json
 import re
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -89,9 +92,18 @@ def other_platform_fix(platform: str, causes: list[dict]) -> str:
     return ""
 
 
-def score_one(path: Path, families: dict[str, str | None], unmapped: set[str]) -> Scored:
+def causes_in_process(paste: str) -> list[dict]:
+    """The causes `rocmcheck triage --json -` prints for this paste, computed by the command's own functions."""
+    from rocmcheck.triage import triage
+
+    return triage([("-", paste + "\n")]).causes_payload()
+
+
+def score_one(path: Path, families: dict[str, str | None], unmapped: set[str], in_process: bool = False) -> Scored:
     rec = json.loads(path.read_text(encoding="utf-8"))
     s = Scored(path.stem, rec["cause_family"], rec["platform"])
+    if in_process:
+        return _judge(s, causes_in_process(rec["paste"]), families, unmapped)
     res = run_command(
         [sys.executable, "-m", "rocmcheck", "triage", "--json", "-"],
         TRIAGE_TIMEOUT_S,
@@ -107,6 +119,10 @@ def score_one(path: Path, families: dict[str, str | None], unmapped: set[str]) -
     except json.JSONDecodeError as exc:
         s.error = f"not JSON: {exc}"
         return s
+    return _judge(s, causes, families, unmapped)
+
+
+def _judge(s: Scored, causes: list[dict], families: dict[str, str | None], unmapped: set[str]) -> Scored:
     top = sorted(causes, key=lambda c: c.get("rank", 0))[:SHOWN]
     for cause in top:
         cid = str(cause.get("id"))
@@ -116,6 +132,29 @@ def score_one(path: Path, families: dict[str, str | None], unmapped: set[str]) -
     s.hit = any(fam == s.family for _, fam in s.shown)
     s.other_platform = other_platform_fix(s.platform, top)
     return s
+
+
+def _score_in_worker(path: Path, families: dict[str, str | None]) -> tuple[Scored, set[str]]:
+    unmapped: set[str] = set()
+    return score_one(path, families, unmapped, in_process=True), unmapped
+
+
+def score_splits(threads: Path, families: dict[str, str | None], unmapped: set[str], jobs: int = 2,
+                 in_process: bool = False) -> dict[str, list[Scored]]:
+    """Each split's threads, scored (by the command, or in worker processes)."""
+    by_split: dict[str, list[Scored]] = {}
+    for split in SPLITS:
+        paths = sorted((threads / split).glob("*.json"))
+        if in_process:
+            with ProcessPoolExecutor(max_workers=max(1, jobs)) as procs:
+                done = list(procs.map(_score_in_worker, paths, [families] * len(paths), chunksize=8))
+            by_split[split] = [s for s, _ in done]
+            for _, more in done:
+                unmapped |= more
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                by_split[split] = list(pool.map(lambda p: score_one(p, families, unmapped), paths))
+    return by_split
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         help="list each thread of this split whose accepted family was not among the three shown",
     )
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--in-process", action="store_true", help="call triage in worker processes, not the command")
     args = ap.parse_args(argv)
     fam_path = args.threads / "cause_families.json"
     if not fam_path.is_file() or not all((args.threads / s).is_dir() for s in SPLITS):
@@ -136,11 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     families = load_families(fam_path)
     unmapped: set[str] = set()
-    by_split: dict[str, list[Scored]] = {}
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for split in SPLITS:
-            paths = sorted((args.threads / split).glob("*.json"))
-            by_split[split] = list(pool.map(lambda p: score_one(p, families, unmapped), paths))
+    by_split = score_splits(args.threads, families, unmapped, args.jobs, args.in_process)
     for split in SPLITS:
         rows = by_split[split]
         judged = [r for r in rows if not r.error]
