@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import Any
 
 from rocmcheck.package_data import read_json
+from rocmcheck.triage.platform import PLATFORMS
 from rocmcheck.triage.signs import SIGNS
 
 CATALOGUE_FILE = "signatures.json"
@@ -55,6 +56,7 @@ class Cause:
     sources: tuple[str, ...]
     fix_container: dict[str, Any] | None = None
     order: int = 0  # its place in the catalogue: the tie-break between equal scores
+    platforms: tuple[str, ...] = PLATFORMS  # where the cause, its fix and its ask hold (rocmcheck.triage.platform)
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,11 @@ def parse_catalogue(doc: dict[str, Any]) -> Catalogue:
             _fix_shape(cid, c["ask"])
         if not c.get("sources"):
             raise ValueError(f"cause {cid}: no sources")
+        platforms = tuple(c.get("platforms") or ())
+        if not platforms or set(platforms) - set(PLATFORMS):
+            raise ValueError(f"cause {cid}: platforms must be a non-empty list of {PLATFORMS}")
         causes[cid] = Cause(cid, c["title"], c["cause"], c.get("check"), tuple(c.get("checks") or ()), c["fix"],
-                            c.get("ask"), tuple(c["sources"]), c.get("fix_container"), order)
+                            c.get("ask"), tuple(c["sources"]), c.get("fix_container"), order, platforms)
     signatures = []
     seen: set[str] = set()
     for s in doc["signatures"]:

@@ -6,18 +6,24 @@ check of it said on the pasted facts (fail +3, warn +2, pass -2: the paste shows
 fine), plus one point when another check that corroborates it failed or warned. A failed or warned check that no
 cause claims is a cause of its own. Equal scores keep the catalogue's order. The evidence is thin, and the cause
 comes with what to paste next, when no check judged it and no signature names it outright.
+
+The paste's platform (rocmcheck/triage/platform.py) comes first: a cause that does not hold on it is not named, and
+a fix whose words hold on another platform only is replaced by what to paste next (or a note saying why the usual
+fix does not apply).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rocmcheck import fixes
 from rocmcheck.fixes import Fix
 from rocmcheck.result import CheckResult, Status
 from rocmcheck.triage.catalogue import Catalogue, Cause
 from rocmcheck.triage.judge import Judged
 from rocmcheck.triage.match import Hit, Scene, holds
 from rocmcheck.triage.pasted import Pasted, Quote
+from rocmcheck.triage.platform import check_platforms, foreign
 from rocmcheck.triage.remedy import build
 
 CHECK_SCORE = {Status.FAIL: 3.0, Status.WARN: 2.0, Status.PASS: -2.0}
@@ -110,6 +116,9 @@ def rank(pasted: Pasted, cat: Catalogue, hits: list[Hit], scene: Scene, judged: 
                                      order=len(cat.causes) + len(findings))
     out = [f for f in findings.values() if f.signatures or (f.verdict is not None and f.verdict.status in
                                                             (Status.FAIL, Status.WARN))]
+    where = scene.platform.name
+    if where is not None:
+        out = [f for f in out if where in (f.cause.platforms if f.cause is not None else check_platforms(f.id))]
     for f in out:
         _score(f)
         _remedy(f, pasted, scene)
@@ -133,6 +142,16 @@ def _remedy(f: Finding, pasted: Pasted, scene: Scene) -> None:
         f.fix = f.verdict.fix  # the check's own fix, made from the pasted facts
     elif f.cause is not None:
         data = f.cause.fix_container if ("container" in scene.flags and f.cause.fix_container) else f.cause.fix
-        f.fix = build(data, pasted, scene.flags)
+        f.fix = build(data, pasted, scene.flags, scene.platform)
     if f.thin and f.cause is not None and f.cause.ask is not None:
-        f.ask = build(f.cause.ask, pasted, scene.flags)
+        f.ask = build(f.cause.ask, pasted, scene.flags, scene.platform)
+    where = scene.platform.name
+    if f.ask is not None and foreign(_words(f.ask), where):
+        f.ask = None
+    if f.fix is not None and foreign(_words(f.fix), where):
+        f.fix = f.ask or fixes.note(f"the usual fix of this cause is for another platform than this paste's ({where}): "
+                                    "use the equivalent step of your platform's install guide")
+
+
+def _words(fix: Fix) -> str:
+    return " ".join((fix.text, fix.why, fix.file))

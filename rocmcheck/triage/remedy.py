@@ -11,13 +11,19 @@ from rocmcheck import fixes
 from rocmcheck.facts.parsers.versions import major_minor
 from rocmcheck.fixes import Fix
 from rocmcheck.triage.pasted import Pasted
+from rocmcheck.triage.platform import ASK_PLATFORM, Platform
 
 # Interfaces that do not connect nodes: NCCL's socket transport should not pick them.
 NOT_BETWEEN_NODES = re.compile(r"^(?:lo|docker\d*|br-[0-9a-f]+|veth\w*|virbr\d*|cni\d*|flannel[\w.]*)$")
 
 
-def vendor_of(pasted: Pasted, flags: set[str]) -> str:
-    """The GPU vendor the fixes are for: torch's build, else the GPUs pasted, else what the pastes show."""
+def vendor_of(pasted: Pasted, flags: set[str], platform: Platform | None = None) -> str | None:
+    """The GPU vendor the fixes are for: torch's build, else the paste's platform, else the GPUs pasted, else what
+    the pastes show; None when the pastes show no vendor at all (and "cpu" for a macOS or CPU-only paste)."""
+    if platform is not None and platform.vendor:
+        return platform.vendor
+    if platform is not None and platform.name in ("macos", "cpu"):
+        return "cpu"
     torch = pasted.facts.probes.get("torch") or {}
     if torch.get("hip"):
         return "amd"
@@ -30,7 +36,7 @@ def vendor_of(pasted: Pasted, flags: set[str]) -> str:
         return "amd"
     if "nvidia" in flags and "amd" not in flags:
         return "nvidia"
-    return "amd"  # rocmcheck's machines: AMD Instinct unless the paste says otherwise
+    return None
 
 
 def rocm_version_of(pasted: Pasted) -> str | None:
@@ -62,10 +68,10 @@ FIELDS: dict[str, Callable[[Pasted], str | None]] = {
 }
 
 
-def build(data: dict[str, Any], pasted: Pasted, flags: set[str]) -> Fix:
-    """The Fix a catalogue entry describes, for these pastes."""
+def build(data: dict[str, Any], pasted: Pasted, flags: set[str], platform: Platform | None = None) -> Fix:
+    """The Fix a catalogue entry describes, for these pastes and the platform they show."""
     if "use" in data:
-        return _named(data["use"], data.get("why", ""), pasted, flags)
+        return _named(data["use"], data.get("why", ""), pasted, flags, platform)
     if "note" in data:
         return fixes.note(data["note"])
     if "edit" in data:
@@ -74,14 +80,19 @@ def build(data: dict[str, Any], pasted: Pasted, flags: set[str]) -> Fix:
     for name, source in (data.get("fields") or {}).items():
         value = FIELDS[source](pasted) if source in FIELDS else source
         if value is None:
-            return build(data["otherwise"], pasted, flags) if data.get("otherwise") else fixes.note(data.get("why", ""))
+            return (build(data["otherwise"], pasted, flags, platform) if data.get("otherwise")
+                    else fixes.note(data.get("why", "")))
         values[name] = value
     return fixes.shell(data["shell"], data.get("why", ""), **values)
 
 
-def _named(name: str, why: str, pasted: Pasted, flags: set[str]) -> Fix:
-    vendor = vendor_of(pasted, flags)
+def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platform | None = None) -> Fix:
+    vendor = vendor_of(pasted, flags, platform)
     rocm = rocm_version_of(pasted)
+    if vendor is None and name in ("torch_reinstall", "torch_replace", "docker_run"):
+        return fixes.note("the paste does not show its platform (ROCm or CUDA, Linux, WSL, Windows or macOS), and the "
+                          f"right torch build depends on it: paste the output of {ASK_PLATFORM}"
+                          + (f"; then: {why}" if why else ""))
     if name == "torch_reinstall":
         return fixes.torch_install(vendor, rocm, reinstall=True, why=why)
     if name == "torch_replace":

@@ -1,0 +1,46 @@
+"""The paste's platform, decided from its own evidence (rocmcheck/triage/platform.py), on real pastes of the tuning
+part of tests/fixtures/triage_threads/ (never the frozen part), and the rule it serves: no fix for another platform."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rocmcheck.triage import triage
+from rocmcheck.triage.platform import decide, foreign
+
+TUNE = Path(__file__).parent / "fixtures" / "triage_threads" / "tune"
+
+
+def paste(name: str) -> str:
+    return json.loads((TUNE / f"{name}.json").read_text(encoding="utf-8"))["paste"]
+
+
+def test_each_platform_from_real_pastes() -> None:
+    cases = {
+        "lm-sys-FastChat-2298": "windows",  # a D:\ path, torch not compiled with CUDA
+        "vllm-project-vllm-6184": "wsl",  # microsoft-standard-WSL2 kernel
+        "datalab-to-marker-42": "macos",  # an op not implemented for the MPS device
+        "NixOS-nixpkgs-406675": "cuda-linux",  # sm_XX arch list
+        "rocm-arch-rocm-arch-570": "rocm-linux",  # a gfx target
+    }
+    got = {name: decide(paste(name).splitlines()).name for name in cases}
+    assert got == cases
+
+
+def test_a_paste_without_evidence_is_unknown() -> None:
+    assert decide(["TypeError: __init__() got an unexpected keyword argument 'enable_lora'"]).name is None
+
+
+def test_no_rocm_fix_for_a_cuda_paste() -> None:
+    t = triage([("-", paste("NixOS-nixpkgs-406675"))])  # CUDA "no kernel image": ROCm's wheel index must not show
+    assert t.scene.platform.name == "cuda-linux"
+    assert t.findings and not any(f.fix is not None and foreign(f"{f.fix.text} {f.fix.why}", "cuda-linux")
+                                  for f in t.findings)
+    assert "env.hsa_override" not in [f.id for f in t.findings]
+
+
+def test_unknown_platform_asks_instead_of_picking_a_wheel() -> None:
+    t = triage([("-", "AssertionError: Torch not compiled with CUDA enabled\n")])
+    fix = next(f.fix for f in t.findings if f.id == "torch.build")
+    assert fix is not None and "does not show its platform" in fix.text and "index-url" not in fix.text
