@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from rocmcheck.facts.known import ALL
 from rocmcheck.triage import triage
 from rocmcheck.triage.platform import decide, foreign
 
@@ -44,3 +45,25 @@ def test_unknown_platform_asks_instead_of_picking_a_wheel() -> None:
     t = triage([("-", "AssertionError: Torch not compiled with CUDA enabled\n")])
     fix = next(f.fix for f in t.findings if f.id == "torch.build")
     assert fix is not None and "does not show its platform" in fix.text and "index-url" not in fix.text
+
+
+def test_a_cause_the_paste_does_not_show_says_if() -> None:
+    t = triage([("-", "RuntimeError: HIP error: invalid device function\n")])  # no paste sets the override
+    override = [f for f in t.findings if f.id == "env.hsa_override"]
+    assert override and override[0].text.startswith("If HSA_OVERRIDE_GFX_VERSION is set")
+
+
+def test_a_pip_freeze_fragment_is_not_everything_installed() -> None:
+    t = triage([("-", "$ pip freeze | grep torch\ntorch==2.3.0\n")])
+    assert "transformers" not in t.pasted.facts.packages
+    assert t.pasted.facts.known.get("packages") != ALL and "transformers" not in (t.pasted.facts.known.get("packages")
+                                                                                 or [])
+
+
+def test_the_driver_floor_is_the_exact_cuda_release() -> None:
+    from rocmcheck.triage.versions import driver_claim
+
+    claim = driver_claim("12.4", "535.54.03")  # CUDA 12.x's 525 floor would call 535 new enough
+    assert "550.54.14" in claim and "535.54.03" in claim and "upgrade" in claim
+    assert "new enough" in driver_claim("12.1", "535.54.03")
+    assert driver_claim("12.4", None).startswith("if ")

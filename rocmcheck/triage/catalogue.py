@@ -57,6 +57,7 @@ class Cause:
     fix_container: dict[str, Any] | None = None
     order: int = 0  # its place in the catalogue: the tie-break between equal scores
     platforms: tuple[str, ...] = PLATFORMS  # where the cause, its fix and its ask hold (rocmcheck.triage.platform)
+    text_if: str | None = None  # the sentence when the paste does not show the fact it states ("If ... is set")
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def parse_catalogue(doc: dict[str, Any]) -> Catalogue:
         if not platforms or set(platforms) - set(PLATFORMS):
             raise ValueError(f"cause {cid}: platforms must be a non-empty list of {PLATFORMS}")
         causes[cid] = Cause(cid, c["title"], c["cause"], c.get("check"), tuple(c.get("checks") or ()), c["fix"],
-                            c.get("ask"), tuple(c["sources"]), c.get("fix_container"), order, platforms)
+                            c.get("ask"), tuple(c["sources"]), c.get("fix_container"), order, platforms,
+                            c.get("cause_if"))
     signatures = []
     seen: set[str] = set()
     for s in doc["signatures"]:

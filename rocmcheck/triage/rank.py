@@ -121,6 +121,8 @@ def rank(pasted: Pasted, cat: Catalogue, hits: list[Hit], scene: Scene, judged: 
         out = [f for f in out if where in (f.cause.platforms if f.cause is not None else check_platforms(f.id))]
     for f in out:
         _score(f)
+        if f.thin and f.cause is not None and f.cause.text_if:
+            f.text = f.cause.text_if  # the paste does not show the fact the cause states: say "if"
         _remedy(f, pasted, scene)
     out.sort(key=lambda f: (-f.score, f.order))
     return [f for f in out if f.score > 0]

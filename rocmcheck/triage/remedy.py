@@ -102,6 +102,12 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
         from rocmcheck.checks.containers import container_restart
 
         return container_restart(vendor, why)
+    if name == "cuda_driver":
+        from rocmcheck.triage.versions import driver_claim, driver_of, torch_cuda_of
+
+        lines = [line for _, block in pasted.blocks() for line in block.text.splitlines()]
+        torch = pasted.facts.probes.get("torch") or {}
+        return fixes.note(driver_claim(torch_cuda_of(lines, torch.get("cuda")), driver_of(lines)))
     if name == "flash_attn_rebuild":
         arch = _gpu_arch(pasted)
         return fixes.flash_attn_rebuild((arch,) if arch else ())
@@ -111,5 +117,5 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
     return fixes.with_why(fix, why) if why else fix
 
 
-NAMED_FIXES = ("torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild", "GROUPS_FIX", "SHM_FIX",
-               "IOMMU_FIX", "NUMA_FIX", "DEEPSPEED_REINSTALL")
+NAMED_FIXES = ("cuda_driver", "torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild", "GROUPS_FIX",
+               "SHM_FIX", "IOMMU_FIX", "NUMA_FIX", "DEEPSPEED_REINSTALL")
