@@ -36,7 +36,8 @@ _WINDOWS = re.compile(
 )
 _MACOS = re.compile(
     r"\bOS: macOS|\bmacOS\b|\bdarwin\b|/Users/\w|/opt/homebrew|\bApple M\d|\bApple silicon|\bMPS (?:device|backend)|"
-    r"\bfor the MPS device|\bmacosx_\d|\barm64-apple|ProductName:\s*mac",
+    r"\bfor the MPS device|\bmacosx_\d|\barm64-apple|ProductName:\s*mac|/private/var/folders/|\bMacBook|"
+    r"\bM[1-4] (?:Max|Pro|Ultra|chip)\b",
     re.IGNORECASE,
 )
 _WSL = re.compile(r"microsoft-standard|\bWSL2?\b|/usr/lib/wsl\b|/dev/dxg\b", re.IGNORECASE)

@@ -108,6 +108,8 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
         lines = [line for _, block in pasted.blocks() for line in block.text.splitlines()]
         torch = pasted.facts.probes.get("torch") or {}
         return fixes.note(driver_claim(torch_cuda_of(lines, torch.get("cuda")), driver_of(lines)))
+    if name in SHAPE_FIXES:
+        return _shape_fix(name, pasted, vendor)
     if name == "flash_attn_rebuild":
         arch = _gpu_arch(pasted)
         return fixes.flash_attn_rebuild((arch,) if arch else ())
@@ -117,5 +119,46 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
     return fixes.with_why(fix, why) if why else fix
 
 
-NAMED_FIXES = ("cuda_driver", "torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild", "GROUPS_FIX",
+SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool")
+
+
+def _shape_fix(name: str, pasted: Pasted, vendor: str | None) -> Fix:
+    """A fix made by the generic readers (rocmcheck/triage/shapes.py) from the pasted lines themselves."""
+    from rocmcheck.triage import shapes
+
+    lines = shapes.lines_of(block.text for _, block in pasted.blocks())
+    torch = pasted.facts.probes.get("torch") or {}
+    if name == "missing_library":
+        libs = shapes.missing_libraries(lines)
+        build = shapes.torch_build(lines, torch.get("cuda"), torch.get("hip"))
+        return fixes.note(shapes.library_advice(libs[0], build) if libs else
+                          "a library the program loads is not found: ldd on the failing module lists it")
+    if name == "undefined_symbol":
+        symbols = shapes.undefined_symbols(lines)
+        return fixes.note(shapes.symbol_advice(symbols[0]) if symbols else
+                          "the module was built against another version of a library it links")
+    if name == "requires_conflict":
+        return fixes.note(shapes.conflict_advice(shapes.conflicts(lines)))
+    if name == "module_install":
+        modules = shapes.missing_modules(lines)
+        return fixes.note(shapes.module_advice(modules[0]) if modules else
+                          "install the package the message names, in the environment that runs the command")
+    if name == "api_skew":
+        return fixes.note(shapes.import_name_advice(lines))
+    if vendor == "cpu":
+        return fixes.note("the build needs a GPU compiler (CUDA's or ROCm's) this machine does not have (no NVIDIA or "
+                          "AMD GPU stack, e.g. macOS): skip the package or use its CPU / MPS path (for flash-attn: "
+                          "attn_implementation='sdpa'); a C/C++ compiler alone builds only CPU extensions")
+    if vendor == "amd":
+        return fixes.note("install the ROCm compilers the build needs (hipcc, the ROCm device libraries) and set "
+                          "ROCM_PATH to the ROCm install, or install a prebuilt wheel for this ROCm")
+    if vendor == "nvidia":
+        return fixes.note("install the CUDA toolkit of torch's CUDA version (its nvcc) and set CUDA_HOME to it; a "
+                          "C/C++ compiler (gcc/g++) and ninja (pip install ninja); or install a prebuilt wheel")
+    return fixes.note("install the compiler the build names (a C/C++ compiler; the GPU toolkit's compiler, nvcc or "
+                      "hipcc, of torch's CUDA or ROCm version) and ninja, or install a prebuilt wheel of the package")
+
+
+NAMED_FIXES = SHAPE_FIXES + ("cuda_driver", "torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild",
+               "GROUPS_FIX",
                "SHM_FIX", "IOMMU_FIX", "NUMA_FIX", "DEEPSPEED_REINSTALL")
