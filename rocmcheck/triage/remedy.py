@@ -109,7 +109,7 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
         torch = pasted.facts.probes.get("torch") or {}
         return fixes.note(driver_claim(torch_cuda_of(lines, torch.get("cuda")), driver_of(lines)))
     if name in SHAPE_FIXES:
-        return _shape_fix(name, pasted, vendor)
+        return _shape_fix(name, pasted, vendor, platform)
     if name == "flash_attn_rebuild":
         arch = _gpu_arch(pasted)
         return fixes.flash_attn_rebuild((arch,) if arch else ())
@@ -122,7 +122,7 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
 SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool")
 
 
-def _shape_fix(name: str, pasted: Pasted, vendor: str | None) -> Fix:
+def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
     """A fix made by the generic readers (rocmcheck/triage/shapes.py) from the pasted lines themselves."""
     from rocmcheck.triage import shapes
 
@@ -131,7 +131,8 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None) -> Fix:
     if name == "missing_library":
         libs = shapes.missing_libraries(lines)
         build = shapes.torch_build(lines, torch.get("cuda"), torch.get("hip"))
-        return fixes.note(shapes.library_advice(libs[0], build) if libs else
+        where = platform.name if platform is not None else None
+        return fixes.note(shapes.library_advice(libs[0], build, where) if libs else
                           "a library the program loads is not found: ldd on the failing module lists it")
     if name == "undefined_symbol":
         symbols = shapes.undefined_symbols(lines)
@@ -141,7 +142,8 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None) -> Fix:
         return fixes.note(shapes.conflict_advice(shapes.conflicts(lines)))
     if name == "module_install":
         modules = shapes.missing_modules(lines)
-        return fixes.note(shapes.module_advice(modules[0]) if modules else
+        return fixes.note(shapes.module_advice(modules[0], platform.name if platform is not None else None) if modules
+                          else
                           "install the package the message names, in the environment that runs the command")
     if name == "api_skew":
         return fixes.note(shapes.import_name_advice(lines))

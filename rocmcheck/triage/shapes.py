@@ -57,7 +57,7 @@ MODULE_DISTRIBUTIONS = {
     "sgl-kernel", "flashinfer": "flashinfer-python", "mmcv._ext": "mmcv", "mmcv": "mmcv", "detectron2._C":
     "detectron2", "pytorch3d._C": "pytorch3d", "tinycudann": "tinycudann", "nvdiffrast": "nvdiffrast",
     "selective_scan_cuda": "mamba-ssm", "rotary_emb": "flash-attn", "dropout_layer_norm": "flash-attn",
-    "awq_inference_engine": "autoawq-kernels", "exllamav2_ext": "exllamav2", "cuda": "cuda-python",
+    "awq_inference_engine": "autoawq-kernels", "Triton": "triton", "exllamav2_ext": "exllamav2", "cuda": "cuda-python",
 }
 # A symbol's namespace (or a C symbol's prefix) -> whose it is, and what an undefined one means.
 NAMESPACES = (
@@ -126,8 +126,25 @@ def torch_build(lines: Iterable[str], probed_cuda: str | None = None, probed_hip
     return None
 
 
-def library_advice(lib: str, build: str | None) -> str:
+# Libraries no pip wheel or toolkit package holds: the GPU driver's own user-space libraries (NVIDIA's driver
+# installs libcuda and libnvidia-ml; WSL mounts them from Windows under /usr/lib/wsl/lib).
+DRIVER_LIBRARIES = ("libcuda", "libnvidia-ml", "libnvcuvid")
+
+
+def library_advice(lib: str, build: str | None, platform: str | None = None) -> str:
     """What a missing library is, who provides it, and whether it is part of the torch build shown."""
+    if _stem(lib) in DRIVER_LIBRARIES or _stem(lib).startswith("libnvidia-"):
+        where = {"wsl": "under WSL it comes from the Windows driver in /usr/lib/wsl/lib (keep that folder on "
+                        "LD_LIBRARY_PATH, and do not install a Linux NVIDIA driver inside WSL)"}.get(platform or "", (
+            "install the NVIDIA driver (its user-space part); in a container start it with --gpus all so the "
+            "runtime mounts it; a build that links -lcuda needs the driver's libcuda.so or the toolkit's stub "
+            "(lib64/stubs) on the link path"))
+        return f"{lib} belongs to the NVIDIA driver, not to any pip package: {where}"
+    if _stem(lib).startswith(("libtorch", "libc10", "libcaffe2")) and lib not in library_providers()["libraries"]:
+        return (f"{lib} is a library of another torch release than the one installed (this torch has no such "
+                "file): the module that loads it was built against that torch; rebuild or reinstall it against "
+                "the torch installed")
+    exact = lib in library_providers()["libraries"]
     rows = providers(lib)
     pip = sorted({r["package"] for r in rows if r["kind"] == "pip"})
     deb = sorted({r["package"] for r in rows if r["kind"] == "deb"})
@@ -142,7 +159,11 @@ def library_advice(lib: str, build: str | None) -> str:
         where.append("pip: " + ", ".join(pip[:4]))
     if deb:
         where.append("Debian: " + ", ".join(deb[:4]))
-    text = f"{lib} is provided by " + "; ".join(where)
+    text = (f"{lib} is provided by " if exact else f"no package in the table holds {lib} itself; other versions of "
+            f"{_stem(lib)} are in ") + "; ".join(where)
+    if not exact:
+        return text + f": the module that loads it was built for that other version: install its build for the " \
+                      f"libraries here (torch's build: {build or 'not in the paste'}), or the release it was built for"
     cuda_major = re.search(r"-cu(\d+)$", pip[0]).group(1) if pip and re.search(r"-cu(\d+)$", pip[0]) else None
     if build and cuda_major:
         if build.startswith(f"cu{cuda_major}"):
@@ -249,10 +270,22 @@ def conflicts(lines: Iterable[str]) -> list[Conflict]:
     out: list[Conflict] = []
     for line in lines:
         for m in _REQUIRES.finditer(line):
-            c = Conflict(m.group(1), m.group(2), m.group(3), (m.group(4) or "").strip(), m.group(5))
+            spec = (m.group(4) or "").split(";", 1)[0].strip()  # an environment marker is not part of the range
+            c = Conflict(m.group(1), m.group(2), m.group(3), spec, m.group(5))
             if c not in out:
                 out.append(c)
     return out
+
+
+def outside(c: Conflict) -> bool | None:
+    """The version installed is outside the range required (packaging's reading); None when either is unreadable."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        return Version(c.have) not in SpecifierSet(c.spec, prereleases=True) if c.spec else None
+    except (InvalidSpecifier, InvalidVersion):
+        return None
 
 
 def conflict_advice(found: list[Conflict]) -> str:
@@ -288,11 +321,15 @@ def distribution_of(module: str) -> str:
     if module in MODULE_DISTRIBUTIONS:
         return MODULE_DISTRIBUTIONS[module]
     top = module.split(".")[0]
-    return MODULE_DISTRIBUTIONS.get(top, top.replace("_", "-"))
+    return MODULE_DISTRIBUTIONS.get(top, MODULE_DISTRIBUTIONS.get(top.lower(), top.replace("_", "-").lower()))
 
 
-def module_advice(module: str) -> str:
+def module_advice(module: str, platform: str | None = None) -> str:
     dist = distribution_of(module)
+    if dist.lower() == "triton" and platform == "windows":
+        return ("triton publishes no Windows wheels (pip install triton finds none): the community build is "
+                "pip install triton-windows, matched to torch's version; or run without it (the features that need "
+                "it are optional in most tools)")
     if compiled(module):
         return (f"{module} is the compiled part of {dist}, and this install has none (a source install whose build "
                 f"was skipped or failed, or a wheel for another torch/CUDA): reinstall it with its build: pip install "
