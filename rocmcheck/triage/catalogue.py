@@ -20,7 +20,7 @@ CATALOGUE_FILE = "signatures.json"
 WEIGHTS = (1, 2, 3)  # 1: a hint; 2: the usual cause of that text; 3: the text names the cause
 # What a signature's condition may look at (rocmcheck/triage/match.py computes each).
 LIBRARY_WORDS = ("torch", "other", "none")  # or a package the failing frame or .so is in ("flash_attn")
-PASTE_FLAGS = ("container", "amd", "nvidia", "wsl")
+PASTE_FLAGS = ("container", "amd", "nvidia", "wsl", "windows", "macos")  # the last two: the paste's platform
 CONDITION_KEYS = ("library", "paste", "not_paste", "env", "with")
 FIX_KEYS = ("shell", "note", "edit", "use")
 

@@ -57,7 +57,7 @@ class Hit:
 class Scene:
     """What the pastes show as a whole."""
 
-    flags: set[str] = field(default_factory=set)  # "container", "amd", "nvidia", "wsl"
+    flags: set[str] = field(default_factory=set)  # "container", "amd", "nvidia", "wsl", "windows", "macos"
     env: set[str] = field(default_factory=set)  # the variables the pastes set
     matched: set[str] = field(default_factory=set)  # the signatures found anywhere
     platform: Platform = field(default_factory=lambda: Platform(None, ""))  # the paste's own platform
@@ -211,6 +211,8 @@ def _scene(pasted: Pasted) -> Scene:
     lines = [line for _, block in pasted.blocks() if block.kind not in FACTS_ONLY for line in block.text.splitlines()]
     kernel = f.platform.get("kernel") or ""
     scene.platform = decide(([kernel] if kernel else []) + lines, torch.get("hip"), torch.get("cuda"))
+    if scene.platform.name in ("windows", "macos"):
+        scene.flags.add(scene.platform.name)
     return scene
 
 
