@@ -17,7 +17,9 @@ HSA_OVERRIDE_GFX_VERSION, /dev/kfd, amdgpu, rocminfo, hipcc...) to a CUDA, Windo
 CUDA-only fix (a CUDA wheel index, the NVIDIA driver, nvcc...) to a ROCm or macOS paste, and a Linux-only host
 fix (apt, modprobe, dkms, usermod, /dev/...) to a Windows or macOS paste, and a Linux kernel-driver fix to a WSL
 paste (WSL uses the Windows driver). Threads whose platform is unknown or
-CPU-only are not counted there. The figures are printed, never asserted: this measures, it tunes nothing.
+CPU-only are not counted there. Also printed: the fail / warn verdicts per thread whose cause family is not the
+accepted one (unrelated to the thread's cause).
+The figures are printed, never asserted: this measures, it tunes nothing.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ class Scored:
     shown: list[tuple[str, str | None]] = field(default_factory=list)  # (cause id, family)
     hit: bool = False
     other_platform: str = ""  # the fix text that belongs to another platform, if one was offered
+    unrelated: int = 0  # fail / warn verdicts of another cause family than the accepted one
     error: str = ""
 
 
@@ -92,18 +95,21 @@ def other_platform_fix(platform: str, causes: list[dict]) -> str:
     return ""
 
 
-def causes_in_process(paste: str) -> list[dict]:
-    """The causes `rocmcheck triage --json -` prints for this paste, computed by the command's own functions."""
+def causes_in_process(paste: str) -> tuple[list[dict], list[dict]]:
+    """The causes and the verdicts `rocmcheck triage --json -` prints for this paste, computed by the command's own
+    functions."""
     from rocmcheck.triage import triage
 
-    return triage([("-", paste + "\n")]).causes_payload()
+    t = triage([("-", paste + "\n")])
+    return t.causes_payload(), [r.to_dict() for r in t.results()]
 
 
 def score_one(path: Path, families: dict[str, str | None], unmapped: set[str], in_process: bool = False) -> Scored:
     rec = json.loads(path.read_text(encoding="utf-8"))
     s = Scored(path.stem, rec["cause_family"], rec["platform"])
     if in_process:
-        return _judge(s, causes_in_process(rec["paste"]), families, unmapped)
+        causes, results = causes_in_process(rec["paste"])
+        return _judge(s, causes, families, unmapped, results)
     res = run_command(
         [sys.executable, "-m", "rocmcheck", "triage", "--json", "-"],
         TRIAGE_TIMEOUT_S,
@@ -115,14 +121,19 @@ def score_one(path: Path, families: dict[str, str | None], unmapped: set[str], i
         s.error = res.describe_failure() if res.returncode is None else f"exit {res.returncode}: {res.stderr[-300:]}"
         return s
     try:
-        causes = json.loads(res.stdout).get("causes") or []
+        doc = json.loads(res.stdout)
     except json.JSONDecodeError as exc:
         s.error = f"not JSON: {exc}"
         return s
-    return _judge(s, causes, families, unmapped)
+    return _judge(s, doc.get("causes") or [], families, unmapped, doc.get("results") or [])
 
 
-def _judge(s: Scored, causes: list[dict], families: dict[str, str | None], unmapped: set[str]) -> Scored:
+def _judge(s: Scored, causes: list[dict], families: dict[str, str | None], unmapped: set[str],
+           results: list[dict] | None = None) -> Scored:
+    # A fail or warn verdict whose cause family is not the thread's accepted one (or is no family at all) is
+    # unrelated to what the thread was about: noise a reader has to read past.
+    s.unrelated = sum(1 for r in results or [] if r.get("status") in ("fail", "warn")
+                      and families.get(str(r.get("id"))) != s.family)
     top = sorted(causes, key=lambda c: c.get("rank", 0))[:SHOWN]
     for cause in top:
         cid = str(cause.get("id"))
@@ -186,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         share = f"{100 * hits / len(judged):.0f}%" if judged else "n/a"
         print(
             f"{split}: {len(rows)} threads, accepted family among the top {SHOWN}: {hits}/{len(judged)} ({share}); "
-            f"a fix for another platform: {other} of {len(counted)} platform-known threads"
+            f"a fix for another platform: {other} of {len(counted)} platform-known threads; "
+            f"unrelated fail/warn per thread: {sum(r.unrelated for r in judged) / max(1, len(judged)):.2f}"
             + (f"; {len(rows) - len(judged)} could not be scored" if len(judged) < len(rows) else "")
         )
     for split in args.misses:

@@ -38,8 +38,10 @@ def test_both_figures_on_the_recorded_threads() -> None:
         counted = [r for r in rows if not r.error and r.platform in score.OTHER_PLATFORM]
         other = sum(bool(r.other_platform) for r in counted)
         figures[split] = (hits, len(rows), other, len(counted))
+        unrelated = sum(r.unrelated for r in rows) / len(rows)
         print(f"{split}: accepted family among the top 3: {hits}/{len(rows)} ({100 * hits / len(rows):.0f}%); "
-              f"a fix for another platform: {other} of {len(counted)} platform-known threads")
+              f"a fix for another platform: {other} of {len(counted)} platform-known threads; "
+              f"unrelated fail/warn per thread: {unrelated:.2f}")
     assert not unmapped, f"cause ids missing from cause_families.json: {sorted(unmapped)}"
     assert all(not r.error for rows in by_split.values() for r in rows)
     assert figures["tune"][0] >= TUNE_FLOOR
