@@ -67,3 +67,15 @@ def test_the_driver_floor_is_the_exact_cuda_release() -> None:
     assert "550.54.14" in claim and "535.54.03" in claim and "upgrade" in claim
     assert "new enough" in driver_claim("12.1", "535.54.03")
     assert driver_claim("12.4", None).startswith("if ")
+
+
+def test_a_one_platform_fix_on_an_unknown_platform_says_if_and_asks() -> None:
+    from rocmcheck.triage.rank import _narrow
+
+    assert _narrow(("rocm-linux",), "sudo apt install amdgpu-dkms && sudo reboot")
+    assert not _narrow(("rocm-linux",), "pip install --force-reinstall deepspeed")
+    t = triage([("-", "docker: Error response from daemon: error gathering device information while adding custom "
+                      "device \"/dev/kfd\": no such file or directory.\n")])
+    narrow = [f for f in t.findings if f.fix is not None and f.cause is not None and len(f.cause.platforms) == 1]
+    assert t.scene.platform.name is None
+    assert narrow and all(f.fix.text.startswith("if this machine runs") and "uname -a" in f.fix.text for f in narrow)

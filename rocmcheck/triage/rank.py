@@ -23,7 +23,7 @@ from rocmcheck.triage.catalogue import Catalogue, Cause
 from rocmcheck.triage.judge import Judged
 from rocmcheck.triage.match import Hit, Scene, holds
 from rocmcheck.triage.pasted import Pasted, Quote
-from rocmcheck.triage.platform import check_platforms, foreign
+from rocmcheck.triage.platform import ASK_PLATFORM, PLATFORMS, check_platforms, foreign
 from rocmcheck.triage.remedy import build
 
 CHECK_SCORE = {Status.FAIL: 3.0, Status.WARN: 2.0, Status.PASS: -2.0}
@@ -153,6 +153,15 @@ def _remedy(f: Finding, pasted: Pasted, scene: Scene) -> None:
     if f.fix is not None and foreign(_words(f.fix), where):
         f.fix = f.ask or fixes.note(f"the usual fix of this cause is for another platform than this paste's ({where}): "
                                     "use the equivalent step of your platform's install guide")
+    elif where is None and f.fix is not None and f.cause is not None and _narrow(f.cause.platforms, _words(f.fix)):
+        # The fix holds on some platforms only and the paste does not show which one it is: say so, and ask.
+        f.fix = fixes.note(f"if this machine runs {' or '.join(f.cause.platforms)}: {_words(f.fix).strip()}; the "
+                           f"paste does not show its platform: paste the output of {ASK_PLATFORM} and uname -a")
+
+
+def _narrow(platforms: tuple[str, ...], text: str) -> bool:
+    """The fix's words hold on some platforms only, and the cause is not for every platform."""
+    return set(platforms) != set(PLATFORMS) and any(foreign(text, p) for p in PLATFORMS if p not in platforms)
 
 
 def _words(fix: Fix) -> str:
