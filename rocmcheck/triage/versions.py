@@ -13,7 +13,7 @@ from packaging.version import InvalidVersion, Version
 from rocmcheck.package_data import read_json
 
 CUDA_DRIVERS_FILE = "cuda_drivers.json"
-_DRIVER = re.compile(r"Driver Version:\s*(\d{3}\.\d+(?:\.\d+)?)")
+_DRIVER = re.compile(r"(?:Driver Version|Nvidia driver version):\s*(\d{3}\.\d+(?:\.\d+)?)", re.IGNORECASE)
 _TORCH_CUDA = re.compile(r"\+cu(\d{2,3})\b|CUDA used to build PyTorch: (\d+\.\d+)")
 
 
