@@ -33,7 +33,7 @@ _MISSING_LIB = re.compile(
     r"(?:Could not load library|Failed to dlopen|error while loading shared libraries:|Unable to load|"
     r"cannot find)\s+-?l?(lib[\w+.-]{1,80}?\.so[\w.]{0,20})|"
     r"/usr/bin/ld: cannot find -l([\w+.-]{1,60})|"
-    r"(?:Failed to load|Error loading \"[^\"]{0,300}?\\\\?)([\w.-]{1,80}\.dll))"
+    r"(?:Failed to load\s{1,4}|Error loading \"[^\"]{0,300}?\\\\?)([\w.-]{1,80}\.dll))"
 )
 _UNDEFINED = re.compile(r"undefined symbol: ?([\w$.@]{1,400})")
 _REQUIRES = re.compile(
@@ -148,6 +148,11 @@ def library_advice(lib: str, build: str | None, platform: str | None = None) -> 
     rows = providers(lib)
     pip = sorted({r["package"] for r in rows if r["kind"] == "pip"})
     deb = sorted({r["package"] for r in rows if r["kind"] == "deb"})
+    if lib.lower() in ("amdhip64.dll", "amdhip64_6.dll", "amdhip64_7.dll", "nvcuda.dll"):
+        vendor = "AMD's HIP runtime (the AMD GPU driver and the HIP SDK)" if lib.lower().startswith("amdhip") else \
+            "the NVIDIA driver"
+        return (f"{lib} belongs to {vendor}, not to any pip package: install or update it, and use a build made "
+                "for the HIP / CUDA version that driver ships")
     if lib.endswith(".dll"):
         return (f"{lib} (or a library it loads) is not found: reinstall the package whose folder holds it, install "
                 "the Microsoft Visual C++ Redistributable, and check the GPU build matches the driver")
