@@ -85,3 +85,11 @@ def test_missing_module_names_the_distribution_or_the_missing_build() -> None:
     assert "compiled part of apex" in shapes.module_advice("fused_layer_norm_cuda")
     assert "has no torch._six" in shapes.module_advice("torch._six")
     assert "triton-windows" in shapes.module_advice("triton", "windows")
+
+
+def test_undefined_symbol_names_the_module_and_torch_here() -> None:
+    line = ("ImportError: /usr/lib/python3/site-packages/vllm/_C.abi3.so: undefined symbol: "
+            "_ZN3c104cuda9SetDeviceEi")
+    assert shapes.symbol_module([line]) == "_C.abi3.so"
+    advice = shapes.symbol_advice("_ZN3c104cuda9SetDeviceEi", "_C.abi3.so", "2.3.0+cu121")
+    assert "needed by _C.abi3.so" in advice and "torch here: 2.3.0+cu121" in advice

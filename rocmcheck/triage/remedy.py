@@ -136,7 +136,8 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
                           "a library the program loads is not found: ldd on the failing module lists it")
     if name == "undefined_symbol":
         symbols = shapes.undefined_symbols(lines)
-        return fixes.note(shapes.symbol_advice(symbols[0]) if symbols else
+        torch_version = torch.get("version") or (pasted.facts.packages or {}).get("torch")
+        return fixes.note(shapes.symbol_advice(symbols[0], shapes.symbol_module(lines), torch_version) if symbols else
                           "the module was built against another version of a library it links")
     if name == "requires_conflict":
         return fixes.note(shapes.conflict_advice(shapes.conflicts(lines)))

@@ -196,6 +196,18 @@ class Symbol:
     meaning: str
 
 
+_SYMBOL_MODULE = re.compile(r"([\w./+-]{1,300}\.so[\w.]{0,20}): undefined symbol")
+
+
+def symbol_module(lines: Iterable[str]) -> str | None:
+    """The file name of the library or extension an undefined symbol was reported for, if the line names it."""
+    for line in lines:
+        m = _SYMBOL_MODULE.search(line)
+        if m:
+            return m.group(1).rsplit("/", 1)[-1]
+    return None
+
+
 def undefined_symbols(lines: Iterable[str]) -> list[str]:
     out: list[str] = []
     for line in lines:
@@ -252,12 +264,13 @@ def read_symbol(symbol: str) -> Symbol:
                                           "defines it: reinstall the module for the versions installed")
 
 
-def symbol_advice(symbol: str, module: str | None = None) -> str:
+def symbol_advice(symbol: str, module: str | None = None, torch_version: str | None = None) -> str:
     s = read_symbol(symbol)
     shown = s.readable if s.readable != symbol else symbol
     owner = f" ({s.owner}'s)" if s.owner else ""
-    where = f" in {module}" if module else ""
-    return f"undefined symbol {shown}{owner}{where}: {s.meaning}"
+    where = f", needed by {module}" if module else ""
+    sides = f" (torch here: {torch_version})" if torch_version and s.owner == "torch" else ""
+    return f"undefined symbol {shown}{owner}{where}: {s.meaning}{sides}"
 
 
 # --- pip's resolver ---------------------------------------------------------------------------------------------
