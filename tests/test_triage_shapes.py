@@ -93,3 +93,11 @@ def test_undefined_symbol_names_the_module_and_torch_here() -> None:
     assert shapes.symbol_module([line]) == "_C.abi3.so"
     advice = shapes.symbol_advice("_ZN3c104cuda9SetDeviceEi", "_C.abi3.so", "2.3.0+cu121")
     assert "needed by _C.abi3.so" in advice and "torch here: 2.3.0+cu121" in advice
+
+
+def test_built_for_names_both_sides() -> None:
+    advice = shapes.built_for_advice(lines("unslothai-unsloth-8580"))
+    assert "built for torch 2.10.0+cu128; the torch here is 2.11.0+cu130" in advice
+    assert "Python 3.10.19 (here 3.13.9)" in advice
+    cpu = shapes.built_for_advice(["    PyTorch 2.2.0+cu121 with CUDA 1201 (you have 2.2.0+cpu)"])  # xformers#982
+    assert "CPU build" in cpu

@@ -119,7 +119,8 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
     return fixes.with_why(fix, why) if why else fix
 
 
-SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool")
+SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool",
+               "built_for")
 
 
 def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
@@ -148,6 +149,8 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
                           "install the package the message names, in the environment that runs the command")
     if name == "api_skew":
         return fixes.note(shapes.import_name_advice(lines))
+    if name == "built_for":
+        return fixes.note(shapes.built_for_advice(lines))
     if vendor == "cpu":
         return fixes.note("the build needs a GPU compiler (CUDA's or ROCm's) this machine does not have (no NVIDIA or "
                           "AMD GPU stack, e.g. macOS): skip the package or use its CPU / MPS path (for flash-attn: "

@@ -318,6 +318,35 @@ def conflict_advice(found: list[Conflict]) -> str:
             f"{c.have}")
 
 
+# --- a compiled package's own "built for ... (you have ...)" ---------------------------------------------------
+
+_BUILT_FOR = re.compile(r"PyTorch ([\w.+]{1,40}) with CUDA \d{1,5} \(you have ([\w.+]{1,40})\)")
+_BUILT_FOR_PYTHON = re.compile(r"Python\s+([\d.]{1,12}) \(you have ([\d.]{1,12})\)")
+
+
+def built_for_advice(lines: Iterable[str]) -> str:
+    """xFormers-style "built for: PyTorch B with CUDA N (you have H)": both sides, and which one to change."""
+    built = have = py_built = py_have = None
+    for line in lines:
+        m = _BUILT_FOR.search(line)
+        if m and built is None:
+            built, have = m.group(1), m.group(2)
+        p = _BUILT_FOR_PYTHON.search(line)
+        if p and py_built is None:
+            py_built, py_have = p.group(1), p.group(2)
+    if built is None or have is None:
+        return ("the compiled package was built for another torch than the one installed: install its release built "
+                "for this torch")
+    text = f"the package's compiled part was built for torch {built}; the torch here is {have}"
+    if py_built and py_have and py_built.split(".")[:2] != py_have.split(".")[:2]:
+        text += f", and for Python {py_built} (here {py_have})"
+    if have.endswith("+cpu"):
+        return text + ": the torch here is the CPU build: install torch's CUDA build of the same version from its " \
+                      "index, the one the package expects"
+    return text + ": install the package's release built for this torch (its changelog pairs releases with torch " \
+                  "versions, and torch's index carries matching builds), or the torch it was built for"
+
+
 # --- missing modules --------------------------------------------------------------------------------------------
 
 def missing_modules(lines: Iterable[str]) -> list[str]:
