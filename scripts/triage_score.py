@@ -3,10 +3,13 @@ of threads whose accepted cause family is among the families of the three causes
 number of threads where a fix for another platform than the paste's own was offered among those three.
 
     python scripts/triage_score.py                      # both splits, a line per split
-    python scripts/triage_score.py --misses frozen      # also each thread of a split whose family was missed
+    python scripts/triage_score.py --misses tune        # also each thread of a split whose family was missed
+    python scripts/triage_score.py --in-process         # the same triage called in worker processes (fast)
 
 Each thread's paste goes to the real command (`python -m rocmcheck triage --json -`, the paste on stdin), as a
-person would run it. A cause id is mapped to its family by tests/fixtures/triage_threads/cause_families.json; an id
+person would run it; with --in-process, worker processes call the command's own functions (rocmcheck.triage.triage
+and its causes_payload) on the same text, which skips an interpreter start per thread.
+A cause id is mapped to its family by tests/fixtures/triage_threads/cause_families.json; an id
 missing there is listed at the end (the map has to learn it), and counts as no family.
 
 "Another platform" is read from the fix texts of the three causes shown: a ROCm-only fix (a ROCm wheel index,
@@ -14,7 +17,9 @@ HSA_OVERRIDE_GFX_VERSION, /dev/kfd, amdgpu, rocminfo, hipcc...) to a CUDA, Windo
 CUDA-only fix (a CUDA wheel index, the NVIDIA driver, nvcc...) to a ROCm or macOS paste, and a Linux-only host
 fix (apt, modprobe, dkms, usermod, /dev/...) to a Windows or macOS paste, and a Linux kernel-driver fix to a WSL
 paste (WSL uses the Windows driver). Threads whose platform is unknown or
-CPU-only are not counted there. The figures are printed, never asserted: this measures, it tunes nothing.
+CPU-only are not counted there. Also printed: the fail / warn verdicts per thread whose cause family is not the
+accepted one (unrelated to the thread's cause).
+The figures are printed, never asserted: this measures, it tunes nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import argparse
 import json
 import re
 import sys
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +72,7 @@ class Scored:
     shown: list[tuple[str, str | None]] = field(default_factory=list)  # (cause id, family)
     hit: bool = False
     other_platform: str = ""  # the fix text that belongs to another platform, if one was offered
+    unrelated: int = 0  # fail / warn verdicts of another cause family than the accepted one
     error: str = ""
 
 
@@ -89,9 +95,21 @@ def other_platform_fix(platform: str, causes: list[dict]) -> str:
     return ""
 
 
-def score_one(path: Path, families: dict[str, str | None], unmapped: set[str]) -> Scored:
+def causes_in_process(paste: str) -> tuple[list[dict], list[dict]]:
+    """The causes and the verdicts `rocmcheck triage --json -` prints for this paste, computed by the command's own
+    functions."""
+    from rocmcheck.triage import triage
+
+    t = triage([("-", paste + "\n")])
+    return t.causes_payload(), [r.to_dict() for r in t.results()]
+
+
+def score_one(path: Path, families: dict[str, str | None], unmapped: set[str], in_process: bool = False) -> Scored:
     rec = json.loads(path.read_text(encoding="utf-8"))
     s = Scored(path.stem, rec["cause_family"], rec["platform"])
+    if in_process:
+        causes, results = causes_in_process(rec["paste"])
+        return _judge(s, causes, families, unmapped, results)
     res = run_command(
         [sys.executable, "-m", "rocmcheck", "triage", "--json", "-"],
         TRIAGE_TIMEOUT_S,
@@ -103,10 +121,19 @@ def score_one(path: Path, families: dict[str, str | None], unmapped: set[str]) -
         s.error = res.describe_failure() if res.returncode is None else f"exit {res.returncode}: {res.stderr[-300:]}"
         return s
     try:
-        causes = json.loads(res.stdout).get("causes") or []
+        doc = json.loads(res.stdout)
     except json.JSONDecodeError as exc:
         s.error = f"not JSON: {exc}"
         return s
+    return _judge(s, doc.get("causes") or [], families, unmapped, doc.get("results") or [])
+
+
+def _judge(s: Scored, causes: list[dict], families: dict[str, str | None], unmapped: set[str],
+           results: list[dict] | None = None) -> Scored:
+    # A fail or warn verdict whose cause family is not the thread's accepted one (or is no family at all) is
+    # unrelated to what the thread was about: noise a reader has to read past.
+    s.unrelated = sum(1 for r in results or [] if r.get("status") in ("fail", "warn")
+                      and families.get(str(r.get("id"))) != s.family)
     top = sorted(causes, key=lambda c: c.get("rank", 0))[:SHOWN]
     for cause in top:
         cid = str(cause.get("id"))
@@ -116,6 +143,29 @@ def score_one(path: Path, families: dict[str, str | None], unmapped: set[str]) -
     s.hit = any(fam == s.family for _, fam in s.shown)
     s.other_platform = other_platform_fix(s.platform, top)
     return s
+
+
+def _score_in_worker(path: Path, families: dict[str, str | None]) -> tuple[Scored, set[str]]:
+    unmapped: set[str] = set()
+    return score_one(path, families, unmapped, in_process=True), unmapped
+
+
+def score_splits(threads: Path, families: dict[str, str | None], unmapped: set[str], jobs: int = 2,
+                 in_process: bool = False) -> dict[str, list[Scored]]:
+    """Each split's threads, scored (by the command, or in worker processes)."""
+    by_split: dict[str, list[Scored]] = {}
+    for split in SPLITS:
+        paths = sorted((threads / split).glob("*.json"))
+        if in_process:
+            with ProcessPoolExecutor(max_workers=max(1, jobs)) as procs:
+                done = list(procs.map(_score_in_worker, paths, [families] * len(paths), chunksize=8))
+            by_split[split] = [s for s, _ in done]
+            for _, more in done:
+                unmapped |= more
+        else:
+            with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+                by_split[split] = list(pool.map(lambda p: score_one(p, families, unmapped), paths))
+    return by_split
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         help="list each thread of this split whose accepted family was not among the three shown",
     )
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--in-process", action="store_true", help="call triage in worker processes, not the command")
     args = ap.parse_args(argv)
     fam_path = args.threads / "cause_families.json"
     if not fam_path.is_file() or not all((args.threads / s).is_dir() for s in SPLITS):
@@ -136,11 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     families = load_families(fam_path)
     unmapped: set[str] = set()
-    by_split: dict[str, list[Scored]] = {}
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for split in SPLITS:
-            paths = sorted((args.threads / split).glob("*.json"))
-            by_split[split] = list(pool.map(lambda p: score_one(p, families, unmapped), paths))
+    by_split = score_splits(args.threads, families, unmapped, args.jobs, args.in_process)
     for split in SPLITS:
         rows = by_split[split]
         judged = [r for r in rows if not r.error]
@@ -150,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
         share = f"{100 * hits / len(judged):.0f}%" if judged else "n/a"
         print(
             f"{split}: {len(rows)} threads, accepted family among the top {SHOWN}: {hits}/{len(judged)} ({share}); "
-            f"a fix for another platform: {other} of {len(counted)} platform-known threads"
+            f"a fix for another platform: {other} of {len(counted)} platform-known threads; "
+            f"unrelated fail/warn per thread: {sum(r.unrelated for r in judged) / max(1, len(judged)):.2f}"
             + (f"; {len(rows) - len(judged)} could not be scored" if len(judged) < len(rows) else "")
         )
     for split in args.misses:

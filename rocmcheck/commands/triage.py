@@ -35,12 +35,15 @@ def triage(files: tuple[str, ...], as_json: bool, as_markdown: bool, archs: tupl
     t = run_triage(texts, resolve_archs(archs))
     results = t.results()
     if as_json:
+        from rocmcheck.facts.redact import redact_tree
         from rocmcheck.report.json_report import dumps, envelope
 
         pastes = [{"name": inp.name, "lines": inp.paste.lines, "truncated": inp.paste.truncated,
                    "blocks": [b.kind for b in inp.paste if b.kind != "text"]} for inp in t.pasted.inputs]
+        where = t.scene.platform
+        platform = {"name": where.name, "evidence": where.evidence, "vendor": where.vendor}
         click.echo(dumps(envelope("triage", results, causes=t.causes_payload(), ask=t.ask_payload(),
-                                  pastes=pastes)))
+                                  pastes=pastes, platform=redact_tree(platform))))
     elif as_markdown:
         from rocmcheck.triage.answer import markdown
 

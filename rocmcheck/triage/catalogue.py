@@ -13,13 +13,14 @@ from functools import lru_cache
 from typing import Any
 
 from rocmcheck.package_data import read_json
+from rocmcheck.triage.platform import PLATFORMS
 from rocmcheck.triage.signs import SIGNS
 
 CATALOGUE_FILE = "signatures.json"
 WEIGHTS = (1, 2, 3)  # 1: a hint; 2: the usual cause of that text; 3: the text names the cause
 # What a signature's condition may look at (rocmcheck/triage/match.py computes each).
 LIBRARY_WORDS = ("torch", "other", "none")  # or a package the failing frame or .so is in ("flash_attn")
-PASTE_FLAGS = ("container", "amd", "nvidia", "wsl")
+PASTE_FLAGS = ("container", "amd", "nvidia", "wsl", "windows", "macos")  # the last two: the paste's platform
 CONDITION_KEYS = ("library", "paste", "not_paste", "env", "with")
 FIX_KEYS = ("shell", "note", "edit", "use")
 
@@ -55,6 +56,8 @@ class Cause:
     sources: tuple[str, ...]
     fix_container: dict[str, Any] | None = None
     order: int = 0  # its place in the catalogue: the tie-break between equal scores
+    platforms: tuple[str, ...] = PLATFORMS  # where the cause, its fix and its ask hold (rocmcheck.triage.platform)
+    text_if: str | None = None  # the sentence when the paste does not show the fact it states ("If ... is set")
 
 
 @dataclass(frozen=True)
@@ -78,8 +81,12 @@ def parse_catalogue(doc: dict[str, Any]) -> Catalogue:
             _fix_shape(cid, c["ask"])
         if not c.get("sources"):
             raise ValueError(f"cause {cid}: no sources")
+        platforms = tuple(c.get("platforms") or ())
+        if not platforms or set(platforms) - set(PLATFORMS):
+            raise ValueError(f"cause {cid}: platforms must be a non-empty list of {PLATFORMS}")
         causes[cid] = Cause(cid, c["title"], c["cause"], c.get("check"), tuple(c.get("checks") or ()), c["fix"],
-                            c.get("ask"), tuple(c["sources"]), c.get("fix_container"), order)
+                            c.get("ask"), tuple(c["sources"]), c.get("fix_container"), order, platforms,
+                            c.get("cause_if"))
     signatures = []
     seen: set[str] = set()
     for s in doc["signatures"]:

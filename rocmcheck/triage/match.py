@@ -19,6 +19,7 @@ from typing import Any
 from rocmcheck.facts.known import ALL
 from rocmcheck.triage.catalogue import Catalogue, Rule, Signature
 from rocmcheck.triage.pasted import Pasted, PasteInput, Quote
+from rocmcheck.triage.platform import Platform, decide
 from rocmcheck.triage.readers.paste import Block
 
 MAX_HITS_PER_SIGNATURE = 5  # quotes kept per signature: the same error printed by every rank says nothing more
@@ -57,9 +58,10 @@ class Hit:
 class Scene:
     """What the pastes show as a whole."""
 
-    flags: set[str] = field(default_factory=set)  # "container", "amd", "nvidia", "wsl"
+    flags: set[str] = field(default_factory=set)  # "container", "amd", "nvidia", "wsl", "windows", "macos"
     env: set[str] = field(default_factory=set)  # the variables the pastes set
     matched: set[str] = field(default_factory=set)  # the signatures found anywhere
+    platform: Platform = field(default_factory=lambda: Platform(None, ""))  # the paste's own platform
 
 
 def find(pasted: Pasted, cat: Catalogue) -> tuple[list[Hit], Scene]:
@@ -256,6 +258,11 @@ def _scene(pasted: Pasted) -> Scene:
             scene.flags.add("container")
     if "wsl" in (f.platform.get("kernel") or "").lower() or "microsoft" in (f.platform.get("kernel") or "").lower():
         scene.flags.add("wsl")
+    lines = [line for _, block in pasted.blocks() if block.kind not in FACTS_ONLY for line in block.text.splitlines()]
+    kernel = f.platform.get("kernel") or ""
+    scene.platform = decide(([kernel] if kernel else []) + lines, torch.get("hip"), torch.get("cuda"))
+    if scene.platform.name in ("windows", "macos"):
+        scene.flags.add(scene.platform.name)
     return scene
 
 

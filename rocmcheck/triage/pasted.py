@@ -8,7 +8,7 @@ read wins. Which reader gives which fact:
   and archs, the packages it lists;
 - ds_report: the deepspeed probe (version, accelerator, its ops, ninja), torch's version and hip / cuda, /dev/shm;
 - pip list / pip freeze / conda list: every package rocmcheck looks at (these list everything installed: a package
-  not listed is not installed);
+  not listed is not installed), unless the listing is a fragment of a few lines (then only what it lists);
 - accelerate / transformers / llamafactory env: torch's version, the packages, Python, kernel, the GPU model;
 - rocminfo, rocm-smi, amd-smi, nvidia-smi, hipconfig: `commands[...]` with the pasted text as stdout, read by the
   doctor's own parsers (a rocminfo fragment gives the GPU archs it names, nothing more);
@@ -64,6 +64,9 @@ DOCKER_DEFAULT_SHM = 64 * MIB
 KERNEL_LOG_KEYS = ("kernel-log-journalctl", "kernel-log-dmesg")
 MAX_GPUS = 1024
 MAX_SIGNS = 200
+# A package listing this short is a fragment someone cut (`pip freeze | grep torch`), not everything installed: a
+# package it does not list is not known. A full `pip list` of a Python environment with torch holds dozens.
+MIN_WHOLE_PACKAGE_LIST = 15
 MAX_DEVICE_NODES = 256
 # A GPU reaches a container through one of these (docker run's options; `-v /dev/...` binds device nodes too).
 NVIDIA_RUNTIMES = ("nvidia", "nvidia-container-runtime")
@@ -332,7 +335,12 @@ class _Builder:
         if not pk.versions:
             return
         versions = {name: _version_of(pk.versions, name) for name in PACKAGES}
-        self.whole("packages", versions, inp.quote(block))
+        if len(pk.versions) >= MIN_WHOLE_PACKAGE_LIST:
+            self.whole("packages", versions, inp.quote(block))
+        else:
+            for name, version in versions.items():
+                if version:
+                    self.fact("packages", name, version, inp.quote(block, pattern=_package_line(name)))
         for name, version in versions.items():
             if version:
                 self.p.where.setdefault(f"packages/{name}", inp.quote(block, pattern=_package_line(name)))

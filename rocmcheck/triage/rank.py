@@ -6,18 +6,24 @@ check of it said on the pasted facts (fail +3, warn +2, pass -2: the paste shows
 fine), plus one point when another check that corroborates it failed or warned. A failed or warned check that no
 cause claims is a cause of its own. Equal scores keep the catalogue's order. The evidence is thin, and the cause
 comes with what to paste next, when no check judged it and no signature names it outright.
+
+The paste's platform (rocmcheck/triage/platform.py) comes first: a cause that does not hold on it is not named, and
+a fix whose words hold on another platform only is replaced by what to paste next (or a note saying why the usual
+fix does not apply).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rocmcheck import fixes
 from rocmcheck.fixes import Fix
 from rocmcheck.result import CheckResult, Status
 from rocmcheck.triage.catalogue import Catalogue, Cause
 from rocmcheck.triage.judge import Judged
 from rocmcheck.triage.match import Hit, Scene, holds
 from rocmcheck.triage.pasted import Pasted, Quote
+from rocmcheck.triage.platform import ASK_PLATFORM, PLATFORMS, check_platforms, foreign
 from rocmcheck.triage.remedy import build
 from rocmcheck.triage.summary import NO_FIX
 
@@ -111,8 +117,13 @@ def rank(pasted: Pasted, cat: Catalogue, hits: list[Hit], scene: Scene, judged: 
                                      order=len(cat.causes) + len(findings))
     out = [f for f in findings.values() if f.signatures or (f.verdict is not None and f.verdict.status in
                                                             (Status.FAIL, Status.WARN))]
+    where = scene.platform.name
+    if where is not None:
+        out = [f for f in out if where in (f.cause.platforms if f.cause is not None else check_platforms(f.id))]
     for f in out:
         _score(f)
+        if f.thin and f.cause is not None and f.cause.text_if:
+            f.text = f.cause.text_if  # the paste does not show the fact the cause states: say "if"
         _remedy(f, pasted, scene)
     out.sort(key=lambda f: (-f.score, f.order))
     return [f for f in out if f.score > 0]
@@ -135,8 +146,27 @@ def _remedy(f: Finding, pasted: Pasted, scene: Scene) -> None:
         f.fix = f.verdict.fix  # the check's own fix, made from the pasted facts
     elif f.cause is not None:  # also for a pasted verdict: the catalogue's fix, never the paste's
         data = f.cause.fix_container if ("container" in scene.flags and f.cause.fix_container) else f.cause.fix
-        f.fix = build(data, pasted, scene.flags)
+        f.fix = build(data, pasted, scene.flags, scene.platform)
     elif f.verdict is not None and f.verdict.fix == NO_FIX and f.verdict.status in (Status.FAIL, Status.WARN):
         f.fix = NO_FIX  # a pasted verdict no check of rocmcheck's judged here: rocmcheck's own word
     if f.thin and f.cause is not None and f.cause.ask is not None:
-        f.ask = build(f.cause.ask, pasted, scene.flags)
+        f.ask = build(f.cause.ask, pasted, scene.flags, scene.platform)
+    where = scene.platform.name
+    if f.ask is not None and foreign(_words(f.ask), where):
+        f.ask = None
+    if f.fix is not None and foreign(_words(f.fix), where):
+        f.fix = f.ask or fixes.note(f"the usual fix of this cause is for another platform than this paste's ({where}): "
+                                    "use the equivalent step of your platform's install guide")
+    elif where is None and f.fix is not None and f.cause is not None and _narrow(f.cause.platforms, _words(f.fix)):
+        # The fix holds on some platforms only and the paste does not show which one it is: say so, and ask.
+        f.fix = fixes.note(f"if this machine runs {' or '.join(f.cause.platforms)}: {_words(f.fix).strip()}; the "
+                           f"paste does not show its platform: paste the output of {ASK_PLATFORM} and uname -a")
+
+
+def _narrow(platforms: tuple[str, ...], text: str) -> bool:
+    """The fix's words hold on some platforms only, and the cause is not for every platform."""
+    return set(platforms) != set(PLATFORMS) and any(foreign(text, p) for p in PLATFORMS if p not in platforms)
+
+
+def _words(fix: Fix) -> str:
+    return " ".join((fix.text, fix.why, fix.file))

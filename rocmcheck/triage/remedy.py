@@ -10,14 +10,20 @@ from typing import Any, Callable
 from rocmcheck import fixes
 from rocmcheck.fixes import Fix
 from rocmcheck.triage.pasted import Pasted
+from rocmcheck.triage.platform import ASK_PLATFORM, Platform
 from rocmcheck.versions import series
 
 # Interfaces that do not connect nodes: NCCL's socket transport should not pick them.
 NOT_BETWEEN_NODES = re.compile(r"^(?:lo|docker\d*|br-[0-9a-f]+|veth\w*|virbr\d*|cni\d*|flannel[\w.]*)$")
 
 
-def vendor_of(pasted: Pasted, flags: set[str]) -> str:
-    """The GPU vendor the fixes are for: torch's build, else the GPUs pasted, else what the pastes show."""
+def vendor_of(pasted: Pasted, flags: set[str], platform: Platform | None = None) -> str | None:
+    """The GPU vendor the fixes are for: torch's build, else the paste's platform, else the GPUs pasted, else what
+    the pastes show; None when the pastes show no vendor at all (and "cpu" for a macOS or CPU-only paste)."""
+    if platform is not None and platform.vendor:
+        return platform.vendor
+    if platform is not None and platform.name in ("macos", "cpu"):
+        return "cpu"
     torch = pasted.facts.probes.get("torch") or {}
     if torch.get("hip"):
         return "amd"
@@ -30,7 +36,7 @@ def vendor_of(pasted: Pasted, flags: set[str]) -> str:
         return "amd"
     if "nvidia" in flags and "amd" not in flags:
         return "nvidia"
-    return "amd"  # rocmcheck's machines: AMD Instinct unless the paste says otherwise
+    return None
 
 
 def rocm_version_of(pasted: Pasted) -> str | None:
@@ -62,10 +68,10 @@ FIELDS: dict[str, Callable[[Pasted], str | None]] = {
 }
 
 
-def build(data: dict[str, Any], pasted: Pasted, flags: set[str]) -> Fix:
-    """The Fix a catalogue entry describes, for these pastes."""
+def build(data: dict[str, Any], pasted: Pasted, flags: set[str], platform: Platform | None = None) -> Fix:
+    """The Fix a catalogue entry describes, for these pastes and the platform they show."""
     if "use" in data:
-        return _named(data["use"], data.get("why", ""), pasted, flags)
+        return _named(data["use"], data.get("why", ""), pasted, flags, platform)
     if "note" in data:
         return fixes.note(data["note"])
     if "edit" in data:
@@ -74,14 +80,19 @@ def build(data: dict[str, Any], pasted: Pasted, flags: set[str]) -> Fix:
     for name, source in (data.get("fields") or {}).items():
         value = FIELDS[source](pasted) if source in FIELDS else source
         if value is None:
-            return build(data["otherwise"], pasted, flags) if data.get("otherwise") else fixes.note(data.get("why", ""))
+            return (build(data["otherwise"], pasted, flags, platform) if data.get("otherwise")
+                    else fixes.note(data.get("why", "")))
         values[name] = value
     return fixes.shell(data["shell"], data.get("why", ""), **values)
 
 
-def _named(name: str, why: str, pasted: Pasted, flags: set[str]) -> Fix:
-    vendor = vendor_of(pasted, flags)
+def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platform | None = None) -> Fix:
+    vendor = vendor_of(pasted, flags, platform)
     rocm = rocm_version_of(pasted)
+    if vendor is None and name in ("torch_reinstall", "torch_replace", "docker_run"):
+        return fixes.note("the paste does not show its platform (ROCm or CUDA, Linux, WSL, Windows or macOS), and the "
+                          f"right torch build depends on it: paste the output of {ASK_PLATFORM}"
+                          + (f"; then: {why}" if why else ""))
     if name == "torch_reinstall":
         return fixes.torch_install(vendor, rocm, reinstall=True, why=why)
     if name == "torch_replace":
@@ -91,6 +102,14 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str]) -> Fix:
         from rocmcheck.checks.containers import container_restart
 
         return container_restart(vendor, why)
+    if name == "cuda_driver":
+        from rocmcheck.triage.versions import driver_claim, driver_of, torch_cuda_of
+
+        lines = [line for _, block in pasted.blocks() for line in block.text.splitlines()]
+        torch = pasted.facts.probes.get("torch") or {}
+        return fixes.note(driver_claim(torch_cuda_of(lines, torch.get("cuda")), driver_of(lines)))
+    if name in SHAPE_FIXES:
+        return _shape_fix(name, pasted, vendor, platform)
     if name == "flash_attn_rebuild":
         arch = _gpu_arch(pasted)
         return fixes.flash_attn_rebuild((arch,) if arch else ())
@@ -100,5 +119,52 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str]) -> Fix:
     return fixes.with_why(fix, why) if why else fix
 
 
-NAMED_FIXES = ("torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild", "GROUPS_FIX", "SHM_FIX",
-               "IOMMU_FIX", "NUMA_FIX", "DEEPSPEED_REINSTALL")
+SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool",
+               "built_for")
+
+
+def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
+    """A fix made by the generic readers (rocmcheck/triage/shapes.py) from the pasted lines themselves."""
+    from rocmcheck.triage import shapes
+
+    lines = shapes.lines_of(block.text for _, block in pasted.blocks())
+    torch = pasted.facts.probes.get("torch") or {}
+    if name == "missing_library":
+        libs = shapes.missing_libraries(lines)
+        build = shapes.torch_build(lines, torch.get("cuda"), torch.get("hip"))
+        where = platform.name if platform is not None else None
+        return fixes.note(shapes.library_advice(libs[0], build, where) if libs else
+                          "a library the program loads is not found: ldd on the failing module lists it")
+    if name == "undefined_symbol":
+        symbols = shapes.undefined_symbols(lines)
+        torch_version = torch.get("version") or (pasted.facts.packages or {}).get("torch")
+        return fixes.note(shapes.symbol_advice(symbols[0], shapes.symbol_module(lines), torch_version) if symbols else
+                          "the module was built against another version of a library it links")
+    if name == "requires_conflict":
+        return fixes.note(shapes.conflict_advice(shapes.conflicts(lines)))
+    if name == "module_install":
+        modules = shapes.missing_modules(lines)
+        return fixes.note(shapes.module_advice(modules[0], platform.name if platform is not None else None) if modules
+                          else
+                          "install the package the message names, in the environment that runs the command")
+    if name == "api_skew":
+        return fixes.note(shapes.import_name_advice(lines))
+    if name == "built_for":
+        return fixes.note(shapes.built_for_advice(lines))
+    if vendor == "cpu":
+        return fixes.note("the build needs a GPU compiler (CUDA's or ROCm's) this machine does not have (no NVIDIA or "
+                          "AMD GPU stack, e.g. macOS): skip the package or use its CPU / MPS path (for flash-attn: "
+                          "attn_implementation='sdpa'); a C/C++ compiler alone builds only CPU extensions")
+    if vendor == "amd":
+        return fixes.note("install the ROCm compilers the build needs (hipcc, the ROCm device libraries) and set "
+                          "ROCM_PATH to the ROCm install, or install a prebuilt wheel for this ROCm")
+    if vendor == "nvidia":
+        return fixes.note("install the CUDA toolkit of torch's CUDA version (its nvcc) and set CUDA_HOME to it; a "
+                          "C/C++ compiler (gcc/g++) and ninja (pip install ninja); or install a prebuilt wheel")
+    return fixes.note("install the compiler the build names (a C/C++ compiler; the GPU toolkit's compiler, nvcc or "
+                      "hipcc, of torch's CUDA or ROCm version) and ninja, or install a prebuilt wheel of the package")
+
+
+NAMED_FIXES = SHAPE_FIXES + ("cuda_driver", "torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild",
+               "GROUPS_FIX",
+               "SHM_FIX", "IOMMU_FIX", "NUMA_FIX", "DEEPSPEED_REINSTALL")

@@ -1,0 +1,81 @@
+"""The paste's platform, decided from its own evidence (rocmcheck/triage/platform.py), on real pastes of the tuning
+part of tests/fixtures/triage_threads/ (never the frozen part), and the rule it serves: no fix for another platform."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rocmcheck.facts.known import ALL
+from rocmcheck.triage import triage
+from rocmcheck.triage.platform import decide, foreign
+
+TUNE = Path(__file__).parent / "fixtures" / "triage_threads" / "tune"
+
+
+def paste(name: str) -> str:
+    return json.loads((TUNE / f"{name}.json").read_text(encoding="utf-8"))["paste"]
+
+
+def test_each_platform_from_real_pastes() -> None:
+    cases = {
+        "lm-sys-FastChat-2298": "windows",  # a D:\ path, torch not compiled with CUDA
+        "vllm-project-vllm-6184": "wsl",  # microsoft-standard-WSL2 kernel
+        "datalab-to-marker-42": "macos",  # an op not implemented for the MPS device
+        "NixOS-nixpkgs-406675": "cuda-linux",  # sm_XX arch list
+        "rocm-arch-rocm-arch-570": "rocm-linux",  # a gfx target
+    }
+    got = {name: decide(paste(name).splitlines()).name for name in cases}
+    assert got == cases
+
+
+def test_a_paste_without_evidence_is_unknown() -> None:
+    assert decide(["TypeError: __init__() got an unexpected keyword argument 'enable_lora'"]).name is None
+
+
+def test_no_rocm_fix_for_a_cuda_paste() -> None:
+    t = triage([("-", paste("NixOS-nixpkgs-406675"))])  # CUDA "no kernel image": ROCm's wheel index must not show
+    assert t.scene.platform.name == "cuda-linux"
+    assert t.findings and not any(f.fix is not None and foreign(f"{f.fix.text} {f.fix.why}", "cuda-linux")
+                                  for f in t.findings)
+    assert "env.hsa_override" not in [f.id for f in t.findings]
+
+
+def test_unknown_platform_asks_instead_of_picking_a_wheel() -> None:
+    t = triage([("-", "AssertionError: Torch not compiled with CUDA enabled\n")])
+    fix = next(f.fix for f in t.findings if f.id == "torch.build")
+    assert fix is not None and "does not show its platform" in fix.text and "index-url" not in fix.text
+
+
+def test_a_cause_the_paste_does_not_show_says_if() -> None:
+    t = triage([("-", "RuntimeError: HIP error: invalid device function\n")])  # no paste sets the override
+    override = [f for f in t.findings if f.id == "env.hsa_override"]
+    assert override and override[0].text.startswith("If HSA_OVERRIDE_GFX_VERSION is set")
+
+
+def test_a_pip_freeze_fragment_is_not_everything_installed() -> None:
+    t = triage([("-", "$ pip freeze | grep torch\ntorch==2.3.0\n")])
+    assert "transformers" not in t.pasted.facts.packages
+    assert t.pasted.facts.known.get("packages") != ALL and "transformers" not in (t.pasted.facts.known.get("packages")
+                                                                                 or [])
+
+
+def test_the_driver_floor_is_the_exact_cuda_release() -> None:
+    from rocmcheck.triage.versions import driver_claim
+
+    claim = driver_claim("12.4", "535.54.03")  # CUDA 12.x's 525 floor would call 535 new enough
+    assert "550.54.14" in claim and "535.54.03" in claim and "upgrade" in claim
+    assert "new enough" in driver_claim("12.1", "535.54.03")
+    assert driver_claim("12.4", None).startswith("if ")
+
+
+def test_a_one_platform_fix_on_an_unknown_platform_says_if_and_asks() -> None:
+    from rocmcheck.triage.rank import _narrow
+
+    assert _narrow(("rocm-linux",), "sudo apt install amdgpu-dkms && sudo reboot")
+    assert not _narrow(("rocm-linux",), "pip install --force-reinstall deepspeed")
+    t = triage([("-", "docker: Error response from daemon: error gathering device information while adding custom "
+                      "device \"/dev/kfd\": no such file or directory.\n")])
+    narrow = [f for f in t.findings if f.fix is not None and f.cause is not None and len(f.cause.platforms) == 1]
+    assert t.scene.platform.name is None
+    assert narrow and all(f.fix.text.startswith("if this machine runs") and "uname -a" in f.fix.text for f in narrow)

@@ -1,0 +1,103 @@
+"""The generic readers of rocmcheck/triage/shapes.py, each on real pastes from at least 10 different libraries: the
+tuning part of tests/fixtures/triage_threads/ (never the frozen part), and for pip's resolver the real lines of
+tests/fixtures/triage_shapes/pip_requires.txt (each under the URL of the thread it was read from)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rocmcheck.triage import shapes, triage
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TUNE = FIXTURES / "triage_threads" / "tune"
+
+
+def lines(name: str) -> list[str]:
+    return shapes.lines_of([json.loads((TUNE / f"{name}.json").read_text(encoding="utf-8"))["paste"]])
+
+
+def test_missing_library_names_its_provider_and_torch_build() -> None:
+    threads = {  # thread -> the library the loader could not open (11 projects)
+        "Dao-AILab-flash-attention-1644": "libc10.so", "Dao-AILab-flash-attention-236": "libtorch_cuda_cu.so",
+        "JIA-Lab-research-Seg-Zero-63": "libcuda.so", "NVIDIA-cuda-python-17": "libcuda.so",
+        "chn-lee-yumi-MaterialSearch-105": "fbgemm.dll", "facebookresearch-nougat-105": "libcudnn_cnn_infer.so.8",
+        "iSEE-Laboratory-LLMDet-32": "libcudart.so.10.1", "ollama-ollama-602": "libcudart.so.12",
+        "pytorch-pytorch-10910": "libcudart.so.9.0", "sgl-project-sglang-5002": "libnvrtc.so.12",
+        "vllm-project-vllm-1718": "libcudart.so.12",
+    }
+    found = {name: shapes.missing_libraries(lines(name))[:1] for name in threads}
+    assert found == {name: [lib] for name, lib in threads.items()}
+    assert "nvidia-cuda-nvrtc-cu12" in shapes.library_advice("libnvrtc.so.12", None)
+    assert "part of the torch build here (cu121)" in shapes.library_advice("libcudart.so.12", "cu121")
+    assert "another CUDA" in shapes.library_advice("libcudart.so.12", "cu118")
+    assert "NVIDIA driver" in shapes.library_advice("libcuda.so", None)
+    assert "torch's own libraries" in shapes.library_advice("libc10.so", None)
+    assert "itself" in shapes.library_advice("libcudart.so.9.0", None)  # only other versions are in the table
+
+
+def test_undefined_symbol_is_demangled_and_owned() -> None:
+    owners = {  # thread -> whose namespace the undefined symbol is in (13 projects)
+        "Dao-AILab-flash-attention-1783": "torch", "OpenGVLab-InternVL-467": "torch",
+        "agentmorris-MegaDetector-127": "Intel MKL / ITT", "atzkenneth-dragonfly_gen-3": "Intel MKL / ITT",
+        "axolotl-ai-cloud-axolotl-892": "torch", "deepspeedai-DeepSpeed-1879": "CUDA",
+        "flashinfer-ai-flashinfer-382": "torch", "huggingface-open-r1-684": "torch",
+        "open-mmlab-mmpretrain-1900": "Intel MKL / ITT", "pytorch-pytorch-103832": "CUDA",
+        "pytorch-xla-8406": "torch", "sgl-project-sglang-5100": "torch", "vllm-project-vllm-3147": "torch",
+    }
+    got = {name: shapes.read_symbol(shapes.undefined_symbols(lines(name))[0]).owner for name in owners}
+    assert got == owners
+    assert shapes.nested_name("_ZN3c104cuda9SetDeviceEi") == ["c10", "cuda", "SetDevice"]
+    assert "c10::cuda::SetDevice" in shapes.demangle("_ZN3c104cuda9SetDeviceEi")
+
+
+@given(st.text(max_size=200))
+def test_symbol_readers_never_raise(text: str) -> None:
+    shapes.nested_name(text)
+    shapes.read_symbol(text or "x")
+
+
+def test_pip_resolver_conflicts_from_eleven_projects() -> None:
+    text = (FIXTURES / "triage_shapes" / "pip_requires.txt").read_text(encoding="utf-8").splitlines()
+    pasted = [line for line in text if line and not line.startswith(("#", "http"))]
+    found = [shapes.conflicts([line]) for line in pasted]
+    assert len(pasted) == 11 and all(len(c) == 1 for c in found)
+    assert all(shapes.outside(c[0]) for c in found)  # each installed version is outside the range it quotes
+    advice = shapes.conflict_advice(found[-1])
+    assert advice.startswith("llamafactory 0.9.3.dev0 requires trl<=0.9.6,>=0.8.6, but trl 0.16.1 is installed")
+    t = triage([("-", "\n".join(pasted[:2]) + "\n")])
+    assert t.findings[0].id == "shape.requires_conflict"
+
+
+def test_missing_module_names_the_distribution_or_the_missing_build() -> None:
+    modules = {  # thread -> the module (12 projects)
+        "EuroEval-EuroEval-148": "numpy", "InternLM-InternLM-109": "torch._six", "NVIDIA-apex-499":
+        "fused_layer_norm_cuda", "antgroup-echomimic_v2-39": "triton", "hiyouga-LlamaFactory-2050": "triton.common",
+        "invoke-ai-InvokeAI-4055": "triton", "jzhang38-TinyLlama-168": "flash_attn",
+        "lum3on-comfyui_HiDream-Sampler-34": "triton", "ostris-ai-toolkit-279": "triton.ops",
+        "unslothai-unsloth-540": "Triton", "vllm-project-vllm-15592": "vllm._version", "whyNLP-LCKV-17": "torch",
+    }
+    assert {name: shapes.missing_modules(lines(name))[0] for name in modules} == modules
+    assert "pip install flash-attn" in shapes.module_advice("flash_attn")
+    assert "compiled part of apex" in shapes.module_advice("fused_layer_norm_cuda")
+    assert "has no torch._six" in shapes.module_advice("torch._six")
+    assert "triton-windows" in shapes.module_advice("triton", "windows")
+
+
+def test_undefined_symbol_names_the_module_and_torch_here() -> None:
+    line = ("ImportError: /usr/lib/python3/site-packages/vllm/_C.abi3.so: undefined symbol: "
+            "_ZN3c104cuda9SetDeviceEi")
+    assert shapes.symbol_module([line]) == "_C.abi3.so"
+    advice = shapes.symbol_advice("_ZN3c104cuda9SetDeviceEi", "_C.abi3.so", "2.3.0+cu121")
+    assert "needed by _C.abi3.so" in advice and "torch here: 2.3.0+cu121" in advice
+
+
+def test_built_for_names_both_sides() -> None:
+    advice = shapes.built_for_advice(lines("unslothai-unsloth-8580"))
+    assert "built for torch 2.10.0+cu128; the torch here is 2.11.0+cu130" in advice
+    assert "Python 3.10.19 (here 3.13.9)" in advice
+    cpu = shapes.built_for_advice(["    PyTorch 2.2.0+cu121 with CUDA 1201 (you have 2.2.0+cpu)"])  # xformers#982
+    assert "CPU build" in cpu

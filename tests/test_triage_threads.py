@@ -1,0 +1,48 @@
+"""Both figures of `rocmcheck triage` on the recorded issue threads (tests/fixtures/triage_threads/): the share of
+threads whose accepted cause family is among the three causes named, and the number of answers that offered a fix
+for another platform than the paste's, on the frozen test part and on the tuning part. The scorer's own logic
+(scripts/triage_score.py) runs in worker processes; the figures are printed (pytest -s shows them) and only what
+must hold is asserted: the tuning part does not fall below its recorded floor, and no more answers on the frozen
+part offer another platform's fix than recorded."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
+TUNE_FLOOR = 117  # threads of the tuning part with the accepted family among the top 3, when this test was written
+FROZEN_OTHER_PLATFORM_CEILING = 1  # frozen answers offering another platform's fix, when this test was written
+JOBS = 2
+
+
+def _scorer():
+    spec = importlib.util.spec_from_file_location("triage_score", ROOT / "scripts" / "triage_score.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["triage_score"] = module  # dataclasses and the worker processes look the module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_both_figures_on_the_recorded_threads() -> None:
+    score = _scorer()
+    families = score.load_families(THREADS / "cause_families.json")
+    unmapped: set[str] = set()
+    by_split = score.score_splits(THREADS, families, unmapped, jobs=JOBS, in_process=True)
+    figures = {}
+    for split, rows in by_split.items():
+        hits = sum(r.hit for r in rows if not r.error)
+        counted = [r for r in rows if not r.error and r.platform in score.OTHER_PLATFORM]
+        other = sum(bool(r.other_platform) for r in counted)
+        figures[split] = (hits, len(rows), other, len(counted))
+        unrelated = sum(r.unrelated for r in rows) / len(rows)
+        print(f"{split}: accepted family among the top 3: {hits}/{len(rows)} ({100 * hits / len(rows):.0f}%); "
+              f"a fix for another platform: {other} of {len(counted)} platform-known threads; "
+              f"unrelated fail/warn per thread: {unrelated:.2f}")
+    assert not unmapped, f"cause ids missing from cause_families.json: {sorted(unmapped)}"
+    assert all(not r.error for rows in by_split.values() for r in rows)
+    assert figures["tune"][0] >= TUNE_FLOOR
+    assert figures["frozen"][2] <= FROZEN_OTHER_PLATFORM_CEILING
