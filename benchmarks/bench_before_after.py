@@ -67,6 +67,7 @@ def main() -> None:
     ap.add_argument("--save-parts", action="store_true")
     ap.add_argument("--budget", type=float, default=560.0)
     a = ap.parse_args()
+    a.before = a.before.resolve()  # the children run from a folder of their own (below)
     budget = ttv.Budget(a.budget)
     want = a.only.split(",")
     site = [sysconfig.get_paths()["purelib"]] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
