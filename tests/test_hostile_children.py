@@ -204,10 +204,11 @@ def _stand_in_torch(folder: Path) -> tuple[Path, Path]:
 
 @SIGNALS
 def test_a_signal_during_probe_ends_its_hung_children(tmp_path, sig):
-    # `probe all` starts the main probe child and the collective's child; both hang importing torch.
+    # `probe all` starts the main probe child, which hangs importing torch (the collective's child would start only
+    # once the main child is done).
     site, starts = _stand_in_torch(tmp_path)
     env = dict(os.environ, PYTHONPATH=str(site))
-    _signal_and_inspect(["probe", "all"], env, lambda pid: starts.exists() and len(starts.read_text().split()) >= 2,
+    _signal_and_inspect(["probe", "all"], env, lambda pid: starts.exists() and len(starts.read_text().split()) >= 1,
                         sig, tmp_path)
 
 

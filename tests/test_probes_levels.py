@@ -245,7 +245,11 @@ def test_the_doctor_prints_each_probe_verdict_once_as_it_arrives(monkeypatch):
     results = run_gpu_stage(ctx, opts, [], heard.append, progress)
     assert results == [streamed, late] and heard == [streamed]
     assert progress.stages == ["GPU probe 1/2: memory", "GPU probe 2/2: triton"]
-    assert asked == {"level": 2, "duration_s": None, "skip": {"gemm_tflops"}, "only": None}
+    # the plan's probes by name (plan_stages: the level's, less --skip), decided once before the stage starts
+    from rocmcheck.probes.stage import select_names
+
+    assert asked == {"level": 2, "duration_s": None, "skip": None,
+                     "only": set(select_names(None, {"gemm_tflops"}, 2))}
 
 
 def test_run_doctor_emits_a_streamed_verdict_once(monkeypatch):
@@ -311,7 +315,7 @@ def test_verdicts_streamed_one_at_a_time_print_their_areas_title_once():
     from rocmcheck.result import passed, skipped
 
     out = io.StringIO()
-    stream = Stream(Console(file=out, width=120, color_system=None))
+    stream = Stream(Console(file=out, width=120, color_system=None), verbose=True)  # -v: every verdict as it comes
     stream.results([passed("streamed first", id="probe.memory")], [])
     stream.results([skipped("streamed second", id="probe.rms_norm")], [])
     stream.results([passed("a stage later", id="train.loss")], [])
