@@ -56,7 +56,7 @@ def check_torch_installed(ctx: CheckContext) -> CheckResult:
 
 # Without its bytecode every process compiles torch, torch._dynamo and transformers again: a default smoke-train took
 # about twice as long (benchmarks/RESULTS.md, section 17).
-BYTECODE_COST = "about 10 s more per process that imports torch (a default smoke-train on an H200: 20 s instead of 9)"
+BYTECODE_COST = "about twice the start-up of every process that imports torch"
 
 
 @check("torch.bytecode", "PyTorch imports from compiled bytecode")
