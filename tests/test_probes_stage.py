@@ -204,7 +204,9 @@ def _children_started(monkeypatch) -> list[dict]:
 def test_a_child_started_ahead_runs_the_stage_and_gives_the_same_verdicts(monkeypatch):
     from rocmcheck.probes.stage import start_early_main_child
 
-    only = {"gemm_numerics", "attention"}
+    # Two numerics probes: their verdicts do not depend on how fast this box runs them (the attention probe's
+    # speed-based verdict can differ between two runs on a busy box)
+    only = {"gemm_numerics", "rms_norm"}
     early = start_early_main_child(60, only, cpu=True, wait_s=60)
     assert early is not None
     started = _children_started(monkeypatch)
