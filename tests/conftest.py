@@ -169,3 +169,36 @@ def torch_extensions_dir(tmp_path_factory) -> str:
             _stop_ops_build(_ops_build)  # the tests' own DeepSpeed runs then build (or fail to build) and say why
         return str(_ops_build.folder)
     return os.environ.get(KEPT_EXTENSIONS_ENV) or str(tmp_path_factory.mktemp("torch-extensions"))
+
+
+# A shared fixture (module or session scope) that fails is one red test, not one per test that asks for it: the first
+# test shows the failure; every later test that asks for the same fixture is skipped, naming it and that test.
+_FAILED_SHARED: dict[str, str] = {}
+
+
+def _shared_fixtures(item: pytest.Item) -> list[tuple[str, object]]:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return []
+    return [(name, defs[-1]) for name, defs in info.name2fixturedefs.items()
+            if defs and defs[-1].scope in ("module", "session", "package")]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for name, fixturedef in _shared_fixtures(item):
+        key = f"{fixturedef.baseid}::{name}"
+        if key in _FAILED_SHARED:
+            pytest.skip(f"the shared fixture {name} failed in {_FAILED_SHARED[key]}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "setup" and report.failed:
+        for name, fixturedef in _shared_fixtures(item):
+            cached = getattr(fixturedef, "cached_result", None)
+            if cached is not None and cached[2] is not None:  # (result, key, exception info): this one raised
+                _FAILED_SHARED.setdefault(f"{fixturedef.baseid}::{name}", item.nodeid)
+
