@@ -31,7 +31,6 @@ import math
 import os
 import shutil
 import signal
-import stat
 import subprocess
 import threading
 import time
@@ -39,6 +38,7 @@ from dataclasses import dataclass
 from typing import IO, Any, Callable, Iterable, Sequence
 
 from rocmcheck.record import Record
+from rocmcheck.safe.files import read_head_bytes
 
 # Output kept per stream: enough for any real rocminfo (8 GPUs ~ 60 KB), bounded against garbage.
 MAX_OUTPUT_CHARS = 2_000_000
@@ -272,19 +272,8 @@ def _why_not_started(result: CommandResult, exc: OSError, search_path: str | Non
 def shebang_interpreter(path: str) -> str | None:
     """The interpreter a script's `#!` line names, or None (not a script, not readable, not a regular file).
     Reads at most SHEBANG_BYTES and never blocks (a FIFO is refused before it is opened for reading)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        head = os.read(fd, SHEBANG_BYTES)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    if not head.startswith(b"#!"):
+    head = read_head_bytes(path, SHEBANG_BYTES)
+    if head is None or not head.startswith(b"#!"):
         return None
     words = head[2:].split(b"\n", 1)[0].split()
     return words[0].decode("utf-8", errors="replace") if words else None

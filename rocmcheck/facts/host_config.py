@@ -11,11 +11,10 @@ from __future__ import annotations
 import glob
 import os
 import re
-import stat
 import struct
 from typing import Any
 
-from rocmcheck.safe.files import read_head
+from rocmcheck.safe.files import read_head, read_head_bytes
 
 MAX_FILES = 64  # per folder: more configuration files than this is not a real machine's /etc
 MAX_FILE_CHARS = 65_536
@@ -60,21 +59,6 @@ GPU_VENDOR = "0x1002"
 GPU_CLASSES = ("0x0300", "0x0302", "0x0380")
 
 
-def _read_bytes(path: str, limit: int) -> bytes | None:
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        return os.read(fd, limit)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def acs_control(config: bytes) -> int | None:
     """The ACS control register from a device's configuration space, None when the extended space was not
     readable (a short read) or has no ACS capability. Pure; never raises."""
@@ -112,7 +96,7 @@ def gpu_bridges_acs(sysfs: str) -> dict[str, Any]:
             bdf = os.path.basename(parent)
             chain.append(bdf)
             if bdf not in bridges:
-                config = _read_bytes(os.path.join(parent, "config"), PCI_CONFIG_SIZE) or b""
+                config = read_head_bytes(os.path.join(parent, "config"), PCI_CONFIG_SIZE) or b""
                 readable = readable or len(config) >= PCI_CONFIG_SIZE
                 bridges[bdf] = acs_control(config)
             parent = os.path.dirname(parent)

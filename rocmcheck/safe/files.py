@@ -84,6 +84,23 @@ def read_text_capped(path: str | os.PathLike, *, limit: int = MAX_CONFIG_BYTES, 
         raise BadInput(f"{excerpt(path)}: not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x})") from None
 
 
+def read_head_bytes(path: str | os.PathLike, limit: int) -> bytes | None:
+    """The first `limit` bytes of a file rocmcheck chose to look at itself (a PCI config space, a script's `#!`
+    line); None when it is missing, unreadable or not a regular file (a FIFO is never waited on)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        return os.read(fd, limit)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def read_head(path: str | os.PathLike, limit: int) -> str | None:
     """The first `limit` characters of a file rocmcheck chose to look at itself (/proc, /sys, a ROCm install's
     version files), decoded leniently; None when it is missing, unreadable or not a regular file (a FIFO is
