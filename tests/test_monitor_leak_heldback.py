@@ -102,9 +102,12 @@ VARIANTS = {
 @pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_held_back_variant_is_named_by_its_holder_line(tmp_path, name):
     body, holder, line, advice = VARIANTS[name]
-    path = tmp_path / "loop.py"
+    # A folder named rocmcheck above the person's script (a checkout of this repository, say) keeps it theirs.
+    work = tmp_path / "rocmcheck" / "job"
+    work.mkdir(parents=True)
+    path = work / "loop.py"
     path.write_text(textwrap.dedent(HEAD) + textwrap.dedent(body) + textwrap.dedent(TAIL))
-    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=300, cwd=work)
     result = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT")), None)
     assert result is not None, proc.stderr
     assert result.startswith("RESULT fail") and holder in result, result

@@ -57,6 +57,9 @@ MIN_RISE_BYTES = {"gpu": 1 * MIB, "cpu": 4 * MIB}
 # Allocator history entries kept while watching; a 7B model's step makes a few thousand allocations.
 MAX_HISTORY_ENTRIES = 200_000
 # Frames from these paths are PyTorch/library internals, not the line a person wrote.
+# rocmcheck's own package folder: its frames are the finder's, not the person's (a path that merely contains a
+# folder named rocmcheck, such as a checkout of this repository holding the person's script, is theirs).
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 LIBRARY_MARKERS = ("/torch/", "/site-packages/", "/dist-packages/", "<frozen", "/lib/python3", "/lib64/python3")
 TORCH_MARKERS = ("/torch/",)
 
@@ -508,7 +511,7 @@ def user_frames(start: Any = None) -> list[Any]:
     out = []
     while frame is not None:
         name = frame.f_code.co_filename
-        if name != __file__ and not _is_library(name) and "/rocmcheck/" not in name:
+        if name != __file__ and not _is_library(name) and not os.path.abspath(name).startswith(PACKAGE_DIR):
             out.append(frame)
         frame = frame.f_back
     return out
