@@ -119,6 +119,21 @@ def at_scale() -> None:
                     "--out", str(out), "--", sys.executable, "loop.py", keep, "nowatch"], work)
         verdict = [x for x in proc.stderr.splitlines() if x.strip()]
         print(f"-- {keep}: exit {proc.returncode}\n{proc.stdout.strip()}\n" + "\n".join(verdict[-14:]), flush=True)
+        print_readings(out)
+
+
+def print_readings(out: Path) -> None:
+    """The recorded curve, a reading a line: what the memory curve's judge was given."""
+    from rocmcheck.monitor.recording import read_recordings
+
+    try:
+        samples = read_recordings([out])
+    except Exception as exc:  # noqa: BLE001 - a benchmark's diagnostics: say why and go on
+        print(f"   no readings: {exc}", flush=True)
+        return
+    for s in samples:
+        used = f"{s.used_bytes / 2**30:6.2f}" if s.used_bytes is not None else "     ?"
+        print(f"   t={s.t:6.2f} gpu{s.gpu} used {used} GiB util {s.util_pct}", flush=True)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,10 @@ for step in "$@"; do
             python3 -m rocmcheck compare --json "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-} > "$OUT/compare-machines.json" ;;
         plan-lora) run bench-plan-lora ${PLAN_LORA_S:-420} python3 benchmarks/bench_plan_lora.py --out "$OUT/bench_plan_lora.json" ${PLAN_LORA_ARGS:-} ;;
         monitor) run bench-monitor ${MONITOR_S:-300} python3 benchmarks/bench_monitor.py ;;
+        leak)  # the leak finder's held-back variants and a fast climb under monitor; the allocator snapshots are
+            # too big to bring back (the verdicts name them)
+            run leak-holders ${LEAK_S:-420} python3 benchmarks/bench_leak_holders.py
+            find "$OUT" -name 'leak-snapshot-*.pickle' -delete ;;
         stream) run doctor-stream 200 python3 benchmarks/bench_doctor_stream.py ;;
         ds-offload) run ds-offload 300 python3 -m rocmcheck smoke-train --deepspeed recipes/zero3-offload.json ;;
         # smoke-train on own models (random-init folders made here); split so each fits one 10-minute call
@@ -83,12 +87,6 @@ for step in "$@"; do
         # Time to verdict (smoke-train, own models, doctor, without bytecode), each beside its floor and peers.
         time) run time-to-verdict ${TTV_S:-540} python3 benchmarks/bench_time_to_verdict.py --budget ${TTV_BUDGET:-500} \
             ${TTV_FLAGS:-} --json "$OUT/time_to_verdict.json" ;;
-        # The own models again (their folders kept from `time`), the scratch checkpoint in the temporary folder
-        own-tmpdir) TMPDIR=/tmp run own-tmpdir ${OWN_S:-300} python3 benchmarks/bench_time_to_verdict.py --only own \
-            --budget ${OWN_BUDGET:-280} --models-dir /tmp/rocmcheck-bench-models --shapes ${OWN_SHAPES:-mistral-2b} \
-            --json "$OUT/own_tmpdir.json" ;;
-        first-kernels) run first-kernels 200 python3 benchmarks/bench_first_runs.py --kernels --budget 180 --json "$OUT/first_kernels.json" ;;
-        first-runs) run first-runs ${FR_S:-500} python3 benchmarks/bench_first_runs.py --budget ${FR_BUDGET:-480} ${FR_FLAGS:-} ;;
         level2) run level2 ${L2_S:-300} python3 benchmarks/bench_level2.py ${L2_FLAGS:---no-alone} ;;
         level3) run level3 ${L3_S:-420} python3 benchmarks/bench_level3.py ${L3_FLAGS:---no-alone --duration 60} ;;
         drift)  # the bf16 run against its fp32 twin over every step, three seeds
@@ -118,8 +116,6 @@ for b in (2, 4, 8):
         planted-faults) run planted-faults ${PF_S:-240} python3 benchmarks/bench_planted_faults.py --json "$OUT/planted_faults.json" ;;
         compile-bytecode)  # what pip leaves on an installed machine: the bytecode of torch's venv, the wheels, rocmcheck
             run compile-bytecode 120 python3 -m compileall -q -j 0 "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" /tmp/site rocmcheck ;;
-        memory-room)  # where train.reload's scratch checkpoint can go (train/scratch.py): /dev/shm's room, the host's
-            df -h /dev/shm /tmp; grep -E "MemTotal|MemAvailable" /proc/meminfo; cat /sys/fs/cgroup/memory.max 2>&1 ;;
         *) echo "unknown step $step" ;;
     esac
 done
