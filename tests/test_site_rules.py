@@ -178,3 +178,14 @@ def test_a_bad_knowledge_folder_is_exit_2_before_anything_runs(tmp_path):
     proc = doctor("--knowledge", str(folder), "--no-gpu-probes", "--no-train")
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         f"Error: --knowledge {folder / 'site.json'}: read: should be a non-empty string, not ''"]
+
+
+def test_debians_amd_smi_without_a_driver_leaves_the_firmware_not_judged(tmp_path):
+    """Debian's amd-smi 10.1 in a root with no amdgpu (tests/fixtures/debian-sid-rocm): exit 255, one stderr line."""
+    failed = ran("amd-smi-firmware", stdout=project_fixture("debian-sid-rocm/amd-smi-firmware.stdout.txt"),
+                 returncode=255, stderr=project_fixture("debian-sid-rocm/amd-smi-firmware.stderr.txt"))
+    assert parse_amd_smi_firmware(failed.stdout + failed.stderr) == {}
+    rules = load_site_rules(write_rules(tmp_path / "site", RULES))
+    ctx = CheckContext(amd_machine(commands={"amd-smi-firmware": failed}), site_rules=rules)
+    (r,) = run_checks(select_checks(only=("gpu.firmware",)), ctx)
+    assert r.status == Status.SKIP and r.summary.startswith("amd-smi firmware: ") and "Drivers not loaded" in r.summary
