@@ -36,6 +36,7 @@ class DoctorOptions:
     across_nodes: bool = False  # the cross-node collective on the launcher's rendezvous
     across_timeout_s: float = 180.0
     python: Any = None  # facts.python_env.TargetPython: the interpreter whose stack is judged (None: rocmcheck's own)
+    site_rules: Any = None  # knowledge.site.SiteRules from --knowledge (None: the shipped knowledge alone)
 
 
 @dataclass
@@ -144,7 +145,8 @@ def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
                      smi_memory_bytes=[g.memory_bytes for g in gpus if g.memory_bytes] or None,
                      rocm_version=rocm.version if rocm is not None else None,
                      kernel_cmdline=ctx.facts.files.get("/proc/cmdline"),
-                     numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"))
+                     numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"),
+                     site_rules=opts.site_rules)
     from rocmcheck.probes.stage import StageListener
 
     # The plan's probes by name; names it could not take go to the stage as given, which refuses them in its words
@@ -266,7 +268,8 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
             late = PYTHON_STACK_AREAS | (PACKAGE_AREAS if opts.python is not None else set())
             early_specs = [s for s in specs if s.area not in late]
             # Judged on the facts so far; what they print is redacted on the way out (emit).
-            early.extend(run_checks(early_specs, CheckContext(partial, expected_archs=opts.expected_archs)))
+            early.extend(run_checks(early_specs, CheckContext(partial, expected_archs=opts.expected_archs,
+                                                          site_rules=opts.site_rules)))
             emit(list(early), [])
             if needs_python:
                 progress.begin("importing torch, flash-attn, DeepSpeed (child process)")
@@ -278,7 +281,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         # Tool outputs hold secrets too (hipconfig --full prints HIP_*/HSA_* variables): the checks see, and the
         # bundle keeps, only the redacted facts, so a bundle replays to the same verdicts.
         facts = _redacted_facts(facts)
-    ctx = CheckContext(facts, expected_archs=opts.expected_archs)
+    ctx = CheckContext(facts, expected_archs=opts.expected_archs, site_rules=opts.site_rules)
     results = run_checks(specs, ctx)
     shown = {(r.id, r.status, r.summary) for r in early}
     early_ids = {r.id for r in early}
@@ -413,3 +416,70 @@ def load_bundle(path: Path) -> Facts:
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise BadInput(f"{shown}: damaged bundle: {excerpt(exc, 2 * MAX_ECHO_CHARS)}") from None
     return facts
+
+
+def _measured_rates(results: list[CheckResult]) -> dict[str, float]:
+    """The rates the passing GPU probes measured, by floor key and in its unit (knowledge/floors.py)."""
+    from rocmcheck.knowledge import floors
+    from rocmcheck.probes.catalog.copy_bandwidth import TRANSFERBENCH_COPY_BYTES_FACTOR
+
+    def number(value: Any) -> float | None:
+        return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    out: dict[str, float] = {}
+    for r in results:
+        if r.status != Status.PASS:
+            continue  # a reference records a known-good node: a slow or failed probe sets no floor
+        if r.id == "probe.gemm_tflops" and number(r.data.get("tflops")):
+            out[floors.GEMM_BF16_TFLOPS] = number(r.data["tflops"])
+        elif r.id == "probe.copy_bandwidth" and number(r.data.get("tb_per_s")):
+            # TransferBench's unit, as the shipped floors: GB/s with a copy's bytes counted once
+            out[floors.HBM_COPY_GBPS] = number(r.data["tb_per_s"]) * 1000 / TRANSFERBENCH_COPY_BYTES_FACTOR
+        elif r.id == "probe.host_bandwidth":
+            for key, name in ((floors.HOST_TO_DEVICE_GBPS, "h2d_gb_per_s"), (floors.DEVICE_TO_HOST_GBPS,
+                                                                              "d2h_gb_per_s")):
+                if number(r.data.get(name)):
+                    out[key] = number(r.data[name])
+    return out
+
+
+def reference_document(run: DoctorRun) -> dict[str, Any]:
+    """This run's node as a site rule file (knowledge/site.py reference_rules): what `--write-reference` writes."""
+    import datetime
+
+    from rocmcheck.checks.rocm import detected_rocm_version
+    from rocmcheck.facts.parsers.host_tools import parse_amd_smi_firmware
+    from rocmcheck.knowledge.site import reference_rules
+
+    ctx = run.context or CheckContext(run.facts)
+    firmware: dict[str, str] = {}
+    res = run.facts.commands.get("amd-smi-firmware")
+    per_gpu = parse_amd_smi_firmware(res.stdout) if res is not None and res.ok else {}
+    for fw_id in sorted({f for gpu in per_gpu.values() for f in gpu}):
+        seen = {gpu.get(fw_id) for gpu in per_gpu.values()}
+        if len(seen) == 1 and None not in seen:  # one version on every GPU: a mixed node sets no expectation
+            firmware[fw_id] = seen.pop()
+    gpus = known_or_none(lambda: ctx.gpus) or []
+    products = {g.product.name for g in gpus if g.product is not None}
+    torch = known_or_none(lambda: ctx.torch) or {}
+    amd = known_or_none(ctx.known_vendor) == "amd"
+    node = run.facts.platform.get("node") or "this node"
+    now = datetime.datetime.fromtimestamp(run.facts.collected_at or time.time(), datetime.timezone.utc)
+    replayed = "a replayed bundle, " if run.source == "bundle" else ""
+    return reference_rules(
+        source=f"rocmcheck doctor --write-reference on {node} ({replayed}collected {now:%Y-%m-%d %H:%M} UTC)",
+        read=f"{now:%Y-%m-%d}",
+        amdgpu_module=(run.facts.files.get("/sys/module/amdgpu/version") or None) if amd else None,
+        firmware=firmware, rocm=known_or_none(lambda: detected_rocm_version(ctx)) if amd else None,
+        torch=torch.get("version"), product=products.pop() if len(products) == 1 else None,
+        measured=_measured_rates(run.results))
+
+
+def write_reference(run: DoctorRun, path: Path, *, force: bool = False) -> tuple[Path, list[str]]:
+    """Write the reference atomically (never over an existing file without force); the path and what it records."""
+    from rocmcheck.safe.files import write_atomic
+
+    doc = reference_document(run)
+    recorded = [k for k in ("driver", "firmware", "rocm", "torch") if k in doc]
+    recorded += [f"{p} floors ({', '.join(m)})" for p, m in doc.get("products", {}).items()]
+    return write_atomic(path, json.dumps(doc, indent=1) + "\n", force=force), recorded

@@ -41,6 +41,7 @@ if inroot sh -c 'command -v amd-smi' >/dev/null; then
     record amd-smi-version amd-smi version
     record amd-smi-static-json amd-smi static --json
     record amd-smi-list amd-smi list
+    record amd-smi-firmware amd-smi firmware
 fi
 echo "${manifest%,}]" | python3 -m json.tool > "$OUT/commands.json"
 inroot dpkg-query -W -f '${Package}\t${Version}\n' rocminfo rocm-smi hipcc libamdhip64-dev 'libamdhip64-*' \

@@ -19,6 +19,7 @@ from rocmcheck.facts.parsers.models import HipConfig, RocminfoReport, SmiGpu, Sm
 from rocmcheck.facts.rocm_location import RocmLocation
 from rocmcheck.facts.rocm_roots import ROOT_VARIABLES
 from rocmcheck.knowledge import Arch, Product, arch_info, base_gfx, cuda_arch_from_capability
+from rocmcheck.knowledge.site import SiteRules
 from rocmcheck.result import CheckResult
 from rocmcheck.runner import CommandResult
 
@@ -103,6 +104,7 @@ class GpuView:
 class CheckContext:
     facts: Facts
     expected_archs: tuple[str, ...] = ()
+    site_rules: SiteRules | None = None  # the site's own rules (doctor --knowledge, knowledge/site.py)
     # How a skip names a fact that is not known: "not known: /dev/shm size"; triage sets "not in the paste".
     unknown_phrase: str = NOT_KNOWN_PHRASE
 

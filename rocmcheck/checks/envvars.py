@@ -147,3 +147,25 @@ def _renumbered_twice(ctx: CheckContext, setvars: dict[str, str]) -> CheckResult
     return warned(f"ROCR_VISIBLE_DEVICES then {second} renumber twice: the process gets physical GPU(s) {physical}",
                   fixes.shell("export ROCR_VISIBLE_DEVICES={physical}; unset {second}", "the same GPUs, numbered once",
                               physical=physical, second=second), evidence, physical=physical)
+
+
+@check("env.site_forbidden", "no variable the site's rules forbid is set")
+def check_site_forbidden(ctx: CheckContext) -> CheckResult:
+    """The variables a site forbids (--knowledge, `forbidden_env`), each with the site's reason."""
+    from rocmcheck.facts.collect import in_env_domain
+
+    rules = ctx.site_rules.forbidden_env if ctx.site_rules is not None else {}
+    if not rules:
+        return skipped("no forbidden variables: no site rules given (--knowledge)")
+    recorded = [n for n in rules if in_env_domain(n)]
+    unread = [n for n in rules if n not in recorded]
+    evidence = [f"not judged (rocmcheck does not record it): {', '.join(unread)}"] if unread else []
+    found = ctx.env_vars(recorded)
+    if not found:
+        return passed(f"none of {', '.join(recorded)} is set", evidence) if recorded else \
+            skipped("no forbidden variable rocmcheck records", evidence)
+    evidence = [f"{n}={v}: {rules[n].values[0]} ({rules[n].cite()})" for n, v in found.items()] + evidence
+    return warned(f"set, and forbidden by the site: {', '.join(found)}",
+                  fixes.unset(*found, why="the site's rules forbid it (" + "; ".join(
+                      sorted({rules[n].file for n in found})) + "); remove it from the job script or image too"),
+                  evidence)

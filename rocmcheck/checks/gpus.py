@@ -9,6 +9,7 @@ from rocmcheck.checks.context import CheckContext, GpuView, installed_but_cannot
 from rocmcheck.checks.where import device_access_fix, kubernetes_signs, slurm_job_without_gpus
 from rocmcheck.facts.known import NotKnown
 from rocmcheck.facts.parsers._text import clean_lines
+from rocmcheck.facts.parsers.host_tools import parse_amd_smi_firmware
 from rocmcheck.fixes import BUG_FIX, GROUPS_FIX, docker_run, note, shell, unset, with_why
 from rocmcheck.knowledge import arch_info
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -240,3 +241,61 @@ def check_partition(ctx: CheckContext) -> CheckResult:
         why = "not shown" if not g.extra.get("compute_units") else "fewer than some product of its arch has"
         raise NotKnown(f"the partition mode of GPU {g.index} (no partition column; its compute units {why})")
     return passed("whole GPUs (SPX)", evidence)
+
+
+# The PLDM bundle is the firmware set AMD releases (and platform vendors flash) for an Instinct baseboard; every GPU of
+# a node runs the same one after a complete update, so two bundles on one node are an update that stopped half way
+# (AMD's node-scraper and cvs compare each GPU's firmware with the expected versions).
+PLDM_BUNDLE = "PLDM_BUNDLE"
+_FIRMWARE_FIX = ("update the GPU firmware (the PLDM bundle) with the platform vendor's BMC or firmware tool, then "
+                 "power-cycle the node; until then drain it")
+
+
+@check("gpu.firmware", "GPU firmware (PLDM bundle) versions, against the site's expected ones")
+def check_firmware(ctx: CheckContext) -> CheckResult:
+    """amd-smi firmware's versions per GPU: a node mixing PLDM bundles warns; with site rules (--knowledge), every
+    expected firmware is compared on every GPU. Without expectations the versions are shown, not judged."""
+    if ctx.known_vendor() != "amd":
+        return skipped("not an AMD GPU machine")
+    res = ctx.command("amd-smi-firmware")
+    if res is None:
+        return skipped("amd-smi is not installed: firmware versions not read")
+    if not res.ok:
+        return skipped(f"amd-smi firmware: {res.describe_failure()}")
+    per_gpu = parse_amd_smi_firmware(res.stdout)
+    if not per_gpu:
+        return skipped("amd-smi firmware listed no firmware versions")
+    by_id: dict[str, dict[str, list[int]]] = {}
+    for gpu, firmware in sorted(per_gpu.items()):
+        for fw_id, version in firmware.items():
+            by_id.setdefault(fw_id, {}).setdefault(version, []).append(gpu)
+    evidence = [f"{fw_id}: " + "; ".join(f"{v} on GPU {', '.join(map(str, g))}" for v, g in seen.items())
+                for fw_id, seen in by_id.items()]
+    expected = ctx.site_rules.firmware if ctx.site_rules is not None else {}
+    wrong, unread = [], []
+    for fw_id, rule in expected.items():
+        seen = by_id.get(fw_id)
+        if not seen:
+            unread.append(fw_id)
+            continue
+        accepted = {v.lower() for v in rule.values}
+        off = [f"GPU {', '.join(map(str, g))}: {v}" for v, g in seen.items() if v.lower() not in accepted]
+        if off:
+            wrong.append(f"{fw_id} {'; '.join(off)}, the site expects {' or '.join(rule.values)} ({rule.cite()})")
+    if unread:
+        evidence.append(f"not judged (amd-smi shows no version): {', '.join(unread)}")
+    if wrong:
+        return warned("firmware other than the site's: " + "; ".join(wrong), note(_FIRMWARE_FIX), evidence)
+    bundles = by_id.get(PLDM_BUNDLE, {})
+    if len(bundles) > 1:
+        return warned(f"the GPUs run {len(bundles)} different PLDM bundles ({', '.join(bundles)}): a firmware update "
+                      "that did not reach every GPU", note(_FIRMWARE_FIX), evidence)
+    shown = (f"PLDM bundle {next(iter(bundles))}" if bundles
+             else f"{len(by_id)} firmware versions (no PLDM bundle shown)")
+    count = f"{len(per_gpu)} GPU{'s' if len(per_gpu) != 1 else ''}"
+    judged = [fw_id for fw_id in expected if fw_id not in unread]
+    if judged:
+        return passed(f"{shown} on {count}; {', '.join(judged)} as the site expects "
+                      f"({', '.join(sorted({expected[f].file for f in judged}))})", evidence)
+    return passed(f"{shown} on {count} (no expected versions given: not judged; a site sets them with --knowledge)",
+                  evidence)

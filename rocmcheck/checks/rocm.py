@@ -174,3 +174,38 @@ def check_release_support(ctx: CheckContext) -> CheckResult:
                            if first else f"{arch} is outside AMD's supported targets: expect unsupported kernels"),
                       evidence)
     return passed(f"{', '.join(archs)} supported by the ROCm release(s) in use", evidence)
+
+
+@check("rocm.site_versions", "the ROCm and torch versions inside the site's ranges")
+def check_site_versions(ctx: CheckContext) -> CheckResult:
+    """The installed ROCm user space and torch against the ranges a site sets (--knowledge: `rocm`, `torch`, each a
+    packaging specifier such as "~=6.4.1")."""
+    from packaging.specifiers import SpecifierSet
+
+    from rocmcheck import versions
+
+    rules = ctx.site_rules
+    wanted = [(what, rule) for what, rule in (("ROCm", rules and rules.rocm), ("torch", rules and rules.torch)) if rule]
+    if not wanted:
+        return skipped("no version ranges: no site rules given (--knowledge)")
+    found = {"ROCm": detected_rocm_version(ctx) if ctx.known_vendor() == "amd" else None,
+             "torch": (ctx.torch or {}).get("version") if any(w == "torch" for w, _ in wanted) else None}
+    evidence, outside = [], []
+    for what, rule in wanted:
+        version = found[what]
+        if versions.parse(version) is None:
+            evidence.append(f"{what}: not found, not judged (the site wants {rule.values[0]}, {rule.cite()})")
+            continue
+        inside = SpecifierSet(rule.values[0]).contains(str(versions.parse(version)), prereleases=True)
+        evidence.append(f"{what} {version}: {'inside' if inside else 'outside'} {rule.values[0]} ({rule.cite()})")
+        if not inside:
+            outside.append((what, version, rule))
+    if outside:
+        return warned("; ".join(f"{w} {v} is outside the site's range {r.values[0]}" for w, v, r in outside),
+                      note("install the versions the site qualified (" + "; ".join(
+                          f"{w} {r.values[0]}, {r.file}" for w, _, r in outside) + "), or use its container image"),
+                      evidence)
+    judged = [line.split(":")[0] for line in evidence if "inside" in line]
+    if not judged:
+        return skipped("no version to judge against the site's ranges", evidence)
+    return passed(f"{' and '.join(judged)} inside the site's ranges", evidence)

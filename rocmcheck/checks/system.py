@@ -124,22 +124,37 @@ def check_amdgpu_driver(ctx: CheckContext) -> CheckResult:
     return failed("the amdgpu kernel driver is not loaded", fix, amd_driver_evidence(ctx) + ctx.amd_signs)
 
 
-@check("driver.window", "amdgpu driver inside the ROCm user space's supported window")
+def _same_release(found: str, expected: str) -> bool:
+    """"6.12.12" is "6.12.12" and "6.12.12.0"; text that holds no version only equals itself."""
+    a, b = versions.parse(found), versions.parse(expected)
+    return a == b if a is not None and b is not None else found.strip() == expected.strip()
+
+
+@check("driver.window", "amdgpu driver inside the ROCm user space's supported window (and the site's driver)")
 def check_driver_window(ctx: CheckContext) -> CheckResult:
     """The loaded amdgpu driver against the window AMD's matrix gives the installed ROCm user space and the one torch
     bundles ("ROCm 6.4: drivers 6.4, 6.3, 6.2, 6.1"): outside it, kernels can fail to load or queues hang."""
     if ctx.known_vendor() != "amd":
         return skipped("no AMD GPU stack found")
     module = (ctx.file("/sys/module/amdgpu/version") or "").strip()
+    site = ctx.site_rules.amdgpu_modules if ctx.site_rules is not None else None
+    if site is not None and not any(_same_release(module, v) for v in site.values):
+        return warned(f"amdgpu {module or '(in-tree driver, no module version)'} is not the driver the site expects "
+                      f"({', '.join(site.values)}, {site.cite()})",
+                      note(f"on the host, install the amdgpu driver the site qualified ({', '.join(site.values)}), "
+                           f"or drain this node; the site's rule: {site.file}"),
+                      [f"/sys/module/amdgpu/version: {module or 'absent'}", f"expected: {', '.join(site.values)} "
+                       f"({site.cite()})"])
+    site_line = [f"amdgpu {module}: the site's expected driver ({site.cite()})"] if site is not None else []
     if not module:
         return skipped("no amdgpu module version (/sys/module/amdgpu/version): an in-tree driver, or none loaded")
     driver = compat.driver_of_module(module)
     if driver is None:
         return passed(f"amdgpu {module}: not in the table of AMD driver releases (rocm_releases.json), window not "
-                      f"judged")
+                      f"judged" + ("; the site's expected driver" if site is not None else ""), site_line)
     userspaces = [("the system ROCm", detected_rocm_version(ctx)), ("torch's ROCm", torch_rocm_version(ctx))]
-    evidence = [f"amdgpu {module} = AMD driver {driver.driver_release} (shipped with ROCm {driver.rocm_release}; "
-                f"{driver.source})"]
+    evidence = site_line + [f"amdgpu {module} = AMD driver {driver.driver_release} (shipped with ROCm "
+                            f"{driver.rocm_release}; {driver.source})"]
     outside = []
     for what, rocm in userspaces:
         row = compat.release_row(rocm) if rocm else None

@@ -95,7 +95,15 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
               help="Seconds the fact collection may take in all; a tool still running then becomes a verdict.")
 @click.option("--bundle-dir", type=click.Path(file_okay=False, path_type=Path),
               help="Under a launcher, one doctor per node: write DIR/<host name>.json (a shared folder for compare).")
-@click.option("--force", is_flag=True, help="Replace an existing bundle file (--out FILE, or DIR/<host>.json).")
+@click.option("--knowledge", type=click.Path(path_type=Path), metavar="DIR",
+              help="Add a site's own rules: a folder of rule files (*.json) or one file, as docs/knowledge.md "
+                   "describes (expected driver and firmware, floors, forbidden variables, version ranges).")
+@click.option("--write-reference", type=OutputFile(), metavar="FILE",
+              help="Record this node as known-good: write its driver, firmware, ROCm and torch, and 0.9 x its "
+                   "probes' rates as floors, to FILE, a site rule file for --knowledge (a new file; --force "
+                   "replaces one).")
+@click.option("--force", is_flag=True,
+              help="Replace an existing bundle file (--out FILE, or DIR/<host>.json) or --write-reference FILE.")
 @click.option("--across-nodes", is_flag=True,
               help="Also run an all-reduce / all-gather over every GPU of every node on the launcher's rendezvous.")
 @click.option("--across-timeout", type=FiniteFloat(10, MAX_DEADLINE_S), default=180.0, show_default=True,
@@ -113,7 +121,7 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
                    "problems and a tally per area).")
 def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, no_train, save_bundle, bundle, deadline,
            bundle_dir, force, across_nodes, across_timeout, node_per_rank, verbose, level, duration, as_summary,
-           python, fail_on):
+           python, fail_on, knowledge, write_reference):
     """Check this machine for fine-tuning LLaMA on ROCm (or CUDA): one verdict per check, each with a fix.
     Prints the problems first, each group with its fix as a line to paste, then a tally per area (-v: every
     verdict as each stage finishes). Exit 0: nothing failed (warnings included, unless --fail-on warn); 1: a
@@ -144,6 +152,15 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         from rocmcheck.safe.files import check_target
 
         check_target(save_bundle, force=force)
+    if write_reference is not None:
+        from rocmcheck.safe.files import check_target
+
+        check_target(write_reference, force=force)
+    site_rules = None
+    if knowledge is not None:  # read and checked whole before anything runs: a bad file is exit 2 now
+        from rocmcheck.knowledge.site import load_site_rules
+
+        site_rules = load_site_rules(knowledge)
 
     if bundle is not None and (bundle_dir is not None or across_nodes):
         raise BadInput("--bundle replays a saved bundle: it cannot be combined with --bundle-dir or --across-nodes")
@@ -170,7 +187,8 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
 
     opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
                          train=not no_train, deadline_s=deadline, launch=launch, across_nodes=across_nodes,
-                         across_timeout_s=across_timeout, level=level, duration_s=duration, python=target)
+                         across_timeout_s=across_timeout, level=level, duration_s=duration, python=target,
+                         site_rules=site_rules)
     facts = None
     if bundle is not None:
         facts = load_bundle(bundle)
@@ -205,6 +223,17 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
             write_bundle(run, node_bundle, force=force)
         except OSError as exc:
             write_error = describe_write_error(node_bundle, exc)
+    if write_reference is not None:
+        from rocmcheck.doctor import write_reference as write_ref
+        from rocmcheck.safe.files import describe_write_error
+
+        try:
+            _, recorded = write_ref(run, write_reference, force=force)
+            what = ", ".join(recorded) or "nothing known to record"
+            click.echo(render.clean(f"Reference written to {write_reference}: {what} (read it back with --knowledge)"),
+                       err=True)
+        except OSError as exc:
+            write_error = describe_write_error(write_reference, exc) + " (an existing file is unchanged)"
     machine = run.machine_summary()
     if node_line:
         counts = {s: sum(1 for r in run.results if r.status.value == s) for s in ("fail", "warn", "pass")}

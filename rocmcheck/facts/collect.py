@@ -318,9 +318,10 @@ IN_PROCESS_GROUPS = ("platform", "os_info", "env", "files", "present", "devices"
                      "packages", "torch_requires", "node_health", "extensions", "launch")
 KERNEL_LOG_KEYS = ("kernel-log-journalctl", "kernel-log-dmesg")
 # Host tools read for the host configuration checks (checks/host_config.py): Secure Boot, the DKMS modules, the
-# processes already on the GPUs, the xGMI links' state, and the CPER error records amdgpu kept (root only).
+# processes already on the GPUs, the xGMI links' state, the CPER error records amdgpu kept (root only), and the
+# GPUs' firmware versions (the PLDM bundle).
 HOST_TOOL_KEYS = ("mokutil-sb-state", "dkms-status", "amd-smi-process", "nvidia-smi-apps", "amd-smi-xgmi-links",
-                  "amd-smi-cper")
+                  "amd-smi-cper", "amd-smi-firmware")
 # Every key `commands` can hold: a key missing from a whole collection is a tool that is not installed.
 COMMAND_KEYS = ("rocminfo", "hipconfig", "amd-smi-static", "amd-smi-version", "rocm-smi", "rocm-smi-json",
                 "nvidia-smi-query", "nvidia-smi", "nvidia-smi-health") + KERNEL_LOG_KEYS + HOST_TOOL_KEYS
@@ -368,6 +369,7 @@ def collect_facts(deadline_s: float = 60.0, command_timeout_s: float = 20.0,
         jobs["amd-smi-xgmi-links"] = lambda: run_command([amd_smi, "xgmi", "--link-status"],
                                                          timeout=command_timeout_s)
         jobs["amd-smi-cper"] = lambda: run_command([amd_smi, "ras", "--cper"], timeout=command_timeout_s)
+        jobs["amd-smi-firmware"] = lambda: run_command([amd_smi, "firmware"], timeout=command_timeout_s)
     if rocm_smi:
         jobs["rocm-smi"] = lambda: run_command([rocm_smi], timeout=command_timeout_s)
         jobs["rocm-smi-json"] = lambda: run_command(

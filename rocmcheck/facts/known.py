@@ -140,6 +140,7 @@ KEY_WORDS = {
     ("commands", "nvidia-smi-apps"): "nvidia-smi --query-compute-apps output",
     ("commands", "amd-smi-xgmi-links"): "amd-smi xgmi --link-status output",
     ("commands", "amd-smi-cper"): "amd-smi ras --cper output",
+    ("commands", "amd-smi-firmware"): "amd-smi firmware output",
     ("probes", "torch"): "torch's import (version, build, GPUs)",
     ("probes", "flash_attn"): "flash-attn's import",
     ("probes", "deepspeed"): "DeepSpeed's import and ops",

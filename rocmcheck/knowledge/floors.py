@@ -18,6 +18,8 @@ HOST_TO_DEVICE_GBPS = "host_to_device_gbps"
 DEVICE_TO_HOST_GBPS = "device_to_host_gbps"
 BIDIRECTIONAL_GBPS = "bidirectional_gbps"
 XGMI_PAIR_GBPS = "xgmi_pair_gbps"
+FLOOR_KEYS = (GEMM_BF16_TFLOPS, HBM_READ_GBPS, HBM_COPY_GBPS, HOST_TO_DEVICE_GBPS, DEVICE_TO_HOST_GBPS,
+              BIDIRECTIONAL_GBPS, XGMI_PAIR_GBPS)
 
 
 @dataclass(frozen=True)
@@ -26,10 +28,16 @@ class Floor:
     key: str
     value: float
     what: str  # which of AMD's tests and settings the number comes from
-    source: str  # the URL of the file it was read from
+    source: str  # the URL of the file it was read from (a site's rule file: its path)
+    site: bool = False  # a site's own floor (knowledge/site.py, --knowledge), measured the probe's own way
 
     def cite(self) -> str:
         return f"{self.what} ({self.source})"
+
+    @property
+    def who(self) -> str:
+        """Whose floor it is, for a verdict's words: "AMD's" or "the site's"."""
+        return "the site's" if self.site else "AMD's"
 
 
 @lru_cache(maxsize=None)

@@ -11,6 +11,7 @@ from typing import Any
 
 from rocmcheck.knowledge import Product, arch_info
 from rocmcheck.knowledge.floors import Floor, validation_floor
+from rocmcheck.knowledge.site import SiteRules
 
 
 @dataclass
@@ -22,6 +23,7 @@ class HostFacts:
     rocm_version: str | None = None  # the installed ROCm release ("6.3.3"), for the torch wheel a fix names
     kernel_cmdline: str | None = None  # /proc/cmdline (iommu=pt), for a collective that hangs
     numa_balancing: str | None = None  # /proc/sys/kernel/numa_balancing ("0" / "1")
+    site_rules: SiteRules | None = None  # the site's own rules (doctor --knowledge): its floors come first
 
 
 @dataclass
@@ -40,6 +42,7 @@ class DeviceContext:
     rocm_version: str | None = None
     kernel_cmdline: str | None = None
     numa_balancing: str | None = None
+    site_rules: SiteRules | None = None
 
     @classmethod
     def from_device_event(cls, device: dict[str, Any], host: HostFacts | None = None,
@@ -59,6 +62,7 @@ class DeviceContext:
             rocm_version=host.rocm_version,
             kernel_cmdline=host.kernel_cmdline,
             numa_balancing=host.numa_balancing,
+            site_rules=host.site_rules,
         )
 
     def product(self) -> Product | None:
@@ -72,9 +76,13 @@ class DeviceContext:
         return None
 
     def floor(self, key: str) -> Floor | None:
-        """AMD's validation floor of this GPU's product for one measure (knowledge/floors.py); None without one."""
+        """The floor of this GPU's product for one measure: the site's (--knowledge) where it sets one, else AMD's
+        validation floor (knowledge/floors.py); None without either."""
         product = self.product()
-        return validation_floor(product.name, key) if product is not None else None
+        if product is None:
+            return None
+        site = self.site_rules.floor(product.name, key) if self.site_rules is not None else None
+        return site or validation_floor(product.name, key)
 
     def label(self) -> str:
         return f"{self.name} ({self.arch})" if self.arch else self.name or "this GPU"

@@ -12,7 +12,10 @@ https://github.com/ROCm/ROCm/issues/1748); `amd-smi process` prints a "GPU: N" b
 the driver does not expose it (an SR-IOV guest) (AMD SMI CHANGELOG, 25.3.0 and the mVF fix); `amd-smi ras --cper`
 prints each CPER record's header ("Dumping CPER file header entries for GPU 0:" then `"error_severity":
 "non_fatal_corrected"`, AMD SMI CHANGELOG), or with --folder a table "timestamp gpu_id severity file_name list of
-afids" (AMD SMI's CLI documentation).
+afids" (AMD SMI's CLI documentation); `amd-smi firmware` prints a "GPU: N" block with "FW_ID:" and "FW_VERSION:"
+per firmware, the PLDM bundle as FW_ID PLDM_BUNDLE (amd-smi 26.2.0, ROCm 7.1.1, MI300X VF:
+https://github.com/ROCm/ROCm/issues/5231; an MI355X node: oracle-quickstart/oci-gpu-quickstarts
+amd/MI355X/README-MI355X-Pollara.md).
 """
 
 from __future__ import annotations
@@ -202,4 +205,28 @@ def parse_amd_smi_cper(text: str) -> list[CperRecord]:
         elif stripped.startswith("}") and severity is not None:
             out.append(CperRecord(gpu, severity, stamp))
             severity, stamp = None, None
+    return out
+
+
+_FW_GPU = re.compile(r"^GPU:\s*(\d{1,4})\s*$")
+_FW_FIELD = re.compile(r"^(FW_ID|FW_VERSION):\s*(\S.*?)\s*$")
+
+
+def parse_amd_smi_firmware(text: str) -> dict[int, dict[str, str]]:
+    """`amd-smi firmware` -> {gpu index: {FW_ID: FW_VERSION}} ({0: {"PLDM_BUNDLE": "01.25.03.12", ...}}); a version
+    shown N/A is left out. An ID without a GPU line before it is GPU 0's."""
+    out: dict[int, dict[str, str]] = {}
+    gpu = 0
+    fw_id: str | None = None
+    for line in clean_lines(text or ""):
+        stripped = line.strip()
+        if m := _FW_GPU.match(stripped):
+            gpu, fw_id = int(m.group(1)), None
+        elif m := _FW_FIELD.match(stripped):
+            if m.group(1) == "FW_ID":
+                fw_id = m.group(2).upper()
+            elif fw_id is not None:
+                if m.group(2).upper() != "N/A":
+                    out.setdefault(gpu, {})[fw_id] = m.group(2)
+                fw_id = None
     return out

@@ -55,15 +55,16 @@ def _against_amd_floor(tbps: float, floor: Floor, product: Product | None, ctx: 
     """Pass at AMD's floor; warn below it; fail below COPY_FAIL_OF_PEAK of the datasheet bandwidth (or of the floor
     when the datasheet figure is missing)."""
     floor_tbps = floor.value * TRANSFERBENCH_COPY_BYTES_FACTOR / 1000
-    text = (f"device copy: {tbps:.2f} TB/s on {ctx.label()} (read + written) vs AMD's floor {floor_tbps:.2f} TB/s for "
-            f"{floor.product}")
+    text = (f"device copy: {tbps:.2f} TB/s on {ctx.label()} (read + written) vs {floor.who} floor {floor_tbps:.2f} "
+            f"TB/s for {floor.product}")
     info.update(floor_tb_per_s=round(floor_tbps, 3), floor_source=floor.source)
     evidence = [f"floor: {floor.cite()}, bytes counted twice here"]
     bottom = COPY_FAIL_OF_PEAK * (product.hbm_tbps if product and product.hbm_tbps else floor_tbps)
     if tbps >= floor_tbps:
         return passed(text, evidence, **info, id=ID)
     if tbps >= bottom:
-        return warned(text + ": below the floor AMD's health check fails a GPU at", slow_gpu_fix(ctx), evidence,
+        below = "the site's floor" if floor.site else "the floor AMD's health check fails a GPU at"
+        return warned(text + f": below {below}", slow_gpu_fix(ctx), evidence,
                       **info, id=ID)
     return failed(text + f": far below what it should reach (< {bottom:.2f} TB/s)", slow_gpu_fix(ctx), evidence,
                   **info, id=ID)

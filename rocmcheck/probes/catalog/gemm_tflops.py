@@ -21,6 +21,9 @@ GEMM_WARN_OF_PEAK_ONLY = 0.30
 # loop through torch's BLAS choice, so it passes from this share of the target, and fails as above below half of it.
 GEMM_PASS_OF_RVS_TARGET = 0.90
 GEMM_FAIL_OF_RVS_TARGET = 0.50
+# A site's floor (--knowledge) is this probe's own measure with the site's margin already taken off it
+# (`doctor --write-reference` writes 0.9 x a known-good node's rate): it passes at the floor itself.
+GEMM_PASS_OF_SITE_FLOOR = 1.0
 
 
 def run(device: Any, options: RunOptions) -> dict[str, Any]:
@@ -45,8 +48,10 @@ def judge(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
     info = dict(tflops=round(tflops, 1), shape=[m, n, k])
     target = ctx.floor(GEMM_BF16_TFLOPS)
     if target is not None:
-        verdict = rate_verdict(ID, what, tflops, "TFLOP/s", target.value,
-                               f"AMD's RVS target {target.value:,.0f} for {target.product}", GEMM_PASS_OF_RVS_TARGET,
+        named = (f"the site's floor {target.value:,.0f} for {target.product}" if target.site
+                 else f"AMD's RVS target {target.value:,.0f} for {target.product}")
+        verdict = rate_verdict(ID, what, tflops, "TFLOP/s", target.value, named,
+                               GEMM_PASS_OF_SITE_FLOOR if target.site else GEMM_PASS_OF_RVS_TARGET,
                                GEMM_FAIL_OF_RVS_TARGET, slow_gpu_fix(ctx), ctx, target_source=target.source, **info)
         verdict.evidence.append(f"target: {target.cite()}")
         return verdict

@@ -51,9 +51,10 @@ def judge(data: dict[str, Any], ctx: DeviceContext) -> CheckResult:
         below = [f"{what} {got:.1f} < {f.value:g}" for what, got, f in
                  (("host->device", h2d or 0.0, h2d_floor), ("device->host", d2h or 0.0, d2h_floor)) if got < f.value]
         if not below:
-            return passed(text + f": at AMD's floor for {h2d_floor.product}", evidence, **info, id=ID)
-        return warned(text + f": below AMD's floor for {h2d_floor.product} ({', '.join(below)} GB/s), so CPU "
-                      "offload will be slower than AMD validates", _NEAREST_NODE, evidence, **info, id=ID)
+            return passed(text + f": at {h2d_floor.who} floor for {h2d_floor.product}", evidence, **info, id=ID)
+        than = "the site expects" if h2d_floor.site else "AMD validates"
+        return warned(text + f": below {h2d_floor.who} floor for {h2d_floor.product} ({', '.join(below)} GB/s), so "
+                      f"CPU offload will be slower than {than}", _NEAREST_NODE, evidence, **info, id=ID)
     if slowest >= HOST_PASS_GBPS:
         return passed(text, **info, id=ID)
     if slowest >= HOST_FAIL_GBPS:
