@@ -30,6 +30,20 @@ def test_a_short_run_that_climbs_fast_fails_with_its_rate_and_time_to_capacity()
     assert curve.data["gpus"]["0"]["fast_climb"] is True
 
 
+def test_a_fast_climb_is_judged_from_the_share_of_time_the_gpu_is_busy():
+    # Readings every 0.25 s of a loop busy about 40% of its time (its steps wait on a host-side pause): the kernels
+    # are caught by two readings of each step and missed by the others, so most readings say 0%.
+    t, used = mc.fast_leak(interval=0.25)
+    loading = int(6.0 / 0.25)
+    stepping = [0.0] * loading + [80.0 if i % 5 in (0, 1) else 0.0 for i in range(len(t) - loading)]
+    assert sorted(stepping)[len(stepping) // 2] == 0.0  # the median reading: idle
+    v = classify_curve(t, used, mc.H100, busy=stepping)
+    assert v.fast and judge_curves({"0": v})[0].status is Status.FAIL
+    # The same climb with the GPU idle the whole time (copies while loading, no kernels): not judged on a short span.
+    idle = classify_curve(t, used, mc.H100, busy=[1.0] * len(t))
+    assert not idle.fast and idle.shape == "too short"
+
+
 def test_the_steps_are_counted_where_the_readings_resolve_them():
     # Readings every 0.25 s, a step every 1.5 s: 12 steps after the first, each a rise from a flat floor.
     v = classify_curve(*mc.fast_leak(interval=0.25), mc.H100)

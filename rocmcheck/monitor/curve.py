@@ -44,9 +44,11 @@ FAST_ETA_S = 600.0
 FAST_TAIL_SHARE = 0.25
 FAST_TAIL_POINTS = 3
 # ... and the GPU busy while it climbs: where the reader gives utilisation for at least half the span's readings,
-# their median must reach this. Loading (weights copied from disk and host memory, the optimizer's state made)
+# their mean must reach this. Loading (weights copied from disk and host memory, the optimizer's state made)
 # runs no kernels for most of its time, so a run that dies while loading climbs with the GPU near 0% busy; a
-# training step's kernels keep it busy well above this even on a run that waits for its data.
+# training step's kernels keep it busy well above this even on a run that waits for its data. The mean, not the
+# median: a reading a few times a step catches the step's kernels in some readings and the wait between steps in
+# the others, so a loop busy 40% of its time can read 0% in most of its readings.
 FAST_MIN_BUSY_PCT = 10.0
 # A step of the staircase, counted where the readings resolve it: a rise of at least this much between two
 # readings, with a flat reading (a change under it) before the next rise. The driver's jitter is a few MiB and
@@ -139,7 +141,7 @@ def _fast_climb(t: Sequence[float], u: Sequence[float], rule: staircase.Staircas
     if not rule.rising or rule.slope <= 0:
         return None
     known = [b for b in busy if b is not None]
-    if len(known) * 2 >= len(u) and quantile(known, 0.5) < FAST_MIN_BUSY_PCT:
+    if len(known) * 2 >= len(u) and sum(known) / len(known) < FAST_MIN_BUSY_PCT:
         return None
     eta = _eta(u, rule.slope, capacity_bytes)
     if eta is None or eta > FAST_ETA_S:
