@@ -159,3 +159,11 @@ def test_the_hca_list_must_name_devices_that_exist_and_are_active(roce_node):
     assert "NCCL_IB_HCA" not in _rccl(ib, {"NCCL_IB_HCA": "^mlx5_7"}).summary  # excluding: not judged
     ib_only = {"present": True, "hcas": {"mlx4_0": ib["hcas"]["mlx4_0"]}}
     assert _rccl(ib_only, {"NCCL_IB_GID_INDEX": "3"}).status is Status.PASS  # InfiniBand links need no index
+
+
+def test_a_nic_list_on_a_node_without_rdma_devices_is_named(tmp_path):
+    none = read_infiniband(str(tmp_path / "no-such-class"))
+    r = _rccl(none, {"NCCL_IB_HCA": "rdma0,rdma1"})
+    assert r.status is Status.WARN and "this node has none (no /sys/class/infiniband)" in r.summary
+    assert r.fix.text == "unset NCCL_IB_HCA"
+    assert "NCCL_IB_HCA" not in _rccl(none, {"NCCL_IB_HCA": "^rdma7"}).summary  # excluding: nothing to judge

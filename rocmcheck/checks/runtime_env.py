@@ -347,6 +347,12 @@ def check_rccl_validation(ctx: CheckContext) -> CheckResult:
         excluding = hca.strip().startswith("^")
         if not listed:
             problems.append(("NCCL_IB_HCA is set but names no NIC", fixes.unset("NCCL_IB_HCA", why=want["why"])))
+        elif isinstance(ib, dict) and not judge_devices and not excluding:
+            problems.append((f"NCCL_IB_HCA={hca} names RDMA NICs, but this node has none (no /sys/class/infiniband): "
+                             "the collectives between nodes fall back to TCP sockets (one node needs no RDMA NIC)",
+                             fixes.unset("NCCL_IB_HCA", why="no RDMA device is visible here: load the NIC's RDMA "
+                                         "driver (mlx5_ib, bnxt_re, ionic_rdma, ...), or in a container pass the "
+                                         "RDMA devices in; on one node the variable is not needed")))
         elif judge_devices and ib_settings.hca_problems(hca, ib):
             problems.append((f"NCCL_IB_HCA={hca}: " + "; ".join(ib_settings.hca_problems(hca, ib))
                              + ": the job runs without that NIC, or fails to find one", hca_fix))
