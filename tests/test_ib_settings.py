@@ -167,3 +167,12 @@ def test_a_nic_list_on_a_node_without_rdma_devices_is_named(tmp_path):
     assert r.status is Status.WARN and "this node has none (no /sys/class/infiniband)" in r.summary
     assert r.fix.text == "unset NCCL_IB_HCA"
     assert "NCCL_IB_HCA" not in _rccl(none, {"NCCL_IB_HCA": "^rdma7"}).summary  # excluding: nothing to judge
+
+
+def test_a_hand_edited_record_gives_a_verdict_not_a_crash():
+    odd = {"present": True, "hcas": {"mlx5_0": {"ports": {"x": {"state": 4, "link_layer": "Ethernet",
+                                                                 "gids": {"3": "RoCE v2", "y": {"gid": 7}}}}},
+                                     "mlx5_1": {"ports": ["1"]}, "mlx5_2": None}}
+    r = _rccl(odd, {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5_0,mlx5_3"})
+    assert r.status is Status.WARN and "NCCL_IB_GID_INDEX=3 is empty on mlx5_0 port x" in r.summary
+    assert "mlx5_3 is not an RDMA device of this node (it has: mlx5_0, mlx5_1, mlx5_2)" in r.summary

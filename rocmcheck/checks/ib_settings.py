@@ -45,22 +45,28 @@ class Port:
         return self.record.get("link_layer") == ETHERNET
 
     def gids(self) -> dict[str, dict[str, Any]]:
-        gids = self.record.get("gids")
-        return gids if isinstance(gids, dict) else {}
+        gids = self.record.get("gids")  # from a bundle: whatever it holds, only entries that are objects count
+        return {str(k): v for k, v in gids.items() if isinstance(v, dict)} if isinstance(gids, dict) else {}
 
     def ipv4_roce_v2(self) -> str | None:
         """The index of this port's first IPv4-mapped RoCE v2 entry, or None."""
         found = [k for k, g in self.gids().items() if g.get("type") == ROCE_V2 and g.get("family") == "ipv4"]
-        return min(found, key=int) if found else None
+        return min(found, key=_number_order) if found else None
+
+
+def _number_order(key: str) -> tuple[int, str]:
+    return (int(key), "") if key.isdigit() and len(key) < 10 else (1 << 40, key)
 
 
 def ports(ib: dict[str, Any]) -> list[Port]:
     hcas = ib.get("hcas") if isinstance(ib, dict) else None
     out = []
-    for hca, rec in sorted((hcas or {}).items()):
-        for port, prec in sorted(((rec or {}).get("ports") or {}).items(), key=lambda kv: int(kv[0])):
+    for hca, rec in sorted((hcas if isinstance(hcas, dict) else {}).items()):
+        pmap = rec.get("ports") if isinstance(rec, dict) else None
+        for port, prec in sorted((pmap if isinstance(pmap, dict) else {}).items(),
+                                 key=lambda kv: _number_order(str(kv[0]))):
             if isinstance(prec, dict):
-                out.append(Port(hca, port, prec))
+                out.append(Port(str(hca), str(port), prec))
     return out
 
 
@@ -72,7 +78,7 @@ def describe_port(p: Port) -> str:
            f"{rec.get('rate') or 'rate unknown'}"
     if p.roce:
         index = p.ipv4_roce_v2()
-        gid = p.gids().get(index or "", {}).get("gid", "")
+        gid = str(p.gids().get(index or "", {}).get("gid", ""))
         text += (f"; IPv4 RoCE v2 GID at {index} ({ipv4_of(gid)})" if index is not None else
                  f"; no IPv4 RoCE v2 GID among its {len(p.gids())} populated entries")
     return text
@@ -152,7 +158,8 @@ def hca_problems(value: str, ib: dict[str, Any]) -> list[str]:
     if excluding or not entries:
         return []
     all_ports = ports(ib)
-    names = sorted({p.hca for p in all_ports} | set((ib.get("hcas") or {}) if isinstance(ib, dict) else ()))
+    hcas = ib.get("hcas") if isinstance(ib, dict) else None
+    names = sorted({p.hca for p in all_ports} | {str(h) for h in (hcas if isinstance(hcas, dict) else {})})
     problems = []
     for name, port in entries:
         matched = [p for p in all_ports if _matches(p, name, port, exact)]

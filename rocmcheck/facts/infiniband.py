@@ -54,7 +54,7 @@ def gid_family(gid: str) -> str | None:
     """"ipv4" for an IPv4-mapped GID (::ffff:a.b.c.d, what RoCE v2 routes over IPv4), "ipv6-link-local" for fe80::/10,
     "ipv6" for another; None when it is no address. Pure; never raises."""
     try:
-        address = ipaddress.IPv6Address(gid.strip())
+        address = ipaddress.IPv6Address(str(gid).strip())
     except ValueError:
         return None
     if address.ipv4_mapped is not None:
@@ -64,7 +64,7 @@ def gid_family(gid: str) -> str | None:
 
 def ipv4_of(gid: str) -> str | None:
     try:
-        mapped = ipaddress.IPv6Address(gid.strip()).ipv4_mapped
+        mapped = ipaddress.IPv6Address(str(gid).strip()).ipv4_mapped
     except ValueError:
         return None
     return str(mapped) if mapped is not None else None
