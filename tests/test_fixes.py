@@ -292,6 +292,16 @@ def health_machines() -> dict[str, Facts]:
         "amd-rccl-against-validation": amd_machine(env={"RCCL_MSCCL_ENABLE": "1", "TORCH_NCCL_HIGH_PRIORITY": "0",
                                                         "NCCL_IB_GID_INDEX": "0"}),
         "amd-rccl-one-nic": amd_machine(env={"NCCL_IB_HCA": "mlx5_0"}),
+        # the GID table of tests/fixtures/infiniband/show_gids-connectx6-ibm-spectrumscale.txt: IPv4 RoCE v2 at 5
+        "amd-rccl-gid-link-local": amd_machine(env={"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5_0,mlx5_9"},
+                                               node_health={"infiniband": {"present": True, "hcas": {"mlx5_0": {
+                                                   "ports": {"1": {"state": "ACTIVE", "link_layer": "Ethernet",
+                                                                   "gids": {"3": {"gid": "fe80::1186:a6b1:3f0b:c441",
+                                                                                  "type": "RoCE v2",
+                                                                                  "family": "ipv6-link-local"},
+                                                                            "5": {"gid": "::ffff:172.19.0.60",
+                                                                                  "type": "RoCE v2",
+                                                                                  "family": "ipv4"}}}}}}}}),
         "amd-runtime-knobs": amd_machine(env={"GPU_MAX_HW_QUEUES": "2", "HSA_ENABLE_SDMA": "0"}),
         # os.kernel, driver.window: a ROCm 7.0 user space on the ROCm 6.0 driver (module 6.3.6), an unlisted kernel
         "amd-rocm72-old-driver": amd_machine(

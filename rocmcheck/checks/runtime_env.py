@@ -10,7 +10,7 @@ import re
 from packaging.version import Version
 
 from rocmcheck import fixes
-from rocmcheck.checks import check
+from rocmcheck.checks import check, ib_settings
 from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.facts.health import tunableop_filename
 from rocmcheck.facts.launch import LAUNCH_VARIABLES, read_launch
@@ -291,7 +291,11 @@ def _setting(name: str) -> dict[str, str]:
 @check("env.rccl_validation", "RCCL settings against AMD's system validation")
 def check_rccl_validation(ctx: CheckContext) -> CheckResult:
     """The variables AMD's prerequisite-system-validation page sets for RCCL, each judged against the page's value
-    and reason: MSCCL (data mismatches), high-priority streams, the RoCE GID index, the RDMA NIC list."""
+    and reason: MSCCL (data mismatches), high-priority streams, the RoCE GID index, the RDMA NIC list. Where the
+    node's RDMA devices were read (/sys/class/infiniband, rocmcheck/facts/infiniband.py) the GID index and the NIC
+    list are judged against them (rocmcheck/checks/ib_settings.py): the index must be a populated RoCE v2 entry of
+    every active RoCE port, each listed NIC must exist with an ACTIVE port. Without that record (an older bundle),
+    against AMD's values."""
     gpus = [g for g in ctx.amd_gpus if g.arch in CHANNEL_ARCHS]
     if len(gpus) < 2:
         return skipped("fewer than 2 MI300- or MI350-class GPUs: no collectives to judge")
@@ -310,29 +314,58 @@ def check_rccl_validation(ctx: CheckContext) -> CheckResult:
         problems.append((f"TORCH_NCCL_HIGH_PRIORITY={priority}: AMD's training image sets {want['value']} to "
                          f"\"{want['why']}\"", fixes.shell("export TORCH_NCCL_HIGH_PRIORITY={v}", want["why"],
                                                             v=want["value"])))
+    ib = known_or_none(lambda: ctx.health("infiniband"))
+    judge_devices = isinstance(ib, dict) and bool(ib.get("present"))
+    if judge_devices:
+        evidence += [ib_settings.describe_port(p) for p in ib_settings.ports(ib)][:16]
+    elif isinstance(ib, dict):
+        evidence.append("no /sys/class/infiniband: no RDMA device on this node")
     gid = ctx.env_var("NCCL_IB_GID_INDEX")
     want = _setting("NCCL_IB_GID_INDEX")
-    if gid is not None and gid.strip() != want["value"]:
+    gid_fix_why = ("the index whose type reads 'RoCE v2' (with an IPv4-mapped GID) is the one to export as "
+                   "NCCL_IB_GID_INDEX; InfiniBand fabrics need none")
+    if gid is not None and judge_devices:
+        # The node's own GID tables decide (ib_settings.py): AMD's 3 is right only where the table puts IPv4 there.
+        problem = ib_settings.gid_index_problem(gid, ib)
+        if problem:
+            better = ib_settings.suggested_gid_index(ib)
+            fix = (fixes.shell("export NCCL_IB_GID_INDEX={v}", "the IPv4-mapped RoCE v2 entry of every active RoCE "
+                               "port in /sys/class/infiniband", v=better) if better is not None else
+                   fixes.shell(ib_settings.GID_FIX_COMMAND, gid_fix_why))
+            problems.append((problem + ": the first cross-node collective stalls or fails to connect", fix))
+    elif gid is not None and gid.strip() != want["value"]:
         what = "is not a number: RCCL ignores it" if not gid.strip().isdigit() else (
             f"differs from the {want['value']} AMD's validation uses (\"{want['why']}\"): on RoCE a GID of the wrong "
             "type or address family stalls the first cross-node collective")
-        problems.append((f"NCCL_IB_GID_INDEX={gid} {what}",
-                         fixes.shell("grep -H . /sys/class/infiniband/*/ports/1/gid_attrs/types/*",
-                                     "the index whose type reads 'RoCE v2' (with an IPv4-mapped GID) is the one to "
-                                     "export as NCCL_IB_GID_INDEX; InfiniBand fabrics need none")))
+        problems.append((f"NCCL_IB_GID_INDEX={gid} {what}", fixes.shell(ib_settings.GID_FIX_COMMAND, gid_fix_why)))
     hca = ctx.env_var("NCCL_IB_HCA")
     want = _setting("NCCL_IB_HCA")
+    hca_fix = fixes.shell(ib_settings.HCA_FIX_COMMAND, "list every active RDMA NIC of the node in NCCL_IB_HCA "
+                          "(export NCCL_IB_HCA=<nic0>,<nic1>,...), one per GPU")
     if hca is not None:
         listed = [t for t in hca.strip().lstrip("=^").split(",") if t.strip()]
         excluding = hca.strip().startswith("^")
         if not listed:
             problems.append(("NCCL_IB_HCA is set but names no NIC", fixes.unset("NCCL_IB_HCA", why=want["why"])))
+        elif isinstance(ib, dict) and not judge_devices and not excluding:
+            problems.append((f"NCCL_IB_HCA={hca} names RDMA NICs, but this node has none (no /sys/class/infiniband): "
+                             "the collectives between nodes fall back to TCP sockets (one node needs no RDMA NIC)",
+                             fixes.unset("NCCL_IB_HCA", why="no RDMA device is visible here: load the NIC's RDMA "
+                                         "driver (mlx5_ib, bnxt_re, ionic_rdma, ...), or in a container pass the "
+                                         "RDMA devices in; on one node the variable is not needed")))
+        elif judge_devices and ib_settings.hca_problems(hca, ib):
+            problems.append((f"NCCL_IB_HCA={hca}: " + "; ".join(ib_settings.hca_problems(hca, ib))
+                             + ": the job runs without that NIC, or fails to find one", hca_fix))
+        elif judge_devices:
+            chosen, active = ib_settings.chosen_active_hcas(hca, ib), ib_settings.active_hcas(ib)
+            if len(chosen) < len(gpus) and active - chosen:
+                problems.append((f"NCCL_IB_HCA={hca} lets the job use {len(chosen)} of this node's {len(active)} "
+                                 f"active RDMA NICs for {len(gpus)} GPUs (left out: "
+                                 f"{', '.join(sorted(active - chosen))}): AMD's validated nodes give each GPU its own",
+                                 hca_fix))
         elif not excluding and len(listed) < len(gpus):
             problems.append((f"NCCL_IB_HCA names {len(listed)} NIC(s) for {len(gpus)} GPUs: AMD's validated nodes give "
-                             f"each GPU its own ({want['value']})",
-                             fixes.shell("grep -H . /sys/class/infiniband/*/ports/*/state",
-                                         "list every active RDMA NIC of the node in NCCL_IB_HCA "
-                                         "(export NCCL_IB_HCA=<nic0>,<nic1>,...), one per GPU")))
+                             f"each GPU its own ({want['value']})", hca_fix))
     mscclpp = ctx.env_var(MSCCLPP_VAR)
     for name in (*RCCL_SETTINGS, MSCCLPP_VAR):
         value = ctx.env_var(name)

@@ -80,9 +80,10 @@ FACTS = {
     "probe_runs": {"*": COMMAND},
     "deadline_hit": [str],
     "extensions": _EXTENSIONS,
-    # facts/host_config.py's part of node_health
+    # facts/host_config.py's and facts/infiniband.py's parts of node_health
     "node_health": {"modprobe_amdgpu": {"*": str}, "rocm_repos": {"*": str}, "amdgpu_params": {"*": str},
-                    "pcie_acs": {"bridges": {"*": OPT_INT}, "gpus": {"*": [str]}, "readable": bool}},
+                    "pcie_acs": {"bridges": {"*": OPT_INT}, "gpus": {"*": [str]}, "readable": bool},
+                    "infiniband": {"present": bool, "hcas": {"*": {"ports": {"*": dict}}}}},
     "known": Rule(lambda v: known_problem(v) is None, 'an object of group -> "all" or a list of key names'),
     # A recorded fix is {kind, text, why, file} (JSON schema 3) or, in older bundles, one string: Fix.from_dict
     # reads both, and turns one that no longer passes as a shell line into a note.

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
 from rocmcheck.facts.host_config import host_config
+from rocmcheck.facts.infiniband import read_infiniband
 from rocmcheck.facts.tools import find_tool
 from rocmcheck.runner import CommandResult, run_command
 from rocmcheck.safe.files import read_head
@@ -134,6 +135,7 @@ def node_health(env: dict[str, str], root: str = "/sys", cwd: str | None = None,
         "pci_gpus": _pci_gpus(root),
         "cpufreq_governors": _governors(root),
         "tunableop_files": _tunableop_files(env, cwd or os.getcwd()),
+        "infiniband": read_infiniband(os.path.join(root, "class/infiniband")),
     }
 
 

@@ -154,6 +154,7 @@ KEY_WORDS = {
     ("node_health", "rocm_repos"): "the package repository files that name ROCm",
     ("node_health", "amdgpu_params"): "amdgpu's module parameters",
     ("node_health", "pcie_acs"): "the ACS settings of the PCIe bridges above the GPUs",
+    ("node_health", "infiniband"): "the RDMA devices and their GID tables (/sys/class/infiniband)",
 }
 
 

@@ -5,8 +5,8 @@ Each probe declares its level in its own module (rocmcheck/probes/catalog/, `Pro
 probes and every probe below it, in the catalog's order:
   1 quick      every `rocmcheck doctor`: each layer computes, once, at a LLaMA shape (about 15 s on an H200)
   2 numerics   `--level 2`: the numbers on every path a fine-tune takes (GEMM per BLAS library and dtype, SDPA
-               forward and backward per backend, RMSNorm, the fused and foreach AdamW steps), each against a
-               float64 reference; designed for 60-90 s on one GPU, held to 2 minutes
+               forward and backward per backend, RMSNorm, the fused and foreach AdamW steps, the fp8 GEMM), each
+               against a float64 reference; designed for 60-90 s on one GPU, held to 2 minutes
   3 stress     `--level 3`: sustained load for `--duration` seconds in all (default 10 minutes)"""
 
 from __future__ import annotations

@@ -16,6 +16,14 @@ Kernel and bf16-rounding differences between machines (CPU vs GPU, CUDA vs ROCm)
 kind; even if they grow over the run, they cannot move a trajectory further than a whole different
 data order does. 0.15 + 15% sits just above that (so no healthy machine fails) and far below a run
 that learns wrongly.
+
+A ROCm run without a curve of its own is judged against the cuda curve (CROSS_VENDOR): the same bundled model,
+the same bf16 settings and seed, which is the parity the smoke test claims ("the bf16 loss curve matches an NVIDIA
+run"), with the same tolerance. No ROCm run has been measured against it here; what bounds a vendor's difference
+is the argument above (kernels and bf16 rounding, not the data order), and the two curves that ship show its
+size: the cpu curve against the cuda one (an H200) differs by at most 0.022 per window (steps 20-29), 8 % of that
+window's tolerance, well inside what a different seed moves (0.13). A curve recorded on ROCm
+(scripts/record_reference.py) takes precedence once it ships.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ FILE_NAME = "reference_curves.json"
 WINDOW = 10
 ABS_TOL = 0.15
 REL_TOL = 0.15
+# A device kind without a curve of its own -> the kind whose curve it is judged against.
+CROSS_VENDOR = {"rocm": "cuda"}
 
 
 def window_means(loss: list[float], window: int = WINDOW) -> list[float]:
@@ -69,14 +79,17 @@ def load_curves(model_dir: Path) -> dict[str, Any]:
 
 
 def find_reference(model_dir: Path, kind: str, key: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
-    """(curve, "") when a curve for this device kind and settings exists; else (None, why not)."""
+    """(curve, "") when a curve for this device kind and settings exists, or for the kind it is judged against
+    (CROSS_VENDOR: a rocm run against the cuda curve); else (None, why not). The curve carries "kind": the device
+    kind it was recorded on."""
     curves = load_curves(model_dir)
     if not curves:
         return None, f"no {FILE_NAME} next to the model"
-    curve = curves.get(kind)
+    used = kind if kind in curves else CROSS_VENDOR.get(kind, kind)
+    curve = curves.get(used)
     if curve is None:
         return None, f"no reference curve recorded for device kind '{kind}' (have: {', '.join(sorted(curves))})"
     if curve.get("key") != key:
         diff = sorted(k for k in set(key) | set(curve.get("key", {})) if key.get(k) != curve.get("key", {}).get(k))
         return None, f"reference curve is for the default settings; this run differs in {', '.join(diff)}"
-    return curve, ""
+    return {**curve, "kind": used}, ""

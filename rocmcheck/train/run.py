@@ -426,7 +426,8 @@ class _Run:
                 key["ranks"] = world.world_size  # a curve with a W-times larger global batch is another curve
             curve, why_not = reference.find_reference(Path(cfg.model), self.dev.kind, key)
             # What train.reference_curve compares with, for the plot (outputs.py draws the curve and its band).
-            self.info["reference_curve"] = ({"kind": self.dev.kind, "loss": curve["loss"], "window": reference.WINDOW,
+            self.info["reference_curve"] = ({"kind": curve["kind"], "run_kind": self.dev.kind, "loss": curve["loss"],
+                                             "window": reference.WINDOW,
                                              "recorded_on": curve.get("recorded_on", {})} if curve else
                                             {"kind": self.dev.kind, "why_not": why_not})
             results.append(verdicts.check_reference_curve(phase.losses, curve, why_not, self.dev.kind))

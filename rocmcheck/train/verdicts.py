@@ -137,6 +137,8 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
 
 
 def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why_not: str, kind: str) -> CheckResult:
+    """The run's loss curve against the reference curve found for its device kind (reference.find_reference); the
+    verdict names the curve it compared against (a rocm run is judged against the cuda curve)."""
     if curve is None:
         return skipped(f"no reference to compare with: {why_not}", kind=kind, id="train.reference_curve")
     ref = curve["loss"]
@@ -144,15 +146,20 @@ def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why
         return skipped(f"run stopped after {len(losses)} of {len(ref)} steps", kind=kind, id="train.reference_curve")
     cmp = reference.compare(losses, ref)
     rec = curve.get("recorded_on", {})
-    evidence = [f"reference: {rec.get('device', '?')}, torch {rec.get('torch', '?')}"]
+    against = str(curve.get("kind") or kind)
+    name = f"{against} reference ({rec.get('device', '?')})"
+    evidence = [f"reference: the {against} curve, recorded on {rec.get('device', '?')}, torch {rec.get('torch', '?')}"]
+    if against != kind:
+        evidence.append(f"a {kind} run has no curve of its own: judged against the {against} curve (the same bundled "
+                        "model, bf16 settings and seed), within the same tolerance")
     evidence += [f"steps {w['steps']}: run {w['run']:.3f} ref {w['reference']:.3f} (|diff| <= {w['tolerance']:.3f}: "
                  f"{'ok' if w['ok'] else 'OUT'})" for w in cmp["windows"]]
-    data = {"kind": kind, "windows": cmp["windows"]}
+    data = {"kind": kind, "reference_kind": against, "windows": cmp["windows"]}
     if cmp["ok"]:
-        return passed(f"loss curve matches the {kind} reference within tolerance", evidence, **data,
+        return passed(f"loss curve matches the {name} within tolerance", evidence, **data,
                       id="train.reference_curve")
     w = cmp["worst"]
-    return failed(f"loss curve departs from the {kind} reference at steps {w['steps']} "
+    return failed(f"loss curve departs from the {name} at steps {w['steps']} "
                   f"({w['run']:.3f} vs {w['reference']:.3f})",
                   fixes.step("rocmcheck smoke-train --attn eager; rocmcheck smoke-train --device cpu", "the first run "
                              "that matches points at the faulty kernel (fused attention, bf16 GEMM)"), evidence, **data,

@@ -22,6 +22,7 @@ from rocmcheck.probes.catalog import (
     copy_bandwidth,
     deepspeed_ops,
     flash_attn,
+    fp8_gemm,
     gemm_blas,
     gemm_blaslt,
     gemm_numerics,
@@ -64,6 +65,7 @@ PROBES: tuple[Probe, ...] = (
     adamw_fused.PROBE,
     adamw_foreach.PROBE,
     bitsandbytes.PROBE,
+    fp8_gemm.PROBE,
     attention_speed.PROBE,
     # level 3: stress
     p2p_matrix.PROBE,
