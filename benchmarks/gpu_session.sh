@@ -66,6 +66,7 @@ for step in "$@"; do
             python3 -m rocmcheck compare --json "$B"/*.json "$OUT/compare-whole-machine.json" ${COMPARE_WITH:-} > "$OUT/compare-machines.json" ;;
         plan-lora) run bench-plan-lora ${PLAN_LORA_S:-420} python3 benchmarks/bench_plan_lora.py --out "$OUT/bench_plan_lora.json" ${PLAN_LORA_ARGS:-} ;;
         monitor) run bench-monitor ${MONITOR_S:-300} python3 benchmarks/bench_monitor.py ;;
+        fp8) run fp8-probe ${FP8_S:-240} python3 benchmarks/bench_fp8_probe.py ;;
         leak)  # the leak finder's held-back variants and a fast climb under monitor; the allocator snapshots are
             # too big to bring back (the verdicts name them)
             run leak-holders ${LEAK_S:-420} python3 benchmarks/bench_leak_holders.py
