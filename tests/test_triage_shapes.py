@@ -101,3 +101,42 @@ def test_built_for_names_both_sides() -> None:
     assert "Python 3.10.19 (here 3.13.9)" in advice
     cpu = shapes.built_for_advice(["    PyTorch 2.2.0+cu121 with CUDA 1201 (you have 2.2.0+cpu)"])  # xformers#982
     assert "CPU build" in cpu
+
+
+def _records(name: str) -> list[tuple[str, list[str]]]:
+    """(URL line, the pasted lines under it) of a tests/fixtures/triage_shapes/ file."""
+    out: list[tuple[str, list[str]]] = []
+    for line in (FIXTURES / "triage_shapes" / name).read_text(encoding="utf-8").splitlines():
+        if line.startswith("https://"):
+            out.append((line, []))
+        elif line and not line.startswith("#") and out:
+            out[-1][1].append(line)
+    return out
+
+
+def test_version_checks_from_fourteen_projects_name_the_range_and_the_way_out() -> None:
+    records = _records("version_requirements.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        found = shapes.requirements(pasted)
+        assert len(found) == 1, url
+        expected = url.split()[1]
+        assert (shapes.direction(found[0]) or "none") == expected, (url, found)
+    ocs = shapes.requirements(_records("version_requirements.txt")[8][1])[0]
+    assert (ocs.package, ocs.spec, ocs.have, ocs.by) == ("pyparsing", "<3,>=2.4.2", "3.0.0", "httplib2")
+    assert "newer than that range" in shapes.requirement_advice([ocs])
+    flash = shapes.requirement_advice(shapes.requirements(lines("hiyouga-LlamaFactory-3464")))
+    assert "flash_attn 2.0.4 is installed: it is older than that: pip install -U 'flash_attn>=2.1.0'" in flash
+    t = triage([("-", "\n".join(records[0][1]) + "\n")])
+    assert t.findings[0].id == "shape.version_requirement"
+
+
+def test_models_a_library_does_not_know_from_twelve_projects() -> None:
+    records = _records("unknown_models.txt")
+    assert len(records) >= 10
+    for url, pasted in records:
+        library, model = pasted[-1].removeprefix("= ").split()
+        assert shapes.unknown_models(pasted[:-1])[:1] == [(library, model)], url
+    vllm = shapes.model_advice(lines("vllm-project-vllm-3463"))
+    assert "vLLM (here: 0.2.4) does not list Qwen2ForCausalLM" in vllm
+    assert triage([("-", "\n".join(records[4][1][:-1]) + "\n")]).findings[0].id == "shape.model_unsupported"

@@ -9,7 +9,11 @@ the line says into the cause's fix (rocmcheck/triage/remedy.py):
   library whose namespace it is (torch / c10 / at: built against another torch; hip / hsa: another ROCm; nccl);
 - "X requires Y..., but you have Y z" (pip's resolver) -> the conflict, as the two sides;
 - "No module named X" -> the distribution that provides it (a small map), and for a compiled module (`_C`,
-  `*_cuda`, `*_ext`) an install without its build.
+  `*_cuda`, `*_ext`) an install without its build;
+- a package's own version check ("X>=a is required ..., but found X==b", "Detected version b", pkg_resources'
+  VersionConflict, "requires a different Python") -> the range asked, the version installed, and which way it is out;
+- a model the installed library does not know (transformers' "does not recognize this architecture" / its
+  KeyError on the model type, vLLM's "Model architectures [...] are not supported") -> that library predates it.
 
 Every reader is pure over the pasted lines and never raises; what a line does not say is left out, never guessed.
 """
@@ -399,3 +403,157 @@ def import_name_advice(lines: Iterable[str]) -> str:
                     f"for (added later or removed since): install the {dist} version the failing package pins")
     return ("a package calls a name or an argument another installed package does not have: their versions do "
             "not match; install the versions the failing package pins (pip check, and its requirements)")
+
+
+# --- a package's own version check ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Requirement:
+    package: str  # the package whose version is checked ("python" for pip's Requires-Python)
+    spec: str  # the range asked, as written (">=4.41.2,<=4.46.1")
+    have: str | None  # the version installed, None where the line says none is
+    by: str | None = None  # the package that asks, where the line names it
+
+
+_REQUIRED_BUT_FOUND = re.compile(  # transformers' require_version (also used by LLaMA-Factory, diffusers, peft...)
+    r"([A-Za-z][\w.-]{0,60}?)([<>=!~][^\n]{0,300}?) is required for a normal functioning of this module, but found "
+    r"([\w.-]{1,60})==([\w.+-]{1,40})")
+_DETECTED = re.compile(  # transformers' check of an optional package ("you need flash_attn package version ...")
+    r"you need ([\w.-]{1,60}) package version to be (greater or equal|greater|less or equal|less|equal) (?:than|to) "
+    r"(\d[\w.]{0,30}?)\.? Detected version ([\w.+-]{1,40}?)\.?(?:\s|$)")
+_VERSION_CONFLICT = re.compile(  # pkg_resources / setuptools
+    r"VersionConflict:? \(([\w.-]{1,60}) ([\w.+-]{1,40}) \([^)]{0,400}\), Requirement\.parse\('([\w.-]{1,60})"
+    r"([^']{1,200})'\)(?:, \{'([\w.-]{1,60})')?")
+_REQUIRES_PYTHON = re.compile(
+    r"Package '([\w.-]{1,60})' requires a different Python: ([\d.]{1,20}) not in '([^']{1,100})'")
+_MINIMUM_NOT_INSTALLED = re.compile(r"([\w.-]{1,60}) with minimum required version ([\d][\w.]{0,30}) is not installed")
+_OPERATORS = {"greater or equal": ">=", "greater": ">", "less or equal": "<=", "less": "<", "equal": "=="}
+
+
+def requirements(lines: Iterable[str]) -> list[Requirement]:
+    """Every version check the lines report as failed, first seen first."""
+    out: list[Requirement] = []
+    for line in lines:
+        found: list[Requirement] = []
+        for m in _REQUIRED_BUT_FOUND.finditer(line):
+            found.append(Requirement(m.group(1), re.sub(r"\s+", "", m.group(2)), m.group(4).rstrip(".")))
+        for m in _DETECTED.finditer(line):
+            found.append(Requirement(m.group(1), _OPERATORS[m.group(2)] + m.group(3), m.group(4)))
+        for m in _VERSION_CONFLICT.finditer(line):
+            found.append(Requirement(m.group(1), m.group(4), m.group(2), m.group(5)))
+        for m in _REQUIRES_PYTHON.finditer(line):
+            found.append(Requirement("python", m.group(3), m.group(2), m.group(1)))
+        for m in _MINIMUM_NOT_INSTALLED.finditer(line):
+            found.append(Requirement(m.group(1), ">=" + m.group(2), None))
+        out += [r for r in found if r not in out]
+    return out
+
+
+def direction(r: Requirement) -> str | None:
+    """"older" / "newer" (than the range asks) / "excluded" (a version the range leaves out), packaging's reading;
+    None where the version or the range is unreadable, or the version is inside the range."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if r.have is None:
+        return None
+    try:
+        have, specs = Version(r.have), SpecifierSet(r.spec, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+    for spec in specs:
+        if spec.contains(have, prereleases=True):
+            continue
+        if spec.operator in (">=", ">", "~="):
+            return "older"
+        if spec.operator in ("<", "<="):
+            return "newer"
+        if spec.operator in ("==", "==="):
+            bound = spec.version.rstrip(".*")
+            try:
+                return "older" if have < Version(bound) else "newer"
+            except InvalidVersion:
+                return None
+        return "excluded"
+    return None
+
+
+def requirement_advice(found: list[Requirement]) -> str:
+    if not found:
+        return ("a package checks the version of another and finds the installed one outside the range it supports: "
+                "install a version in that range, or a release of the checking package that supports the one installed")
+    r = found[0]
+    want = f"{r.package}{r.spec}"
+    who = r.by or "the package that checks it"
+    if r.package == "python":
+        return (f"{r.by} needs Python {r.spec}; this Python is {r.have}: install it into an environment with a Python "
+                f"in that range (a new venv or conda env), or a release of {r.by} that supports Python {r.have}")
+    if r.have is None:
+        return (f"{r.package} is not installed (or is installed under another distribution name than the check looks "
+                f"for); {who} needs {want}: install {r.package} in that range (pip install '{want}') in the "
+                "environment that runs the program")
+    way = direction(r)
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    head = f"{who} needs {want}; {r.package} {r.have} is installed{more}"
+    if way == "older":
+        return head + f": it is older than that: pip install -U '{want}'"
+    if way == "newer":
+        return (head + f": it is newer than that range: install a version inside it (pip install '{want}'), or a "
+                f"release of {who if r.by else 'that package'} that supports {r.package} {r.have} (where the check "
+                "is the package's own pin, not an API need, its docs may name a switch that skips it)")
+    return head + f": install a version inside the range (pip install '{want}')"
+
+
+# --- a model the installed library does not know --------------------------------------------------------------
+
+_MODEL_TYPE = re.compile(r"model type `([\w.-]{1,80})` but Transformers does not recognize this architecture")
+_VLLM_ARCHS = re.compile(r"Model architectures \[([^\]\n]{1,200})\] are not supported")
+_CONFIG_MAPPING = re.compile(r"CONFIG_MAPPING\[config_dict\[.model_type.\]\]")
+_KEY_ERROR = re.compile(r"^\s*KeyError: '([\w.-]{1,80})'")
+
+
+def unknown_models(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """(library, model) for each model the paste says the installed library does not know."""
+    out: list[tuple[str, str]] = []
+    mapping = False
+    for line in lines:
+        found = [("transformers", m.group(1)) for m in _MODEL_TYPE.finditer(line)]
+        found += [("vllm", m.group(1).replace("'", "").strip()) for m in _VLLM_ARCHS.finditer(line)]
+        if _CONFIG_MAPPING.search(line):
+            mapping = True
+        k = _KEY_ERROR.search(line) if mapping else None
+        if k:
+            found.append(("transformers", k.group(1)))
+        out += [f for f in found if f not in out]
+    return out
+
+
+def _library_version(lines: list[str], library: str) -> str | None:
+    pattern = re.compile(rf"\b{library}(?:[ _-]?version)?\s{{0,3}}(?:==|=|:|\s)\s{{0,3}}v?(\d+\.\d+[\w.+-]{{0,20}})",
+                         re.IGNORECASE)
+    for line in lines:
+        m = pattern.search(line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def model_advice(lines: Iterable[str]) -> str:
+    lines = list(lines)
+    found = unknown_models(lines)
+    if not found:
+        return ("the installed library does not know this model's architecture: upgrade it to a release that lists "
+                "the model")
+    library, model = found[0]
+    version = _library_version(lines, library)
+    here = f" (here: {version})" if version else ""
+    tail = ("; if an upgrade does not help, an earlier error in the log (the model's code failing to import, an "
+            "extension that does not load) is the cause")
+    if library == "vllm":
+        return (f"the installed vLLM{here} does not list {model}: support for a model comes with a vLLM release, "
+                f"so upgrade vLLM to one whose supported-models list has it (pip install -U vllm, with the torch it "
+                f"pins){tail}")
+    return (f"the installed transformers{here} does not know the model type {model}: the model is newer than this "
+            "release: pip install -U transformers (the model card names the minimum; a model newer than the last "
+            f"release needs transformers from source), or load it with trust_remote_code=True if its repo ships its "
+            f"code{tail}")
