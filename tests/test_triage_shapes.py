@@ -37,6 +37,15 @@ def test_missing_library_names_its_provider_and_torch_build() -> None:
     assert "NVIDIA driver" in shapes.library_advice("libcuda.so", None)
     assert "torch's own libraries" in shapes.library_advice("libc10.so", None)
     assert "itself" in shapes.library_advice("libcudart.so.9.0", None)  # only other versions are in the table
+    windows = [  # bitsandbytes#1524, jllllll/bitsandbytes-windows-webui#20: ctypes' words on Windows
+        "FileNotFoundError: Could not find module 'C:\\aitest\\SkyReels-V1\\venv\\lib\\site-packages\\bitsandbytes\\"
+        "libbitsandbytes_cpu.dll' (or one of its dependencies). Try using the full path with constructor syntax.",
+        "Could not find module 'e:\\Anaconda\\envs\\torch_v1\\lib\\site-packages\\bitsandbytes\\"
+        "libbitsandbytes_cuda120.dll' (or one of its dependencies). Try using the full path with constructor syntax."]
+    assert shapes.missing_libraries(windows) == ["libbitsandbytes_cpu.dll", "libbitsandbytes_cuda120.dll"]
+    unnamed = "ImportError: DLL load failed: The specified module could not be found."  # pytorch#28363
+    assert shapes.missing_libraries([unnamed]) == [] and shapes.dll_failure(unnamed)
+    assert "Visual C++ Redistributable" in triage([("-", unnamed + "\n")]).findings[0].fix.text
 
 
 def test_undefined_symbol_is_demangled_and_owned() -> None:

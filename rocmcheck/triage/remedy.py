@@ -135,7 +135,9 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         libs = shapes.missing_libraries(lines)
         build = shapes.torch_build(lines, torch.get("cuda"), torch.get("hip"))
         where = platform.name if platform is not None else None
-        return fixes.note(shapes.library_advice(libs[0], build, where) if libs else
+        if libs:
+            return fixes.note(shapes.library_advice(libs[0], build, where))
+        return fixes.note(shapes.DLL_ADVICE if any(shapes.dll_failure(line) for line in lines) else
                           "a library the program loads is not found: ldd on the failing module lists it")
     if name == "undefined_symbol":
         symbols = shapes.undefined_symbols(lines)

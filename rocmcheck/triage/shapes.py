@@ -37,7 +37,8 @@ _MISSING_LIB = re.compile(
     r"(?:Could not load library|Failed to dlopen|error while loading shared libraries:|Unable to load|"
     r"cannot find)\s+-?l?(lib[\w+.-]{1,80}?\.so[\w.]{0,20})|"
     r"/usr/bin/ld: cannot find -l([\w+.-]{1,60})|"
-    r"(?:Failed to load\s{1,4}|Error loading \"[^\"]{0,300}?\\\\?)([\w.-]{1,80}\.dll))"
+    r"(?:Failed to load\s{1,4}|Error loading \"[^\"]{0,300}?\\\\?)([\w.-]{1,80}\.dll)|"
+    r"Could not find module '[^'\n]{0,300}?\\?([\w.-]{1,80}\.dll)')"
 )
 _UNDEFINED = re.compile(r"undefined symbol: ?([\w$.@]{1,400})")
 _REQUIRES = re.compile(
@@ -101,6 +102,18 @@ def missing_libraries(lines: Iterable[str]) -> list[str]:
             if name not in out:
                 out.append(name)
     return out
+
+
+_DLL_FAILURE = re.compile(r"DLL load failed|\[WinError 126\]")
+DLL_ADVICE = ("Windows could not load a DLL the module needs (the message does not name it): install the Microsoft "
+              "Visual C++ Redistributable (x64), reinstall the package from its Windows wheel for this Python, and for "
+              "a GPU build check it matches the installed driver (a CUDA build needs an NVIDIA driver new enough for "
+              "its CUDA); importing the module in a fresh environment tells the package from the machine")
+
+
+def dll_failure(line: str) -> bool:
+    """Windows' loader failed on a DLL the line does not name ("DLL load failed", WinError 126)."""
+    return bool(_DLL_FAILURE.search(line[:MAX_LINE]))
 
 
 def _stem(lib: str) -> str:
