@@ -123,7 +123,7 @@ def _records(name: str) -> list[tuple[str, list[str]]]:
     return out
 
 
-def test_version_checks_from_fourteen_projects_name_the_range_and_the_way_out() -> None:
+def test_version_checks_from_fifteen_projects_name_the_range_and_the_way_out() -> None:
     records = _records("version_requirements.txt")
     assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
     for url, pasted in records:

@@ -439,6 +439,8 @@ _VERSION_CONFLICT = re.compile(  # pkg_resources / setuptools
     r"([^']{1,200})'\)(?:, \{'([\w.-]{1,60})')?")
 _REQUIRES_PYTHON = re.compile(
     r"Package '([\w.-]{1,60})' requires a different Python: ([\d.]{1,20}) not in '([^']{1,100})'")
+_DISTRIBUTION_NOT_FOUND = re.compile(  # pkg_resources' DistributionNotFound (LLaMA-Factory's dependency check)
+    r"The '([A-Za-z][\w.-]{0,60}?)([<>=!~][^'\n]{0,200})' distribution was not found and is required by ([\w.-]{1,60})")
 _MINIMUM_NOT_INSTALLED = re.compile(r"([\w.-]{1,60}) with minimum required version ([\d][\w.]{0,30}) is not installed")
 _OPERATORS = {"greater or equal": ">=", "greater": ">", "less or equal": "<=", "less": "<", "equal": "=="}
 
@@ -456,6 +458,9 @@ def requirements(lines: Iterable[str]) -> list[Requirement]:
             found.append(Requirement(m.group(1), m.group(4), m.group(2), m.group(5)))
         for m in _REQUIRES_PYTHON.finditer(line):
             found.append(Requirement("python", m.group(3), m.group(2), m.group(1)))
+        for m in _DISTRIBUTION_NOT_FOUND.finditer(line):
+            by = None if m.group(3) == "this" else m.group(3)  # "... is required by this application"
+            found.append(Requirement(m.group(1), re.sub(r"\s+", "", m.group(2)), None, by))
         for m in _MINIMUM_NOT_INSTALLED.finditer(line):
             found.append(Requirement(m.group(1), ">=" + m.group(2), None))
         out += [r for r in found if r not in out]
@@ -502,9 +507,9 @@ def requirement_advice(found: list[Requirement]) -> str:
         return (f"{r.by} needs Python {r.spec}; this Python is {r.have}: install it into an environment with a Python "
                 f"in that range (a new venv or conda env), or a release of {r.by} that supports Python {r.have}")
     if r.have is None:
-        return (f"{r.package} is not installed (or is installed under another distribution name than the check looks "
-                f"for); {who} needs {want}: install {r.package} in that range (pip install '{want}') in the "
-                "environment that runs the program")
+        return (f"{r.package} is not installed in the range asked (not at all, at a version outside it, or under "
+                f"another distribution name than the check looks for); {who} needs {want}: install {r.package} in "
+                f"that range (pip install '{want}') in the environment that runs the program")
     way = direction(r)
     more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
     head = f"{who} needs {want}; {r.package} {r.have} is installed{more}"
