@@ -12,7 +12,7 @@ import pytest
 from conftest import PROJECT_FIXTURES_DIR
 
 from rocmcheck.result import Status
-from rocmcheck.triage import triage
+from rocmcheck.triage import shapes, triage
 from rocmcheck.triage.catalogue import catalogue
 from rocmcheck.triage.readers.paste import split_paste
 from rocmcheck.triage.readers.paste_read import read_block
@@ -124,6 +124,7 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
     assert named == set(SIGNS)
     made = {name for path in (ROOT_ONLY_KFD, HUNG_RUN, PASTES / "corpus" / "36-floydhub-dockerfiles-3.paste.txt")
             for name, _ in _triage(path).pasted.signs}
+    made |= {name for name, _ in triage([("mamba", OTHER_CUDA_MAJOR["mamba"])]).pasted.signs}
     assert made == set(SIGNS)
 
 
@@ -176,3 +177,31 @@ def test_a_runtime_library_not_found_is_charged_to_the_module_that_needed_it():
     assert "flash_attn.import" in [f.id for f in bare.findings[:2]]
     unnamed = triage([("p.txt", error)])
     assert "flash_attn.import" not in [f.id for f in unnamed.findings]
+
+
+def test_a_missing_cuda_runtime_of_another_major_than_the_paste_shows_is_a_sign():
+    """Real lines: a CUDA 11 runtime missing where torch is cu121 (NVlabs/MambaVision#12), where CUDA 10.2 is used
+    (AlexeyAB/darknet#7686), CUDA 10.1's where CUDA 12.1 is (iSEE-Laboratory/LLMDet#32); the same major shown
+    (facebookresearch/detectron2#2557) or only nvidia-smi's driver CUDA (leggedrobotics/elevation_mapping_cupy#77)
+    is no sign."""
+    other = OTHER_CUDA_MAJOR
+    for name, text in other.items():
+        t = triage([(name, text)])
+        assert [s for s, _ in t.pasted.signs] == ["cuda_library.other_major"], name
+        assert "shape.library_for_other_cuda" in [f.id for f in t.findings[:3]], name
+    assert "libcudart.so.11.0 is CUDA 11's runtime library; the paste shows CUDA 12" in next(
+        f for f in triage([("m", other["mamba"])]).findings if f.id == "shape.library_for_other_cuda").fix.text
+    same = ("I worked with Pytorch 1.7 and CUDA 11.1.\n"
+            "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n")
+    driver_only = "| NVIDIA-SMI 470.223.02   Driver Version: 470.223.02   CUDA Version: 11.4     |"
+    assert not triage([("same", same)]).pasted.signs and shapes.cuda_majors_shown([driver_only]) == set()
+
+
+OTHER_CUDA_MAJOR = {  # real lines of the three threads above
+    "mamba": "my torch version is 2.1.2 with cuda 12.1 and I have already installed the requirements\n"
+             "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n",
+    "darknet": "OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+               "I am using CUDA 10.2 with cudnn 7 and ubuntu\n",
+    "llmdet": "报错：ImportError: libcudart.so.10.1: cannot open shared object file: No such file or directory\n"
+              "我的系统ubuntu20.04+nvidia530.30+cuda12.1+cudnn12.X\n",
+}

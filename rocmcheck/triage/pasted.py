@@ -263,7 +263,22 @@ class _Builder:
 
     def finish(self) -> Pasted:
         self._device_nodes()
+        self._cuda_library_major()
         return self.p
+
+    def _cuda_library_major(self) -> None:
+        """A missing CUDA runtime library of another CUDA major than every CUDA the pastes show (a sign)."""
+        from rocmcheck.triage.shapes import library_for_other_cuda
+
+        lines = [line for inp in self.p.inputs for line in inp.lines]
+        found = library_for_other_cuda(lines)
+        if found is None:
+            return
+        for inp in self.p.inputs:
+            for number, line in enumerate(inp.lines, 1):
+                if found[0] in line:
+                    self.sign("cuda_library.other_major", inp.make_quote(number))
+                    return
 
     # ---- readers ------------------------------------------------------------------------------------------------
     def collect_env(self, inp: PasteInput, block: Block, ce: Any) -> None:

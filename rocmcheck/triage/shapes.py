@@ -143,6 +143,68 @@ def torch_build(lines: Iterable[str], probed_cuda: str | None = None, probed_hip
     return None
 
 
+# CUDA libraries whose file name carries the CUDA major version they belong to (libcudart.so.11.0 is CUDA 11's,
+# cudart64_110.dll too); cuFFT, cuSPARSE, cuRAND... number their files on their own scheme, so they are not here.
+_CUDA_MAJOR_LIB = re.compile(r"^(?:lib(?:cudart|cublas|cublasLt|nvrtc)\.so\.(\d{1,2})\b|"
+                             r"(?:cudart|cublas|cublasLt|nvrtc)64_(\d{1,3})(?:_\d+)?\.dll$)")
+# Where a paste shows the CUDA it has: torch's build, collect_env, nvcc, or the words "CUDA 12.1" / "cuda12.1"
+# (not nvidia-smi's "CUDA Version", which is the newest the driver supports, not a CUDA installed).
+_CUDA_SHOWN = re.compile(r"\+cu(\d{2,3})\b|CUDA used to build PyTorch: (\d{1,2})\.|release (\d{1,2})\.\d{1,2}, V\d|"
+                         r"\bcuda[-_ ]?(?:version|toolkit)?[ :：=]{0,3}(\d{1,2})\.\d\b", re.IGNORECASE)
+
+
+def cuda_major_of_library(lib: str) -> int | None:
+    """The CUDA major version a CUDA runtime library's file name belongs to; None for another library."""
+    m = _CUDA_MAJOR_LIB.search(lib)
+    if not m:
+        return None
+    if m.group(1):
+        return int(m.group(1))
+    digits = m.group(2)
+    return int(digits[:-1]) if len(digits) == 3 else int(digits)
+
+
+def cuda_majors_shown(lines: Iterable[str]) -> set[int]:
+    """The CUDA major versions the paste shows installed or built for (never the driver's own "CUDA Version")."""
+    out: set[int] = set()
+    for line in lines:
+        if "Driver Version" in line:
+            continue
+        for m in _CUDA_SHOWN.finditer(line[:MAX_LINE]):
+            tag = m.group(1)
+            if tag:
+                out.add(int(tag[:-1]) if len(tag) == 3 else int(tag[0]))
+            else:
+                out.add(int(next(g for g in m.groups()[1:] if g)))
+    return out
+
+
+def library_for_other_cuda(lines: Iterable[str]) -> tuple[str, int, set[int]] | None:
+    """A missing CUDA runtime library of one CUDA major where the paste shows only other CUDA majors: (the library,
+    its CUDA major, the majors shown); None where the paste shows no CUDA or the same one."""
+    lines = list(lines)
+    shown = cuda_majors_shown(lines)
+    if not shown:
+        return None
+    for lib in missing_libraries(lines):
+        major = cuda_major_of_library(lib)
+        if major is not None and major not in shown:
+            return lib, major, shown
+    return None
+
+
+def other_cuda_advice(lines: Iterable[str]) -> str:
+    found = library_for_other_cuda(lines)
+    if found is None:
+        return ("the module was built for another CUDA major version than the one installed: install its build for "
+                "the CUDA here (the same as torch's), or that CUDA's runtime next to it")
+    lib, major, shown = found
+    here = " / ".join(f"CUDA {m}" for m in sorted(shown))
+    return (f"{lib} is CUDA {major}'s runtime library; the paste shows {here}: the module that loads it was built for "
+            f"CUDA {major}: install its build for {here} (a wheel or index tagged for that CUDA, the same as torch's), "
+            f"or rebuild it here; installing CUDA {major}'s runtime next to it also works but keeps two CUDAs")
+
+
 # Libraries no pip wheel or toolkit package holds: the GPU driver's own user-space libraries (NVIDIA's driver
 # installs libcuda and libnvidia-ml; WSL mounts them from Windows under /usr/lib/wsl/lib).
 DRIVER_LIBRARIES = ("libcuda", "libnvidia-ml", "libnvcuvid")

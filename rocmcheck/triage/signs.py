@@ -21,4 +21,8 @@ SIGNS = {
     # who the pastes say the user is (`id`, `groups`, or a `$` prompt where only root may open the node). The HSA
     # runtime opens both read-write; without that it finds no GPU.
     "devices.no_access": "a listed AMD GPU device node this user cannot open read-write",
+    # A CUDA runtime library a loader could not open (libcudart.so.11.0, cudart64_110.dll) belongs to one CUDA major
+    # version, and every CUDA the pastes show (torch's +cuXYZ build, collect_env, nvcc, "CUDA 12.1") is another: the
+    # module was built for that other CUDA (rocmcheck/triage/shapes.py, library_for_other_cuda).
+    "cuda_library.other_major": "a missing CUDA runtime library of another CUDA major than the pastes show",
 }
