@@ -182,8 +182,7 @@ def test_a_runtime_library_not_found_is_charged_to_the_module_that_needed_it():
 def test_a_missing_cuda_runtime_of_another_major_than_the_paste_shows_is_a_sign():
     """Real lines: a CUDA 11 runtime missing where torch is cu121 (NVlabs/MambaVision#12), where CUDA 10.2 is used
     (AlexeyAB/darknet#7686), CUDA 10.1's where CUDA 12.1 is (iSEE-Laboratory/LLMDet#32); the same major shown
-    (facebookresearch/detectron2#2557) or only nvidia-smi's driver CUDA (leggedrobotics/elevation_mapping_cupy#77)
-    is no sign."""
+    (facebookresearch/detectron2#2557) or only nvidia-smi's driver CUDA (vllm-project/vllm#15335) is no sign."""
     other = OTHER_CUDA_MAJOR
     for name, text in other.items():
         t = triage([(name, text)])
@@ -193,7 +192,7 @@ def test_a_missing_cuda_runtime_of_another_major_than_the_paste_shows_is_a_sign(
         f for f in triage([("m", other["mamba"])]).findings if f.id == "shape.library_for_other_cuda").fix.text
     same = ("I worked with Pytorch 1.7 and CUDA 11.1.\n"
             "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n")
-    driver_only = "| NVIDIA-SMI 470.223.02   Driver Version: 470.223.02   CUDA Version: 11.4     |"
+    driver_only = "| NVIDIA-SMI 560.35.03              Driver Version: 560.35.03      CUDA Version: 12.6     |"
     assert not triage([("same", same)]).pasted.signs and shapes.cuda_majors_shown([driver_only]) == set()
 
 
