@@ -125,6 +125,7 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
     made = {name for path in (ROOT_ONLY_KFD, HUNG_RUN, PASTES / "corpus" / "36-floydhub-dockerfiles-3.paste.txt")
             for name, _ in _triage(path).pasted.signs}
     made |= {name for name, _ in triage([("mamba", OTHER_CUDA_MAJOR["mamba"])]).pasted.signs}
+    made |= {name for name, _ in triage([("tcnn", _tune_paste("NVlabs-tiny-cuda-nn-239"))]).pasted.signs}
     assert made == set(SIGNS)
 
 
@@ -204,3 +205,25 @@ OTHER_CUDA_MAJOR = {  # real lines of the three threads above
     "llmdet": "报错：ImportError: libcudart.so.10.1: cannot open shared object file: No such file or directory\n"
               "我的系统ubuntu20.04+nvidia530.30+cuda12.1+cudnn12.X\n",
 }
+
+
+def _tune_paste(name: str) -> str:
+    import json
+
+    return json.loads((PROJECT_FIXTURES_DIR / "triage_threads" / "tune" / f"{name}.json").read_text("utf-8"))["paste"]
+
+
+def test_an_nvidia_gpu_newer_than_every_cuda_toolkit_shown_is_a_sign():
+    """The tuning part's real pastes: an RTX 4090 (sm_89, first compiled by CUDA 11.8) beside "CUDA Version：11.3"
+    (NVlabs/tiny-cuda-nn#239) is a sign; an A10 beside a CUDA 11.8 image (triton-lang/triton#2971), two GPUs of
+    two archs (triton-lang/triton#1323) and a CUDA version with no GPU named (deepspeedai/DeepSpeed#607) are not."""
+    t = triage([("p", _tune_paste("NVlabs-tiny-cuda-nn-239"))])
+    assert [name for name, _ in t.pasted.signs] == ["nvidia_gpu.newer_than_toolkit"]
+    top = t.findings[0]
+    assert top.id == "shape.toolkit_older_than_gpu"
+    assert top.fix.text.startswith("rtx4090 is sm_89, which CUDA 11.8 is the first toolkit to compile for; the CUDA "
+                                   "here is 11.3")
+    for name in ("triton-lang-triton-2971", "triton-lang-triton-1323", "deepspeedai-DeepSpeed-607"):
+        assert shapes.gpu_newer_than_toolkit(shapes.lines_of([_tune_paste(name)])) is None, name
+    smi = "| NVIDIA-SMI 560.35.03              Driver Version: 560.35.03      CUDA Version: 12.6     |"
+    assert shapes.toolkits_shown([smi]) == []  # vllm-project/vllm#15335: the driver's newest CUDA, not a toolkit

@@ -12,6 +12,8 @@ the line says into the cause's fix (rocmcheck/triage/remedy.py):
   `*_cuda`, `*_ext`) an install without its build;
 - a package's own version check ("X>=a is required ..., but found X==b", "Detected version b", pkg_resources'
   VersionConflict, "requires a different Python") -> the range asked, the version installed, and which way it is out;
+- an NVIDIA GPU the paste names and a CUDA toolkit it shows that predates the GPU's arch (nvidia's table of the
+  first toolkit per arch, rocmcheck/knowledge/gpus.json) -> a toolkit too old for this GPU;
 - a model the installed library does not know (transformers' "does not recognize this architecture" / its
   KeyError on the model type, vLLM's "Model architectures [...] are not supported") -> that library predates it.
 
@@ -637,3 +639,69 @@ def model_advice(lines: Iterable[str]) -> str:
             "release: pip install -U transformers (the model card names the minimum; a model newer than the last "
             f"release needs transformers from source), or load it with trust_remote_code=True if its repo ships its "
             f"code{tail}")
+
+
+# --- an NVIDIA GPU newer than the CUDA toolkit shown --------------------------------------------------------------
+
+# NVIDIA product names as people write them: "NVIDIA GeForce RTX 4090", "rtx4090", "RTX A6000", "Tesla V100", "A100".
+_NVIDIA_GPU = re.compile(r"(?<![\w-])(?:(?:GeForce|NVIDIA|Tesla|Quadro)\s+)*(?:(RTX|GTX)\s?(A?\d{3,4})|"
+                         r"([ABHLTV]\d{1,3}S?|GB\d{3}))(?![\w-])", re.IGNORECASE)
+# A CUDA toolkit the paste shows: nvcc's "release 11.3", "CUDA Version: 11.3" / "cuda 11.3" / "/usr/local/cuda-11.3"
+# in prose (never on nvidia-smi's header line, whose "CUDA Version" is the driver's, nor torch's +cuXYZ build).
+_TOOLKIT = re.compile(
+    r"release (\d{1,2}\.\d), V\d|(?:\bcuda[-_ ]?(?:version|toolkit)?[ :：=]{0,3}|/cuda-)(\d{1,2}\.\d)\b", re.IGNORECASE)
+_NOT_TOOLKIT = re.compile(r"Driver Version|NVIDIA-SMI|used to build PyTorch|torch\.version\.cuda", re.IGNORECASE)
+
+
+def nvidia_gpus_named(lines: Iterable[str]) -> list[tuple[str, Any]]:
+    """(the name as written, its arch) of each NVIDIA GPU the lines name that rocmcheck's table knows."""
+    from rocmcheck.knowledge import nvidia_arch_of_product
+
+    out: list[tuple[str, Any]] = []
+    for line in lines:
+        for m in _NVIDIA_GPU.finditer(line[:MAX_LINE]):
+            name = f"{m.group(1).upper()} {m.group(2).upper()}" if m.group(1) else m.group(3).upper()
+            arch = nvidia_arch_of_product(name)
+            if arch is not None and all(arch.name != a.name for _, a in out):
+                out.append((m.group(0).strip(), arch))
+    return out
+
+
+def toolkits_shown(lines: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for line in lines:
+        if _NOT_TOOLKIT.search(line):
+            continue
+        for m in _TOOLKIT.finditer(line[:MAX_LINE]):
+            version = m.group(1) or m.group(2)
+            if version not in out:
+                out.append(version)
+    return out
+
+
+def gpu_newer_than_toolkit(lines: Iterable[str]) -> tuple[str, str, str, str] | None:
+    """(the GPU as named, its arch, the first toolkit for it, the newest toolkit shown) where every CUDA toolkit the
+    paste shows predates the one NVIDIA GPU arch it names; None otherwise (no GPU, several archs, no toolkit, or a
+    toolkit new enough)."""
+    from packaging.version import Version
+
+    lines = list(lines)
+    gpus = nvidia_gpus_named(lines)
+    toolkits = toolkits_shown(lines)
+    if len(gpus) != 1 or not toolkits or gpus[0][1].min_cuda is None:
+        return None
+    name, arch = gpus[0]
+    newest = max(toolkits, key=Version)
+    if Version(newest) >= Version(arch.min_cuda):
+        return None
+    return name, arch.name, arch.min_cuda, newest
+
+
+def toolkit_for_gpu_advice(lines: Iterable[str]) -> str:
+    found = gpu_newer_than_toolkit(lines)
+    if found is None:
+        return "use a CUDA toolkit new enough for the GPU's arch (NVIDIA's CUDA release notes list the first for each)"
+    name, arch, first, have = found
+    return (f"{name} is {arch}, which CUDA {first} is the first toolkit to compile for; the CUDA here is {have}: "
+            f"install CUDA {first} or newer (and point CUDA_HOME at it) to build for this GPU, with a torch built for "
+            f"a CUDA of the same major version")

@@ -25,4 +25,8 @@ SIGNS = {
     # version, and every CUDA the pastes show (torch's +cuXYZ build, collect_env, nvcc, "CUDA 12.1") is another: the
     # module was built for that other CUDA (rocmcheck/triage/shapes.py, library_for_other_cuda).
     "cuda_library.other_major": "a missing CUDA runtime library of another CUDA major than the pastes show",
+    # The pastes name one NVIDIA GPU whose arch rocmcheck's table knows, and every CUDA toolkit they show (nvcc's
+    # release, "CUDA 11.3" in prose) predates the first toolkit that compiles for that arch (gpus.json's min_cuda):
+    # nothing built here can target this GPU (rocmcheck/triage/shapes.py, gpu_newer_than_toolkit).
+    "nvidia_gpu.newer_than_toolkit": "an NVIDIA GPU whose arch is newer than every CUDA toolkit the pastes show",
 }
