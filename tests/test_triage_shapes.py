@@ -151,3 +151,16 @@ def test_models_a_library_does_not_know_from_ten_projects() -> None:
     assert "vLLM (here: 0.2.4) does not list Qwen2ForCausalLM" in vllm
     key_error = next(pasted for url, pasted in records if "Qwen3/issues/434" in url)[:-1]  # a KeyError traceback
     assert triage([("-", "\n".join(key_error) + "\n")]).findings[0].id == "shape.model_unsupported"
+
+
+def test_missing_headers_from_eleven_projects_name_what_ships_them() -> None:
+    records = _records("missing_headers.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        header = url.split()[1]
+        assert shapes.missing_headers(pasted) == [header], url
+        assert shapes.header_provider(header) is not None, header
+    assert "python3-dev" in shapes.header_advice(["`fatal error: Python.h: No such file or directory`"])
+    nccl = shapes.header_advice(lines("NVIDIA-nccl-139"))
+    assert nccl.startswith("nccl.h comes with NCCL's development files") and "NCCL_HOME" in nccl
+    assert triage([("-", "\n".join(records[5][1]) + "\n")]).findings[0].id == "shape.missing_header"

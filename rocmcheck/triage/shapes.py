@@ -14,6 +14,8 @@ the line says into the cause's fix (rocmcheck/triage/remedy.py):
   VersionConflict, "requires a different Python") -> the range asked, the version installed, and which way it is out;
 - an NVIDIA GPU the paste names and a CUDA toolkit it shows that predates the GPU's arch (nvidia's table of the
   first toolkit per arch, rocmcheck/knowledge/gpus.json) -> a toolkit too old for this GPU;
+- a C/C++ header a build could not find -> the development package or toolkit that ships it (rocmcheck/knowledge/
+  build_headers.json);
 - a model the installed library does not know (transformers' "does not recognize this architecture" / its
   KeyError on the model type, vLLM's "Model architectures [...] are not supported") -> that library predates it.
 
@@ -705,3 +707,52 @@ def toolkit_for_gpu_advice(lines: Iterable[str]) -> str:
     return (f"{name} is {arch}, which CUDA {first} is the first toolkit to compile for; the CUDA here is {have}: "
             f"install CUDA {first} or newer (and point CUDA_HOME at it) to build for this GPU, with a torch built for "
             f"a CUDA of the same major version")
+
+
+# --- a header a build could not find ---------------------------------------------------------------------------
+
+BUILD_HEADERS_FILE = "build_headers.json"
+# gcc's "fatal error: X.h: No such file or directory" (in any language: the part after the colon is localized),
+# clang's "fatal error: 'X.h' file not found", and DeepSpeed's op builder naming a library whose headers it lacks.
+_MISSING_HEADER = re.compile(r"fatal error: ([\w/.+-]{1,120}\.(?:h|hh|hpp|cuh)):|"
+                             r"fatal error: '([\w/.+-]{1,120}\.(?:h|hh|hpp|cuh))' file not found|"
+                             r"requires the dev (\w{1,40}) \.so object and headers")
+
+
+@lru_cache(maxsize=1)
+def build_headers() -> list[dict[str, str]]:
+    return list(read_json("rocmcheck.knowledge", BUILD_HEADERS_FILE)["headers"])
+
+
+def missing_headers(lines: Iterable[str]) -> list[str]:
+    """The headers a compiler (or DeepSpeed's op builder) could not find, first seen first."""
+    out: list[str] = []
+    for line in lines:
+        for m in _MISSING_HEADER.finditer(line[:MAX_LINE]):
+            header = m.group(1) or m.group(2) or f"{m.group(3)}.h"
+            if header not in out:
+                out.append(header)
+    return out
+
+
+def header_provider(header: str) -> dict[str, str] | None:
+    name = header.rsplit("/", 1)[-1]
+    for row in build_headers():
+        if (row["match"].endswith("/") and header.startswith(row["match"])) or row["match"] == name:
+            return row
+    return None
+
+
+def header_advice(lines: Iterable[str]) -> str:
+    found = missing_headers(lines)
+    if not found:
+        return ("a header the build includes is not found: install the development package that ships it, or put its "
+                "folder on the include path (CPATH, or the build's include option)")
+    header = found[0]
+    row = header_provider(header)
+    if row is None:
+        return (f"{header} is not found by the compiler: install the development package that ships it (on Debian / "
+                f"Ubuntu, apt-file search {header.rsplit('/', 1)[-1]} names it), or put its folder on the include "
+                "path (CPATH, or the build's include option)")
+    return (f"{header} comes with {row['provider']}, which this build does not find: install {row['install']}; if it "
+            "is installed, put its include folder on the include path (CPATH, or the build's include option)")
