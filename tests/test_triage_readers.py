@@ -126,6 +126,7 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
             for name, _ in _triage(path).pasted.signs}
     made |= {name for name, _ in triage([("mamba", OTHER_CUDA_MAJOR["mamba"])]).pasted.signs}
     made |= {name for name, _ in triage([("tcnn", _tune_paste("NVlabs-tiny-cuda-nn-239"))]).pasted.signs}
+    made |= {name for name, _ in triage([("gfx", _tune_paste("rocm-arch-rocm-arch-570"))]).pasted.signs}
     assert made == set(SIGNS)
 
 
@@ -227,3 +228,21 @@ def test_an_nvidia_gpu_newer_than_every_cuda_toolkit_shown_is_a_sign():
         assert shapes.gpu_newer_than_toolkit(shapes.lines_of([_tune_paste(name)])) is None, name
     smi = "| NVIDIA-SMI 560.35.03              Driver Version: 560.35.03      CUDA Version: 12.6     |"
     assert shapes.toolkits_shown([smi]) == []  # vllm-project/vllm#15335: the driver's newest CUDA, not a toolkit
+
+
+def test_an_amd_gpu_arch_no_rocm_release_ships_code_for_is_a_sign():
+    """The tuning part's real pastes name the machine's arch four ways: hipcc's unknown target (gfx902,
+    rocm-arch/rocm-arch#570), a request for support (gfx1036, ROCm/Tensile#1907), rocminfo's ISA name (gfx1103,
+    ROCm/TheRock#1184; gfx1032, ROCm/legacy-rocm-build#3401). A supported arch named the same ways is no sign."""
+    named = {"rocm-arch-rocm-arch-570": "gfx902", "ROCm-Tensile-1907": "gfx1036", "ROCm-TheRock-1184": "gfx1103",
+             "ROCm-legacy-rocm-build-3401": "gfx1032"}
+    for name, arch in named.items():
+        found = shapes.amd_arch_not_supported(shapes.lines_of([_tune_paste(name)]))
+        assert found is not None and found[0] == arch, name
+    t = triage([("p", _tune_paste("rocm-arch-rocm-arch-570"))])
+    assert [s for s, _ in t.pasted.signs] == ["amd_gpu.arch_not_supported"]
+    assert t.findings[0].id == "shape.amd_arch_unsupported"
+    assert "no ROCm release ships code for gfx902" in t.findings[0].fix.text
+    rocblas = shapes.lines_of([_tune_paste("YellowRoseCx-koboldcpp-rocm-91")])  # "... for GPU arch : gfx1100"
+    assert any("for GPU arch : gfx1100" in line for line in rocblas)
+    assert shapes.amd_arch_not_supported(rocblas) is None  # gfx1100 is on ROCm's list

@@ -265,7 +265,21 @@ class _Builder:
         self._device_nodes()
         self._cuda_library_major()
         self._gpu_newer_than_toolkit()
+        self._amd_arch_not_supported()
         return self.p
+
+    def _amd_arch_not_supported(self) -> None:
+        """The machine's AMD GPU arch, named, that no ROCm release ships code for (a sign)."""
+        from rocmcheck.triage.shapes import amd_arch_not_supported
+
+        found = amd_arch_not_supported(line for inp in self.p.inputs for line in inp.lines)
+        if found is None:
+            return
+        for inp in self.p.inputs:
+            for number, line in enumerate(inp.lines, 1):
+                if line == found[1]:
+                    self.sign("amd_gpu.arch_not_supported", inp.make_quote(number))
+                    return
 
     def _gpu_newer_than_toolkit(self) -> None:
         """An NVIDIA GPU named, and every CUDA toolkit shown older than its arch's first one (a sign)."""

@@ -14,6 +14,9 @@ the line says into the cause's fix (rocmcheck/triage/remedy.py):
   VersionConflict, "requires a different Python") -> the range asked, the version installed, and which way it is out;
 - an NVIDIA GPU the paste names and a CUDA toolkit it shows that predates the GPU's arch (nvidia's table of the
   first toolkit per arch, rocmcheck/knowledge/gpus.json) -> a toolkit too old for this GPU;
+- an AMD GPU arch the paste names as the machine's (rocminfo's ISA name, "GPU: ... gfx1032", rocBLAS' "for GPU arch",
+  hipcc's "HIP target ... is unknown") that no ROCm release ships code for (rocm_releases.json's targets) -> a GPU
+  ROCm does not support;
 - a C/C++ header a build could not find -> the development package or toolkit that ships it (rocmcheck/knowledge/
   build_headers.json);
 - a model the installed library does not know (transformers' "does not recognize this architecture" / its
@@ -756,3 +759,47 @@ def header_advice(lines: Iterable[str]) -> str:
                 "path (CPATH, or the build's include option)")
     return (f"{header} comes with {row['provider']}, which this build does not find: install {row['install']}; if it "
             "is installed, put its include folder on the include path (CPATH, or the build's include option)")
+
+
+# --- an AMD GPU arch no ROCm release ships code for --------------------------------------------------------------
+
+_AMD_ARCH_OF_MACHINE = re.compile(
+    r"amdgcn-amd-amdhsa--(gfx[0-9a-f]{3,4})|for GPU arch\s*:\s*(gfx[0-9a-f]{3,4})|"
+    r"HIP target: (gfx[0-9a-f]{3,4}) is unknown|"
+    r"\b(?:GPU|gpu|Graphics)\b[^\n:：=]{0,20}[:：=][^\n]{0,80}?\b(gfx[0-9a-f]{3,4})\b|\bRadeon\b[^\n]{0,60}?\((gfx[0-9a-f]{3,4})\b|"
+    r"\bsupport (?:for )?(gfx[0-9a-f]{3,4})\b")
+
+
+@lru_cache(maxsize=1)
+def rocm_known_archs() -> frozenset[str]:
+    """Every gfx target a ROCm release in rocmcheck's table ships code for, and the AMD archs rocmcheck's GPU table
+    knows (deprecated ones included: the doctor's gpu.arch check judges those itself)."""
+    from rocmcheck.knowledge import all_archs
+
+    releases = read_json("rocmcheck.knowledge", "rocm_releases.json")["releases"]
+    targets = {t for r in releases.values() for t in (r.get("gpu_targets") or ())}
+    return frozenset(targets | {name for name, a in all_archs().items() if a.vendor == "amd"})
+
+
+def amd_arch_not_supported(lines: Iterable[str]) -> tuple[str, str] | None:
+    """(the arch, its line) of the first AMD GPU arch the lines name as the machine's that no ROCm release in the table
+    ships code for; None where every arch named is known, or none is named."""
+    known = rocm_known_archs()
+    for line in lines:
+        for m in _AMD_ARCH_OF_MACHINE.finditer(line[:MAX_LINE]):
+            arch = next(g for g in m.groups() if g).lower()
+            if arch not in known:
+                return arch, line
+    return None
+
+
+def unsupported_arch_advice(lines: Iterable[str]) -> str:
+    found = amd_arch_not_supported(lines)
+    targets = ", ".join(sorted(rocm_known_archs()))
+    if found is None:
+        return f"use a GPU on ROCm's support list ({targets}), or a community build that targets this arch"
+    arch = found[0]
+    return (f"no ROCm release ships code for {arch} (ROCm's targets: {targets}): ROCm's libraries and torch's ROCm "
+            f"wheels have no kernels for it. Use a supported GPU, or a community build for {arch}; for some archs "
+            "HSA_OVERRIDE_GFX_VERSION set to the nearest supported one of the same generation (10.3.0 for RDNA2, "
+            "11.0.0 for RDNA3) runs that arch's code, unsupported and at your own risk")

@@ -29,4 +29,8 @@ SIGNS = {
     # release, "CUDA 11.3" in prose) predates the first toolkit that compiles for that arch (gpus.json's min_cuda):
     # nothing built here can target this GPU (rocmcheck/triage/shapes.py, gpu_newer_than_toolkit).
     "nvidia_gpu.newer_than_toolkit": "an NVIDIA GPU whose arch is newer than every CUDA toolkit the pastes show",
+    # The pastes name the machine's AMD GPU arch (rocminfo's ISA name, "GPU: ... gfx1032", rocBLAS' "for GPU arch",
+    # hipcc's unknown HIP target, a request for support) and no ROCm release in rocmcheck's table ships code for it
+    # (rocmcheck/triage/shapes.py, amd_arch_not_supported).
+    "amd_gpu.arch_not_supported": "an AMD GPU arch of this machine that no ROCm release ships code for",
 }
