@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
-TUNE_FLOOR = 131  # threads of the tuning part with the accepted family among the top 3 (132 when last measured)
+TUNE_FLOOR = 136  # threads of the tuning part with the accepted family among the top 3 (137 when last measured)
 FROZEN_FLOOR = 57  # the same on the frozen part (58 when last measured; its totals only are ever looked at)
 FROZEN_OTHER_PLATFORM_CEILING = 1  # frozen answers offering another platform's fix, when this test was written
 JOBS = 2
