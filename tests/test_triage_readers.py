@@ -12,7 +12,7 @@ import pytest
 from conftest import PROJECT_FIXTURES_DIR
 
 from rocmcheck.result import Status
-from rocmcheck.triage import triage
+from rocmcheck.triage import shapes, triage
 from rocmcheck.triage.catalogue import catalogue
 from rocmcheck.triage.readers.paste import split_paste
 from rocmcheck.triage.readers.paste_read import read_block
@@ -124,6 +124,9 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
     assert named == set(SIGNS)
     made = {name for path in (ROOT_ONLY_KFD, HUNG_RUN, PASTES / "corpus" / "36-floydhub-dockerfiles-3.paste.txt")
             for name, _ in _triage(path).pasted.signs}
+    made |= {name for name, _ in triage([("mamba", OTHER_CUDA_MAJOR["mamba"])]).pasted.signs}
+    made |= {name for name, _ in triage([("tcnn", _tune_paste("NVlabs-tiny-cuda-nn-239"))]).pasted.signs}
+    made |= {name for name, _ in triage([("gfx", _tune_paste("rocm-arch-rocm-arch-570"))]).pasted.signs}
     assert made == set(SIGNS)
 
 
@@ -176,3 +179,70 @@ def test_a_runtime_library_not_found_is_charged_to_the_module_that_needed_it():
     assert "flash_attn.import" in [f.id for f in bare.findings[:2]]
     unnamed = triage([("p.txt", error)])
     assert "flash_attn.import" not in [f.id for f in unnamed.findings]
+
+
+def test_a_missing_cuda_runtime_of_another_major_than_the_paste_shows_is_a_sign():
+    """Real lines: a CUDA 11 runtime missing where torch is cu121 (NVlabs/MambaVision#12), where CUDA 10.2 is used
+    (AlexeyAB/darknet#7686), CUDA 10.1's where CUDA 12.1 is (iSEE-Laboratory/LLMDet#32); the same major shown
+    (facebookresearch/detectron2#2557) or only nvidia-smi's driver CUDA (vllm-project/vllm#15335) is no sign."""
+    other = OTHER_CUDA_MAJOR
+    for name, text in other.items():
+        t = triage([(name, text)])
+        assert [s for s, _ in t.pasted.signs] == ["cuda_library.other_major"], name
+        assert "shape.library_for_other_cuda" in [f.id for f in t.findings[:3]], name
+    assert "libcudart.so.11.0 is CUDA 11's runtime library; the paste shows CUDA 12" in next(
+        f for f in triage([("m", other["mamba"])]).findings if f.id == "shape.library_for_other_cuda").fix.text
+    same = ("I worked with Pytorch 1.7 and CUDA 11.1.\n"
+            "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n")
+    driver_only = "| NVIDIA-SMI 560.35.03              Driver Version: 560.35.03      CUDA Version: 12.6     |"
+    assert not triage([("same", same)]).pasted.signs and shapes.cuda_majors_shown([driver_only]) == set()
+
+
+OTHER_CUDA_MAJOR = {  # real lines of the three threads above
+    "mamba": "my torch version is 2.1.2 with cuda 12.1 and I have already installed the requirements\n"
+             "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n",
+    "darknet": "OSError: libcudart.so.11.0: cannot open shared object file: No such file or directory\n"
+               "I am using CUDA 10.2 with cudnn 7 and ubuntu\n",
+    "llmdet": "报错：ImportError: libcudart.so.10.1: cannot open shared object file: No such file or directory\n"
+              "我的系统ubuntu20.04+nvidia530.30+cuda12.1+cudnn12.X\n",
+}
+
+
+def _tune_paste(name: str) -> str:
+    import json
+
+    return json.loads((PROJECT_FIXTURES_DIR / "triage_threads" / "tune" / f"{name}.json").read_text("utf-8"))["paste"]
+
+
+def test_an_nvidia_gpu_newer_than_every_cuda_toolkit_shown_is_a_sign():
+    """The tuning part's real pastes: an RTX 4090 (sm_89, first compiled by CUDA 11.8) beside "CUDA Version：11.3"
+    (NVlabs/tiny-cuda-nn#239) is a sign; an A10 beside a CUDA 11.8 image (triton-lang/triton#2971), two GPUs of
+    two archs (triton-lang/triton#1323) and a CUDA version with no GPU named (deepspeedai/DeepSpeed#607) are not."""
+    t = triage([("p", _tune_paste("NVlabs-tiny-cuda-nn-239"))])
+    assert [name for name, _ in t.pasted.signs] == ["nvidia_gpu.newer_than_toolkit"]
+    top = t.findings[0]
+    assert top.id == "shape.toolkit_older_than_gpu"
+    assert top.fix.text.startswith("rtx4090 is sm_89, which CUDA 11.8 is the first toolkit to compile for; the CUDA "
+                                   "here is 11.3")
+    for name in ("triton-lang-triton-2971", "triton-lang-triton-1323", "deepspeedai-DeepSpeed-607"):
+        assert shapes.gpu_newer_than_toolkit(shapes.lines_of([_tune_paste(name)])) is None, name
+    smi = "| NVIDIA-SMI 560.35.03              Driver Version: 560.35.03      CUDA Version: 12.6     |"
+    assert shapes.toolkits_shown([smi]) == []  # vllm-project/vllm#15335: the driver's newest CUDA, not a toolkit
+
+
+def test_an_amd_gpu_arch_no_rocm_release_ships_code_for_is_a_sign():
+    """The tuning part's real pastes name the machine's arch four ways: hipcc's unknown target (gfx902,
+    rocm-arch/rocm-arch#570), a request for support (gfx1036, ROCm/Tensile#1907), rocminfo's ISA name (gfx1103,
+    ROCm/TheRock#1184; gfx1032, ROCm/legacy-rocm-build#3401). A supported arch named the same ways is no sign."""
+    named = {"rocm-arch-rocm-arch-570": "gfx902", "ROCm-Tensile-1907": "gfx1036", "ROCm-TheRock-1184": "gfx1103",
+             "ROCm-legacy-rocm-build-3401": "gfx1032"}
+    for name, arch in named.items():
+        found = shapes.amd_arch_not_supported(shapes.lines_of([_tune_paste(name)]))
+        assert found is not None and found[0] == arch, name
+    t = triage([("p", _tune_paste("rocm-arch-rocm-arch-570"))])
+    assert [s for s, _ in t.pasted.signs] == ["amd_gpu.arch_not_supported"]
+    assert t.findings[0].id == "shape.amd_arch_unsupported"
+    assert "no ROCm release ships code for gfx902" in t.findings[0].fix.text
+    rocblas = shapes.lines_of([_tune_paste("YellowRoseCx-koboldcpp-rocm-91")])  # "... for GPU arch : gfx1100"
+    assert any("for GPU arch : gfx1100" in line for line in rocblas)
+    assert shapes.amd_arch_not_supported(rocblas) is None  # gfx1100 is on ROCm's list

@@ -37,6 +37,16 @@ def test_missing_library_names_its_provider_and_torch_build() -> None:
     assert "NVIDIA driver" in shapes.library_advice("libcuda.so", None)
     assert "torch's own libraries" in shapes.library_advice("libc10.so", None)
     assert "itself" in shapes.library_advice("libcudart.so.9.0", None)  # only other versions are in the table
+    windows = [  # bitsandbytes#713, jllllll/bitsandbytes-windows-webui#20: ctypes' words on Windows
+        "Could not find module 'C:\\Users\\robin\\AppData\\Local\\Programs\\Python\\Python311\\Lib\\site-packages\\"
+        "bitsandbytes\\cuda_setup\\libbitsandbytes_cuda116.dll' (or one of its dependencies). Try using the full path "
+        "with constructor syntax.",
+        "Could not find module 'e:\\Anaconda\\envs\\torch_v1\\lib\\site-packages\\bitsandbytes\\"
+        "libbitsandbytes_cuda120.dll' (or one of its dependencies). Try using the full path with constructor syntax."]
+    assert shapes.missing_libraries(windows) == ["libbitsandbytes_cuda116.dll", "libbitsandbytes_cuda120.dll"]
+    unnamed = "ImportError: DLL load failed: The specified module could not be found."  # pytorch#28363
+    assert shapes.missing_libraries([unnamed]) == [] and shapes.dll_failure(unnamed)
+    assert "Visual C++ Redistributable" in triage([("-", unnamed + "\n")]).findings[0].fix.text
 
 
 def test_undefined_symbol_is_demangled_and_owned() -> None:
@@ -101,3 +111,56 @@ def test_built_for_names_both_sides() -> None:
     assert "Python 3.10.19 (here 3.13.9)" in advice
     cpu = shapes.built_for_advice(["    PyTorch 2.2.0+cu121 with CUDA 1201 (you have 2.2.0+cpu)"])  # xformers#982
     assert "CPU build" in cpu
+
+
+def _records(name: str) -> list[tuple[str, list[str]]]:
+    """(URL line, the pasted lines under it) of a tests/fixtures/triage_shapes/ file."""
+    out: list[tuple[str, list[str]]] = []
+    for line in (FIXTURES / "triage_shapes" / name).read_text(encoding="utf-8").splitlines():
+        if line.startswith("https://"):
+            out.append((line, []))
+        elif line and not line.startswith("#") and out:
+            out[-1][1].append(line)
+    return out
+
+
+def test_version_checks_from_fifteen_projects_name_the_range_and_the_way_out() -> None:
+    records = _records("version_requirements.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        found = shapes.requirements(pasted)
+        assert len(found) == 1, url
+        expected = url.split()[1]
+        assert (shapes.direction(found[0]) or "none") == expected, (url, found)
+    ocs = shapes.requirements(next(pasted for url, pasted in records if "ocs-ci" in url))[0]
+    assert (ocs.package, ocs.spec, ocs.have, ocs.by) == ("pyparsing", "<3,>=2.4.2", "3.0.0", "httplib2")
+    assert "newer than that range" in shapes.requirement_advice([ocs])
+    flash = shapes.requirement_advice(shapes.requirements(lines("hiyouga-LlamaFactory-3464")))
+    assert "flash_attn 2.0.4 is installed: it is older than that: pip install -U 'flash_attn>=2.1.0'" in flash
+    t = triage([("-", "\n".join(records[0][1]) + "\n")])
+    assert t.findings[0].id == "shape.version_requirement"
+
+
+def test_models_a_library_does_not_know_from_ten_projects() -> None:
+    records = _records("unknown_models.txt")
+    assert len({url.split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        library, model = pasted[-1].removeprefix("= ").split()
+        assert shapes.unknown_models(pasted[:-1])[:1] == [(library, model)], url
+    vllm = shapes.model_advice(lines("vllm-project-vllm-3463"))
+    assert "vLLM (here: 0.2.4) does not list Qwen2ForCausalLM" in vllm
+    key_error = next(pasted for url, pasted in records if "Qwen3/issues/434" in url)[:-1]  # a KeyError traceback
+    assert triage([("-", "\n".join(key_error) + "\n")]).findings[0].id == "shape.model_unsupported"
+
+
+def test_missing_headers_from_eleven_projects_name_what_ships_them() -> None:
+    records = _records("missing_headers.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        header = url.split()[1]
+        assert shapes.missing_headers(pasted) == [header], url
+        assert shapes.header_provider(header) is not None, header
+    assert "python3-dev" in shapes.header_advice(["`fatal error: Python.h: No such file or directory`"])
+    nccl = shapes.header_advice(lines("NVIDIA-nccl-139"))
+    assert nccl.startswith("nccl.h comes with NCCL's development files") and "NCCL_HOME" in nccl
+    assert triage([("-", "\n".join(records[5][1]) + "\n")]).findings[0].id == "shape.missing_header"

@@ -2,8 +2,8 @@
 threads whose accepted cause family is among the three causes named, and the number of answers that offered a fix
 for another platform than the paste's, on the frozen test part and on the tuning part. The scorer's own logic
 (scripts/triage_score.py) runs in worker processes; the figures are printed (pytest -s shows them) and only what
-must hold is asserted: the tuning part does not fall below its recorded floor, and no more answers on the frozen
-part offer another platform's fix than recorded."""
+must hold is asserted: neither part falls below its recorded floor (its figure when last measured, less one), and no
+more answers on the frozen part offer another platform's fix than recorded."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
-TUNE_FLOOR = 117  # threads of the tuning part with the accepted family among the top 3, when this test was written
+TUNE_FLOOR = 136  # threads of the tuning part with the accepted family among the top 3 (137 when last measured)
+FROZEN_FLOOR = 57  # the same on the frozen part (58 when last measured; its totals only are ever looked at)
 FROZEN_OTHER_PLATFORM_CEILING = 1  # frozen answers offering another platform's fix, when this test was written
 JOBS = 2
 
@@ -45,4 +46,5 @@ def test_both_figures_on_the_recorded_threads() -> None:
     assert not unmapped, f"cause ids missing from cause_families.json: {sorted(unmapped)}"
     assert all(not r.error for rows in by_split.values() for r in rows)
     assert figures["tune"][0] >= TUNE_FLOOR
+    assert figures["frozen"][0] >= FROZEN_FLOOR
     assert figures["frozen"][2] <= FROZEN_OTHER_PLATFORM_CEILING

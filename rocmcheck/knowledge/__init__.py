@@ -39,6 +39,7 @@ class Arch:
     note: str | None = None
     sources: tuple[str, ...] = field(default_factory=tuple)
     bf16: bool = True  # False: no bf16 in hardware (NVIDIA before Ampere)
+    min_cuda: str | None = None  # NVIDIA: the first CUDA toolkit whose nvcc compiles for this arch (gpus.json)
 
     def match_product(self, marketing_name: str | None) -> Product | None:
         """The product whose name appears in a tool's marketing name ("AMD Instinct MI300X")."""
@@ -66,6 +67,7 @@ def _arch(vendor: str, name: str, entry: dict[str, Any]) -> Arch:
         note=entry.get("note"),
         sources=tuple(entry.get("sources", [])),
         bf16=entry.get("bf16", True),
+        min_cuda=entry.get("min_cuda"),
     )
 
 

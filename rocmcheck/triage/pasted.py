@@ -263,7 +263,51 @@ class _Builder:
 
     def finish(self) -> Pasted:
         self._device_nodes()
+        self._cuda_library_major()
+        self._gpu_newer_than_toolkit()
+        self._amd_arch_not_supported()
         return self.p
+
+    def _amd_arch_not_supported(self) -> None:
+        """The machine's AMD GPU arch, named, that no ROCm release ships code for (a sign)."""
+        from rocmcheck.triage.shapes import amd_arch_not_supported
+
+        found = amd_arch_not_supported(line for inp in self.p.inputs for line in inp.lines)
+        if found is None:
+            return
+        for inp in self.p.inputs:
+            for number, line in enumerate(inp.lines, 1):
+                if line == found[1]:
+                    self.sign("amd_gpu.arch_not_supported", inp.make_quote(number))
+                    return
+
+    def _gpu_newer_than_toolkit(self) -> None:
+        """An NVIDIA GPU named, and every CUDA toolkit shown older than its arch's first one (a sign)."""
+        from rocmcheck.triage.shapes import gpu_newer_than_toolkit
+
+        lines = [line for inp in self.p.inputs for line in inp.lines]
+        found = gpu_newer_than_toolkit(lines)
+        if found is None:
+            return
+        for inp in self.p.inputs:
+            for number, line in enumerate(inp.lines, 1):
+                if found[0] in line:
+                    self.sign("nvidia_gpu.newer_than_toolkit", inp.make_quote(number))
+                    return
+
+    def _cuda_library_major(self) -> None:
+        """A missing CUDA runtime library of another CUDA major than every CUDA the pastes show (a sign)."""
+        from rocmcheck.triage.shapes import library_for_other_cuda
+
+        lines = [line for inp in self.p.inputs for line in inp.lines]
+        found = library_for_other_cuda(lines)
+        if found is None:
+            return
+        for inp in self.p.inputs:
+            for number, line in enumerate(inp.lines, 1):
+                if found[0] in line:
+                    self.sign("cuda_library.other_major", inp.make_quote(number))
+                    return
 
     # ---- readers ------------------------------------------------------------------------------------------------
     def collect_env(self, inp: PasteInput, block: Block, ce: Any) -> None:

@@ -108,6 +108,8 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
         lines = [line for _, block in pasted.blocks() for line in block.text.splitlines()]
         torch = pasted.facts.probes.get("torch") or {}
         return fixes.note(driver_claim(torch_cuda_of(lines, torch.get("cuda")), driver_of(lines)))
+    if name == "container_engine":
+        return fixes.note(container_engine_advice(vendor))
     if name in SHAPE_FIXES:
         return _shape_fix(name, pasted, vendor, platform)
     if name == "flash_attn_rebuild":
@@ -120,7 +122,9 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
 
 
 SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool",
-               "built_for")
+               "built_for", "version_requirement", "model_support", "other_cuda",
+               "toolkit_for_gpu", "missing_header",
+               "unsupported_arch")
 
 
 def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
@@ -133,7 +137,9 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         libs = shapes.missing_libraries(lines)
         build = shapes.torch_build(lines, torch.get("cuda"), torch.get("hip"))
         where = platform.name if platform is not None else None
-        return fixes.note(shapes.library_advice(libs[0], build, where) if libs else
+        if libs:
+            return fixes.note(shapes.library_advice(libs[0], build, where))
+        return fixes.note(shapes.DLL_ADVICE if any(shapes.dll_failure(line) for line in lines) else
                           "a library the program loads is not found: ldd on the failing module lists it")
     if name == "undefined_symbol":
         symbols = shapes.undefined_symbols(lines)
@@ -151,6 +157,18 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         return fixes.note(shapes.import_name_advice(lines))
     if name == "built_for":
         return fixes.note(shapes.built_for_advice(lines))
+    if name == "version_requirement":
+        return fixes.note(shapes.requirement_advice(shapes.requirements(lines)))
+    if name == "model_support":
+        return fixes.note(shapes.model_advice(lines))
+    if name == "other_cuda":
+        return fixes.note(shapes.other_cuda_advice(lines))
+    if name == "toolkit_for_gpu":
+        return fixes.note(shapes.toolkit_for_gpu_advice(lines))
+    if name == "missing_header":
+        return fixes.note(shapes.header_advice(lines))
+    if name == "unsupported_arch":
+        return fixes.note(shapes.unsupported_arch_advice(lines))
     if vendor == "cpu":
         return fixes.note("the build needs a GPU compiler (CUDA's or ROCm's) this machine does not have (no NVIDIA or "
                           "AMD GPU stack, e.g. macOS): skip the package or use its CPU / MPS path (for flash-attn: "
@@ -165,6 +183,21 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
                       "hipcc, of torch's CUDA or ROCm version) and ninja, or install a prebuilt wheel of the package")
 
 
-NAMED_FIXES = SHAPE_FIXES + ("cuda_driver", "torch_reinstall", "torch_replace", "docker_run", "flash_attn_rebuild",
-               "GROUPS_FIX",
-               "SHM_FIX", "IOMMU_FIX", "NUMA_FIX", "DEEPSPEED_REINSTALL")
+def container_engine_advice(vendor: str | None) -> str:
+    """What keeps the GPUs out of a container started with the right flags, for the vendor the paste shows."""
+    amd = ("on Linux run the container with the native Docker Engine, not Docker Desktop (its containers run in a VM "
+           "that has no /dev/kfd or /dev/dri); upgrade an old Docker whose --device nodes a non-root user cannot open")
+    nvidia = ("install the NVIDIA Container Toolkit (and configure the engine for it) and start the container with "
+              "--gpus all; on Linux prefer the native Docker Engine to Docker Desktop")
+    if vendor == "amd":
+        return amd
+    if vendor == "nvidia":
+        return nvidia
+    return ("on Linux run the container with the native Docker Engine, not Docker Desktop (its containers run in a VM "
+            "without the host's GPU devices); upgrade an old Docker; install the container runtime your GPU vendor "
+            "documents, where it has one (the paste does not show the vendor)")
+
+
+NAMED_FIXES = SHAPE_FIXES + ("container_engine", "cuda_driver", "torch_reinstall", "torch_replace", "docker_run",
+                             "flash_attn_rebuild", "GROUPS_FIX", "SHM_FIX", "IOMMU_FIX", "NUMA_FIX",
+                             "DEEPSPEED_REINSTALL")

@@ -9,7 +9,18 @@ the line says into the cause's fix (rocmcheck/triage/remedy.py):
   library whose namespace it is (torch / c10 / at: built against another torch; hip / hsa: another ROCm; nccl);
 - "X requires Y..., but you have Y z" (pip's resolver) -> the conflict, as the two sides;
 - "No module named X" -> the distribution that provides it (a small map), and for a compiled module (`_C`,
-  `*_cuda`, `*_ext`) an install without its build.
+  `*_cuda`, `*_ext`) an install without its build;
+- a package's own version check ("X>=a is required ..., but found X==b", "Detected version b", pkg_resources'
+  VersionConflict, "requires a different Python") -> the range asked, the version installed, and which way it is out;
+- an NVIDIA GPU the paste names and a CUDA toolkit it shows that predates the GPU's arch (nvidia's table of the
+  first toolkit per arch, rocmcheck/knowledge/gpus.json) -> a toolkit too old for this GPU;
+- an AMD GPU arch the paste names as the machine's (rocminfo's ISA name, "GPU: ... gfx1032", rocBLAS' "for GPU arch",
+  hipcc's "HIP target ... is unknown") that no ROCm release ships code for (rocm_releases.json's targets) -> a GPU
+  ROCm does not support;
+- a C/C++ header a build could not find -> the development package or toolkit that ships it (rocmcheck/knowledge/
+  build_headers.json);
+- a model the installed library does not know (transformers' "does not recognize this architecture" / its
+  KeyError on the model type, vLLM's "Model architectures [...] are not supported") -> that library predates it.
 
 Every reader is pure over the pasted lines and never raises; what a line does not say is left out, never guessed.
 """
@@ -33,7 +44,8 @@ _MISSING_LIB = re.compile(
     r"(?:Could not load library|Failed to dlopen|error while loading shared libraries:|Unable to load|"
     r"cannot find)\s+-?l?(lib[\w+.-]{1,80}?\.so[\w.]{0,20})|"
     r"/usr/bin/ld: cannot find -l([\w+.-]{1,60})|"
-    r"(?:Failed to load\s{1,4}|Error loading \"[^\"]{0,300}?\\\\?)([\w.-]{1,80}\.dll))"
+    r"(?:Failed to load\s{1,4}|Error loading \"[^\"]{0,300}?\\\\?)([\w.-]{1,80}\.dll)|"
+    r"Could not find module '[^'\n]{0,300}?\\?([\w.-]{1,80}\.dll)')"
 )
 _UNDEFINED = re.compile(r"undefined symbol: ?([\w$.@]{1,400})")
 _REQUIRES = re.compile(
@@ -99,6 +111,18 @@ def missing_libraries(lines: Iterable[str]) -> list[str]:
     return out
 
 
+_DLL_FAILURE = re.compile(r"DLL load failed|\[WinError 126\]")
+DLL_ADVICE = ("Windows could not load a DLL the module needs (the message does not name it): install the Microsoft "
+              "Visual C++ Redistributable (x64), reinstall the package from its Windows wheel for this Python, and for "
+              "a GPU build check it matches the installed driver (a CUDA build needs an NVIDIA driver new enough for "
+              "its CUDA); importing the module in a fresh environment tells the package from the machine")
+
+
+def dll_failure(line: str) -> bool:
+    """Windows' loader failed on a DLL the line does not name ("DLL load failed", WinError 126)."""
+    return bool(_DLL_FAILURE.search(line[:MAX_LINE]))
+
+
 def _stem(lib: str) -> str:
     return lib.split(".so")[0].split(".dll")[0].lower()
 
@@ -124,6 +148,68 @@ def torch_build(lines: Iterable[str], probed_cuda: str | None = None, probed_hip
         if m:
             return m.group(1) or m.group(2)
     return None
+
+
+# CUDA libraries whose file name carries the CUDA major version they belong to (libcudart.so.11.0 is CUDA 11's,
+# cudart64_110.dll too); cuFFT, cuSPARSE, cuRAND... number their files on their own scheme, so they are not here.
+_CUDA_MAJOR_LIB = re.compile(r"^(?:lib(?:cudart|cublas|cublasLt|nvrtc)\.so\.(\d{1,2})\b|"
+                             r"(?:cudart|cublas|cublasLt|nvrtc)64_(\d{1,3})(?:_\d+)?\.dll$)")
+# Where a paste shows the CUDA it has: torch's build, collect_env, nvcc, or the words "CUDA 12.1" / "cuda12.1"
+# (not nvidia-smi's "CUDA Version", which is the newest the driver supports, not a CUDA installed).
+_CUDA_SHOWN = re.compile(r"\+cu(\d{2,3})\b|CUDA used to build PyTorch: (\d{1,2})\.|release (\d{1,2})\.\d{1,2}, V\d|"
+                         r"\bcuda[-_ ]?(?:version|toolkit)?[ :：=]{0,3}(\d{1,2})\.\d\b", re.IGNORECASE)
+
+
+def cuda_major_of_library(lib: str) -> int | None:
+    """The CUDA major version a CUDA runtime library's file name belongs to; None for another library."""
+    m = _CUDA_MAJOR_LIB.search(lib)
+    if not m:
+        return None
+    if m.group(1):
+        return int(m.group(1))
+    digits = m.group(2)
+    return int(digits[:-1]) if len(digits) == 3 else int(digits)
+
+
+def cuda_majors_shown(lines: Iterable[str]) -> set[int]:
+    """The CUDA major versions the paste shows installed or built for (never the driver's own "CUDA Version")."""
+    out: set[int] = set()
+    for line in lines:
+        if "Driver Version" in line:
+            continue
+        for m in _CUDA_SHOWN.finditer(line[:MAX_LINE]):
+            tag = m.group(1)
+            if tag:
+                out.add(int(tag[:-1]) if len(tag) == 3 else int(tag[0]))
+            else:
+                out.add(int(next(g for g in m.groups()[1:] if g)))
+    return out
+
+
+def library_for_other_cuda(lines: Iterable[str]) -> tuple[str, int, set[int]] | None:
+    """A missing CUDA runtime library of one CUDA major where the paste shows only other CUDA majors: (the library,
+    its CUDA major, the majors shown); None where the paste shows no CUDA or the same one."""
+    lines = list(lines)
+    shown = cuda_majors_shown(lines)
+    if not shown:
+        return None
+    for lib in missing_libraries(lines):
+        major = cuda_major_of_library(lib)
+        if major is not None and major not in shown:
+            return lib, major, shown
+    return None
+
+
+def other_cuda_advice(lines: Iterable[str]) -> str:
+    found = library_for_other_cuda(lines)
+    if found is None:
+        return ("the module was built for another CUDA major version than the one installed: install its build for "
+                "the CUDA here (the same as torch's), or that CUDA's runtime next to it")
+    lib, major, shown = found
+    here = " / ".join(f"CUDA {m}" for m in sorted(shown))
+    return (f"{lib} is CUDA {major}'s runtime library; the paste shows {here}: the module that loads it was built for "
+            f"CUDA {major}: install its build for {here} (a wheel or index tagged for that CUDA, the same as torch's), "
+            f"or rebuild it here; installing CUDA {major}'s runtime next to it also works but keeps two CUDAs")
 
 
 # Libraries no pip wheel or toolkit package holds: the GPU driver's own user-space libraries (NVIDIA's driver
@@ -399,3 +485,321 @@ def import_name_advice(lines: Iterable[str]) -> str:
                     f"for (added later or removed since): install the {dist} version the failing package pins")
     return ("a package calls a name or an argument another installed package does not have: their versions do "
             "not match; install the versions the failing package pins (pip check, and its requirements)")
+
+
+# --- a package's own version check ---------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Requirement:
+    package: str  # the package whose version is checked ("python" for pip's Requires-Python)
+    spec: str  # the range asked, as written (">=4.41.2,<=4.46.1")
+    have: str | None  # the version installed, None where the line says none is
+    by: str | None = None  # the package that asks, where the line names it
+
+
+_REQUIRED_BUT_FOUND = re.compile(  # transformers' require_version (also used by LLaMA-Factory, diffusers, peft...)
+    r"([A-Za-z][\w.-]{0,60}?)([<>=!~][^\n]{0,300}?) is required for a normal functioning of this module, but found "
+    r"([\w.-]{1,60})==([\w.+-]{1,40})")
+_DETECTED = re.compile(  # transformers' check of an optional package ("you need flash_attn package version ...")
+    r"you need ([\w.-]{1,60}) package version to be (greater or equal|greater|less or equal|less|equal) (?:than|to) "
+    r"(\d[\w.]{0,30}?)\.? Detected version ([\w.+-]{1,40}?)\.?(?:\s|$)")
+_VERSION_CONFLICT = re.compile(  # pkg_resources / setuptools
+    r"VersionConflict:? \(([\w.-]{1,60}) ([\w.+-]{1,40}) \([^)]{0,400}\), Requirement\.parse\('([\w.-]{1,60})"
+    r"([^']{1,200})'\)(?:, \{'([\w.-]{1,60})')?")
+_REQUIRES_PYTHON = re.compile(
+    r"Package '([\w.-]{1,60})' requires a different Python: ([\d.]{1,20}) not in '([^']{1,100})'")
+_DISTRIBUTION_NOT_FOUND = re.compile(  # pkg_resources' DistributionNotFound (LLaMA-Factory's dependency check)
+    r"The '([A-Za-z][\w.-]{0,60}?)([<>=!~][^'\n]{0,200})' distribution was not found and is required by ([\w.-]{1,60})")
+_MINIMUM_NOT_INSTALLED = re.compile(r"([\w.-]{1,60}) with minimum required version ([\d][\w.]{0,30}) is not installed")
+_OPERATORS = {"greater or equal": ">=", "greater": ">", "less or equal": "<=", "less": "<", "equal": "=="}
+
+
+def requirements(lines: Iterable[str]) -> list[Requirement]:
+    """Every version check the lines report as failed, first seen first."""
+    out: list[Requirement] = []
+    for line in lines:
+        found: list[Requirement] = []
+        for m in _REQUIRED_BUT_FOUND.finditer(line):
+            found.append(Requirement(m.group(1), re.sub(r"\s+", "", m.group(2)), m.group(4).rstrip(".")))
+        for m in _DETECTED.finditer(line):
+            found.append(Requirement(m.group(1), _OPERATORS[m.group(2)] + m.group(3), m.group(4)))
+        for m in _VERSION_CONFLICT.finditer(line):
+            found.append(Requirement(m.group(1), m.group(4), m.group(2), m.group(5)))
+        for m in _REQUIRES_PYTHON.finditer(line):
+            found.append(Requirement("python", m.group(3), m.group(2), m.group(1)))
+        for m in _DISTRIBUTION_NOT_FOUND.finditer(line):
+            by = None if m.group(3) == "this" else m.group(3)  # "... is required by this application"
+            found.append(Requirement(m.group(1), re.sub(r"\s+", "", m.group(2)), None, by))
+        for m in _MINIMUM_NOT_INSTALLED.finditer(line):
+            found.append(Requirement(m.group(1), ">=" + m.group(2), None))
+        out += [r for r in found if r not in out]
+    return out
+
+
+def direction(r: Requirement) -> str | None:
+    """"older" / "newer" (than the range asks) / "excluded" (a version the range leaves out), packaging's reading;
+    None where the version or the range is unreadable, or the version is inside the range."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    if r.have is None:
+        return None
+    try:
+        have, specs = Version(r.have), SpecifierSet(r.spec, prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return None
+    for spec in specs:
+        if spec.contains(have, prereleases=True):
+            continue
+        if spec.operator in (">=", ">", "~="):
+            return "older"
+        if spec.operator in ("<", "<="):
+            return "newer"
+        if spec.operator in ("==", "==="):
+            bound = spec.version.rstrip(".*")
+            try:
+                return "older" if have < Version(bound) else "newer"
+            except InvalidVersion:
+                return None
+        return "excluded"
+    return None
+
+
+def requirement_advice(found: list[Requirement]) -> str:
+    if not found:
+        return ("a package checks the version of another and finds the installed one outside the range it supports: "
+                "install a version in that range, or a release of the checking package that supports the one installed")
+    r = found[0]
+    want = f"{r.package}{r.spec}"
+    who = r.by or "the package that checks it"
+    if r.package == "python":
+        return (f"{r.by} needs Python {r.spec}; this Python is {r.have}: install it into an environment with a Python "
+                f"in that range (a new venv or conda env), or a release of {r.by} that supports Python {r.have}")
+    if r.have is None:
+        return (f"{r.package} is not installed in the range asked (not at all, at a version outside it, or under "
+                f"another distribution name than the check looks for); {who} needs {want}: install {r.package} in "
+                f"that range (pip install '{want}') in the environment that runs the program")
+    way = direction(r)
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    head = f"{who} needs {want}; {r.package} {r.have} is installed{more}"
+    if way == "older":
+        return head + f": it is older than that: pip install -U '{want}'"
+    if way == "newer":
+        return (head + f": it is newer than that range: install a version inside it (pip install '{want}'), or a "
+                f"release of {who if r.by else 'that package'} that supports {r.package} {r.have} (where the check "
+                "is the package's own pin, not an API need, its docs may name a switch that skips it)")
+    return head + f": install a version inside the range (pip install '{want}')"
+
+
+# --- a model the installed library does not know --------------------------------------------------------------
+
+_MODEL_TYPE = re.compile(r"model type `([\w.-]{1,80})` but Transformers does not recognize this architecture")
+_VLLM_ARCHS = re.compile(r"Model architectures \[([^\]\n]{1,200})\] are not supported")
+_CONFIG_MAPPING = re.compile(r"CONFIG_MAPPING\[config_dict\[.model_type.\]\]")
+_KEY_ERROR = re.compile(r"^\s*KeyError: '([\w.-]{1,80})'")
+
+
+def unknown_models(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """(library, model) for each model the paste says the installed library does not know."""
+    out: list[tuple[str, str]] = []
+    mapping = False
+    for line in lines:
+        found = [("transformers", m.group(1)) for m in _MODEL_TYPE.finditer(line)]
+        found += [("vllm", m.group(1).replace("'", "").strip()) for m in _VLLM_ARCHS.finditer(line)]
+        if _CONFIG_MAPPING.search(line):
+            mapping = True
+        k = _KEY_ERROR.search(line) if mapping else None
+        if k:
+            found.append(("transformers", k.group(1)))
+        out += [f for f in found if f not in out]
+    return out
+
+
+def _library_version(lines: list[str], library: str) -> str | None:
+    pattern = re.compile(rf"\b{library}(?:[ _-]?version)?\s{{0,3}}(?:==|=|:|\s)\s{{0,3}}v?(\d+\.\d+[\w.+-]{{0,20}})",
+                         re.IGNORECASE)
+    for line in lines:
+        m = pattern.search(line)
+        if m:
+            return m.group(1)
+    return None
+
+
+def model_advice(lines: Iterable[str]) -> str:
+    lines = list(lines)
+    found = unknown_models(lines)
+    if not found:
+        return ("the installed library does not know this model's architecture: upgrade it to a release that lists "
+                "the model")
+    library, model = found[0]
+    version = _library_version(lines, library)
+    here = f" (here: {version})" if version else ""
+    tail = ("; if an upgrade does not help, an earlier error in the log (the model's code failing to import, an "
+            "extension that does not load) is the cause")
+    if library == "vllm":
+        return (f"the installed vLLM{here} does not list {model}: support for a model comes with a vLLM release, "
+                f"so upgrade vLLM to one whose supported-models list has it (pip install -U vllm, with the torch it "
+                f"pins){tail}")
+    return (f"the installed transformers{here} does not know the model type {model}: the model is newer than this "
+            "release: pip install -U transformers (the model card names the minimum; a model newer than the last "
+            f"release needs transformers from source), or load it with trust_remote_code=True if its repo ships its "
+            f"code{tail}")
+
+
+# --- an NVIDIA GPU newer than the CUDA toolkit shown --------------------------------------------------------------
+
+# NVIDIA product names as people write them: "NVIDIA GeForce RTX 4090", "rtx4090", "RTX A6000", "Tesla V100", "A100".
+_NVIDIA_GPU = re.compile(r"(?<![\w-])(?:(?:GeForce|NVIDIA|Tesla|Quadro)\s+)*(?:(RTX|GTX)\s?(A?\d{3,4})|"
+                         r"([ABHLTV]\d{1,3}S?|GB\d{3}))(?![\w-])", re.IGNORECASE)
+# A CUDA toolkit the paste shows: nvcc's "release 11.3", "CUDA Version: 11.3" / "cuda 11.3" / "/usr/local/cuda-11.3"
+# in prose (never on nvidia-smi's header line, whose "CUDA Version" is the driver's, nor torch's +cuXYZ build).
+_TOOLKIT = re.compile(
+    r"release (\d{1,2}\.\d), V\d|(?:\bcuda[-_ ]?(?:version|toolkit)?[ :：=]{0,3}|/cuda-)(\d{1,2}\.\d)\b", re.IGNORECASE)
+_NOT_TOOLKIT = re.compile(r"Driver Version|NVIDIA-SMI|used to build PyTorch|torch\.version\.cuda", re.IGNORECASE)
+
+
+def nvidia_gpus_named(lines: Iterable[str]) -> list[tuple[str, Any]]:
+    """(the name as written, its arch) of each NVIDIA GPU the lines name that rocmcheck's table knows."""
+    from rocmcheck.knowledge import nvidia_arch_of_product
+
+    out: list[tuple[str, Any]] = []
+    for line in lines:
+        for m in _NVIDIA_GPU.finditer(line[:MAX_LINE]):
+            name = f"{m.group(1).upper()} {m.group(2).upper()}" if m.group(1) else m.group(3).upper()
+            arch = nvidia_arch_of_product(name)
+            if arch is not None and all(arch.name != a.name for _, a in out):
+                out.append((m.group(0).strip(), arch))
+    return out
+
+
+def toolkits_shown(lines: Iterable[str]) -> list[str]:
+    out: list[str] = []
+    for line in lines:
+        if _NOT_TOOLKIT.search(line):
+            continue
+        for m in _TOOLKIT.finditer(line[:MAX_LINE]):
+            version = m.group(1) or m.group(2)
+            if version not in out:
+                out.append(version)
+    return out
+
+
+def gpu_newer_than_toolkit(lines: Iterable[str]) -> tuple[str, str, str, str] | None:
+    """(the GPU as named, its arch, the first toolkit for it, the newest toolkit shown) where every CUDA toolkit the
+    paste shows predates the one NVIDIA GPU arch it names; None otherwise (no GPU, several archs, no toolkit, or a
+    toolkit new enough)."""
+    from packaging.version import Version
+
+    lines = list(lines)
+    gpus = nvidia_gpus_named(lines)
+    toolkits = toolkits_shown(lines)
+    if len(gpus) != 1 or not toolkits or gpus[0][1].min_cuda is None:
+        return None
+    name, arch = gpus[0]
+    newest = max(toolkits, key=Version)
+    if Version(newest) >= Version(arch.min_cuda):
+        return None
+    return name, arch.name, arch.min_cuda, newest
+
+
+def toolkit_for_gpu_advice(lines: Iterable[str]) -> str:
+    found = gpu_newer_than_toolkit(lines)
+    if found is None:
+        return "use a CUDA toolkit new enough for the GPU's arch (NVIDIA's CUDA release notes list the first for each)"
+    name, arch, first, have = found
+    return (f"{name} is {arch}, which CUDA {first} is the first toolkit to compile for; the CUDA here is {have}: "
+            f"install CUDA {first} or newer (and point CUDA_HOME at it) to build for this GPU, with a torch built for "
+            f"a CUDA of the same major version")
+
+
+# --- a header a build could not find ---------------------------------------------------------------------------
+
+BUILD_HEADERS_FILE = "build_headers.json"
+# gcc's "fatal error: X.h: No such file or directory" (in any language: the part after the colon is localized),
+# clang's "fatal error: 'X.h' file not found", and DeepSpeed's op builder naming a library whose headers it lacks.
+_MISSING_HEADER = re.compile(r"fatal error: ([\w/.+-]{1,120}\.(?:h|hh|hpp|cuh)):|"
+                             r"fatal error: '([\w/.+-]{1,120}\.(?:h|hh|hpp|cuh))' file not found|"
+                             r"requires the dev (\w{1,40}) \.so object and headers")
+
+
+@lru_cache(maxsize=1)
+def build_headers() -> list[dict[str, str]]:
+    return list(read_json("rocmcheck.knowledge", BUILD_HEADERS_FILE)["headers"])
+
+
+def missing_headers(lines: Iterable[str]) -> list[str]:
+    """The headers a compiler (or DeepSpeed's op builder) could not find, first seen first."""
+    out: list[str] = []
+    for line in lines:
+        for m in _MISSING_HEADER.finditer(line[:MAX_LINE]):
+            header = m.group(1) or m.group(2) or f"{m.group(3)}.h"
+            if header not in out:
+                out.append(header)
+    return out
+
+
+def header_provider(header: str) -> dict[str, str] | None:
+    name = header.rsplit("/", 1)[-1]
+    for row in build_headers():
+        if (row["match"].endswith("/") and header.startswith(row["match"])) or row["match"] == name:
+            return row
+    return None
+
+
+def header_advice(lines: Iterable[str]) -> str:
+    found = missing_headers(lines)
+    if not found:
+        return ("a header the build includes is not found: install the development package that ships it, or put its "
+                "folder on the include path (CPATH, or the build's include option)")
+    header = found[0]
+    row = header_provider(header)
+    if row is None:
+        return (f"{header} is not found by the compiler: install the development package that ships it (on Debian / "
+                f"Ubuntu, apt-file search {header.rsplit('/', 1)[-1]} names it), or put its folder on the include "
+                "path (CPATH, or the build's include option)")
+    return (f"{header} comes with {row['provider']}, which this build does not find: install {row['install']}; if it "
+            "is installed, put its include folder on the include path (CPATH, or the build's include option)")
+
+
+# --- an AMD GPU arch no ROCm release ships code for --------------------------------------------------------------
+
+_AMD_ARCH_OF_MACHINE = re.compile(
+    r"amdgcn-amd-amdhsa--(gfx[0-9a-f]{3,4})|for GPU arch\s*:\s*(gfx[0-9a-f]{3,4})|"
+    r"HIP target: (gfx[0-9a-f]{3,4}) is unknown|"
+    r"\b(?:GPU|gpu|Graphics)\b[^\n:：=]{0,20}[:：=][^\n]{0,80}?\b(gfx[0-9a-f]{3,4})\b|\bRadeon\b[^\n]{0,60}?\((gfx[0-9a-f]{3,4})\b|"
+    r"\bsupport (?:for )?(gfx[0-9a-f]{3,4})\b")
+
+
+@lru_cache(maxsize=1)
+def rocm_known_archs() -> frozenset[str]:
+    """Every gfx target a ROCm release in rocmcheck's table ships code for, and the AMD archs rocmcheck's GPU table
+    knows (deprecated ones included: the doctor's gpu.arch check judges those itself)."""
+    from rocmcheck.knowledge import all_archs
+
+    releases = read_json("rocmcheck.knowledge", "rocm_releases.json")["releases"]
+    targets = {t for r in releases.values() for t in (r.get("gpu_targets") or ())}
+    return frozenset(targets | {name for name, a in all_archs().items() if a.vendor == "amd"})
+
+
+def amd_arch_not_supported(lines: Iterable[str]) -> tuple[str, str] | None:
+    """(the arch, its line) of the first AMD GPU arch the lines name as the machine's that no ROCm release in the table
+    ships code for; None where every arch named is known, or none is named."""
+    known = rocm_known_archs()
+    for line in lines:
+        for m in _AMD_ARCH_OF_MACHINE.finditer(line[:MAX_LINE]):
+            arch = next(g for g in m.groups() if g).lower()
+            if arch not in known:
+                return arch, line
+    return None
+
+
+def unsupported_arch_advice(lines: Iterable[str]) -> str:
+    found = amd_arch_not_supported(lines)
+    targets = ", ".join(sorted(rocm_known_archs()))
+    if found is None:
+        return f"use a GPU on ROCm's support list ({targets}), or a community build that targets this arch"
+    arch = found[0]
+    return (f"no ROCm release ships code for {arch} (ROCm's targets: {targets}): ROCm's libraries and torch's ROCm "
+            f"wheels have no kernels for it. Use a supported GPU, or a community build for {arch}; for some archs "
+            "HSA_OVERRIDE_GFX_VERSION set to the nearest supported one of the same generation (10.3.0 for RDNA2, "
+            "11.0.0 for RDNA3) runs that arch's code, unsupported and at your own risk")

@@ -21,4 +21,16 @@ SIGNS = {
     # who the pastes say the user is (`id`, `groups`, or a `$` prompt where only root may open the node). The HSA
     # runtime opens both read-write; without that it finds no GPU.
     "devices.no_access": "a listed AMD GPU device node this user cannot open read-write",
+    # A CUDA runtime library a loader could not open (libcudart.so.11.0, cudart64_110.dll) belongs to one CUDA major
+    # version, and every CUDA the pastes show (torch's +cuXYZ build, collect_env, nvcc, "CUDA 12.1") is another: the
+    # module was built for that other CUDA (rocmcheck/triage/shapes.py, library_for_other_cuda).
+    "cuda_library.other_major": "a missing CUDA runtime library of another CUDA major than the pastes show",
+    # The pastes name one NVIDIA GPU whose arch rocmcheck's table knows, and every CUDA toolkit they show (nvcc's
+    # release, "CUDA 11.3" in prose) predates the first toolkit that compiles for that arch (gpus.json's min_cuda):
+    # nothing built here can target this GPU (rocmcheck/triage/shapes.py, gpu_newer_than_toolkit).
+    "nvidia_gpu.newer_than_toolkit": "an NVIDIA GPU whose arch is newer than every CUDA toolkit the pastes show",
+    # The pastes name the machine's AMD GPU arch (rocminfo's ISA name, "GPU: ... gfx1032", rocBLAS' "for GPU arch",
+    # hipcc's unknown HIP target, a request for support) and no ROCm release in rocmcheck's table ships code for it
+    # (rocmcheck/triage/shapes.py, amd_arch_not_supported).
+    "amd_gpu.arch_not_supported": "an AMD GPU arch of this machine that no ROCm release ships code for",
 }
