@@ -10,7 +10,7 @@ from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, MAX_HIDDEN_SIZE, Bou
 # rocmcheck.lint.consumers.CONSUMER_IDS, written out so that `rocmcheck --help` imports nothing of lint
 # (tests/test_lint_consumers.py checks the two agree).
 CONSUMER_CHOICES = ("deepspeed", "hf-trainer", "accelerate", "llamafactory-train", "llamafactory-eval",
-                    "llamafactory-export", "llamafactory-chat", "trl")
+                    "llamafactory-export", "llamafactory-chat", "trl", "axolotl")
 
 
 @click.command("lint", cls=Command)
@@ -27,8 +27,8 @@ CONSUMER_CHOICES = ("deepspeed", "hf-trainer", "accelerate", "llamafactory-train
                    "when model_name_or_path is on this machine).")
 @click.option("--consumer", type=click.Choice(CONSUMER_CHOICES), default=None,
               help="What reads the files: deepspeed (deepspeed.initialize), hf-trainer, accelerate (accelerate "
-                   "launch), llamafactory-train|eval|export|chat, trl (a TRL recipe). Default: the one the files "
-                   "imply (said when assumed).")
+                   "launch), llamafactory-train|eval|export|chat, trl (a TRL recipe), axolotl. Default: the one "
+                   "the files imply (said when assumed).")
 @click.option("--script", type=click.Path(dir_okay=False, path_type=str), default=None,
               help="The training script a TrainingArguments file or a TRL recipe is for: its own arguments "
                    "(dataclass fields, argparse options, read from its source, never run) are then the only other "

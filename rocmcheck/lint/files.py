@@ -16,8 +16,11 @@ from rocmcheck.fixes import FixKind, edit
 from rocmcheck.fixes import note as note_fix
 from rocmcheck.lint import consumers, known_keys, owners
 from rocmcheck.lint.accelerate_config import lint_accelerate_config
+from rocmcheck.lint.axolotl_config import axolotl_python, lint_axolotl_config
 from rocmcheck.lint.consumers import (
     ACCELERATE,
+    AXOLOTL,
+    AXOLOTL_TRAIN,
     DEEPSPEED,
     LLAMAFACTORY,
     TRAINING_ARGS,
@@ -47,13 +50,13 @@ from rocmcheck.safe.text import excerpt
 
 
 def detect_kind(data: dict) -> str | None:
-    """"llamafactory", "accelerate", "training_args", "deepspeed", "trl" (judged only where TRL's parser can be
-    asked: kind_of), or None (none of them, or a config of a program lint does not judge: owners.foreign_owner names
-    it)."""
+    """"llamafactory", "accelerate", "training_args", "deepspeed", "trl" or "axolotl" (judged only where their own
+    parser or schema can be asked: kind_of), or None (none of them, or a config of a program lint does not judge:
+    owners.foreign_owner names it)."""
     keys = set(map(str, data))
     owner = owners.foreign_owner(data)
-    if owner == TRL:
-        return TRL
+    if owner in (TRL, AXOLOTL):
+        return owner
     if owner is not None:
         return None
     if keys & owners.ACCELERATE_KEYS:
@@ -88,12 +91,18 @@ def kind_of(data: dict, path: Path, *, deep: bool = True) -> str:
     owner = owners.foreign_owner(data)
     if owner == TRL and deep and trl_python() is not None:
         return TRL
+    if owner == AXOLOTL and deep and axolotl_python() is not None:
+        return AXOLOTL
     if owner is not None:
         why = "rocmcheck lint judges DeepSpeed, accelerate, LLaMA-Factory 0.9 and HF TrainingArguments files"
         if owner == TRL:  # never HfArgumentParser's rule: TRL's parser reads the file its own way
             why = ("TRL's own parser judges it, and " + ("deep validation is turned off" if not deep else
                    "TRL is not installed in this Python: install trl, or set ROCMCHECK_TRL_PYTHON to the Python "
                    "that will train"))
+        if owner == AXOLOTL:
+            why = ("axolotl's own config schema judges it, and " + ("deep validation is turned off" if not deep else
+                   "axolotl is not installed in this Python: install axolotl, or set ROCMCHECK_AXOLOTL_PYTHON to "
+                   "the Python that will train"))
         raise NotJudged(f"{excerpt(path)}: {owners.NOT_JUDGED[owner]}: not judged ({why})", owner)
     kind = detect_kind(data)
     if kind is None:
@@ -116,6 +125,8 @@ def choose_consumer(data: dict, kind: str, path: Path, *, named: Consumer | None
         return ConsumerChoice(consumers.ACCELERATE_LAUNCH, "an accelerate config: accelerate launch reads it")
     if kind == TRL:
         return ConsumerChoice(TRL_CLI, "a TRL recipe: TRL's own parser reads it")
+    if kind == AXOLOTL:
+        return ConsumerChoice(AXOLOTL_TRAIN, "an axolotl config: axolotl's own schema reads it")
     return ConsumerChoice(consumers.HF_TRAINER, "a TrainingArguments file: the HF Trainer reads it")
 
 
@@ -164,6 +175,8 @@ def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, wo
                                          consumer=choice.consumer)
     elif kind == TRL:
         messages = lint_trl_recipe(data, path, label=choice.consumer.label, world_size=world_size, script=script)
+    elif kind == AXOLOTL:
+        messages = lint_axolotl_config(data, path, label=choice.consumer.label)
     elif kind == ACCELERATE:
         settings = training or TrainingSettings.from_command_line(micro_batch, grad_accum, world_size)
         messages = lint_accelerate_config(data, path, deep=deep, training=settings, world_size=world_size,

@@ -14,7 +14,8 @@ Each owner below is recognised by what its parser requires or what only it write
   keys: `tuner_type` / `train_type`, `rlhf_type`, `model_author`, `model_type`, `target_modules`
   (swift/llm/argument/, examples/yaml/*.yaml).
 - axolotl: `base_model`, the one field its config schema requires (axolotl/utils/schemas/config.py
-  AxolotlInputConfig); no other program here reads it.
+  AxolotlInputConfig); no other program here reads it. Judged by that schema when axolotl is installed
+  (rocmcheck.lint.axolotl_config), else named and skipped.
 - LLaMA-Factory (0.9.x, `llamafactory-cli`): keys only its argument dataclasses have (`stage`, `finetuning_type`,
   `template`, `cutoff_len`, ...; llamafactory/hparams/*_args.py). With Megatron-Core parallelism keys it is its
   Megatron trainer's (mcore_adapter with USE_MCA=1, or Megatron-Bridge): judged, those keys noted, not refused.
