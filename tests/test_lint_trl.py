@@ -1,9 +1,10 @@
 """TRL recipes judged by the installed TRL's own parser (a real child process importing trl; the files are in
-tests/fixtures/public-configs/trl, README there), never by HfArgumentParser's "Some keys are not used"; without TRL,
-named and skipped."""
+tests/fixtures/public-configs/trl, README there; skipped when neither this Python nor ROCMCHECK_TRL_PYTHON has trl),
+never by HfArgumentParser's "Some keys are not used"; without TRL, named and skipped."""
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -18,6 +19,12 @@ from rocmcheck.result import Status
 FIXTURES = REPO / "tests" / "fixtures" / "public-configs" / "trl"
 NEMO = FIXTURES / "trl-nemo_gym-config.yaml"  # huggingface/trl's own GRPO recipe
 OPEN_R1 = FIXTURES / "open-r1-217-confg_full.yaml"  # huggingface/open-r1#217
+
+
+def needs_trl() -> None:
+    """TRL in this Python, or in the one ROCMCHECK_TRL_PYTHON names (CI's side venv)."""
+    if not os.environ.get(trl_recipe.TRL_PYTHON_ENV):
+        pytest.importorskip("trl")
 
 
 def run(path: Path, **options) -> LintRun:
@@ -50,7 +57,7 @@ def test_an_alignment_handbook_recipe_is_its_own_scripts_not_trls():
 
 
 def test_trls_own_grpo_recipe_passes_with_trls_parser():
-    pytest.importorskip("trl")
+    needs_trl()
     lint = run(NEMO, world_size=16)
     assert errors(lint) == [] and lint.refused == []
     [(_, _, choice)] = lint.judged
@@ -70,7 +77,7 @@ def test_trls_own_grpo_recipe_passes_with_trls_parser():
 
 def test_a_misspelt_key_and_a_wrong_type_are_named_by_trls_parser(tmp_path):
     """TRL's recipe with one key misspelt and one value of the wrong type (the real file, two lines changed)."""
-    pytest.importorskip("trl")
+    needs_trl()
     text = NEMO.read_text(encoding="utf-8")
     text = text.replace("lr_scheduler_type:", "lr_sheduler_type:").replace("per_device_train_batch_size: 1",
                                                                             "per_device_train_batch_size: one")
@@ -88,7 +95,7 @@ def test_a_misspelt_key_and_a_wrong_type_are_named_by_trls_parser(tmp_path):
 def test_the_open_r1_recipe_of_the_thread_fails_at_num_generations_with_its_own_process_count(tmp_path):
     """huggingface/open-r1#217: run on 7 processes (its num_processes), GRPO's default 8 generations do not divide the
     batch; the thread's fix is num_generations: 7. Judged with the file's num_processes when --gpus is not given."""
-    pytest.importorskip("trl")
+    needs_trl()
     lint = run(OPEN_R1)
     [caught] = by_code(lint.messages, "lint.trl.rejected")
     assert caught.is_error and caught.key_path == "num_generations"
