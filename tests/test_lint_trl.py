@@ -112,3 +112,18 @@ def test_a_trl_check_that_cannot_run_is_never_a_pass(monkeypatch, tmp_path):
     lint = run(NEMO)
     [m] = by_code(lint.messages, "lint.trl.not_asked")
     assert m.severity is Severity.WARNING and not [r for r in lint.results() if r.status is Status.PASS]
+
+
+def test_with_the_script_named_a_key_neither_trl_nor_the_script_defines_is_an_error(tmp_path):
+    """--script: the recipe's own script's arguments (read from its source) and TRL's classes are the whole parser."""
+    needs_trl()
+    from rocmcheck.lint.script_args import script_keys
+
+    script = tmp_path / "train_multi_environment.py"
+    script.write_text("from dataclasses import dataclass\n\n\n@dataclass\nclass NemoGymArguments:\n"
+                      "    model_name: str = ''\n    dataset_path: str = ''\n    eval_dataset_path: str = ''\n"
+                      "    gym_configs: list = None\n    task: str = ''\n", encoding="utf-8")
+    lint = run(NEMO, world_size=16, script=(script.name, frozenset(script_keys(script))))
+    assert not by_code(lint.messages, "lint.trl.script_keys")
+    [m] = by_code(lint.messages, "lint.trl.unknown_key")
+    assert m.is_error and m.key_path == "project_name" and "train_multi_environment.py" in m.message

@@ -58,15 +58,16 @@ def _unread(command: str, config: dict[str, Any]) -> tuple[Any, list[str]]:
     return parser, [item[2:] for item in remaining[::2]]  # ["--key", "value", ...] -> keys
 
 
-def _accelerate_refuses(keys: list[str], config: dict[str, Any]) -> list[str]:
+def _accelerate_refuses(keys: list[str], config: dict[str, Any]) -> list[str] | None:
     """The unread keys accelerate launch's parser refuses when `trl COMMAND --config` hands them over (its
-    trl/cli/accelerate_launcher.py: "unrecognized arguments"); [] when the installed TRL hands nothing over. Each key
-    is asked alone: after the first option it does not know, argparse takes the rest for the script's arguments."""
+    trl/cli/accelerate_launcher.py: "unrecognized arguments"); None when the installed TRL hands nothing over. Each
+    key is asked alone: after the first option it does not know, argparse takes the rest for the script's
+    arguments."""
     try:
         importlib.import_module("trl.cli.accelerate_launcher")
         from accelerate.commands.launch import launch_command_parser
     except ImportError:
-        return []
+        return None
     parser = launch_command_parser()
     refused = []
     for key in keys:

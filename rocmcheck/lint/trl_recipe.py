@@ -88,18 +88,23 @@ def lint_trl_recipe(data: dict, path: Path, *, label: str, world_size: int | Non
     command, version = str(payload.get("command")), str(payload.get("trl_version"))
     owner = f"TRL {version}'s `trl {command}` classes"
     keys = set(payload.get("keys") or [])
-    refused = set(payload.get("accelerate_refuses") or [])
+    handed = payload.get("accelerate_refuses")  # None: this TRL's CLI hands no key to accelerate launch
+    refused = set(handed or [])
     out: list[LintMessage] = []
     leftover = []
-    for key in (str(k) for k in payload.get("unread") or []):
+    if handed is None:  # a TRL whose CLI hands nothing to accelerate launch: its scripts drop the key
+        fate, others = "TRL drops it, so the setting is not applied", "TRL drops them"
+    else:
         fate = (f"`trl {command} --config` hands it to accelerate launch, which stops ('{ACCELERATE_REFUSES}'); "
                 f"TRL's {command}.py run directly drops it, so the setting is not applied")
+        others = f"`trl {command} --config` stops ('{ACCELERATE_REFUSES}')"
+    for key in (str(k) for k in payload.get("unread") or []):
+        if handed is not None and key not in refused:
+            continue  # an option of accelerate launch (num_processes, accelerate_config): `trl` hands it over
         guess = known_keys.closest(key, keys - set(data))
         if guess:
             out.append(msg(E, "lint.trl.unknown_key", key, f"unknown key: {owner} do not define it: {fate}",
                            did_you_mean=guess, fix=key_edit(file, key, f'rename it to "{guess}"')))
-        elif key not in refused:
-            continue  # an option of accelerate launch (num_processes, accelerate_config): `trl` hands it over
         elif script is not None and key not in script[1]:
             out.append(msg(E, "lint.trl.unknown_key", key, f"unknown key: neither {owner} nor "
                            f"{excerpt(script[0])} define it: {fate}", fix=key_edit(file, key, "delete it")))
@@ -107,8 +112,7 @@ def lint_trl_recipe(data: dict, path: Path, *, label: str, world_size: int | Non
             leftover.append(key)
     if leftover:
         out.append(msg(I, "lint.trl.script_keys", "", f"keys {owner} do not define: {excerpt(', '.join(leftover), 600)}"
-                       f"; fine if your own training script defines them (name it with --script), otherwise `trl "
-                       f"{command} --config` stops ('{ACCELERATE_REFUSES}')"))
+                       f"; fine if your own training script defines them (name it with --script), otherwise {others}"))
     problem = payload.get("problem")
     if isinstance(problem, dict):
         key, words = str(problem.get("key") or ""), str(problem.get("message") or "")
