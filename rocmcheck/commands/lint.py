@@ -37,7 +37,8 @@ CONSUMER_CHOICES = ("deepspeed", "hf-trainer", "accelerate", "llamafactory-train
 def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None, grad_accum: int | None,
          hidden_size: int | None, consumer: str | None, script: str | None, as_json: bool) -> None:
     """Check DeepSpeed JSON configs, LLaMA-Factory YAML, accelerate configs and TrainingArguments files (and the
-    DeepSpeed config they point to), each for the program that reads it. Exit 0: no errors; 1: errors; 2: a file
+    DeepSpeed config they point to), and TRL recipes and axolotl configs where TRL or axolotl is installed, each for
+    the program that reads it. Exit 0: no errors; 1: errors; 2: a file
     that cannot be read (after the others are shown), or bad options; 3: no file could be judged."""
     from rocmcheck.lint.consumers import named
     from rocmcheck.lint.deepspeed_deep import one_lint_run
