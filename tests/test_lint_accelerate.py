@@ -187,3 +187,17 @@ def test_without_accelerate_the_check_says_it_was_skipped(tmp_path, monkeypatch)
     (tmp_path / "alone.yaml").write_text(yaml.safe_dump({**BASE, "num_machines": 2}))
     [m] = by_code(lint_file(tmp_path / "alone.yaml"), "lint.accelerate.deep_skipped")
     assert m.severity is Severity.INFO and "import accelerate failed: ImportError" in m.message
+
+
+def test_a_key_a_later_supported_release_removed_fails_whichever_release_is_installed(tmp_path):
+    """An `accelerate config` file of the releases that had IPEX (huggingface/peft's, tests/fixtures/public-configs):
+    accelerate 1.13.0 and newer refuse `ipex_config`. The key table (scripts/accelerate_key_history.py, from the
+    wheels) says so without asking the installed release, so lint fails it under 1.3.0 as under 1.16.0."""
+    fixture = Path(__file__).parent / "fixtures" / "public-configs" / "failing"
+    [m] = lint_file(fixture / "accelerate-peft-deepspeed_xpu_config.yaml", deep=False)
+    assert m.code == "lint.accelerate.removed_key" and m.is_error and m.key_path == "ipex_config" and m.line == 12
+    assert "1.13.0 and newer" in m.message and "1.3.0 to 1.12.0 read it" in m.message
+    assert m.fix.text == "ipex_config: delete it"
+    for key in ("parallelism_config", "mixed_precision", "fp16"):  # added later, kept, or converted: not removed
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump({**BASE, key: {} if key.endswith("_config") else "no"}))
+        assert not by_code(lint_file(tmp_path / "c.yaml", deep=False), "lint.accelerate.removed_key")

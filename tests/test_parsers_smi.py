@@ -379,6 +379,16 @@ def test_rocm_smi_showbus_gives_each_gpus_pci_bus():
     assert all(g.product_name is None and g.partition is None for g in report.gpus)
 
 
+def test_rocm_smi_concise_real_na_vram_is_not_known_and_the_printed_index_kept():
+    # ROCm/ROC-smi#90: rocm-smi 3.3 printed VRAM% as N/A on a Vega 10 (its mem_busy_percent was not in sysfs); the one
+    # GPU is numbered 1. N/A is not 0%, the GPU% cell beside it is still read, and the index is the one printed.
+    from conftest import project_fixture
+
+    text = project_fixture("pastes/rocm_smi/concise_2020-style_rocm3.3_VRAM-NA_Vega10_ROC-smi-90.txt")
+    [gpu] = smi.parse_rocm_smi(text).gpus
+    assert (gpu.index, gpu.vram_used_percent, gpu.util_percent) == (1, None, 0.0)
+
+
 def test_rocm_smi_concise_na_cell_is_not_known(fixture_text):
     # The real Radeon 680M row reads VRAM% 83, GPU% 0; the same row with its GPU% cell printed as N/A (as rocm-smi does
     # for a value it cannot read) must not take the Fan column's "0%" or any other number in its place.

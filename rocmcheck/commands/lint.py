@@ -10,7 +10,7 @@ from rocmcheck.commands.options import MAX_BATCH, MAX_GPUS, MAX_HIDDEN_SIZE, Bou
 # rocmcheck.lint.consumers.CONSUMER_IDS, written out so that `rocmcheck --help` imports nothing of lint
 # (tests/test_lint_consumers.py checks the two agree).
 CONSUMER_CHOICES = ("deepspeed", "hf-trainer", "accelerate", "llamafactory-train", "llamafactory-eval",
-                    "llamafactory-export", "llamafactory-chat")
+                    "llamafactory-export", "llamafactory-chat", "trl", "axolotl")
 
 
 @click.command("lint", cls=Command)
@@ -27,16 +27,18 @@ CONSUMER_CHOICES = ("deepspeed", "hf-trainer", "accelerate", "llamafactory-train
                    "when model_name_or_path is on this machine).")
 @click.option("--consumer", type=click.Choice(CONSUMER_CHOICES), default=None,
               help="What reads the files: deepspeed (deepspeed.initialize), hf-trainer, accelerate (accelerate "
-                   "launch), llamafactory-train|eval|export|chat. Default: the one the files imply (said when "
-                   "assumed).")
+                   "launch), llamafactory-train|eval|export|chat, trl (a TRL recipe), axolotl. Default: the one "
+                   "the files imply (said when assumed).")
 @click.option("--script", type=click.Path(dir_okay=False, path_type=str), default=None,
-              help="The training script a TrainingArguments file is for: its own arguments (dataclass fields, "
-                   "argparse options, read from its source, never run) are then the only other keys allowed.")
+              help="The training script a TrainingArguments file or a TRL recipe is for: its own arguments "
+                   "(dataclass fields, argparse options, read from its source, never run) are then the only other "
+                   "keys allowed.")
 @json_option()
 def lint(files: tuple[str, ...], world_size: int | None, micro_batch: int | None, grad_accum: int | None,
          hidden_size: int | None, consumer: str | None, script: str | None, as_json: bool) -> None:
     """Check DeepSpeed JSON configs, LLaMA-Factory YAML, accelerate configs and TrainingArguments files (and the
-    DeepSpeed config they point to), each for the program that reads it. Exit 0: no errors; 1: errors; 2: a file
+    DeepSpeed config they point to), and TRL recipes and axolotl configs where TRL or axolotl is installed, each for
+    the program that reads it. Exit 0: no errors; 1: errors; 2: a file
     that cannot be read (after the others are shown), or bad options; 3: no file could be judged."""
     from rocmcheck.lint.consumers import named
     from rocmcheck.lint.deepspeed_deep import one_lint_run

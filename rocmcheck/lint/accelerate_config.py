@@ -6,6 +6,7 @@ HF Trainer, against the training arguments when they are known.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -21,6 +22,7 @@ from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings, resolve_auto
 from rocmcheck.lint.loading import resolve_named_file
 from rocmcheck.lint.messages import LintMessage, Severity, key_edit
+from rocmcheck.package_data import read_json
 from rocmcheck.safe.files import read_bytes_capped
 from rocmcheck.safe.text import excerpt
 
@@ -33,6 +35,35 @@ ACCELERATE_KEY_FOR = {"gradient_accumulation_steps": "deepspeed_config.gradient_
                       "gradient_clipping": "deepspeed_config.gradient_clipping",
                       "zero_optimization.stage": "deepspeed_config.zero_stage",
                       "fp16.enabled": "mixed_precision", "bf16.enabled": "mixed_precision"}
+
+
+@functools.lru_cache(maxsize=1)
+def key_table() -> dict[str, Any]:
+    """ClusterConfig's top-level keys per accelerate release (accelerate_keys.json, made by
+    scripts/accelerate_key_history.py from the wheels of every supported release)."""
+    return read_json("rocmcheck.lint", "accelerate_keys.json")
+
+
+def removed_keys(data: dict, file: str, label: str) -> list[LintMessage]:
+    """Top-level keys a supported accelerate release still reads and a later one refuses: a file written by an older
+    `accelerate config` (`ipex_config`, gone from 1.13.0: huggingface/accelerate#3883) stops under the newer release
+    with 'had unknown keys', whichever release is installed here. Deleting the key is the fix for every release: the
+    ones that still read it take its section's defaults."""
+    table = key_table()
+    newest = table["releases_read"][-1]
+    out = []
+    for key in (k for k in data if isinstance(k, str)):
+        seen = table["history"].get(key)
+        if seen is None or seen["last_seen"] == newest:
+            continue
+        later = table["releases_read"][table["releases_read"].index(seen["last_seen"]) + 1]
+        out.append(LintMessage(E, "lint.accelerate.removed_key", file, key,
+                               f"a key accelerate {later} and newer no longer have: accelerate launch stops with "
+                               f"'The config file ... had unknown keys' (accelerate {seen['first_seen']} to "
+                               f"{seen['last_seen']} read it)", consumer=label,
+                               fix=key_edit(file, key, "delete it", "`accelerate config` of the current releases "
+                                                                    "writes no such key")))
+    return out
 
 
 def accelerate_findable() -> bool:
@@ -157,6 +188,8 @@ def lint_accelerate_config(data: dict, path: Path, *, deep: bool = True, trainin
                        fix=key_edit(file, "distributed_type", "set it to MULTI_GPU",
                                     f"or set num_processes to 1; MULTI_GPU runs {processes} processes")))
 
+    removed = removed_keys(data, file, label)
+    out.extend(removed)
     # A deepspeed_config_file that is not a readable file is reported (above, or by lint_deepspeed_config below)
     # and never handed to accelerate's own classes (config_file_unusable).
     file_unusable = config_file_unusable(data, path)
@@ -169,7 +202,14 @@ def lint_accelerate_config(data: dict, path: Path, *, deep: bool = True, trainin
                            "not checked", fix=note("install accelerate in this Python (pip install accelerate)")))
     else:
         version = payload.get("accelerate_version", "?")
-        out.extend(_from_accelerate(payload, data, file, version, label))
+        said = _from_accelerate(payload, data, file, version, label)
+        for m in removed:  # the installed release refuses it too: one message, with both reasons
+            same = [s for s in said if s.key_path == m.key_path and s.code == "lint.accelerate.unknown_key"]
+            if same:
+                m.detail = m.detail + same[0].detail
+                said = [s for s in said if s is not same[0]]
+            said = [s for s in said if not s.key_path.startswith(m.key_path + ".")]  # inside the refused section
+        out.extend(said)
         effective = (payload.get("deepspeed") or {}).get("config")
 
     if ds_target is not None:

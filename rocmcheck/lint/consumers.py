@@ -20,6 +20,8 @@ from rocmcheck.safe.text import excerpt
 
 # The kinds files.detect_kind tells apart.
 DEEPSPEED, LLAMAFACTORY, TRAINING_ARGS, ACCELERATE = "deepspeed", "llamafactory", "training_args", "accelerate"
+TRL = "trl"  # a TRL recipe, judged when TRL's own parser can be asked (rocmcheck.lint.trl_recipe)
+AXOLOTL = "axolotl"  # an axolotl config, judged when axolotl's own schema can be asked (rocmcheck.lint.axolotl_config)
 
 
 @dataclass(frozen=True)
@@ -43,16 +45,19 @@ LLAMAFACTORY_EXPORT = Consumer("llamafactory-export", "llamafactory-cli export",
 # chat, webchat and api parse the same classes (get_infer_args) and refuse the same keys.
 LLAMAFACTORY_CHAT = Consumer("llamafactory-chat", "llamafactory-cli chat (webchat, api)", frozenset({LLAMAFACTORY}),
                              llamafactory_command="chat")
+TRL_CLI = Consumer("trl", "TRL (trl sft|dpo|grpo --config)", frozenset({TRL}))
+AXOLOTL_TRAIN = Consumer("axolotl", "axolotl (axolotl train)", frozenset({AXOLOTL}))
 # A DeepSpeed config that llamafactory-cli train hands to TrainingArguments: the HF Trainer judges it.
 HF_TRAINER_UNDER_LLAMAFACTORY = Consumer("hf-trainer", "the HF Trainer (llamafactory-cli train)",
                                          frozenset({DEEPSPEED}), fills_auto=True)
 
 CONSUMERS: dict[str, Consumer] = {c.id: c for c in (
     DEEPSPEED_INITIALIZE, HF_TRAINER, ACCELERATE_LAUNCH, LLAMAFACTORY_TRAIN, LLAMAFACTORY_EVAL, LLAMAFACTORY_EXPORT,
-    LLAMAFACTORY_CHAT)}
+    LLAMAFACTORY_CHAT, TRL_CLI, AXOLOTL_TRAIN)}
 CONSUMER_IDS = tuple(CONSUMERS)
 KIND_WORDS = {DEEPSPEED: "a DeepSpeed config", LLAMAFACTORY: "a LLaMA-Factory YAML",
-              TRAINING_ARGS: "a TrainingArguments file", ACCELERATE: "an accelerate config"}
+              TRAINING_ARGS: "a TrainingArguments file", ACCELERATE: "an accelerate config", TRL: "a TRL recipe",
+              AXOLOTL: "an axolotl config"}
 
 
 @dataclass(frozen=True)

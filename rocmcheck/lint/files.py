@@ -16,7 +16,19 @@ from rocmcheck.fixes import FixKind, edit
 from rocmcheck.fixes import note as note_fix
 from rocmcheck.lint import consumers, known_keys, owners
 from rocmcheck.lint.accelerate_config import lint_accelerate_config
-from rocmcheck.lint.consumers import ACCELERATE, DEEPSPEED, LLAMAFACTORY, TRAINING_ARGS, Consumer, ConsumerChoice
+from rocmcheck.lint.axolotl_config import axolotl_python, lint_axolotl_config
+from rocmcheck.lint.consumers import (
+    ACCELERATE,
+    AXOLOTL,
+    AXOLOTL_TRAIN,
+    DEEPSPEED,
+    LLAMAFACTORY,
+    TRAINING_ARGS,
+    TRL,
+    TRL_CLI,
+    Consumer,
+    ConsumerChoice,
+)
 from rocmcheck.lint.deepspeed import lint_deepspeed_config
 from rocmcheck.lint.hf_auto import TrainingSettings
 from rocmcheck.lint.lines import key_lines, line_for
@@ -31,16 +43,21 @@ from rocmcheck.lint.training_keys import (
     llamafactory_vocabulary,
 )
 from rocmcheck.lint.training_values import check_values
+from rocmcheck.lint.trl_recipe import lint_trl_recipe, trl_python
 from rocmcheck.safe.files import expand_user
 from rocmcheck.safe.structured import YAML_SUFFIXES, load_file, yaml_scalar
 from rocmcheck.safe.text import excerpt
 
 
 def detect_kind(data: dict) -> str | None:
-    """"llamafactory", "accelerate", "training_args", "deepspeed", or None (none of them, or a config of a program
-    lint does not judge: owners.foreign_owner names it)."""
+    """"llamafactory", "accelerate", "training_args", "deepspeed", "trl" or "axolotl" (judged only where their own
+    parser or schema can be asked: kind_of), or None (none of them, or a config of a program lint does not judge:
+    owners.foreign_owner names it)."""
     keys = set(map(str, data))
-    if owners.foreign_owner(data) is not None:
+    owner = owners.foreign_owner(data)
+    if owner in (TRL, AXOLOTL):
+        return owner
+    if owner is not None:
         return None
     if keys & owners.ACCELERATE_KEYS:
         return ACCELERATE
@@ -68,11 +85,25 @@ class NotJudged(UnknownKind):
         self.owner = owner
 
 
-def kind_of(data: dict, path: Path) -> str:
+def kind_of(data: dict, path: Path, *, deep: bool = True) -> str:
+    """The kind lint judges the file as; NotJudged for a config of a program it does not judge (a TRL recipe is
+    judged only with deep, where TRL's own parser can be asked), UnknownKind for none of them."""
     owner = owners.foreign_owner(data)
+    if owner == TRL and deep and trl_python() is not None:
+        return TRL
+    if owner == AXOLOTL and deep and axolotl_python() is not None:
+        return AXOLOTL
     if owner is not None:
-        raise NotJudged(f"{excerpt(path)}: {owners.NOT_JUDGED[owner]}: not judged (rocmcheck lint judges DeepSpeed, "
-                        "accelerate, LLaMA-Factory 0.9 and HF TrainingArguments files)", owner)
+        why = "rocmcheck lint judges DeepSpeed, accelerate, LLaMA-Factory 0.9 and HF TrainingArguments files"
+        if owner == TRL:  # never HfArgumentParser's rule: TRL's parser reads the file its own way
+            why = ("TRL's own parser judges it, and " + ("deep validation is turned off" if not deep else
+                   "TRL is not installed in this Python: install trl, or set ROCMCHECK_TRL_PYTHON to the Python "
+                   "that will train"))
+        if owner == AXOLOTL:
+            why = ("axolotl's own config schema judges it, and " + ("deep validation is turned off" if not deep else
+                   "axolotl is not installed in this Python: install axolotl, or set ROCMCHECK_AXOLOTL_PYTHON to "
+                   "the Python that will train"))
+        raise NotJudged(f"{excerpt(path)}: {owners.NOT_JUDGED[owner]}: not judged ({why})", owner)
     kind = detect_kind(data)
     if kind is None:
         raise UnknownKind(f"{excerpt(path)}: not a DeepSpeed config, LLaMA-Factory YAML, accelerate config or "
@@ -92,6 +123,10 @@ def choose_consumer(data: dict, kind: str, path: Path, *, named: Consumer | None
         return consumers.for_llamafactory(data, llamafactory_train_only_keys(use_installed=deep))
     if kind == ACCELERATE:
         return ConsumerChoice(consumers.ACCELERATE_LAUNCH, "an accelerate config: accelerate launch reads it")
+    if kind == TRL:
+        return ConsumerChoice(TRL_CLI, "a TRL recipe: TRL's own parser reads it")
+    if kind == AXOLOTL:
+        return ConsumerChoice(AXOLOTL_TRAIN, "an axolotl config: axolotl's own schema reads it")
     return ConsumerChoice(consumers.HF_TRAINER, "a TrainingArguments file: the HF Trainer reads it")
 
 
@@ -117,7 +152,7 @@ def lint_file(
     UnknownKind (a BadInput) when it is none of the kinds above."""
     path = Path(path)
     data = load_mapping(path)
-    kind = kind_of(data, path)
+    kind = kind_of(data, path, deep=deep)
     if isinstance(consumer, ConsumerChoice):
         choice = consumer
     else:
@@ -138,6 +173,10 @@ def lint_loaded(data: dict, path: Path, kind: str, choice: ConsumerChoice, *, wo
         messages = lint_deepspeed_config(data, world_size=world_size, micro_batch=micro_batch, grad_accum=grad_accum,
                                          deep=deep, label=str(path), hidden_size=hidden_size,
                                          consumer=choice.consumer)
+    elif kind == TRL:
+        messages = lint_trl_recipe(data, path, label=choice.consumer.label, world_size=world_size, script=script)
+    elif kind == AXOLOTL:
+        messages = lint_axolotl_config(data, path, label=choice.consumer.label)
     elif kind == ACCELERATE:
         settings = training or TrainingSettings.from_command_line(micro_batch, grad_accum, world_size)
         messages = lint_accelerate_config(data, path, deep=deep, training=settings, world_size=world_size,

@@ -14,16 +14,20 @@ Each owner below is recognised by what its parser requires or what only it write
   keys: `tuner_type` / `train_type`, `rlhf_type`, `model_author`, `model_type`, `target_modules`
   (swift/llm/argument/, examples/yaml/*.yaml).
 - axolotl: `base_model`, the one field its config schema requires (axolotl/utils/schemas/config.py
-  AxolotlInputConfig); no other program here reads it.
+  AxolotlInputConfig); no other program here reads it. Judged by that schema when axolotl is installed
+  (rocmcheck.lint.axolotl_config), else named and skipped.
 - LLaMA-Factory (0.9.x, `llamafactory-cli`): keys only its argument dataclasses have (`stage`, `finetuning_type`,
   `template`, `cutoff_len`, ...; llamafactory/hparams/*_args.py). With Megatron-Core parallelism keys it is its
   Megatron trainer's (mcore_adapter with USE_MCA=1, or Megatron-Bridge): judged, those keys noted, not refused.
 - Megatron-Core alone (Megatron-LM, Megatron-Bridge, NeMo recipes): its parallelism keys without LLaMA-Factory's.
-- TRL (`trl sft --config`, alignment-handbook recipes): keys only TRL's ScriptArguments, ModelConfig and trainer
-  configs have (`dataset_mixture`, `dataset_train_split`, `use_peft`, `dataset_text_field`, ...; trl/scripts/utils.py,
+- alignment-handbook recipes (its scripts/sft.py, dpo.py, ...): `dataset_mixture`, its ScriptArguments' mixture of
+  datasets (src/alignment/configs.py; TRL's own classes call theirs `datasets`).
+- TRL (`trl sft|dpo|grpo --config`): keys only TRL's ScriptArguments, ModelConfig and trainer configs have
+  (`dataset_train_split`, `use_peft`, `dataset_text_field`, `num_generations`, ...; trl/scripts/utils.py,
   trl/trainer/model_config.py, trl/trainer/sft_config.py); not `dataset_name` or `packing`, which transformers'
-  example scripts and LLaMA-Factory share. TRL's scripts parse with fail_with_unknown_args=False (TrlParser drops
-  keys none of its classes define), so HfArgumentParser's "Some keys are not used" is not their rule.
+  example scripts and LLaMA-Factory share. TRL reads a --config file with its own parser (TrlParser), not with
+  HfArgumentParser's "Some keys are not used": judged by that parser when TRL is installed
+  (rocmcheck.lint.trl_recipe), else named and skipped.
 - HF TrainingArguments and DeepSpeed: as before (rocmcheck.lint.files).
 """
 
@@ -55,10 +59,12 @@ MEGATRON_PREFIXES = ("moe_", "recompute_", "overlap_", "tensor_model_", "pipelin
                      "virtual_pipeline_", "megatron_")
 # Keys only TRL's script and trainer arguments have (trl/scripts/utils.py ScriptArguments, DatasetMixtureConfig;
 # trl/trainer/model_config.py ModelConfig; sft_config.py, dpo_config.py, grpo_config.py).
-TRL_KEYS = {"dataset_mixture", "dataset_config", "dataset_train_split", "dataset_test_split",
+TRL_KEYS = {"dataset_config", "dataset_train_split", "dataset_test_split",
             "use_peft", "lora_target_modules", "dataset_text_field",
             "completion_only_loss", "assistant_only_loss", "use_vllm", "num_generations", "reward_funcs",
             "use_liger_kernel_loss"}
+# alignment-handbook's ScriptArguments (src/alignment/configs.py): its dataset mixture, a mapping of `datasets`.
+ALIGNMENT_HANDBOOK_KEYS = {"dataset_mixture"}
 # TrainingArguments keys that a DeepSpeed config never has at the top level.
 TRAINING_ARGS_KEYS = {"output_dir", "per_device_train_batch_size", "deepspeed", "learning_rate", "num_train_epochs",
                       "max_steps", "do_train", "model_name_or_path"}
@@ -70,6 +76,7 @@ NOT_JUDGED = {
     "swift": "an ms-swift config",
     "axolotl": "an axolotl config",
     "megatron": "a Megatron-Core config",
+    "alignment_handbook": "an alignment-handbook recipe (its scripts' parser)",
     "trl": "a TRL recipe (TrlParser)",
 }
 MAX_SCAN = 2000  # values looked at for a `_component_`: a config is small; a huge file is not scanned whole
@@ -117,6 +124,8 @@ def foreign_owner(data: dict) -> str | None:
         return None
     if keys & MEGATRON_KEYS:
         return "megatron"
+    if keys & ALIGNMENT_HANDBOOK_KEYS:
+        return "alignment_handbook"
     if keys & TRL_KEYS:
         return "trl"
     return None

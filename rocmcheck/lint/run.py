@@ -87,7 +87,7 @@ class LintRun:
             path = Path(name)
             try:
                 data = load_mapping(path)
-                kind = kind_of(data, path)
+                kind = kind_of(data, path, deep=deep)
                 choice = choose_consumer(data, kind, path, named=self.consumer, deep=deep)
             except BadInput as exc:
                 self.refused.append((name, exc))
