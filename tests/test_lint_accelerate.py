@@ -189,15 +189,26 @@ def test_without_accelerate_the_check_says_it_was_skipped(tmp_path, monkeypatch)
     assert m.severity is Severity.INFO and "import accelerate failed: ImportError" in m.message
 
 
-def test_a_key_a_later_supported_release_removed_fails_whichever_release_is_installed(tmp_path):
+def test_a_key_a_later_supported_release_removed_fails_where_the_installed_release_refuses_it(tmp_path):
     """An `accelerate config` file of the releases that had IPEX (huggingface/peft's, tests/fixtures/public-configs):
     accelerate 1.13.0 and newer refuse `ipex_config`. The key table (scripts/accelerate_key_history.py, from the
-    wheels) says so without asking the installed release, so lint fails it under 1.3.0 as under 1.16.0."""
+    wheels) says so without asking accelerate: an error where the installed release refuses it, a warning (the
+    file works until an upgrade) where it still reads it."""
+    from packaging.version import Version
+
+    from rocmcheck.lint.accelerate_config import removed_keys
+
     fixture = Path(__file__).parent / "fixtures" / "public-configs" / "failing"
     [m] = lint_file(fixture / "accelerate-peft-deepspeed_xpu_config.yaml", deep=False)
-    assert m.code == "lint.accelerate.removed_key" and m.is_error and m.key_path == "ipex_config" and m.line == 12
-    assert "1.13.0 and newer" in m.message and "1.3.0 to 1.12.0 read it" in m.message
-    assert m.fix.text == "ipex_config: delete it"
+    assert m.code == "lint.accelerate.removed_key" and m.key_path == "ipex_config" and m.line == 12
+    assert "1.3.0 to 1.12.0 read it" in m.message and m.fix.text == "ipex_config: delete it"
+    data = {"ipex_config": {"ipex": False}}
+    [new] = removed_keys(data, "c.yaml", "accelerate", Version("1.16.0"))
+    [old] = removed_keys(data, "c.yaml", "accelerate", Version("1.12.0"))
+    [unknown] = removed_keys(data, "c.yaml", "accelerate", None)
+    assert new.is_error and "installed accelerate 1.16.0 refuses it" in new.message
+    assert old.severity is Severity.WARNING and "the installed 1.12.0 still reads it" in old.message
+    assert unknown.severity is Severity.WARNING and "1.13.0 and newer no longer have it" in unknown.message
     for key in ("parallelism_config", "mixed_precision", "fp16"):  # added later, kept, or converted: not removed
         (tmp_path / "c.yaml").write_text(yaml.safe_dump({**BASE, key: {} if key.endswith("_config") else "no"}))
         assert not by_code(lint_file(tmp_path / "c.yaml", deep=False), "lint.accelerate.removed_key")

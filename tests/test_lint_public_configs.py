@@ -52,6 +52,13 @@ NEEDS_NEWER = {
 }
 
 
+# Failing files that fail only from a release on: file -> (package, the first release that refuses them). Under an
+# older release (.ci/lint_matrix.sh's oldest edge) they work, and lint warns at the key instead.
+FAILS_FROM = {
+    "accelerate-peft-deepspeed_xpu_config.yaml": ("accelerate", "1.13.0"),  # ipex_config: huggingface/accelerate#3883
+}
+
+
 def errors(messages):
     return [m.render() for m in messages if m.severity is Severity.ERROR]
 
@@ -237,7 +244,8 @@ def test_failing_public_config_is_caught_at_its_key(name, tmp_path, monkeypatch,
     caught = [m for m in run.messages if m.key_path == key and m.severity in (Severity.ERROR, Severity.WARNING)]
     assert caught, [m.render() for m in run.messages]
     assert all(m.consumer and f" for {m.consumer}: " in m.render() for m in caught)
-    if name not in CAUGHT_AS_WARNING:
+    works_here = name in FAILS_FROM and Version(metadata.version(FAILS_FROM[name][0])) < Version(FAILS_FROM[name][1])
+    if name not in CAUGHT_AS_WARNING and not works_here:
         assert any(m.is_error for m in caught)
         assert any(r.status is Status.FAIL for r in run.results())
 

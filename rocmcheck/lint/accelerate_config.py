@@ -10,8 +10,11 @@ import functools
 import importlib.util
 import json
 import os
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 from rocmcheck.child import child_env, run_child
 from rocmcheck.errors import BadInput
@@ -44,11 +47,20 @@ def key_table() -> dict[str, Any]:
     return read_json("rocmcheck.lint", "accelerate_keys.json")
 
 
-def removed_keys(data: dict, file: str, label: str) -> list[LintMessage]:
+def installed_accelerate() -> Version | None:
+    """The accelerate release this Python would import (None: not installed, or a version packaging cannot read)."""
+    try:
+        return Version(metadata.version("accelerate"))
+    except (metadata.PackageNotFoundError, InvalidVersion, ValueError):
+        return None
+
+
+def removed_keys(data: dict, file: str, label: str, installed: Version | None = None) -> list[LintMessage]:
     """Top-level keys a supported accelerate release still reads and a later one refuses: a file written by an older
     `accelerate config` (`ipex_config`, gone from 1.13.0: huggingface/accelerate#3883) stops under the newer release
-    with 'had unknown keys', whichever release is installed here. Deleting the key is the fix for every release: the
-    ones that still read it take its section's defaults."""
+    with 'had unknown keys'. An error where the installed release (`installed`) refuses it, a warning where it still
+    reads it (the file works until accelerate is upgraded), as DeepSpeed's removed keys are judged. Deleting the key
+    is the fix for every release: the ones that still read it take its section's defaults."""
     table = key_table()
     newest = table["releases_read"][-1]
     out = []
@@ -57,10 +69,14 @@ def removed_keys(data: dict, file: str, label: str) -> list[LintMessage]:
         if seen is None or seen["last_seen"] == newest:
             continue
         later = table["releases_read"][table["releases_read"].index(seen["last_seen"]) + 1]
-        out.append(LintMessage(E, "lint.accelerate.removed_key", file, key,
-                               f"a key accelerate {later} and newer no longer have: accelerate launch stops with "
-                               f"'The config file ... had unknown keys' (accelerate {seen['first_seen']} to "
-                               f"{seen['last_seen']} read it)", consumer=label,
+        rejecting = installed is not None and installed >= Version(later)
+        where = (f"the installed accelerate {installed} refuses it" if rejecting else
+                 f"accelerate {later} and newer no longer have it" + (f"; the installed {installed} still reads it"
+                                                                       if installed is not None else ""))
+        out.append(LintMessage(E if rejecting else W, "lint.accelerate.removed_key", file, key,
+                               f"a key {where}: accelerate launch stops with 'The config file ... had unknown keys' "
+                               f"under {later} and newer (accelerate {seen['first_seen']} to {seen['last_seen']} "
+                               f"read it)", consumer=label,
                                fix=key_edit(file, key, "delete it", "`accelerate config` of the current releases "
                                                                     "writes no such key")))
     return out
@@ -188,7 +204,7 @@ def lint_accelerate_config(data: dict, path: Path, *, deep: bool = True, trainin
                        fix=key_edit(file, "distributed_type", "set it to MULTI_GPU",
                                     f"or set num_processes to 1; MULTI_GPU runs {processes} processes")))
 
-    removed = removed_keys(data, file, label)
+    removed = removed_keys(data, file, label, installed_accelerate())
     out.extend(removed)
     # A deepspeed_config_file that is not a readable file is reported (above, or by lint_deepspeed_config below)
     # and never handed to accelerate's own classes (config_file_unusable).
