@@ -129,6 +129,42 @@ def run_gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResul
             early.stop()  # nothing when the stage sent it on; else it leaves without running a probe
 
 
+def _host_facts(ctx: CheckContext, opts: DoctorOptions) -> Any:
+    """What the fact collection found, as the probes' judges read it (probes.HostFacts): they never collect a fact
+    themselves."""
+    from rocmcheck.probes import HostFacts
+
+    gpus, rocm = known_or_none(lambda: ctx.gpus) or [], known_or_none(lambda: ctx.rocm)
+    return HostFacts(gpu_names=[g.name for g in gpus if g.name] or None,
+                     smi_memory_bytes=[g.memory_bytes for g in gpus if g.memory_bytes] or None,
+                     rocm_version=rocm.version if rocm is not None else None,
+                     kernel_cmdline=ctx.facts.files.get("/proc/cmdline"),
+                     numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"),
+                     site_rules=opts.site_rules)
+
+
+def _rejudged(recorded: list[CheckResult], ctx: CheckContext, opts: DoctorOptions) -> list[CheckResult]:
+    """A replay's recorded probe verdicts, those with a site floor judged again on their recorded numbers
+    (probes/rejudge.py). The GPU is the recorded machine's first one, as the probes ran on device 0: its arch and
+    name from the GPU tools' records, the name torch reported where the bundle has it."""
+    from rocmcheck.probes.context import DeviceContext
+    from rocmcheck.probes.rejudge import rejudge
+
+    gpus = known_or_none(lambda: ctx.vendor_gpus()) or known_or_none(lambda: ctx.gpus) or []
+    if not gpus:
+        return recorded
+    host = _host_facts(ctx, opts)
+    torch = known_or_none(lambda: ctx.torch) or {}
+    seen = torch.get("devices") if isinstance(torch, dict) else None
+    first = seen[0] if isinstance(seen, list) and seen and isinstance(seen[0], dict) else {}
+    name = first.get("name") if isinstance(first.get("name"), str) else gpus[0].name
+    device = DeviceContext(vendor=gpus[0].vendor, name=name or "", arch=gpus[0].arch or "", count=len(gpus),
+                           gpu_names=list(host.gpu_names or []), smi_memory_bytes=host.smi_memory_bytes,
+                           rocm_version=host.rocm_version, kernel_cmdline=host.kernel_cmdline,
+                           numa_balancing=host.numa_balancing, site_rules=opts.site_rules)
+    return [rejudge(r, device) or r for r in recorded]
+
+
 def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
                on_result: Callable[[CheckResult], None] | None, progress: Any, early: Any,
                plan: StagePlan) -> list[CheckResult]:
@@ -136,17 +172,9 @@ def _gpu_stage(ctx: CheckContext, opts: DoctorOptions, cheap: list[CheckResult],
         return [skipped("GPU probes skipped (--no-gpu-probes)", id="probe.stage")]
     if not _gpu_present(ctx, cheap):
         return [skipped("GPU probes skipped: torch sees no GPU", id="probe.stage")]
-    from rocmcheck.probes import HostFacts
     from rocmcheck.probes import run_gpu_stage as probes_stage
 
-    # What the fact collection found flows down to the probes' judges (they never collect a fact themselves).
-    gpus, rocm = known_or_none(lambda: ctx.gpus) or [], known_or_none(lambda: ctx.rocm)
-    host = HostFacts(gpu_names=[g.name for g in gpus if g.name] or None,
-                     smi_memory_bytes=[g.memory_bytes for g in gpus if g.memory_bytes] or None,
-                     rocm_version=rocm.version if rocm is not None else None,
-                     kernel_cmdline=ctx.facts.files.get("/proc/cmdline"),
-                     numa_balancing=ctx.facts.files.get("/proc/sys/kernel/numa_balancing"),
-                     site_rules=opts.site_rules)
+    host = _host_facts(ctx, opts)
     from rocmcheck.probes.stage import StageListener
 
     # The plan's probes by name; names it could not take go to the stage as given, which refuses them in its words
@@ -298,6 +326,8 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
         # GPU and training stages ran on the recorded machine; show what they said there. Their fixes come from the
         # file (anyone who can write the bundle folder wrote them): shown as notes, never as lines to paste.
         recorded = [_replayed(d) for d in facts.recorded_results if _stage_wanted(opts, d.get("area", ""))]
+        if opts.site_rules is not None:  # a site floor judges the recorded probe rates again (probes/rejudge.py)
+            recorded = _rejudged(recorded, ctx, opts)
         results.extend(recorded)
         emit(recorded, [])
     else:

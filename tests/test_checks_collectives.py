@@ -35,9 +35,10 @@ def test_rccl_settings_against_amds_validation():
     planted = _check({"RCCL_MSCCL_ENABLE": "1", "TORCH_NCCL_HIGH_PRIORITY": "0", "NCCL_IB_GID_INDEX": "0"},
                      "env.rccl_validation")
     assert planted.status is Status.WARN
-    for text in ("RCCL_MSCCL_ENABLE=1", "TORCH_NCCL_HIGH_PRIORITY=0", "NCCL_IB_GID_INDEX=0", "corruption"):
+    for text in ("RCCL_MSCCL_ENABLE=1", "TORCH_NCCL_HIGH_PRIORITY=0", "corruption"):
         assert text in planted.summary
-    assert planted.fix.kind is FixKind.SHELL and planted.fix.text.startswith("export RCCL_MSCCL_ENABLE=0")
+    assert "NCCL_IB_GID_INDEX" not in planted.summary  # the node's GID table decides it (env.nccl_ib)
+    assert planted.fix.kind is FixKind.SHELL and planted.fix.text.startswith("export RCCL_MSCCL_ENABLE=0 && ")
     assert "prerequisite-system-validation" in planted.evidence[0]
     amds = _check({"RCCL_MSCCL_ENABLE": "0", "TORCH_NCCL_HIGH_PRIORITY": "1", "NCCL_IB_GID_INDEX": "3",
                    "NCCL_IB_HCA": ",".join(f"rdma{i}" for i in range(8))}, "env.rccl_validation")
@@ -45,9 +46,19 @@ def test_rccl_settings_against_amds_validation():
 
 
 def test_the_nic_list_gives_each_gpu_its_nic():
-    one = _check({"NCCL_IB_HCA": "mlx5_0"}, "env.rccl_validation")
-    assert one.status is Status.WARN and "names 1 NIC(s) for 8 GPUs" in one.summary
-    assert _check({"NCCL_IB_HCA": "^mlx5_8"}, "env.rccl_validation").status is Status.PASS  # an exclusion list
+    """Eight InfiniBand NICs, each with one ACTIVE port (a planted /sys/class/infiniband record), for eight GPUs."""
+    ib = {"present": True, "hcas": {f"mlx5_{i}": {"ports": {"1": {"state": "ACTIVE", "link_layer": "InfiniBand",
+                                                                 "gids": {}}}} for i in range(8)}}
+
+    def nccl_ib(hca: str):
+        return verdicts(amd_machine(env={"NCCL_IB_HCA": hca}, node_health={"infiniband": ib}), "env.nccl_ib")[
+            "env.nccl_ib"]
+
+    one = nccl_ib("mlx5_0")
+    assert one.status is Status.WARN
+    assert "lets the job use 1 of this node's 8 active RDMA NICs for 8 GPUs" in one.summary
+    assert nccl_ib("mlx5").status is Status.PASS  # a prefix: all eight
+    assert nccl_ib("^mlx5_8").status is Status.PASS  # an exclusion list
 
 
 def test_leftover_runtime_knobs_are_named():

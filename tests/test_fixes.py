@@ -288,10 +288,14 @@ def health_machines() -> dict[str, Facts]:
         "amd-nccl-max-low": amd_machine(env={"NCCL_MAX_NCHANNELS": "16"}),
         "amd-nccl-min-above-max": amd_machine(env={"NCCL_MIN_NCHANNELS": "64", "NCCL_MAX_NCHANNELS": "48"}),
         "amd-hsa-vars": amd_machine(env={"HSA_XNACK": "1", "HSA_NO_SCRATCH_RECLAIM": "yes"}),
-        # env.rccl_validation, env.runtime_knobs
+        # env.rccl_validation, env.nccl_ib, env.runtime_knobs
         "amd-rccl-against-validation": amd_machine(env={"RCCL_MSCCL_ENABLE": "1", "TORCH_NCCL_HIGH_PRIORITY": "0",
                                                         "NCCL_IB_GID_INDEX": "0"}),
-        "amd-rccl-one-nic": amd_machine(env={"NCCL_IB_HCA": "mlx5_0"}),
+        "amd-rccl-one-nic": amd_machine(env={"NCCL_IB_HCA": "mlx5_0"}, node_health={"infiniband": {
+            "present": True, "hcas": {f"mlx5_{i}": {"ports": {"1": {"state": "ACTIVE", "link_layer": "InfiniBand"}}}
+                                      for i in range(2)}}}),
+        "nvidia-nic-list-without-rdma": _with(nvidia_machine(), env={"NCCL_IB_HCA": "mlx5_0"},
+                                              node_health={"infiniband": {"present": False, "hcas": {}}}),
         # the GID table of tests/fixtures/infiniband/show_gids-connectx6-ibm-spectrumscale.txt: IPv4 RoCE v2 at 5
         "amd-rccl-gid-link-local": amd_machine(env={"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5_0,mlx5_9"},
                                                node_health={"infiniband": {"present": True, "hcas": {"mlx5_0": {

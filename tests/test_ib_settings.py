@@ -1,6 +1,7 @@
 """The RDMA devices and GID tables of /sys/class/infiniband (rocmcheck/facts/infiniband.py), and NCCL_IB_GID_INDEX /
-NCCL_IB_HCA judged against them by env.rccl_validation (rocmcheck/checks/ib_settings.py). The sysfs trees are
-planted in tmp_path from real ibstatus / ibstat / show_gids / ibv_devinfo outputs (tests/fixtures/infiniband)."""
+NCCL_IB_HCA judged against them by env.nccl_ib (rocmcheck/checks/ib_settings.py) on the recorded 8 x MI300X and
+8 x H100 machines. The sysfs trees are planted in tmp_path from real ibstatus / ibstat / show_gids / ibv_devinfo
+outputs (tests/fixtures/infiniband)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from machines import amd_machine, verdicts
+from test_checks_nvidia import nvidia_machine
 
 from rocmcheck.facts.health import node_health
 from rocmcheck.facts.infiniband import read_infiniband
@@ -91,9 +93,16 @@ def roce_node(tmp_path) -> Path:
     return root
 
 
-def _rccl(ib: dict, env: dict[str, str]):
-    return verdicts(amd_machine(env=env, node_health={"infiniband": ib}), "env.rccl_validation")[
-        "env.rccl_validation"]
+def _nvidia(ib: dict, env: dict[str, str]):
+    facts = nvidia_machine()
+    facts.env, facts.node_health = env, {"infiniband": ib}
+    return facts
+
+
+def _nccl_ib(ib: dict, env: dict[str, str], machine=None):
+    """env.nccl_ib's verdict on the recorded MI300X node (or the machine given) with this record and environment."""
+    facts = machine or amd_machine(env=env, node_health={"infiniband": ib})
+    return verdicts(facts, "env.nccl_ib")["env.nccl_ib"]
 
 
 def test_the_reader_gives_each_port_and_its_populated_gids(roce_node):
@@ -118,16 +127,16 @@ def test_the_collector_reads_it_into_node_health(roce_node):
 
 def test_the_gid_index_must_be_a_routable_roce_v2_entry(roce_node):
     ib = read_infiniband(str(roce_node))
-    amds = _rccl(ib, {"NCCL_IB_GID_INDEX": "3"})  # AMD's value; here a link-local RoCE v2 entry
+    amds = _nccl_ib(ib, {"NCCL_IB_GID_INDEX": "3"})  # AMD's value; here a link-local RoCE v2 entry
     assert amds.status is Status.WARN and "NCCL_IB_GID_INDEX=3 is GID 3 = fe80:" in amds.summary
     assert "link-local" in amds.summary and "(its IPv4 RoCE v2 entry is 5)" in amds.summary
     assert any("mlx5_0 port 1: ACTIVE, Ethernet (RoCE), 100 Gb/sec (4X EDR); IPv4 RoCE v2 GID at 5 (172.19.0.60)"
                == line for line in amds.evidence)
-    v1 = _rccl(ib, {"NCCL_IB_GID_INDEX": "4"})
+    v1 = _nccl_ib(ib, {"NCCL_IB_GID_INDEX": "4"})
     assert v1.status is Status.WARN and "not RoCE v2" in v1.summary
-    empty = _rccl(ib, {"NCCL_IB_GID_INDEX": "7"})
+    empty = _nccl_ib(ib, {"NCCL_IB_GID_INDEX": "7"})
     assert empty.status is Status.WARN and "empty on mlx5_0 port 1" in empty.summary
-    assert _rccl(ib, {"NCCL_IB_GID_INDEX": "5"}).status is Status.PASS
+    assert _nccl_ib(ib, {"NCCL_IB_GID_INDEX": "5"}).status is Status.PASS
 
 
 def test_index_three_passes_where_the_table_puts_ipv4_there(tmp_path):
@@ -136,15 +145,15 @@ def test_index_three_passes_where_the_table_puts_ipv4_there(tmp_path):
     _plant_juniper_gids(root)
     ib = read_infiniband(str(root))
     assert ib["hcas"]["mlx5_0"]["ports"]["1"]["gids"]["3"]["family"] == "ipv4"
-    r = _rccl(ib, {"NCCL_IB_GID_INDEX": "3"})
+    r = _nccl_ib(ib, {"NCCL_IB_GID_INDEX": "3"})
     assert r.status is Status.PASS, r.summary
-    wrong = _rccl(ib, {"NCCL_IB_GID_INDEX": "1"})
+    wrong = _nccl_ib(ib, {"NCCL_IB_GID_INDEX": "1"})
     assert wrong.status is Status.WARN and wrong.fix.text == "export NCCL_IB_GID_INDEX=3"
 
 
 def test_the_hca_list_must_name_devices_that_exist_and_are_active(roce_node):
     ib = read_infiniband(str(roce_node))
-    r = _rccl(ib, {"NCCL_IB_HCA": "mlx5_0,mlx5_7,mlx4_0:1"})
+    r = _nccl_ib(ib, {"NCCL_IB_HCA": "mlx5_0,mlx5_7,mlx4_0:1"})
     assert r.status is Status.WARN
     assert "mlx5_7 is not an RDMA device of this node (it has: mlx4_0, mlx5_0, mlx5_1)" in r.summary
     assert "mlx4_0:1 has no ACTIVE port (mlx4_0 port 1 DOWN)" in r.summary
@@ -152,27 +161,56 @@ def test_the_hca_list_must_name_devices_that_exist_and_are_active(roce_node):
     assert r.fix.text == "grep -H . /sys/class/infiniband/*/ports/*/state"
     # A prefix takes every device it starts ("mlx": all three, each with an ACTIVE port); "=" asks for exact names.
     # Fewer NICs than GPUs is named only where the list leaves active NICs out.
-    assert "NCCL_IB_HCA" not in _rccl(ib, {"NCCL_IB_HCA": "mlx"}).summary
-    one = _rccl(ib, {"NCCL_IB_HCA": "mlx5_1"})
+    assert _nccl_ib(ib, {"NCCL_IB_HCA": "mlx"}).summary == "NCCL_IB_HCA=mlx: consistent with this node's RDMA devices"
+    one = _nccl_ib(ib, {"NCCL_IB_HCA": "mlx5_1"})
     assert "lets the job use 1 of this node's 3 active RDMA NICs for 8 GPUs (left out: mlx4_0, mlx5_0)" in one.summary
-    assert "mlx5 is not an RDMA device" in _rccl(ib, {"NCCL_IB_HCA": "=mlx5"}).summary
-    assert "NCCL_IB_HCA" not in _rccl(ib, {"NCCL_IB_HCA": "^mlx5_7"}).summary  # excluding: not judged
+    assert "mlx5 is not an RDMA device" in _nccl_ib(ib, {"NCCL_IB_HCA": "=mlx5"}).summary
+    assert _nccl_ib(ib, {"NCCL_IB_HCA": "^mlx5_7"}).status is Status.PASS  # excluding: not judged
     ib_only = {"present": True, "hcas": {"mlx4_0": ib["hcas"]["mlx4_0"]}}
-    assert _rccl(ib_only, {"NCCL_IB_GID_INDEX": "3"}).status is Status.PASS  # InfiniBand links need no index
+    assert _nccl_ib(ib_only, {"NCCL_IB_GID_INDEX": "3"}).status is Status.PASS  # InfiniBand links need no index
 
 
 def test_a_nic_list_on_a_node_without_rdma_devices_is_named(tmp_path):
     none = read_infiniband(str(tmp_path / "no-such-class"))
-    r = _rccl(none, {"NCCL_IB_HCA": "rdma0,rdma1"})
+    r = _nccl_ib(none, {"NCCL_IB_HCA": "rdma0,rdma1"})
     assert r.status is Status.WARN and "this node has none (no /sys/class/infiniband)" in r.summary
     assert r.fix.text == "unset NCCL_IB_HCA"
-    assert "NCCL_IB_HCA" not in _rccl(none, {"NCCL_IB_HCA": "^rdma7"}).summary  # excluding: nothing to judge
+    assert _nccl_ib(none, {"NCCL_IB_HCA": "^rdma7"}).status is Status.SKIP  # excluding: nothing to judge
 
 
 def test_a_hand_edited_record_gives_a_verdict_not_a_crash():
     odd = {"present": True, "hcas": {"mlx5_0": {"ports": {"x": {"state": 4, "link_layer": "Ethernet",
                                                                  "gids": {"3": "RoCE v2", "y": {"gid": 7}}}}},
                                      "mlx5_1": {"ports": ["1"]}, "mlx5_2": None}}
-    r = _rccl(odd, {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5_0,mlx5_3"})
+    r = _nccl_ib(odd, {"NCCL_IB_GID_INDEX": "3", "NCCL_IB_HCA": "mlx5_0,mlx5_3"})
     assert r.status is Status.WARN and "NCCL_IB_GID_INDEX=3 is empty on mlx5_0 port x" in r.summary
     assert "mlx5_3 is not an RDMA device of this node (it has: mlx5_0, mlx5_1, mlx5_2)" in r.summary
+
+
+def test_an_nvidia_node_gets_the_same_verdicts(roce_node):
+    """NCCL reads the variables on NVIDIA nodes: the recorded H100 node with the planted RoCE tree."""
+    ib = read_infiniband(str(roce_node))
+    gid = _nccl_ib(ib, {}, _nvidia(ib, {"NCCL_IB_GID_INDEX": "3"}))
+    assert gid.status is Status.WARN and "a link-local address" in gid.summary
+    assert gid.fix.text == "export NCCL_IB_GID_INDEX=5"
+    one = _nccl_ib(ib, {}, _nvidia(ib, {"NCCL_IB_HCA": "mlx5_1"}))
+    assert "lets the job use 1 of this node's 3 active RDMA NICs for 8 GPUs (left out: mlx4_0, mlx5_0)" in one.summary
+    unset = _nccl_ib(ib, {}, _nvidia(ib, {}))
+    assert unset.status is Status.PASS and "library picks the GID and the NICs itself" in unset.summary
+    assert any(line.startswith("mlx4_0 port 1: DOWN, InfiniBand") for line in unset.evidence)
+
+
+def test_one_place_per_fact_and_no_record_is_not_known(roce_node):
+    """On AMD, env.rccl_validation keeps MSCCL and stream priority and leaves the GID index and the NIC list to
+    env.nccl_ib; a node health record without /sys/class/infiniband's (an older collector) judges neither."""
+    ib = read_infiniband(str(roce_node))
+    env = {"NCCL_IB_GID_INDEX": "3", "RCCL_MSCCL_ENABLE": "1"}
+    v = verdicts(amd_machine(env=env, node_health={"infiniband": ib}), "env.nccl_ib", "env.rccl_validation")
+    assert v["env.nccl_ib"].status is Status.WARN and "RCCL_MSCCL_ENABLE" not in v["env.nccl_ib"].summary
+    assert v["env.rccl_validation"].status is Status.WARN and "GID" not in v["env.rccl_validation"].summary
+    older = verdicts(amd_machine(env=env, node_health={}), "env.nccl_ib")["env.nccl_ib"]
+    assert older.status is Status.SKIP and older.data["not_known"] == [
+        "the RDMA devices and their GID tables (/sys/class/infiniband)"]
+    none = read_infiniband(str(roce_node.parent / "absent"))
+    idle = _nccl_ib(none, {}, _nvidia(none, {"NCCL_IB_GID_INDEX": "3"}))
+    assert idle.status is Status.SKIP and idle.summary == "no RDMA device on this node: NCCL_IB_GID_INDEX=3 not used"

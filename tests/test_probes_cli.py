@@ -93,3 +93,38 @@ def test_without_torch_nothing_is_judged(tmp_path):
     assert proc.returncode == EXIT_NOT_JUDGED, proc.stderr[-2000:]
     assert "NOT JUDGED" in proc.stdout and "Verdict: PASS" not in proc.stdout
     assert "torch cannot be imported" in proc.stdout
+
+
+# `rocmcheck probe` in a real process whose probe child is the stand-in of tests/probe_fakes, reporting an MI300X and a
+# planted bf16 GEMM rate: 580 TFLOP/s passes AMD's RVS target (552, at 0.9 x) and is below a site's floor of 600.
+STAND_IN = ("import functools, sys; import rocmcheck.probes.stage as stage; "
+            "stage.run_stage = functools.partial(stage.run_stage, main_child='tests.probe_fakes.fake_probe_child'); "
+            "from rocmcheck.cli import main; sys.argv[0] = 'rocmcheck'; main()")
+SITE_FLOOR = {"rocmcheck_site_rules": 1, "source": "cluster team, qualified on gpu-017", "read": "2026-12-07",
+              "products": {"MI300X": {"gemm_bf16_tflops": {"value": 600, "what": "0.9 x gpu-017"}}}}
+
+
+def test_the_probe_judges_against_a_sites_floor(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "floors.json").write_text(json.dumps(SITE_FLOOR))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "ROCMCHECK_FAKE": "measured:gemm_tflops", "ROCMCHECK_FAKE_HIP": "6.4.1",
+           "ROCMCHECK_FAKE_DATA": json.dumps({"tflops": 580.0, "shape": [8192, 8192, 8192]})}
+
+    def gemm(*args, **more):
+        proc = subprocess.run([sys.executable, "-c", STAND_IN, "probe", "gemm_tflops", "--json", *args],
+                              capture_output=True, text=True, env={**env, **more}, timeout=120, cwd=tmp_path)
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        (result,) = json.loads(proc.stdout)["results"]
+        return result
+
+    amds = gemm()
+    assert amds["status"] == "pass" and "AMD's RVS target 552" in amds["summary"]
+    for sited in (gemm("--knowledge", str(site)), gemm(ROCMCHECK_PROBE_KNOWLEDGE=str(site))):
+        assert sited["status"] == "warn" and "the site's floor 600 for MI300X" in sited["summary"], sited
+        assert any("floors.json" in line for line in sited["evidence"])
+    bad = subprocess.run([sys.executable, "-m", "rocmcheck", "probe", "gemm_tflops", "--knowledge",
+                          str(tmp_path / "none.json")], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=tmp_path)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1 and "none.json" in bad.stderr

@@ -47,6 +47,7 @@ def test_every_probe_skips_with_the_reason_when_there_is_no_gpu():
 
 # The parent's side of the probes: everything `rocmcheck probe` and the doctor import before the children start.
 PARENT_MODULES = ("rocmcheck.probes", "rocmcheck.probes.stage", "rocmcheck.probes.host", "rocmcheck.probes.across",
+                  "rocmcheck.probes.rejudge",
                   "rocmcheck.probes.catalog", *(f"rocmcheck.probes.catalog.{n}" for n in PROBE_NAMES),
                   "rocmcheck.commands.probe", "rocmcheck.plan.measure", "rocmcheck.commands.plan")
 

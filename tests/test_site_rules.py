@@ -21,6 +21,7 @@ from rocmcheck.facts.parsers.host_tools import parse_amd_smi_firmware
 from rocmcheck.knowledge.site import load_site_rules
 from rocmcheck.probes.catalog import gemm_tflops
 from rocmcheck.probes.context import DeviceContext
+from rocmcheck.probes.rejudge import FLOOR_JUDGED
 from rocmcheck.result import Status
 
 MI300X_VF = "host-tools/amd-smi-firmware-mi300x-vf-26.2.0.txt"
@@ -189,3 +190,49 @@ def test_debians_amd_smi_without_a_driver_leaves_the_firmware_not_judged(tmp_pat
     ctx = CheckContext(amd_machine(commands={"amd-smi-firmware": failed}), site_rules=rules)
     (r,) = run_checks(select_checks(only=("gpu.firmware",)), ctx)
     assert r.status == Status.SKIP and r.summary.startswith("amd-smi firmware: ") and "Drivers not loaded" in r.summary
+
+
+def test_a_replayed_probe_rate_is_judged_again_against_the_sites_floor(tmp_path):
+    """A bundle recorded without site rules: its GEMM verdict (the judge's own, 580 TFLOP/s on the recorded MI300X,
+    passing AMD's RVS target) is judged again on replay with a site floor of 600; without --knowledge it stands."""
+    recorded = gemm_tflops.judge({"tflops": 580.0, "shape": [8192, 8192, 8192]}, mi300x()).to_dict()
+    recorded["data"]["seconds"] = 12.5
+    replay = bundle(tmp_path, "node.json", amd_machine(), [recorded])
+    site = write_rules(tmp_path / "site", RULES)
+
+    def gemm(*args):
+        proc = doctor("--bundle", str(replay), "--only", "probe", "--json", *args)
+        assert proc.returncode in (0, 1), proc.stderr[-2000:]
+        return next(r for r in json.loads(proc.stdout)["results"] if r["id"] == "probe.gemm_tflops")
+
+    assert gemm() == recorded  # shown as recorded
+    again = gemm("--knowledge", str(site))
+    assert again["status"] == "warn" and "the site's floor 600 for MI300X" in again["summary"]
+    assert again["data"]["seconds"] == 12.5 and again["data"]["rejudged"] is True
+    assert f"recorded on the machine: pass: {recorded['summary']}" in again["evidence"]
+    # Recorded data the judge cannot read (no shape): the recorded verdict stands, saying why.
+    del recorded["data"]["shape"]
+    bundle(tmp_path, "node.json", amd_machine(), [recorded])
+    kept = gemm("--knowledge", str(site))
+    assert kept["status"] == "pass" and "the recorded measurements are incomplete" in kept["evidence"][-1]
+
+
+# One measurement per probe judged against a floor (the child's data as the probes report it on an MI300X).
+MEASURED = {
+    "probe.gemm_tflops": {"tflops": 500.0, "shape": [8192, 8192, 8192]},
+    "probe.copy_bandwidth": {"tb_per_s": 3.5, "bytes": 1 << 30},
+    "probe.host_bandwidth": {"h2d_gb_per_s": 45.0, "d2h_gb_per_s": 52.0, "bytes": 1 << 28},
+    "probe.p2p_matrix": {"gpus": 2, "links": {"kinds": {"0-1": "xgmi", "1-0": "xgmi"}},
+                         "pairs": [{"src": s, "dst": 1 - s, "gbps": gbps, "latency_us": 5.0, "ok": True,
+                                    "peer_access": True} for s, gbps in ((0, 40.0), (1, 48.0))]},
+}
+
+
+def test_each_floor_judged_verdict_holds_what_its_judge_reads():
+    """A replay judges a recorded verdict again from its data alone: judged again without a site floor, each gives
+    the verdict it was recorded with."""
+    assert set(MEASURED) == set(FLOOR_JUDGED)
+    for probe_id, (judge, _, inputs) in FLOOR_JUDGED.items():
+        first = judge(MEASURED[probe_id], mi300x())
+        again = judge(inputs(first.data), mi300x())
+        assert (again.status, again.summary, again.evidence) == (first.status, first.summary, first.evidence), probe_id

@@ -1,6 +1,6 @@
 """NCCL_IB_GID_INDEX and NCCL_IB_HCA (NCCL's variables; RCCL reads the same) against the node's RDMA devices and
 their GID tables, as rocmcheck/facts/infiniband.py reads them from /sys/class/infiniband. Pure functions of the
-variable's value and that record; env.rccl_validation (rocmcheck/checks/runtime_env.py) calls them.
+variable's value and that record; env.nccl_ib (rocmcheck/checks/runtime_env.py) calls them, on any vendor's node.
 
 The GID index. On a RoCE link (link layer Ethernet) every message carries the GID the index picks, so it must be a
 populated entry of type RoCE v2: RoCE v1 frames are not routed over IP, and an empty entry fails the connection.

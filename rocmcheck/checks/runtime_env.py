@@ -13,6 +13,7 @@ from rocmcheck import fixes
 from rocmcheck.checks import check, ib_settings
 from rocmcheck.checks.context import CheckContext, known_or_none
 from rocmcheck.facts.health import tunableop_filename
+from rocmcheck.facts.known import describe
 from rocmcheck.facts.launch import LAUNCH_VARIABLES, read_launch
 from rocmcheck.knowledge import load
 from rocmcheck.result import CheckResult, failed, passed, skipped, warned
@@ -290,17 +291,16 @@ def _setting(name: str) -> dict[str, str]:
 
 @check("env.rccl_validation", "RCCL settings against AMD's system validation")
 def check_rccl_validation(ctx: CheckContext) -> CheckResult:
-    """The variables AMD's prerequisite-system-validation page sets for RCCL, each judged against the page's value
-    and reason: MSCCL (data mismatches), high-priority streams, the RoCE GID index, the RDMA NIC list. Where the
-    node's RDMA devices were read (/sys/class/infiniband, rocmcheck/facts/infiniband.py) the GID index and the NIC
-    list are judged against them (rocmcheck/checks/ib_settings.py): the index must be a populated RoCE v2 entry of
-    every active RoCE port, each listed NIC must exist with an ACTIVE port. Without that record (an older bundle),
-    against AMD's values."""
+    """The variables AMD's prerequisite-system-validation page sets for RCCL that hold whatever the node's NICs are,
+    each judged against the page's value and reason: MSCCL (data mismatches), high-priority streams. The GID index
+    and the RDMA NIC list depend on the node's own devices: env.nccl_ib judges them against /sys/class/infiniband, on
+    AMD and NVIDIA nodes alike (AMD's values are shown here)."""
     gpus = [g for g in ctx.amd_gpus if g.arch in CHANNEL_ARCHS]
     if len(gpus) < 2:
         return skipped("fewer than 2 MI300- or MI350-class GPUs: no collectives to judge")
     source = _setting("RCCL_MSCCL_ENABLE")["source"]
-    evidence = [f"AMD's values ({source}): " + ", ".join(f"{n}={s['value']}" for n, s in RCCL_SETTINGS.items())]
+    evidence = [f"AMD's values ({source}): " + ", ".join(f"{n}={s['value']}" for n, s in RCCL_SETTINGS.items()),
+                "NCCL_IB_GID_INDEX and NCCL_IB_HCA: judged against this node's RDMA devices by env.nccl_ib"]
     problems: list[tuple[str, fixes.Fix]] = []
     msccl = ctx.env_var("RCCL_MSCCL_ENABLE")
     want = _setting("RCCL_MSCCL_ENABLE")
@@ -314,72 +314,90 @@ def check_rccl_validation(ctx: CheckContext) -> CheckResult:
         problems.append((f"TORCH_NCCL_HIGH_PRIORITY={priority}: AMD's training image sets {want['value']} to "
                          f"\"{want['why']}\"", fixes.shell("export TORCH_NCCL_HIGH_PRIORITY={v}", want["why"],
                                                             v=want["value"])))
-    ib = known_or_none(lambda: ctx.health("infiniband"))
-    judge_devices = isinstance(ib, dict) and bool(ib.get("present"))
-    if judge_devices:
-        evidence += [ib_settings.describe_port(p) for p in ib_settings.ports(ib)][:16]
-    elif isinstance(ib, dict):
-        evidence.append("no /sys/class/infiniband: no RDMA device on this node")
-    gid = ctx.env_var("NCCL_IB_GID_INDEX")
-    want = _setting("NCCL_IB_GID_INDEX")
-    gid_fix_why = ("the index whose type reads 'RoCE v2' (with an IPv4-mapped GID) is the one to export as "
-                   "NCCL_IB_GID_INDEX; InfiniBand fabrics need none")
-    if gid is not None and judge_devices:
-        # The node's own GID tables decide (ib_settings.py): AMD's 3 is right only where the table puts IPv4 there.
-        problem = ib_settings.gid_index_problem(gid, ib)
-        if problem:
-            better = ib_settings.suggested_gid_index(ib)
-            fix = (fixes.shell("export NCCL_IB_GID_INDEX={v}", "the IPv4-mapped RoCE v2 entry of every active RoCE "
-                               "port in /sys/class/infiniband", v=better) if better is not None else
-                   fixes.shell(ib_settings.GID_FIX_COMMAND, gid_fix_why))
-            problems.append((problem + ": the first cross-node collective stalls or fails to connect", fix))
-    elif gid is not None and gid.strip() != want["value"]:
-        what = "is not a number: RCCL ignores it" if not gid.strip().isdigit() else (
-            f"differs from the {want['value']} AMD's validation uses (\"{want['why']}\"): on RoCE a GID of the wrong "
-            "type or address family stalls the first cross-node collective")
-        problems.append((f"NCCL_IB_GID_INDEX={gid} {what}", fixes.shell(ib_settings.GID_FIX_COMMAND, gid_fix_why)))
-    hca = ctx.env_var("NCCL_IB_HCA")
-    want = _setting("NCCL_IB_HCA")
-    hca_fix = fixes.shell(ib_settings.HCA_FIX_COMMAND, "list every active RDMA NIC of the node in NCCL_IB_HCA "
-                          "(export NCCL_IB_HCA=<nic0>,<nic1>,...), one per GPU")
-    if hca is not None:
-        listed = [t for t in hca.strip().lstrip("=^").split(",") if t.strip()]
-        excluding = hca.strip().startswith("^")
-        if not listed:
-            problems.append(("NCCL_IB_HCA is set but names no NIC", fixes.unset("NCCL_IB_HCA", why=want["why"])))
-        elif isinstance(ib, dict) and not judge_devices and not excluding:
-            problems.append((f"NCCL_IB_HCA={hca} names RDMA NICs, but this node has none (no /sys/class/infiniband): "
-                             "the collectives between nodes fall back to TCP sockets (one node needs no RDMA NIC)",
-                             fixes.unset("NCCL_IB_HCA", why="no RDMA device is visible here: load the NIC's RDMA "
-                                         "driver (mlx5_ib, bnxt_re, ionic_rdma, ...), or in a container pass the "
-                                         "RDMA devices in; on one node the variable is not needed")))
-        elif judge_devices and ib_settings.hca_problems(hca, ib):
-            problems.append((f"NCCL_IB_HCA={hca}: " + "; ".join(ib_settings.hca_problems(hca, ib))
-                             + ": the job runs without that NIC, or fails to find one", hca_fix))
-        elif judge_devices:
-            chosen, active = ib_settings.chosen_active_hcas(hca, ib), ib_settings.active_hcas(ib)
-            if len(chosen) < len(gpus) and active - chosen:
-                problems.append((f"NCCL_IB_HCA={hca} lets the job use {len(chosen)} of this node's {len(active)} "
-                                 f"active RDMA NICs for {len(gpus)} GPUs (left out: "
-                                 f"{', '.join(sorted(active - chosen))}): AMD's validated nodes give each GPU its own",
-                                 hca_fix))
-        elif not excluding and len(listed) < len(gpus):
-            problems.append((f"NCCL_IB_HCA names {len(listed)} NIC(s) for {len(gpus)} GPUs: AMD's validated nodes give "
-                             f"each GPU its own ({want['value']})", hca_fix))
     mscclpp = ctx.env_var(MSCCLPP_VAR)
     for name in (*RCCL_SETTINGS, MSCCLPP_VAR):
         value = ctx.env_var(name)
         evidence.append(f"{name}={value}" if value is not None else f"{name} unset")
     if problems:
         summary = "; ".join(text for text, _ in problems)
-        shells = [f for _, f in problems if f.kind is fixes.FixKind.SHELL]
-        fix = problems[0][1] if len(shells) != len(problems) or len(shells) == 1 else fixes.then(*shells)
+        fix = problems[0][1] if len(problems) == 1 else fixes.then(*(f for _, f in problems))
         return warned(summary, fix, evidence)
     unset = [n for n in ("RCCL_MSCCL_ENABLE", "TORCH_NCCL_HIGH_PRIORITY") if ctx.env_var(n) is None]
     wanted = ", ".join(f"{n}={_setting(n)['value']}" for n in unset)
     advice = f"; AMD's training image also sets {wanted}" if unset else ""
-    return passed("RCCL settings agree with AMD's validation" + advice
+    return passed("MSCCL and stream priority agree with AMD's validation" + advice
                   + (f" ({MSCCLPP_VAR}={mscclpp} is not among them)" if mscclpp is not None else ""), evidence)
+
+
+IB_VARIABLES = ("NCCL_IB_GID_INDEX", "NCCL_IB_HCA")
+GID_FIX_WHY = ("the index whose type reads 'RoCE v2' (with an IPv4-mapped GID) is the one to export as "
+               "NCCL_IB_GID_INDEX; InfiniBand fabrics need none")
+# At most this many ports are listed in the evidence (a node has one or two per NIC).
+IB_EVIDENCE_PORTS = 16
+
+
+@check("env.nccl_ib", "NCCL_IB_GID_INDEX / NCCL_IB_HCA against the node's RDMA devices")
+def check_nccl_ib(ctx: CheckContext) -> CheckResult:
+    """NCCL's RDMA variables, which RCCL reads too, against the node's RDMA devices as /sys/class/infiniband lists
+    them (rocmcheck/facts/infiniband.py; the judging is rocmcheck/checks/ib_settings.py): the GID index must be a
+    populated, routable RoCE v2 entry of every active RoCE port; each NIC NCCL_IB_HCA names must exist with an
+    ACTIVE port; a list that leaves active NICs out gives the GPUs fewer NICs than there are GPUs; a NIC list on a
+    node with no RDMA device sends the collectives between nodes over TCP. Any vendor: NCCL on NVIDIA, RCCL on AMD.
+    Without the record (a bundle from before it was collected) nothing is judged: AMD's index 3 is right only where
+    the node's table puts the IPv4 address there."""
+    ib = ctx.health("infiniband")
+    if not isinstance(ib, dict):  # node health read by a collector that did not read /sys/class/infiniband
+        return ctx.not_known(describe("node_health", "infiniband"))
+    env = ctx.env_vars(IB_VARIABLES)
+    gid, hca = env.get("NCCL_IB_GID_INDEX"), env.get("NCCL_IB_HCA")
+    evidence = [f"{n}={v}" for n, v in env.items()]
+    if not ib.get("present"):
+        evidence.append("no /sys/class/infiniband: no RDMA device on this node")
+        listed = [t for t in (hca or "").strip().lstrip("=^").split(",") if t.strip()]
+        if hca is not None and listed and not hca.strip().startswith("^"):
+            return warned(f"NCCL_IB_HCA={hca} names RDMA NICs, but this node has none (no /sys/class/infiniband): "
+                          "the collectives between nodes fall back to TCP sockets (one node needs no RDMA NIC)",
+                          fixes.unset("NCCL_IB_HCA", why="no RDMA device is visible here: load the NIC's RDMA driver "
+                                      "(mlx5_ib, bnxt_re, ionic_rdma, ...), or in a container pass the RDMA devices "
+                                      "in; on one node the variable is not needed"), evidence)
+        return skipped("no RDMA device on this node: " + (", ".join(evidence[:-1]) + " not used" if env else
+                                                          "nothing to judge"), evidence)
+    evidence += [ib_settings.describe_port(p) for p in ib_settings.ports(ib)][:IB_EVIDENCE_PORTS]
+    problems: list[tuple[str, fixes.Fix]] = []
+    if gid is not None:
+        problem = ib_settings.gid_index_problem(gid, ib)
+        if problem:
+            better = ib_settings.suggested_gid_index(ib)
+            fix = (fixes.shell("export NCCL_IB_GID_INDEX={v}", "the IPv4-mapped RoCE v2 entry of every active RoCE "
+                               "port in /sys/class/infiniband", v=better) if better is not None else
+                   fixes.shell(ib_settings.GID_FIX_COMMAND, GID_FIX_WHY))
+            problems.append((problem + ": the first cross-node collective stalls or fails to connect", fix))
+    hca_fix = fixes.shell(ib_settings.HCA_FIX_COMMAND, "list every active RDMA NIC of the node in NCCL_IB_HCA "
+                          "(export NCCL_IB_HCA=<nic0>,<nic1>,...), one per GPU")
+    if hca is not None:
+        listed = [t for t in hca.strip().lstrip("=^").split(",") if t.strip()]
+        missing = ib_settings.hca_problems(hca, ib)
+        chosen, active = ib_settings.chosen_active_hcas(hca, ib), ib_settings.active_hcas(ib)
+        if not listed:
+            problems.append(("NCCL_IB_HCA is set but names no NIC",
+                             fixes.unset("NCCL_IB_HCA", why="the library then chooses among every RDMA device")))
+        elif missing:
+            problems.append((f"NCCL_IB_HCA={hca}: " + "; ".join(missing)
+                             + ": the job runs without that NIC, or fails to find one", hca_fix))
+        elif active - chosen and len(chosen) < len(ctx.gpus):  # the GPUs are needed only here
+            problems.append((f"NCCL_IB_HCA={hca} lets the job use {len(chosen)} of this node's {len(active)} "
+                             f"active RDMA NICs for {len(ctx.gpus)} GPUs (left out: "
+                             f"{', '.join(sorted(active - chosen))}): the GPUs share NICs and cross-node bandwidth "
+                             "drops (AMD's and NVIDIA's validated nodes give each GPU its own)", hca_fix))
+    if problems:
+        summary = "; ".join(text for text, _ in problems)
+        fix = problems[0][1] if len(problems) == 1 else fixes.then(*(f for _, f in problems))
+        return warned(summary, fix, evidence)
+    if not env:
+        return passed(f"{len(ib_settings.ports(ib))} RDMA port(s); NCCL_IB_GID_INDEX and NCCL_IB_HCA unset: the "
+                      "library picks the GID and the NICs itself", evidence)
+    names = ", ".join(f"{n}={v}" for n, v in env.items())
+    return passed(f"{names}: consistent with this node's RDMA devices", evidence)
 
 
 # Low-level HIP / ROCr runtime knobs that inference setups and old workarounds leave in environments (public vLLM and

@@ -1,8 +1,11 @@
 """`rocmcheck probe NAME|all`: one GPU probe (or all) in a child process, the same code doctor's GPU stage runs.
 The facts the judges read (GPU names and memory from the system tools, the ROCm version, the kernel command line,
-NUMA balancing) are read once here, before the stage (rocmcheck/probes/host.py); the doctor passes its own."""
+NUMA balancing) are read once here, before the stage (rocmcheck/probes/host.py); the doctor passes its own. A site's
+rules (`--knowledge`, as doctor reads them: rocmcheck/knowledge/site.py) give the judges the site's floors."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -38,8 +41,11 @@ def _list(as_json: bool) -> None:
               help="With all: the probes of doctor --level N (default 1).")
 @click.option("--duration", type=FiniteFloat(MIN_DURATION_S, MAX_DURATION_S), default=None, metavar="SECONDS",
               help="Seconds the level-3 stress probes run in all.")
+@click.option("--knowledge", type=click.Path(path_type=Path), metavar="DIR",
+              help="A site's own rules, as doctor --knowledge reads them (docs/knowledge.md): its floors judge the "
+                   "probes' rates in place of AMD's.")
 def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | None, level: int | None,
-          duration: float | None) -> None:
+          duration: float | None, knowledge: Path | None) -> None:
     """Run one GPU probe (or all) in a child process and print its verdict. Exit 0 when nothing failed, 1 when a
     probe failed, 3 when nothing could be judged (no torch, no GPU)."""
     if list_only:
@@ -52,6 +58,11 @@ def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | N
         raise BadInput("NAME: " + f"unknown probe {name!r}; valid names: {valid}")
     if level is not None and name != "all":
         raise BadInput(f"--level chooses the probes of `rocmcheck probe all`; {name} runs whatever its level")
+    site_rules = None
+    if knowledge is not None:  # read and checked whole before anything runs: a bad file is exit 2 now
+        from rocmcheck.knowledge.site import load_site_rules
+
+        site_rules = load_site_rules(knowledge)
     from rocmcheck.probes.host import read_host_facts
     from rocmcheck.probes.levels import durations, probes_at, stage_budget_s
     from rocmcheck.probes.stage import run_stage
@@ -80,6 +91,7 @@ def probe(name: str | None, list_only: bool, as_json: bool, timeout_s: float | N
     with Progress(con, plain=not as_json or con.is_terminal, plain_after_s=2.0, prefix="probe ") as progress:
         progress.begin("reading the GPU tools, the ROCm version and /proc")
         host = read_host_facts()
+        host.site_rules = site_rules
         progress.begin(f"GPU probe {name} (child process, up to {timeout_s:g} s)")
         results = run_stage(timeout_s=timeout_s, host=host, only=only, allow_build=allow_build, level=level or 1,
                             duration_s=duration)

@@ -3,8 +3,9 @@ parent's handling of hangs, crashes and garbage is tested with real processes. R
 hang (sleeps past every limit), watchdog (faulthandler fires, as in the real child), abort (os.abort),
 garbage (truncated JSON, then exit), missing (result without the data the judge needs), noreason (a skip
 without a reason), nobinary (the error torch raises without kernels for the GPU), slow (its result comes 1.5 s
-late), note (a progress note before its result). Other probes report a skip, naming the duration and limit the
-plan gave a probe that has a duration.
+late), note (a progress note before its result), measured (its result's data is the JSON of ROCMCHECK_FAKE_DATA: a
+planted measurement for the parent's judge). Other probes report a skip, naming the duration and limit the plan gave
+a probe that has a duration.
 ROCMCHECK_FAKE_HIP=VERSION reports a ROCm build of torch on an MI300X instead of a CUDA one on an H200. No torch."""
 
 import faulthandler
@@ -52,6 +53,10 @@ def main():
                 sys.stdout.write('{"event": "result", "probe": "' + name + '", "outc')
                 sys.stdout.flush()
                 sys.exit(0)
+            if mode == "measured":
+                emit({"event": "result", "probe": name, "outcome": "ok",
+                      "data": json.loads(os.environ["ROCMCHECK_FAKE_DATA"])})
+                continue
             if mode == "missing":
                 emit({"event": "result", "probe": name, "outcome": "ok", "data": {"tflops": 1.0}})
                 continue
