@@ -270,7 +270,7 @@ def _guarded(stage_id: str, run) -> list[CheckResult]:
 class _Quiet:
     """The progress interface (rocmcheck.report.progress.Progress) doing nothing: run_doctor without a person."""
 
-    def begin(self, stage: str) -> None:
+    def begin(self, stage: str, limit_s: float | None = None) -> None:
         pass
 
     def count(self, done: int, total: int, detail: str = "") -> None:
@@ -316,9 +316,9 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
             early.extend(run_checks(early_specs, CheckContext(partial, expected_archs=opts.expected_archs)))
             emit(list(early), [])
             if needs_python:
-                progress.begin("importing torch, flash-attn, DeepSpeed (child process)")
+                progress.begin("importing torch, flash-attn, DeepSpeed (child process)", limit_s=opts.probe_timeout_s)
 
-        progress.begin("collecting system facts (rocminfo, smi tools, /dev, /proc)")
+        progress.begin("collecting system facts (rocminfo, smi tools, /dev, /proc)", limit_s=opts.deadline_s)
         facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
                               probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python,
                               on_commands_done=judge_early, python=opts.python)
@@ -369,7 +369,7 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
             emit([r for r in new if all(r is not s for s in shown)], [])
         if plan.train:
             if opts.train:
-                progress.begin("smoke-train (the bundled tiny LLaMA)")
+                progress.begin("smoke-train (the bundled tiny LLaMA)", limit_s=opts.train_timeout_s)
             new = _guarded("train.stage", lambda: run_train_stage(ctx, opts, pending_train, progress))
             staged += new
             emit(new, [])

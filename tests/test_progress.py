@@ -113,6 +113,17 @@ def test_a_counted_stage_in_a_pipe_shows_its_count_and_time_left_while_it_waits(
     assert not any("still running" in line for line in lines)  # a counted stage says where it is instead
 
 
+def test_a_stage_without_a_count_says_how_long_it_has_run_and_its_bound(monkeypatch):
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.3)
+    pipe = Pipe()
+    with Progress(stream_console(pipe), prefix="doctor ") as progress:
+        progress.begin("collecting system facts", limit_s=60)
+        time.sleep(1.0)
+    lines = pipe.getvalue().splitlines()
+    assert lines[0].endswith("collecting system facts ...") and len(lines) >= 2
+    assert all(line.endswith(", at most 60 s)") and ": still running (" in line for line in lines[1:])
+
+
 def test_term_dumb_gets_plain_lines_not_a_live_line_it_cannot_draw(monkeypatch):
     monkeypatch.setenv("TERM", "dumb")
     terminal = Terminal()

@@ -5,7 +5,7 @@ pipe, CI, Slurm, `| tee`, TERM=dumb) plain lines: one per stage, a line every HE
 is. doctor, lint, probe, plan --measure, smoke-train and monitor all show their progress here.
 
     with Progress(con, plain_after_s=2.0) as progress:
-        progress.begin("importing torch")       # ends the previous stage
+        progress.begin("importing torch", limit_s=45)  # ends the previous stage; limit_s: its bound, when known
         progress.note("step 10/50 loss 2.31")   # the live line's detail (plain mode: printed)
         progress.count(12, 120, "loss 2.31")    # a counted stage: 12 of 120, and the time left at its pace so far
         progress.say("no GPU: the fine-tune runs on the CPU")  # a line of its own, above the live line
@@ -82,7 +82,8 @@ class _Line:
     def __rich__(self) -> Any:
         p = self.progress
         with p._lock:
-            stage, detail, whole, counter, since = p.stage, p.detail, p.whole, p.counter, p.stage_start
+            stage, detail, whole, counter = p.stage, p.detail, p.whole, p.counter
+            since, limit = p.stage_start, p.limit_s
         left = p.time_left()
         if whole:
             text = Text(clean(whole), no_wrap=True, overflow="ellipsis")
@@ -96,6 +97,8 @@ class _Line:
             text.append(f"  {time.monotonic() - since:4.0f} s", style="dim")
             if left is not None:
                 text.append(f", ~{duration(left)} left", style="dim")
+            elif limit and counter is None:
+                text.append(f" of at most {duration(limit)}", style="dim")
             if detail:
                 text.append("  " + clean(detail), style="dim")
         self.spinner.text = text
@@ -118,6 +121,7 @@ class Progress:
         self.detail = ""
         self.whole = ""  # show(): the caller's own line, in place of stage + clock + detail
         self.counter: tuple[int, int] | None = None
+        self.limit_s: float | None = None  # the running stage's own bound (a stage without a count says it)
         self._first_count: tuple[float, int] | None = None  # (when, done) at the stage's first count: its pace
         self._live = None
         self._lock = threading.Lock()
@@ -137,11 +141,13 @@ class Progress:
         self.end()
 
     # ---- stages ------------------------------------------------------------------------------
-    def begin(self, stage: str) -> None:
-        """A new stage starts (the previous one ends)."""
+    def begin(self, stage: str, limit_s: float | None = None) -> None:
+        """A new stage starts (the previous one ends). limit_s: the longest it may take (its timeout or deadline),
+        shown beside its clock while it has no count to give a time left."""
         self._stop_timer()
         with self._lock:
             self.stage, self.detail, self.whole, self.counter = stage, "", "", None
+            self.limit_s = limit_s
             self._first_count = None
             self.stage_start = time.monotonic()
         if self._start_live():
@@ -298,13 +304,14 @@ class Progress:
 
     def _heartbeat(self) -> None:
         with self._lock:
-            stage, since = self.stage, time.monotonic() - self.stage_start
+            stage, since, limit = self.stage, time.monotonic() - self.stage_start, self.limit_s
         if not stage:
             return
         if time.monotonic() - self._last_output >= HEARTBEAT_S - 0.5:
             counted = self._count_text()
             at = time.monotonic() - self.start
-            self._print(f"{self.prefix}[{at:6.1f} s] {stage}: " + (counted or f"still running ({since:.0f} s)"))
+            bound = f", at most {duration(limit)}" if limit else ""
+            self._print(f"{self.prefix}[{at:6.1f} s] {stage}: " + (counted or f"still running ({since:.0f} s{bound})"))
         self._schedule_heartbeat()
 
     def _stop_timer(self) -> None:
