@@ -195,7 +195,12 @@ def start_early_train(opts: DoctorOptions, plan: StagePlan) -> Any:
         return None
     from rocmcheck.train.doctor_stage import EarlyTrain
 
-    return EarlyTrain(opts.train_timeout_s, plan.before_train_s, drift=opts.level >= 2)
+    return EarlyTrain(opts.train_timeout_s, plan.before_train_s, drift=opts.level >= 2, python=_python_of(opts))
+
+
+def _python_of(opts: DoctorOptions) -> str | None:
+    """The interpreter that runs the fine-tune's child: the one whose stack is judged (None: rocmcheck's own)."""
+    return opts.python.executable if opts.python is not None else None
 
 
 def run_train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any = None,
@@ -228,7 +233,8 @@ def _train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any, progress: A
     if early is not None:
         return early.go(device, on_step=steps)
     # --level 2 (numerics) and up: the run also trains its steps in fp32 and compares the curves (train.drift)
-    return train_stage(timeout_s=opts.train_timeout_s, device=device, drift=opts.level >= 2, on_step=steps)
+    return train_stage(timeout_s=opts.train_timeout_s, device=device, drift=opts.level >= 2, on_step=steps,
+                       python=_python_of(opts))
 
 
 # The CPU fine-tune's time is estimated once this many steps are done: the first step (allocation, first kernels)

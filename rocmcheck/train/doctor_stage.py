@@ -1,7 +1,9 @@
 """The doctor's last stage: the default smoke-train in a child process (rocmcheck.train.child over the one
 child protocol), so a crash (segfault in HIP init, a kernel fault) or a hang becomes a verdict instead of
 taking the doctor down. EarlyTrain starts that child while the doctor's earlier stages run and holds it until they
-are done (rocmcheck/child.py, Word: the child imports, then waits for the word on its stdin). No torch here."""
+are done (rocmcheck/child.py, Word: the child imports, then waits for the word on its stdin). `python`: the
+interpreter whose stack the doctor judges (--python, an active environment), which runs the child without
+rocmcheck installed there (rocmcheck/facts/python_env.py, child_env_in); None: rocmcheck's own. No torch here."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any, Callable
 
 from rocmcheck import fixes
 from rocmcheck.child import ChildRun, Word, run_child
+from rocmcheck.facts.python_env import child_env_in
 from rocmcheck.result import CheckResult, Status, failed, passed
 from rocmcheck.train import child as train_child
 from rocmcheck.train.config import TrainConfig
@@ -48,11 +51,14 @@ def step_listener(on_step: OnStep | None) -> Callable[[dict[str, Any]], None] | 
 
 
 def run_train_stage(timeout_s: float = 180.0, device: str = "auto", *, drift: bool = False,
-                    config: TrainConfig | None = None, on_step: OnStep | None = None) -> list[CheckResult]:
+                    config: TrainConfig | None = None, on_step: OnStep | None = None,
+                    python: str | None = None) -> list[CheckResult]:
     """config: the run to make (default: the default smoke-train on `device`; with drift, also its fp32 run and
     train.drift, as `smoke-train --drift`). on_step: each training step as the child reports it."""
     cfg = config or TrainConfig(device=device, drift=drift)
-    run = run_child(train_child.MODULE, train_child.train_request(cfg), timeout_s, on_event=step_listener(on_step))
+    with child_env_in(python) as env:
+        run = run_child(train_child.MODULE, train_child.train_request(cfg), timeout_s, env=env, python=python,
+                        on_event=step_listener(on_step))
     return verdicts_of(run, timeout_s, run.command.duration_s)
 
 
@@ -66,7 +72,7 @@ class EarlyTrain:
     limit, counted from `go` (the child's watchdog), so a hung run is called hung as the plain stage calls it."""
 
     def __init__(self, timeout_s: float, wait_s: float, *, drift: bool = False,
-                 config: TrainConfig | None = None) -> None:
+                 config: TrainConfig | None = None, python: str | None = None) -> None:
         self.timeout_s = timeout_s
         self.word = Word()
         cfg = config or TrainConfig(device="auto", drift=drift)
@@ -82,8 +88,9 @@ class EarlyTrain:
 
         def child() -> None:
             try:
-                self._runs.append(run_child(train_child.MODULE, request, wait_s + timeout_s + HELD_MARGIN_S,
-                                            word=self.word, on_event=on_event))
+                with child_env_in(python) as env:
+                    self._runs.append(run_child(train_child.MODULE, request, wait_s + timeout_s + HELD_MARGIN_S,
+                                                env=env, python=python, word=self.word, on_event=on_event))
             finally:
                 self._ended_at.append(time.monotonic())
 
@@ -122,18 +129,21 @@ def verdicts_of(run: ChildRun, timeout_s: float, ran_s: float) -> list[CheckResu
                             TRAIN_BUG_FIX)]
     if any(r.id == "train.run" for r in results):  # the child caught its own crash and said so
         return results
-    cpu = _cpu_line(run.last("report"))
+    cpu, python = _info(run.last("report"), "cpu", "line"), _info(run.last("report"), "python")
     return [passed(f"smoke-train ran to the end in {ran_s:.1f} s" + (f" ({cpu})" if cpu else ""), duration_s=ran_s,
-                   id="train.run")] + results
+                   id="train.run", **({"python": python} if python else {}))] + results
 
 
-def _cpu_line(event: dict[str, Any] | None) -> str | None:
-    """A CPU run's thread count and why ("CPU: 2 threads (affinity 2, no cgroup quota)"), from its report."""
+def _info(event: dict[str, Any] | None, *keys: str) -> str | None:
+    """A text of the run's report info: ("cpu", "line"), a CPU run's thread count and why ("CPU: 2 threads
+    (affinity 2, no cgroup quota)"); ("python",), the interpreter that trained. None when absent."""
     try:
-        line = event["report"]["info"]["cpu"]["line"]  # type: ignore[index]
+        value: Any = event["report"]["info"]  # type: ignore[index]
+        for key in keys:
+            value = value[key]
     except (KeyError, TypeError):
         return None
-    return line if isinstance(line, str) else None
+    return value if isinstance(value, str) else None
 
 
 def _results(event: dict[str, Any] | None) -> list[CheckResult] | None:

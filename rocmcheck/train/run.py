@@ -18,6 +18,7 @@ import importlib.util
 import math
 import os
 import random
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -203,7 +204,7 @@ class _Run:
         self.estimate = None
         self.t_start = time.perf_counter()
         self.timed = timed
-        self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__,
+        self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__, "python": sys.executable,
                                      "timings_s": self.timed.seconds}
         if world.distributed or plan is not None:
             self.info["world"] = {"ranks": world.world_size, "rank": world.rank}
