@@ -148,3 +148,17 @@ def test_clear_live_lines_erases_the_line_and_nothing_is_drawn_after_it():
     written = terminal.getvalue()
     assert written.endswith("\r\x1b[2K\x1b[?25h") and len(written) == end  # erased, cursor shown, and quiet since
     assert not progress_module._LIVE
+
+
+def test_after_clear_live_lines_a_plain_display_prints_nothing_more(monkeypatch):
+    """In a pipe or under TERM=dumb there is no line to erase, but a heartbeat printed after the last word would be
+    the terminal's last line."""
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.2)
+    pipe = Pipe()
+    progress = Progress(stream_console(pipe))
+    progress.__enter__()
+    progress.begin("collecting system facts")
+    progress_module.clear_live_lines()
+    progress.count(1, 10, "loss 1.0")
+    time.sleep(0.6)
+    assert pipe.getvalue().splitlines() == [pipe.getvalue().splitlines()[0]]  # the stage's own line, then nothing

@@ -53,6 +53,7 @@ CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "JENKINS_URL", "BUILDKITE",
 CLEAR_WAIT_S = 0.5
 
 _LIVE: list["Progress"] = []  # the displays whose live line is on the screen now (clear_live_lines)
+_OPEN: list["Progress"] = []  # every display entered and not ended: silenced by clear_live_lines
 
 
 def can_redraw(con: Console, environ: dict[str, str] | None = None) -> bool:
@@ -128,9 +129,11 @@ class Progress:
         self._last_output = self.start
         self._last_note = -1e18  # plain_every_s: when a note or shown line was last printed
         self._timer: threading.Timer | None = None
+        self._silenced = False  # clear_live_lines: nothing more is printed (a process on its way out)
 
     # ---- context -----------------------------------------------------------------------------
     def __enter__(self) -> "Progress":
+        _OPEN.append(self)
         if self.live_mode:
             from rich.live import Live
 
@@ -223,8 +226,9 @@ class Progress:
         self._stop_timer()
         if self._live is not None and self._live.is_started:
             self._live.stop()  # first: its last frame is still the line, which a transient display then erases
-        if self in _LIVE:
-            _LIVE.remove(self)
+        for shown in (_LIVE, _OPEN):
+            if self in shown:
+                shown.remove(self)
         with self._lock:
             self.stage, self.detail, self.whole, self.counter = "", "", "", None
             self._first_count = None
@@ -280,6 +284,8 @@ class Progress:
         return True
 
     def _print(self, text: str) -> None:
+        if self._silenced:
+            return
         self.console.print(clean(text), markup=False, highlight=False, soft_wrap=True)
         self.console.file.flush()
         self._last_output = time.monotonic()
@@ -305,7 +311,7 @@ class Progress:
     def _heartbeat(self) -> None:
         with self._lock:
             stage, since, limit = self.stage, time.monotonic() - self.stage_start, self.limit_s
-        if not stage:
+        if not stage or self._silenced:
             return
         if time.monotonic() - self._last_output >= HEARTBEAT_S - 0.5:
             counted = self._count_text()
@@ -323,9 +329,13 @@ class Progress:
 def clear_live_lines(wait_s: float = CLEAR_WAIT_S) -> None:
     """Erase every live line on the screen now: what a stop signal's handler calls before its last word, so the
     terminal's last line is that word, then the shell's prompt, and no spinner redrawn below them."""
+    for progress in list(_OPEN):  # a plain display's heartbeat must not print after the last word either
+        progress._silenced = True
+        progress._stop_timer()
     for progress in list(_LIVE):
         progress.abandon(wait_s)
     _LIVE.clear()
+    _OPEN.clear()
 
 
 def stream_console(stream: IO[str] | None = None) -> Console:
