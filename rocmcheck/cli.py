@@ -151,7 +151,21 @@ def _flush_streams() -> None:
             pass
 
 
+def _clear_live_lines() -> None:
+    """Erase the progress display's live line before the last word (rocmcheck.report.progress.clear_live_lines),
+    so the terminal's last line is that word and no spinner is drawn after it. Taken from sys.modules, never
+    imported here: a signal may arrive while the main thread holds the import lock, and a module not loaded has
+    no line on the screen."""
+    progress = sys.modules.get("rocmcheck.report.progress")
+    if progress is not None:
+        try:
+            progress.clear_live_lines()
+        except Exception:  # noqa: BLE001 - on the way out, nothing may stop the children's sweep
+            pass
+
+
 def _on_stop_signal(signum: int, frame: object) -> None:
+    _clear_live_lines()
     _say(f"rocmcheck: {STOP_SIGNALS.get(signum, 'stopped')}")
     _stop(128 + signum)
 
@@ -219,6 +233,7 @@ def main() -> None:
     except OutputError as exc:
         code = _output_failed(exc)
     except (click.exceptions.Abort, KeyboardInterrupt):  # click turns Ctrl-C into Abort
+        _clear_live_lines()
         _say("rocmcheck: interrupted")
         _stop(130)
     except SystemExit as exc:  # a command's own sys.exit(code)

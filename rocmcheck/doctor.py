@@ -37,6 +37,7 @@ class DoctorOptions:
     across_timeout_s: float = 180.0
     python: Any = None  # facts.python_env.TargetPython: the interpreter whose stack is judged (None: rocmcheck's own)
     site_rules: Any = None  # knowledge.site.SiteRules from --knowledge (None: the shipped knowledge alone)
+    train_skipped_by: str = "--no-train"  # what the skipped fine-tune's verdict names when train is False
 
 
 @dataclass
@@ -224,31 +225,74 @@ def start_early_train(opts: DoctorOptions, plan: StagePlan) -> Any:
         return None
     from rocmcheck.train.doctor_stage import EarlyTrain
 
-    return EarlyTrain(opts.train_timeout_s, plan.before_train_s, drift=opts.level >= 2)
+    return EarlyTrain(opts.train_timeout_s, plan.before_train_s, drift=opts.level >= 2, python=_python_of(opts))
 
 
-def run_train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any = None) -> list[CheckResult]:
-    """early: the stage's child, already started (start_early_train): sent on here, or let go."""
+def _python_of(opts: DoctorOptions) -> str | None:
+    """The interpreter that runs the fine-tune's child: the one whose stack is judged (None: rocmcheck's own)."""
+    return opts.python.executable if opts.python is not None else None
+
+
+def run_train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any = None,
+                    progress: Any = None) -> list[CheckResult]:
+    """early: the stage's child, already started (start_early_train): sent on here, or let go. progress: shows
+    each training step (count, loss, tokens/s, time left) as the child reports it."""
     try:
-        return _train_stage(ctx, opts, early)
+        return _train_stage(ctx, opts, early, progress or _Quiet())
     finally:
         if early is not None:
             early.cancel()  # nothing once it was sent on; else the child exits without a run
 
 
-def _train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any) -> list[CheckResult]:
+def _train_stage(ctx: CheckContext, opts: DoctorOptions, early: Any, progress: Any) -> list[CheckResult]:
     if not opts.train:
-        return [skipped("smoke-train skipped (--no-train)", id="train.stage")]
+        return [skipped(f"smoke-train skipped ({opts.train_skipped_by})", id="train.stage")]
     torch = known_or_none(lambda: ctx.torch) or {}
     if not torch.get("version"):
         return [skipped("smoke-train skipped: torch is not importable", id="train.stage")]
+    from rocmcheck.train.config import TrainConfig
     from rocmcheck.train.doctor_stage import run_train_stage as train_stage
 
     device = "cuda" if torch.get("device_count") else "cpu"
+    steps = TrainSteps(progress, device == "cpu")
+    if device == "cpu":
+        cfg = TrainConfig()
+        progress.say(f"No GPU: the smoke-train fine-tune runs on the CPU, {cfg.steps} steps of {cfg.tokens_per_step:,} "
+                     f"tokens; how long it takes is measured from its first {CPU_ESTIMATE_STEPS} steps and shown "
+                     "next (--no-train skips it)")
     if early is not None:
-        return early.go(device)
+        return early.go(device, on_step=steps)
     # --level 2 (numerics) and up: the run also trains its steps in fp32 and compares the curves (train.drift)
-    return train_stage(timeout_s=opts.train_timeout_s, device=device, drift=opts.level >= 2)
+    return train_stage(timeout_s=opts.train_timeout_s, device=device, drift=opts.level >= 2, on_step=steps,
+                       python=_python_of(opts))
+
+
+# The CPU fine-tune's time is estimated once this many steps are done: the first step (allocation, first kernels)
+# is left out of the pace, the next ones give it.
+CPU_ESTIMATE_STEPS = 3
+
+
+class TrainSteps:
+    """The train stage's steps on the progress display: a count, loss, tokens/s and the time left; on the CPU also
+    one line with the estimate of the whole run, once its first CPU_ESTIMATE_STEPS steps are measured."""
+
+    def __init__(self, progress: Any, on_cpu: bool) -> None:
+        self.progress, self.on_cpu = progress, on_cpu
+        self.estimated = False
+
+    def __call__(self, step: int, steps: int, event: dict[str, Any]) -> None:
+        from rocmcheck.report.progress import duration
+        from rocmcheck.train.report import step_text
+
+        self.progress.count(step, steps, step_text(event.get("loss"), event.get("tokens_per_s")))
+        if not self.on_cpu or self.estimated or step < min(CPU_ESTIMATE_STEPS, steps) or step >= steps:
+            return
+        self.estimated = True
+        left = self.progress.time_left()
+        if left is not None:
+            speed = step_text(None, event.get("tokens_per_s"))
+            self.progress.say(f"CPU fine-tune: about {duration(left)} more for the other {steps - step} steps "
+                              f"(measured: the pace of steps 2-{step}" + (f", {speed}" if speed else "") + ")")
 
 
 def _guarded(stage_id: str, run) -> list[CheckResult]:
@@ -262,8 +306,17 @@ def _guarded(stage_id: str, run) -> list[CheckResult]:
 class _Quiet:
     """The progress interface (rocmcheck.report.progress.Progress) doing nothing: run_doctor without a person."""
 
-    def begin(self, stage: str) -> None:
+    def begin(self, stage: str, limit_s: float | None = None) -> None:
         pass
+
+    def count(self, done: int, total: int, detail: str = "") -> None:
+        pass
+
+    def say(self, text: str) -> None:
+        pass
+
+    def time_left(self) -> float | None:
+        return None
 
 
 def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
@@ -300,9 +353,9 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
                                                           site_rules=opts.site_rules)))
             emit(list(early), [])
             if needs_python:
-                progress.begin("importing torch, flash-attn, DeepSpeed (child process)")
+                progress.begin("importing torch, flash-attn, DeepSpeed (child process)", limit_s=opts.probe_timeout_s)
 
-        progress.begin("collecting system facts (rocminfo, smi tools, /dev, /proc)")
+        progress.begin("collecting system facts (rocminfo, smi tools, /dev, /proc)", limit_s=opts.deadline_s)
         facts = collect_facts(deadline_s=opts.deadline_s, command_timeout_s=opts.command_timeout_s,
                               probe_timeout_s=opts.probe_timeout_s, python_probes=needs_python,
                               on_commands_done=judge_early, python=opts.python)
@@ -355,8 +408,8 @@ def run_doctor(opts: DoctorOptions, facts: Facts | None = None,
             emit([r for r in new if all(r is not s for s in shown)], [])
         if plan.train:
             if opts.train:
-                progress.begin("smoke-train (the bundled tiny LLaMA)")
-            new = _guarded("train.stage", lambda: run_train_stage(ctx, opts, pending_train))
+                progress.begin("smoke-train (the bundled tiny LLaMA)", limit_s=opts.train_timeout_s)
+            new = _guarded("train.stage", lambda: run_train_stage(ctx, opts, pending_train, progress))
             staged += new
             emit(new, [])
         facts.recorded_results = [r.to_dict() for r in staged]

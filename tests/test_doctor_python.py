@@ -92,3 +92,24 @@ def test_rocmchecks_own_environment_is_not_another_one(tmp_path):
     assert find_target(sys.executable, {}) == (None, "")
     with pytest.raises(BadInput):
         find_target(str(tmp_path), {})  # a folder that is no environment
+
+
+def test_the_fine_tune_runs_in_the_judged_interpreter(tmp_path):
+    """The doctor's train stage starts its child with the judged Python (here a second venv, made with
+    --system-site-packages so it sees a real torch, without rocmcheck installed in it): the run reports that
+    interpreter, and its steps reach the caller."""
+    from rocmcheck.train.config import TrainConfig
+    from rocmcheck.train.doctor_stage import run_train_stage
+
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(tmp_path / "v")],
+                   check=True, timeout=120)
+    python = str(tmp_path / "v" / "bin" / "python")
+    if subprocess.run([python, "-c", "import torch, transformers"], capture_output=True, timeout=300).returncode:
+        pytest.skip("the base interpreter under this venv has no torch and transformers to see")
+    steps: list[int] = []
+    results = run_train_stage(timeout_s=900, device="cpu", python=python, on_step=lambda s, n, e: steps.append(s),
+                              config=TrainConfig(device="cpu", steps=10, profile=False, eval_prompts=8))
+    run = next(r for r in results if r.id == "train.run")
+    assert run.status.value == "pass", run.summary
+    assert run.data["python"] == python and run.data["python"] != sys.executable
+    assert steps == list(range(1, 11))

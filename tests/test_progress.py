@@ -7,10 +7,21 @@ from __future__ import annotations
 import io
 import time
 
-from rocmcheck.report.progress import LOG_LINES, Progress, StatusLine, stream_console
+import pytest
+
+from rocmcheck.report import progress as progress_module
+from rocmcheck.report.progress import CI_VARIABLES, LOG_LINES, Progress, StatusLine, stream_console
 from rocmcheck.safe.text import SanitizingStream
 
 OSC52 = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # a clipboard write hidden in data (a GPU name, a host name)
+
+
+@pytest.fixture(autouse=True)
+def redrawing_terminal(monkeypatch):
+    """A terminal that can redraw, outside CI, whatever runs these tests (a test changes what it studies)."""
+    monkeypatch.setenv("TERM", "xterm-256color")
+    for name in CI_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
 
 
 class Terminal(io.StringIO):
@@ -85,3 +96,69 @@ def test_stages_in_a_pipe_wait_for_plain_after_s():
         progress.begin("slow")
         time.sleep(0.6)
     assert [line.split("] ", 1)[1] for line in pipe.getvalue().splitlines()] == ["slow ..."]
+
+
+def test_a_counted_stage_in_a_pipe_shows_its_count_and_time_left_while_it_waits(monkeypatch):
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.3)
+    pipe = Pipe()
+    with Progress(stream_console(pipe), prefix="doctor ") as progress:
+        progress.begin("smoke-train")
+        progress.count(1, 50, "loss 7.300")
+        time.sleep(0.2)
+        progress.count(2, 50, "loss 6.100  400 tok/s")  # not a tenth of the way: printed only by the heartbeat
+        time.sleep(1.0)  # a slow step: several heartbeats, each with the count and the time left
+    lines = pipe.getvalue().splitlines()
+    waited = [line for line in lines if "2/50" in line]
+    assert waited and all(line.endswith(" left") and "loss 6.100  400 tok/s  ~" in line for line in waited)
+    assert not any("still running" in line for line in lines)  # a counted stage says where it is instead
+
+
+def test_a_stage_without_a_count_says_how_long_it_has_run_and_its_bound(monkeypatch):
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.3)
+    pipe = Pipe()
+    with Progress(stream_console(pipe), prefix="doctor ") as progress:
+        progress.begin("collecting system facts", limit_s=60)
+        time.sleep(1.0)
+    lines = pipe.getvalue().splitlines()
+    assert lines[0].endswith("collecting system facts ...") and len(lines) >= 2
+    assert all(line.endswith(", at most 60 s)") and ": still running (" in line for line in lines[1:])
+
+
+def test_term_dumb_gets_plain_lines_not_a_live_line_it_cannot_draw(monkeypatch):
+    monkeypatch.setenv("TERM", "dumb")
+    terminal = Terminal()
+    with Progress(stream_console(terminal), prefix="doctor ") as progress:
+        assert not progress.live_mode
+        progress.begin("collecting system facts")
+    assert "collecting system facts ..." in terminal.getvalue() and "\x1b" not in terminal.getvalue()
+
+
+def test_clear_live_lines_erases_the_line_and_nothing_is_drawn_after_it():
+    """What a stop signal's handler does before it leaves with os._exit (no `with` exit runs then)."""
+    terminal = Terminal()
+    progress = Progress(stream_console(terminal), live=True)
+    progress.__enter__()
+    progress.begin("training")
+    progress.count(3, 120, "loss 2.310")
+    time.sleep(0.3)
+    assert "training" in terminal.getvalue()
+    progress_module.clear_live_lines()
+    end = len(terminal.getvalue())
+    time.sleep(0.4)  # the redraw thread would have drawn the line again by now (8 times a second)
+    written = terminal.getvalue()
+    assert written.endswith("\r\x1b[2K\x1b[?25h") and len(written) == end  # erased, cursor shown, and quiet since
+    assert not progress_module._LIVE
+
+
+def test_after_clear_live_lines_a_plain_display_prints_nothing_more(monkeypatch):
+    """In a pipe or under TERM=dumb there is no line to erase, but a heartbeat printed after the last word would be
+    the terminal's last line."""
+    monkeypatch.setattr(progress_module, "HEARTBEAT_S", 0.2)
+    pipe = Pipe()
+    progress = Progress(stream_console(pipe))
+    progress.__enter__()
+    progress.begin("collecting system facts")
+    progress_module.clear_live_lines()
+    progress.count(1, 10, "loss 1.0")
+    time.sleep(0.6)
+    assert pipe.getvalue().splitlines() == [pipe.getvalue().splitlines()[0]]  # the stage's own line, then nothing

@@ -66,22 +66,26 @@ def test_doctor_stage_real_child_speaks_the_child_protocol(monkeypatch):
     pytest.importorskip("torch")
     # The real interpreter and the real train child, spied on, started early and held until its word as the doctor
     # starts it (rocmcheck/child.py, Word), then sent on; the config only shortens the run for the suite.
-    calls, events = [], []
+    # Its steps reach the doctor's display as they arrive (on_step), each with its loss and speed.
+    calls, steps = [], []
 
     def spy(module, request, timeout_s, **kw):
         calls.append((module, sorted(request["held"])))
-        return run_child(module, request, timeout_s, on_event=events.append, **kw)
+        run = run_child(module, request, timeout_s, **kw)
+        calls.append([e["event"] for e in run.events][-1])
+        return run
 
     monkeypatch.setattr(doctor_stage, "run_child", spy)
     early = doctor_stage.EarlyTrain(240, 240, config=TrainConfig(device="auto", steps=12, profile=False))
-    results = early.go("cpu")
+    results = early.go("cpu", on_step=lambda step, total, event: steps.append((step, total, sorted(event))))
     early.cancel()  # what the doctor's stage does on every way out: nothing, once it was sent on
-    assert calls == [("rocmcheck.train.child", ["timeout_s", "wait_s"])]
+    assert calls == [("rocmcheck.train.child", ["timeout_s", "wait_s"]), "report"]
     assert results[0].data["duration_s"] < 240  # counted from the word
-    assert [e["step"] for e in events if e["event"] == "step"] == list(range(1, 13))
-    assert [e["event"] for e in events][-1] == "report"
+    assert [(s, n) for s, n, _ in steps] == [(s, 12) for s in range(1, 13)]
+    assert all({"loss", "tokens_per_s"} <= set(keys) for _, _, keys in steps)
     by_id = {r.id: r for r in results}
     assert by_id["train.run"].status.value == "pass"
+    assert "(CPU: " in by_id["train.run"].summary and " thread" in by_id["train.run"].summary  # its thread choice
     assert by_id["train.finite"].status.value == "pass" and by_id["train.reload"].status.value == "pass"
     assert "train.memory_leak" in by_id
 

@@ -83,7 +83,7 @@ def test_the_doctor_sends_its_early_child_on_and_lets_it_go_when_torch_is_missin
     calls: list = []
 
     class Recorder:
-        def go(self, device):
+        def go(self, device, on_step=None):
             calls.append(("go", device))
             return []
 

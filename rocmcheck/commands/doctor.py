@@ -69,7 +69,9 @@ def _nothing_selected(only: tuple[str, ...], skip: tuple[str, ...]) -> bool:
 @click.option("--arch", "archs", multiple=True, metavar="ARCH",
               help="The GPU you expect: an arch (gfx942, sm_90) or a product (mi300x, h100); a mismatch fails.")
 @json_option()
-@click.option("--fixes-only", is_flag=True, help="Print only the fixes, as lines to paste (nothing when all is well).")
+@click.option("--fixes-only", is_flag=True,
+              help="Print only the fixes, as lines to paste (nothing when all is well). Skips the smoke-train "
+                   "stage, so it never waits for a fine-tune (rocmcheck smoke-train runs it).")
 @click.option("--summary", "as_summary", is_flag=True,
               help="Print a short, redacted block of this machine's facts and the verdicts that failed or warned, to "
                    "paste into an issue (`rocmcheck triage` reads it back); no GPU probes, no smoke-train.")
@@ -146,6 +148,9 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
         raise BadInput("--summary cannot be combined with --json or --fixes-only")
     if as_summary:  # the facts and the cheap checks: seconds, not the GPU stages
         no_gpu_probes = no_train = True
+    train_skipped_by = "--no-train" if no_train else None
+    if fixes_only and not no_train:  # the fixes print in seconds, never after minutes of a CPU fine-tune
+        no_train, train_skipped_by = True, "--fixes-only prints without waiting for it: run rocmcheck smoke-train"
     if bundle is not None and save_bundle is not None:
         raise BadInput("--bundle and --out cannot be combined")
     if save_bundle is not None:  # fail now, not after the whole run
@@ -188,7 +193,7 @@ def doctor(archs, as_json, fixes_only, list_checks, only, skip, no_gpu_probes, n
     opts = DoctorOptions(expected_archs=expected, only=only, skip=skip, gpu_probes=not no_gpu_probes,
                          train=not no_train, deadline_s=deadline, launch=launch, across_nodes=across_nodes,
                          across_timeout_s=across_timeout, level=level, duration_s=duration, python=target,
-                         site_rules=site_rules)
+                         site_rules=site_rules, train_skipped_by=train_skipped_by or "--no-train")
     facts = None
     if bundle is not None:
         facts = load_bundle(bundle)

@@ -26,7 +26,7 @@ from rocmcheck.facts.health import collect_kernel_log, node_health
 from rocmcheck.facts.host_resources import meminfo_bytes
 from rocmcheck.facts.known import ALL, Known, everything, known_of_bundle, known_problem
 from rocmcheck.facts.launch import LAUNCH_VARIABLES
-from rocmcheck.facts.python_env import FALLBACK_ENV
+from rocmcheck.facts.python_env import child_env_in
 from rocmcheck.facts.redact import redact_env
 from rocmcheck.facts.rocm_location import add_root, observe_layout
 from rocmcheck.facts.tools import find_tool
@@ -259,18 +259,7 @@ def _python_probe(names: list[str] | tuple[str, ...], timeout: float, python: st
     """The probe child, in rocmcheck's own interpreter or in `python` (another environment's, where rocmcheck need
     not be installed: rocmcheck/facts/python_env.py)."""
     request = {"probes": list(names)}
-    if python is None:
-        return run_child("rocmcheck.facts.python_probe", request, timeout)
-    from rocmcheck.child import PACKAGE_ROOT, child_env
-    from rocmcheck.facts.python_env import shim
-    from rocmcheck.safe.scratch_folders import scratch_folder
-
-    with scratch_folder("python") as folder:
-        env = child_env()
-        paths = shim(folder, os.path.join(PACKAGE_ROOT, "rocmcheck"))
-        env[FALLBACK_ENV] = paths[FALLBACK_ENV]
-        env["PYTHONPATH"] = os.pathsep.join([paths["PYTHONPATH"]] + ([os.environ["PYTHONPATH"]]
-                                                                     if os.environ.get("PYTHONPATH") else []))
+    with child_env_in(python) as env:
         return run_child("rocmcheck.facts.python_probe", request, timeout, env=env, python=python)
 
 

@@ -11,11 +11,12 @@ appends to the end of its path (FALLBACK_ENV), so a package of the person's envi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from rocmcheck.errors import BadInput
 from rocmcheck.safe.text import excerpt
@@ -127,6 +128,27 @@ def shim(folder: Path, package_dir: str) -> dict[str, str]:
         if where is not None:
             (deps / Path(where).name).symlink_to(where)
     return {"PYTHONPATH": str(folder), FALLBACK_ENV: str(deps)}
+
+
+@contextlib.contextmanager
+def child_env_in(python: str | None) -> Iterator[dict[str, str] | None]:
+    """The environment for a rocmcheck child run by `python`, another environment's interpreter where rocmcheck
+    need not be installed (the shim's links, in a scratch folder kept while the block runs); None for rocmcheck's
+    own interpreter (run_child's default then). The stack probes and the doctor's fine-tune start their children
+    with it."""
+    if python is None:
+        yield None
+        return
+    from rocmcheck.child import PACKAGE_ROOT, child_env
+    from rocmcheck.safe.scratch_folders import scratch_folder
+
+    with scratch_folder("python") as folder:
+        env = child_env()
+        paths = shim(folder, os.path.join(PACKAGE_ROOT, "rocmcheck"))
+        env[FALLBACK_ENV] = paths[FALLBACK_ENV]
+        env["PYTHONPATH"] = os.pathsep.join([paths["PYTHONPATH"]] + ([os.environ["PYTHONPATH"]]
+                                                                     if os.environ.get("PYTHONPATH") else []))
+        yield env
 
 
 def use_fallback_path(env: Mapping[str, str] | None = None) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from rocmcheck.child import leave, open_channel, read_request, wait_for_word
 from rocmcheck.errors import BadInput
+from rocmcheck.facts.python_env import use_fallback_path
 from rocmcheck.train.config import DEVICE_CHOICES, TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan
 
@@ -95,6 +96,7 @@ def wait_held(held: dict[str, Any], cfg: TrainConfig) -> TrainConfig | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    use_fallback_path()  # run by another environment's Python: rocmcheck's own dependencies after its packages
     request = read_request(argv, prog=f"python -m {MODULE}")
     channel = open_channel()
     try:

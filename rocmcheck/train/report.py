@@ -67,6 +67,18 @@ def timings_line(info: dict[str, Any]) -> str | None:
     return f"time: {total:.1f} s: " + ", ".join(f"{k} {v:.1f} s" for k, v in shown)
 
 
+def step_text(loss: Any, tokens_per_s: Any) -> str:
+    """A training step on the progress display: "loss 2.310  1,234 tok/s" (what is missing or not a number, left
+    out). smoke-train and the doctor's train stage show their steps with it."""
+    parts = []
+    for value, shown in ((loss, "loss {:.3f}"), (tokens_per_s, "{:,.0f} tok/s")):
+        try:
+            parts.append(shown.format(float(value)))
+        except (TypeError, ValueError):
+            pass
+    return "  ".join(parts)
+
+
 class SetupFailed(Exception):
     """A run that cannot start for a reason a person can fix: carries the failed verdict."""
 

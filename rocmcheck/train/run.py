@@ -18,6 +18,7 @@ import importlib.util
 import math
 import os
 import random
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -203,7 +204,7 @@ class _Run:
         self.estimate = None
         self.t_start = time.perf_counter()
         self.timed = timed
-        self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__,
+        self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__, "python": sys.executable,
                                      "timings_s": self.timed.seconds}
         if world.distributed or plan is not None:
             self.info["world"] = {"ranks": world.world_size, "rank": world.rank}
@@ -217,6 +218,11 @@ class _Run:
         except DeviceUnavailable as exc:
             raise SetupFailed("train.device", str(exc), NO_DEVICE_FIX) from None
         self.info["device"] = dev.to_dict()
+        if dev.device.type == "cpu":  # torch's threads sized to the CPU time this process gets (cpu_threads.py)
+            from rocmcheck.train import cpu_threads
+
+            local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or 1)
+            self.info["cpu"] = cpu_threads.apply(ranks=local if self.world.distributed else 1).to_dict()
         if dev.device.type == "cuda" and not dev.bf16_supported:
             raise SetupFailed("train.device", f"{dev.name} has no bf16 support",
                               NO_BF16_FIX)

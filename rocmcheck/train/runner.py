@@ -27,7 +27,7 @@ from rocmcheck.child import restore_stdout, stdout_to_stderr
 from rocmcheck.errors import BadInput
 from rocmcheck.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED, CheckResult, Status, exit_code, failed
 from rocmcheck.train.config import TrainConfig
-from rocmcheck.train.report import RunReport, error_result, first_line, timings_line
+from rocmcheck.train.report import RunReport, error_result, first_line, step_text, timings_line
 from rocmcheck.train.request import Mode, Request, decide, rank_problem
 
 TORCH_MISSING_FIX = fixes.shell("rocmcheck doctor --only torch",
@@ -157,7 +157,7 @@ class _Display:
             return
         if self.progress.stage != "training":
             self.progress.begin("training")
-        self.progress.count(step, steps, f"loss {float(row['loss']):.3f}  {float(row['tokens_per_s']):,.0f} tok/s")
+        self.progress.count(step, steps, step_text(row.get("loss"), row.get("tokens_per_s")))
 
 
 def _display(request: Request) -> _Display:
@@ -232,8 +232,9 @@ def _print_results(results: list[CheckResult], files: dict[str, str] | None, inf
     dev = info.get("device", {})
     # The model as loaded, else as asked for (a run that stopped before loading it); never a "?"
     model = (info.get("model") or {}).get("path") or (info.get("config") or {}).get("model")
+    cpu = (info.get("cpu") or {}).get("line")  # the CPU run's thread count and why (train/cpu_threads.py)
     title = (f"device: {dev.get('name')} ({dev.get('kind')})" + (f"; model: {model}" if model else "")
-             if dev else None)
+             + (f"; {cpu}" if cpu else "") if dev else None)
     render.print_report(results, console, title=title)
     line = timings_line(info)
     if line:
