@@ -12,6 +12,10 @@ for flag in --no-train --no-gpu-probes --json --out --bundle; do
     grep -q -- "$flag" /out/doctor-help.txt || { echo "doctor has no $flag" >&2; exit 1; }
 done
 
+step "the smoke subset of the tests (CLI, config, lint, triage) on $(python3 --version), Debian's pytest"
+(cd /src && python3 -m pytest -q -p no:cacheprovider tests/test_cli_exit.py tests/test_config_defaults.py \
+    tests/test_lint_deepspeed.py tests/test_lint_codes.py tests/test_triage_readers.py tests/test_triage_cli.py)
+
 step "doctor --no-train --no-gpu-probes --json --out"
 set +e
 rocmcheck doctor --no-train --no-gpu-probes --json --out /out/bundle.json > /out/doctor.json 2> /out/doctor.err

@@ -14,8 +14,10 @@ ROOT=$CACHE/rocm-sid-root
 # Bump when the package list changes: a root built from another list is rebuilt.
 # rocmcheck's own dependencies come from Debian too, so installing it needs no package index; /opt/venv
 # sees them (and Debian's amdsmi module, shipped in the amd-smi package) through the system site-packages.
-RECIPE="v2 rocminfo rocm-smi hipcc libamdhip64-dev rocm-device-libs-21 llvm-21 cmake make python3 python3-venv
- python3-click python3-rich python3-packaging python3-distro python3-yaml python3-setuptools +amd-smi +python3-amdsmi"
+# pytest, hypothesis and jsonschema run the smoke subset of the tests on the root's Python, Debian sid's newest.
+RECIPE="v3 rocminfo rocm-smi hipcc libamdhip64-dev rocm-device-libs-21 llvm-21 cmake make python3 python3-venv
+ python3-click python3-rich python3-packaging python3-distro python3-yaml python3-setuptools python3-pytest
+ python3-hypothesis python3-jsonschema +amd-smi +python3-amdsmi"
 log() { echo "rocm-root: $*" >&2; }
 
 if [ "${ROCMCHECK_CI_REBUILD_ROOT:-0}" != 1 ] && [ -f "$ROOT/.rocmcheck-ci-recipe" ] \

@@ -159,8 +159,14 @@ class SanitizingStream(io.TextIOBase):
     def errors(self) -> str:  # type: ignore[override]
         return getattr(self.raw_stream, "errors", None) or "replace"
 
-    def close(self) -> None:  # the real stream belongs to the interpreter
-        self.flush()
+    def close(self) -> None:
+        """Flush only: the real stream belongs to the interpreter. A flush that fails here (a reader that closed the
+        pipe) is the command's exit path's to report, not the finalizer's: from Python 3.14 on, io's finalizer
+        prints an error close() raises as "Exception ignored ... Traceback"."""
+        try:
+            self.flush()
+        except OSError:
+            pass
 
 
 def _tolerant(stream: Any) -> Any:
