@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rocmcheck.facts.parsers._text import strip_ansi, to_text
 from rocmcheck.triage.readers.shell import Command, bare_command, parse_command, split_prompt, unmark
@@ -380,6 +380,14 @@ class _Splitter:
         self.hint: Command | None = None  # the command whose output comes next
         self.hint_kind: str | None = None
         self.buildkit_run = 0
+        self.anchored: tuple[str | None, re.Match | None] = (None, None)  # the last line matched against _ANCHOR
+
+    def anchor(self, s: str) -> re.Match | None:
+        """_ANCHOR.match(s), the last line's answer kept: a line is matched before and after its markdown is
+        removed, and most lines have none."""
+        if self.anchored[0] != s:
+            self.anchored = (s, _ANCHOR.match(s))
+        return self.anchored[1]
 
     # ---- markdown and prompts -----------------------------------------------------------------------------
 
@@ -434,7 +442,7 @@ class _Splitter:
     def content(self, number: int, line: str) -> None:
         fenced = self.fence is not None
         if not fenced:
-            line = _demark(line)
+            line = _demark(line, self.anchor)
         stripped = line.strip()
         if not stripped:
             self.blank(number, fenced)
@@ -444,7 +452,7 @@ class _Splitter:
             self.blank(number, fenced)
             return
         head = stripped[:_MATCH_CHARS]
-        if _HEADING.match(stripped) and not _ANCHOR.match(head) and not split_prompt(stripped):
+        if _HEADING.match(stripped) and not self.anchor(head) and not split_prompt(stripped):
             real = self.cur is not None and self.cur.kind != "text"
             if not fenced or (_DEEP_HEADING.match(stripped) and real and
                               not _is_member(self.cur.kind, _Line(number, line, head, fenced), head)):
@@ -532,7 +540,7 @@ class _Splitter:
         s = line.match
         cur = self.cur.kind if self.cur is not None else None
         real = cur is not None and cur != "text"
-        m = _ANCHOR.match(s)
+        m = self.anchor(s)
         anchor = m.lastgroup if m else None
         if anchor is None and "NCCL" in s and _NCCL_TAG.search(s):
             anchor = "nccl_log"
@@ -829,7 +837,7 @@ _LEADING_BOLD = re.compile(r"^(\s*)(\*\*|__)(?=\S)(.+?)(?<=\S)\2")
 _LIST_CODE = re.compile(r"^\s*(?:\d+[.)]|[-*+])\s+`([^`]+)`\s*$")
 
 
-def _demark(line: str) -> str:
+def _demark(line: str, anchor: Callable[[str], re.Match | None] = _ANCHOR.match) -> str:
     """Outside a fence: the line without the inline-code marks or bold around it ("`ROCk module is loaded`",
     "**ImportError:** lib/...", "1. `docker run ...`"), which a person adds in prose but no tool prints."""
     stripped = line.strip()
@@ -838,7 +846,7 @@ def _demark(line: str) -> str:
         return m.group(1)
     if stripped in ("`", "``"):
         return ""  # the closing mark of inline code opened on an earlier line
-    if not _ALNUM.search(stripped) or _ANCHOR.match(stripped[:_MATCH_CHARS]):
+    if not _ALNUM.search(stripped) or anchor(stripped[:_MATCH_CHARS]):
         return line  # "*******" and "*** Done ***" are rocminfo's own lines
     if stripped.startswith(("`", "**", "__")) or stripped.endswith("`"):
         text = unmark(line)
