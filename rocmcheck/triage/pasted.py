@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from rocmcheck.checks.context import ParsedStore
 from rocmcheck.facts.collect import PACKAGES, Facts, in_env_domain
 from rocmcheck.facts.known import ALL
 from rocmcheck.facts.parsers.links import Topology
@@ -142,6 +143,7 @@ class Pasted:
     gpus: list[PastedGpu] = field(default_factory=list)
     recorded: list[CheckResult] = field(default_factory=list)  # verdicts a rocmcheck summary carries
     read: dict[int, Any] = field(default_factory=dict)  # id(block) -> what its reader made of it
+    parsed: ParsedStore = field(default_factory=dict)  # the run's parsed tool outputs, shared with the checks
     rocm: Any = None  # a rocmcheck summary's ROCm install (a RocmLocation)
     container: bool | None = None  # a rocmcheck summary's word on running in a container
     signs: list[tuple[str, Quote]] = field(default_factory=list)  # (name of rocmcheck/triage/signs.py, its line)
@@ -247,7 +249,7 @@ class _Builder:
     def read(self, inp: PasteInput, block: Block) -> None:
         self._env_lines(inp, block)
         self._shell_outputs(inp, block)
-        result = read_block(block)
+        result = read_block(block, self.p.parsed)
         if result is None:
             return
         self.p.read[id(block)] = result
