@@ -922,8 +922,9 @@ def _settle(cur: _Open) -> str:
     return cur.kind
 
 
-def _lines(text: str, paste: Paste) -> Iterator[tuple[int, str]]:
-    """The paste's lines, each cut to MAX_LINE_CHARS, without building a list of them."""
+def _lines(text: str, paste: Paste) -> Iterator[tuple[int, str, int]]:
+    """The paste's lines, each cut to MAX_LINE_CHARS, without building a list of them: (number, line, where the
+    next line starts)."""
     pos, number, size = 0, 0, len(text)
     while pos < size:
         end = text.find("\n", pos)
@@ -933,17 +934,38 @@ def _lines(text: str, paste: Paste) -> Iterator[tuple[int, str]]:
         if end - pos > MAX_LINE_CHARS:
             paste.cut_lines += 1
             paste.truncated = True
-        yield number, text[pos:min(end, pos + MAX_LINE_CHARS)]
+        yield number, text[pos:min(end, pos + MAX_LINE_CHARS)], end + 1
         pos = end + 1
     paste.lines = number
 
 
+_LONG_LINE = re.compile(r"(?m)^[^\n]{%d}" % (MAX_LINE_CHARS + 1))  # tried at line starts only: linear
+
+
 def split(text: Any) -> Paste:
-    """split_paste without its last-resort guard (the tests call this, so that a fault shows)."""
+    """split_paste without its last-resort guard (the tests call this, so that a fault shows). Once MAX_BLOCKS
+    blocks are kept no later line can be, so the rest of the paste is only counted (its lines, the long ones), not
+    read line by line."""
     splitter = _Splitter()
-    for number, line in _lines(to_text(text), splitter.paste):
+    raw = to_text(text)
+    paste = splitter.paste
+    for number, line, rest in _lines(raw, paste):
         splitter.feed(number, line)
+        if len(paste) >= MAX_BLOCKS:
+            later = _count_lines(raw, rest)
+            paste.lines = number + later
+            paste.dropped_lines += later
+            paste.cut_lines += sum(1 for _ in _LONG_LINE.finditer(raw, rest))
+            paste.truncated = True
+            break
     return splitter.finish()
+
+
+def _count_lines(text: str, start: int) -> int:
+    """The lines of text[start:], as _lines counts them (a last newline ends a line, it starts none)."""
+    if start >= len(text):
+        return 0
+    return text.count("\n", start) + (0 if text.endswith("\n") else 1)
 
 
 def split_paste(text: Any) -> Paste:
