@@ -18,7 +18,9 @@ _LEADING_INT = re.compile(r"^\s*(-?[0-9]+)")
 # A whole number longer than this is no count, size or index any tool prints (2**64 has 20 digits): it is damage,
 # and Python's int() refuses more than 4300 digits with a ValueError.
 MAX_INT_DIGITS = 30
-_KEY_VALUE = re.compile(r"^\s*([^:]+?)\s*:+\s*(.*?)\s*$")
+# The key up to its last non-space before the first colon, the value without its trailing spaces: each read in one
+# pass (lazy `([^:]+?)\s*:` and `(.*?)\s*$` retried at each position of a run of spaces: quadratic in the line).
+_KEY_VALUE = re.compile(r"^\s*+([^:]*[^:\s]|[^:])\s*:+\s*((?:.*\S)?)\s*$")
 
 
 def to_text(text: Any) -> str:

@@ -33,7 +33,8 @@ _ROW = re.compile(r"^\s*(\d+)\s+\S")
 _PARTITION = re.compile(r"\b(NPS\d|N/A)\s*,\s*([SDTQC]PX|N/A)(?:\s*,\s*(\d+|N/A))?", re.IGNORECASE)
 _DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
 _PERCENT = re.compile(r"(?<![0-9.])([0-9]{1,30}(?:\.[0-9]{1,30})?)%")  # bounded: see nvidia_smi._MEMORY
-_GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*(.*?)\s*:\s*(.*?)\s*$")
+# Each part read in one pass: a lazy `(.*?)\s*:` retried at each position of a run of spaces (quadratic).
+_GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*+((?:[^:]*[^:\s])?)\s*:\s*((?:.*\S)?)\s*$")
 _GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
 
 

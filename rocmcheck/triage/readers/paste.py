@@ -315,7 +315,9 @@ _RECLAIM_LINES = 50
 
 # ---- markdown ---------------------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*(.*?)\s*$")
+# `((?:.*\S)?)\s*$`: the rest of the line without its trailing spaces in one pass (a lazy `(.*?)\s*$` tried `\s*$`
+# again from each position of a run of spaces: quadratic in the line).
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*((?:.*\S)?)\s*$")
 _HTML_LINE = re.compile(r"^\s*(?:</?details\b[^>]*>|<summary>.*?</summary>|</?summary>|</?pre>|</?code>)+\s*$",
                         re.IGNORECASE)
 _HEADING = re.compile(r"^#{1,6}\s+\S")

@@ -259,8 +259,10 @@ def parse_dkms_status(text: Any) -> DkmsStatus:
 # `ls -l` of a device node: type c (character) or b (block), the mode bits, the link count, owner, group, the
 # "major, minor" pair that only device nodes show, the date (any of ls's forms: "Aug 22 21:34", "Mai 21 05:13",
 # "2024-01-05 10:11"), then the name.
+# The name is the line's last word: `(?:.*\s)?` jumps to the last space at once (a lazy `.*?(\S+)$` tried each
+# position of a long word again: quadratic in the line).
 _DEVICE_LINE = re.compile(r"^([bc])([r-][w-][xsS-][r-][w-][xsS-][r-][w-][xtT-])[.+@]?\s+\d+\s+(\S+)\s+(\S+)\s+"
-                          r"(\d+),\s*(\d+)\s+.*?(\S+)$")
+                          r"(\d+),\s*(\d+)\s+(?:.*\s)?(\S+)$")
 # The mode of a device node, as _DEVICE_LINE reads it: a text without it lists none.
 _DEVICE_MODE = re.compile(r"[bc][r-][w-][xsS-][r-][w-][xsS-][r-][w-][xtT-]")
 # Where the GPU device nodes live (the kernel's names for them): a listing of /dev shows only the name.
