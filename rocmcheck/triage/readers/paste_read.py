@@ -87,7 +87,7 @@ def _once(store: ParsedStore | None, parse: Callable[[str], Any], text: str) -> 
     return store[slot]
 
 
-def _rocm_smi(block: Block, store: ParsedStore | None) -> Any:
+def _rocm_smi(block: Block, store: ParsedStore | None = None) -> Any:
     text = block.text
     if _ROCM_SMI_TOPOLOGY.search(text):
         return parse_rocm_smi_topo(text)
@@ -97,7 +97,7 @@ def _rocm_smi(block: Block, store: ParsedStore | None) -> Any:
                      parse_rocm_smi_meminfo(text))
 
 
-def _amd_smi(block: Block, store: ParsedStore | None) -> Any:
+def _amd_smi(block: Block, store: ParsedStore | None = None) -> Any:
     text = block.text
     if _AMD_TOPOLOGY.search(text):
         return parse_amd_smi_topology(text)
@@ -105,7 +105,7 @@ def _amd_smi(block: Block, store: ParsedStore | None) -> Any:
                      _once(store, parse_amd_smi_version, text))
 
 
-def _nvidia_smi(block: Block, store: ParsedStore | None) -> Any:
+def _nvidia_smi(block: Block, store: ParsedStore | None = None) -> Any:
     """The default table, or `--query-gpu` CSV read with the fields of its command or of its header row."""
     text = block.text
     if _NVIDIA_TOPOLOGY.search(text):
@@ -122,35 +122,35 @@ def _nvidia_smi(block: Block, store: ParsedStore | None) -> Any:
     return _once(store, parse_nvidia_smi_table, text)
 
 
-# Each reader: (block, the run's store of parsed tool outputs or None) -> what it makes of the block.
-READERS: dict[str, Callable[[Block, ParsedStore | None], Any]] = {
-    "collect_env": lambda b, s: parse_collect_env(b.text),
-    "ds_report": lambda b, s: parse_ds_report(b.text),
-    "pip_list": lambda b, s: parse_pip_list(b.text),
-    "pip_freeze": lambda b, s: parse_pip_freeze(b.text),
-    "conda_list": lambda b, s: parse_conda_list(b.text),
-    "pip_install": lambda b, s: parse_pip_install(b.text),
-    "accelerate_env": lambda b, s: parse_env_report(b.text),
-    "transformers_env": lambda b, s: parse_env_report(b.text),
-    "llamafactory_env": lambda b, s: parse_env_report(b.text),
-    "rocminfo": lambda b, s: _once(s, parse_rocminfo, b.text),
+# Each reader: (block, the run's store of parsed tool outputs, or none) -> what it makes of the block.
+READERS: dict[str, Callable[..., Any]] = {
+    "collect_env": lambda b, s=None: parse_collect_env(b.text),
+    "ds_report": lambda b, s=None: parse_ds_report(b.text),
+    "pip_list": lambda b, s=None: parse_pip_list(b.text),
+    "pip_freeze": lambda b, s=None: parse_pip_freeze(b.text),
+    "conda_list": lambda b, s=None: parse_conda_list(b.text),
+    "pip_install": lambda b, s=None: parse_pip_install(b.text),
+    "accelerate_env": lambda b, s=None: parse_env_report(b.text),
+    "transformers_env": lambda b, s=None: parse_env_report(b.text),
+    "llamafactory_env": lambda b, s=None: parse_env_report(b.text),
+    "rocminfo": lambda b, s=None: _once(s, parse_rocminfo, b.text),
     "rocm_smi": _rocm_smi,
     "amd_smi": _amd_smi,
     "nvidia_smi": _nvidia_smi,
-    "hipconfig": lambda b, s: _once(s, parse_hipconfig, b.text),
-    "nvcc": lambda b, s: parse_nvcc(b.text),
-    "uname": lambda b, s: parse_uname(b.text),
-    "os_release": lambda b, s: parse_os_release(b.text),
-    "lsb_release": lambda b, s: parse_lsb_release(b.text),
-    "dkms": lambda b, s: parse_dkms_status(b.text),
-    "docker_run": lambda b, s: parse_docker_run(b.text),
-    "kernel_log": lambda b, s: _once(s, parse_kernel_log, b.text),
-    "python_session": lambda b, s: parse_python_session(b.text),
-    "traceback": lambda b, s: parse_traceback(b.text),
-    "nccl_log": lambda b, s: parse_nccl_log(b.text),
-    "nccl_tests": lambda b, s: parse_nccl_tests(b.text),
-    "hip_log": lambda b, s: parse_hip_log(b.text),
-    "rocmcheck_summary": lambda b, s: parse_summary(b.text),
+    "hipconfig": lambda b, s=None: _once(s, parse_hipconfig, b.text),
+    "nvcc": lambda b, s=None: parse_nvcc(b.text),
+    "uname": lambda b, s=None: parse_uname(b.text),
+    "os_release": lambda b, s=None: parse_os_release(b.text),
+    "lsb_release": lambda b, s=None: parse_lsb_release(b.text),
+    "dkms": lambda b, s=None: parse_dkms_status(b.text),
+    "docker_run": lambda b, s=None: parse_docker_run(b.text),
+    "kernel_log": lambda b, s=None: _once(s, parse_kernel_log, b.text),
+    "python_session": lambda b, s=None: parse_python_session(b.text),
+    "traceback": lambda b, s=None: parse_traceback(b.text),
+    "nccl_log": lambda b, s=None: parse_nccl_log(b.text),
+    "nccl_tests": lambda b, s=None: parse_nccl_tests(b.text),
+    "hip_log": lambda b, s=None: parse_hip_log(b.text),
+    "rocmcheck_summary": lambda b, s=None: parse_summary(b.text),
 }
 
 
