@@ -171,6 +171,7 @@ class _Builder:
         self.p = pasted
         self.f = pasted.facts
         self.nodes: list[tuple[DeviceNode, Quote, bool | None]] = []  # `ls -l` lines: judged when all is read
+        self.archs_of_names: dict[str | None, str | None] = {}  # _arch_of_name's answers in this run
 
     # ---- recording one fact ----------------------------------------------------------------------------------
     def fact(self, group: str, key: str, value: Any, quote: Quote | None) -> bool:
@@ -240,7 +241,9 @@ class _Builder:
             memory: int | None = None, **shown: Any) -> None:
         """A GPU a block names; `origin` is the block's kind (the context takes the GPUs of the best one); `shown`:
         what else the block prints of it (PastedGpu's index, partition, memory_partition, compute_units)."""
-        arch = base_gfx(arch) if arch else _arch_of_name(name)
+        if not arch and name not in self.archs_of_names:  # every product of every arch is tried: once per name
+            self.archs_of_names[name] = _arch_of_name(name)
+        arch = base_gfx(arch) if arch else self.archs_of_names[name]
         vendor = vendor or _vendor_of(name, arch)
         if len(self.p.gpus) < MAX_GPUS:
             self.p.gpus.append(PastedGpu(vendor, name, arch, memory, quote, origin, **shown))

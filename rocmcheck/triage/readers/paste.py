@@ -407,7 +407,7 @@ class _Splitter:
             if self.fence is not None and quote < self.fence[3]:
                 self.fence = None  # a quoted fence ends where the quote does
                 self.boundary()
-        m = _FENCE.match(line)
+        m = _FENCE.match(line) if "```" in line or "~~~" in line else None  # a fence holds one of them
         if m and self.fence is None and len(m.group(3)) > len(m.group(2)) and m.group(3).endswith(m.group(2)):
             self.boundary()  # "```docker run --gpus all ...```": a code span on one line, not a fence
             self.content(number, m.group(3)[: -len(m.group(2))].strip())
@@ -427,7 +427,7 @@ class _Splitter:
             self.boundary()  # "```bash" inside an open fence: the earlier fence was never closed
             self.fence = (m.group(2)[0], len(m.group(2)), len(m.group(1)), quote)
             return
-        if _HTML_LINE.match(line):
+        if "<" in line and _HTML_LINE.match(line):
             if self.fence is not None and not self.fence[3] and line.strip().lower().startswith("</details"):
                 self.fence = None
             self.boundary()
@@ -454,7 +454,7 @@ class _Splitter:
             self.blank(number, fenced)
             return
         head = stripped[:_MATCH_CHARS]
-        if _HEADING.match(stripped) and not self.anchor(head) and not split_prompt(stripped):
+        if stripped[0] == "#" and _HEADING.match(stripped) and not self.anchor(head) and not split_prompt(stripped):
             real = self.cur is not None and self.cur.kind != "text"
             if not fenced or (_DEEP_HEADING.match(stripped) and real and
                               not _is_member(self.cur.kind, _Line(number, line, head, fenced), head)):
@@ -866,7 +866,7 @@ def _unquote(line: str, depth: int | None) -> tuple[str, int]:
     quote = 0
     rest = line
     while quote < (depth if depth is not None else 8):
-        m = _QUOTE_MARK.match(rest)
+        m = _QUOTE_MARK.match(rest) if ">" in rest[:4] else None  # a quote mark is in the first four characters
         if not m or rest.lstrip().startswith(">>>"):
             break
         rest = rest[m.end():]
