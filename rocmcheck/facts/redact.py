@@ -549,6 +549,7 @@ def redact_value(value: str, meter: Meter | None = None) -> str:
         low = out.lower()  # a name's secret word is ASCII, inside the name: found in the lower-cased text
         lines = _lines_holding(low, _SECRET_HINTS, meter, not_followed={"pat": "h"}) if len(low) == len(out) \
             else None
+        del low  # a copy of the whole text: not kept through the passes below
         out = _rewrite(out, _NAME_SEP, _AssignmentPass(), meter, lines=lines)
     gate = _lines_holding(out, _TOOL_GATE_LITERALS, meter)
     first = next((m for m in (_TOOL_GATE.search(out, a, b + 1) for a, b in gate) if m is not None), None)
