@@ -10,8 +10,10 @@ A size up to one paste's cap (rocmcheck.triage.inputs.MAX_PASTE_BYTES) is one fi
 of that cap, given together, as a person attaching several logs would: triage reads them up to the total bound
 (MAX_TOTAL_BYTES) and says in one line what it did not read. Each size runs `rocmcheck triage --all FILE...` in a
 fresh process (as a person runs it; the start-up is in the time) and `grep -c invalid FILE...` on the same files.
-Printed per size: seconds, MB/s over the bytes given and over the bytes triage read, the peak resident memory of
-the triage process (its rusage), and grep's seconds and MB/s."""
+Printed per size: seconds and CPU seconds (user + system, from the process's rusage), MB/s over the bytes given and
+over the bytes triage read (wall time) and over the bytes read per CPU second, the peak resident memory of the
+triage process (its rusage), grep's seconds and MB/s, and the load average (1 minute) after the row: on a shared box
+the wall seconds move with the load (the CPU seconds much less), so compare rows taken one after the other."""
 
 from __future__ import annotations
 
@@ -65,36 +67,43 @@ def write_files(folder: Path, size: int, base: bytes) -> list[Path]:
     return files
 
 
-def timed(argv: list[str], env: dict[str, str]) -> tuple[float, int, int, str]:
-    """(seconds, exit code, peak resident KiB, stderr's last line) of one fresh process."""
+def timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, int, int, str]:
+    """(seconds, CPU seconds, exit code, peak resident KiB, stderr's last line) of one fresh process."""
     start = time.monotonic()
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     err = proc.stderr.read().decode(errors="replace")  # type: ignore[union-attr]
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.monotonic() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return seconds, proc.returncode, usage.ru_maxrss, (err.strip().splitlines() or [""])[-1]
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, cpu, proc.returncode, usage.ru_maxrss, (err.strip().splitlines() or [""])[-1]
 
 
 def run(sizes: list[int]) -> None:
     base = corpus()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     print(f"text: tests/fixtures/pastes, {len(base) / MIB:.2f} MiB repeated; one paste's cap "
           f"{MAX_PASTE_BYTES // MIB} MiB, all pastes' {MAX_TOTAL_BYTES // MIB} MiB; load average "
           f"{os.getloadavg()[0]:.1f}")
-    print(f"{'size':>6} {'files':>5} {'triage s':>9} {'MB/s given':>10} {'MB/s read':>9} {'peak MiB':>8} "
-          f"{'exit':>4} {'grep s':>7} {'grep MB/s':>9}")
+    print(f"{'size':>6} {'files':>5} {'triage s':>9} {'cpu s':>6} {'MB/s given':>10} {'MB/s read':>9} "
+          f"{'MB/s cpu':>8} {'peak MiB':>8} {'exit':>4} {'grep s':>7} {'grep MB/s':>9} {'load':>5}")
     with tempfile.TemporaryDirectory() as tmp:
+        # Bytecode compiled once beforehand, into the temporary folder, as an installed package has it (with
+        # PYTHONDONTWRITEBYTECODE each run compiled every module from source, a fixed cost in every row).
+        env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
+        (Path(tmp) / "warm.txt").write_text("warm-up\n")
+        timed([sys.executable, "-m", "rocmcheck", "triage", str(Path(tmp) / "warm.txt")], env)
         for size_mib in sizes:
             files = write_files(Path(tmp), size_mib * MIB, base)
             given = sum(p.stat().st_size for p in files)
             read = min(given, MAX_TOTAL_BYTES)
-            seconds, code, peak_kib, last = timed(
+            seconds, cpu, code, peak_kib, last = timed(
                 [sys.executable, "-m", "rocmcheck", "triage", "--all", *map(str, files)], env)
-            grep_s, _, _, _ = timed(["grep", "-c", "invalid", *map(str, files)], env)
-            print(f"{size_mib:>4} Mi {len(files):>5} {seconds:>9.2f} {given / 1e6 / seconds:>10.2f} "
-                  f"{read / 1e6 / seconds:>9.2f} {peak_kib / 1024:>8.0f} {code:>4} {grep_s:>7.3f} "
-                  f"{given / 1e6 / grep_s:>9.0f}")
+            grep_s, _, _, _, _ = timed(["grep", "-c", "invalid", *map(str, files)], env)
+            print(f"{size_mib:>4} Mi {len(files):>5} {seconds:>9.2f} {cpu:>6.2f} {given / 1e6 / seconds:>10.2f} "
+                  f"{read / 1e6 / seconds:>9.2f} {read / 1e6 / cpu:>8.2f} {peak_kib / 1024:>8.0f} {code:>4} "
+                  f"{grep_s:>7.3f} {given / 1e6 / grep_s:>9.0f} {os.getloadavg()[0]:>5.1f}")
             if given > MAX_TOTAL_BYTES:
                 print(f"       triage said: {last}")
 

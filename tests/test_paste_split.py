@@ -296,3 +296,14 @@ def test_split_paste_never_raises_on_what_it_is_handed():
     for odd in (None, b"\xff\xfe\x00garbage", "", "\n\n\n", 12345, "```\n" * 1000, "> " * 5000):
         result = split_paste(odd)
         assert isinstance(result, list) and all(b.kind in KINDS for b in result)
+
+
+def test_every_known_tool_name_passes_bare_commands_quick_look():
+    """bare_command returns at once on a line holding none of _KNOWN_PARTS: every name that makes a command known
+    holds one."""
+    from rocmcheck.triage.readers import shell
+
+    names = [*shell._TOOL_KINDS, *shell._SUBCOMMANDS, "nvcc", "cat", "python", "python3.11", "py", "pypy3",
+             "python.exe", "all_reduce_perf", "sendrecv_perf_mpi"]
+    assert [n for n in names if not shell._KNOWN_PARTS.search(n)] == []
+    assert shell.bare_command("llamafactory-cli env").kind == "llamafactory_env"

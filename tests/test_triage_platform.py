@@ -8,9 +8,11 @@ from pathlib import Path
 
 from rocmcheck.facts.known import ALL
 from rocmcheck.triage import triage
-from rocmcheck.triage.platform import decide, foreign
+from rocmcheck.triage.match import _FLAG_PATTERNS
+from rocmcheck.triage.platform import _CUDA, _FIRST, _LITERALS, _ROCM, decide, foreign
 
 TUNE = Path(__file__).parent / "fixtures" / "triage_threads" / "tune"
+PASTES = Path(__file__).parent / "fixtures" / "pastes"
 
 
 def paste(name: str) -> str:
@@ -79,3 +81,20 @@ def test_a_one_platform_fix_on_an_unknown_platform_says_if_and_asks() -> None:
     narrow = [f for f in t.findings if f.fix is not None and f.cause is not None and len(f.cause.platforms) == 1]
     assert t.scene.platform.name is None
     assert narrow and all(f.fix.text.startswith("if this machine runs") and "uname -a" in f.fix.text for f in narrow)
+
+
+def test_every_match_holds_one_of_its_literals() -> None:
+    """decide() and the scene's flags search a pattern only in the lines that hold one of its literals: on every line
+    of the tuning pastes and the paste fixtures, each match holds one (lower-cased)."""
+    pastes = [paste(p.stem) for p in sorted(TUNE.glob("*.json"))]
+    pastes += [p.read_text(encoding="utf-8", errors="replace") for p in sorted(PASTES.rglob("*")) if p.is_file()]
+    lines = [line for text in pastes for line in text.splitlines()]
+    patterns = [(name, pattern, _LITERALS[name]) for name, pattern in _FIRST]
+    patterns += [("rocm", _ROCM, _LITERALS["rocm"]), ("cuda", _CUDA, _LITERALS["cuda"]), *_FLAG_PATTERNS]
+    matched = 0
+    for name, pattern, literals in patterns:
+        for line in lines:
+            for m in pattern.finditer(line):
+                matched += 1
+                assert any(lit in m.group(0).lower() for lit in literals), (name, m.group(0))
+    assert matched > 1000

@@ -32,23 +32,11 @@ VENDOR_WHAT = "which GPUs this machine has (no GPU tool output, device node or d
 T = TypeVar("T")
 
 
-# Parsed tool outputs shared between contexts over the same facts: triage judges each check in a context of its own
-# (so each verdict's reads are its own), and without this a big rocminfo was parsed once per check that reads it.
-# The views these parses make are read, never changed, by the checks. Keyed by the parser and the text itself.
-MAX_PARSED = 8
-_PARSED: dict[tuple[Callable[[str], Any], str], Any] = {}
-
-
-def parsed_once(parse: Callable[[str], T], text: str) -> T:
-    """parse(text), computed once for the last MAX_PARSED (parser, text) pairs."""
-    key = (parse, text)
-    if key in _PARSED:
-        return _PARSED[key]
-    value = parse(text)
-    if len(_PARSED) >= MAX_PARSED:
-        _PARSED.pop(next(iter(_PARSED)))
-    _PARSED[key] = value
-    return value
+# Parsed tool outputs, keyed by (parser or name, text): a context's own store, or one a caller shares between the
+# contexts of one run over the same facts (triage judges each check in a context of its own, so that each verdict's
+# reads are its own; without a shared store a big rocminfo was parsed once per check that reads it). The views these
+# parses make are read, never changed, by the checks. The store lives as long as the contexts that hold it.
+ParsedStore = dict[tuple[Any, str], Any]
 
 
 class known_view:  # noqa: N801 - used like cached_property
@@ -107,6 +95,14 @@ class CheckContext:
     site_rules: SiteRules | None = None  # the site's own rules (doctor --knowledge, knowledge/site.py)
     # How a skip names a fact that is not known: "not known: /dev/shm size"; triage sets "not in the paste".
     unknown_phrase: str = NOT_KNOWN_PHRASE
+    parsed: ParsedStore = field(default_factory=dict, repr=False)  # see ParsedStore
+
+    def parse_once(self, parse: Callable[[str], T], text: str, key: Any = None) -> T:
+        """parse(text), computed once per store (`key` names the parser where `parse` is made anew each time)."""
+        slot = (parse if key is None else key, text)
+        if slot not in self.parsed:
+            self.parsed[slot] = parse(text)
+        return self.parsed[slot]
 
     # ---- the facts, as known ---------------------------------------------------------------------------------
     def knows(self, group: str, key: str | None = None) -> bool:
@@ -206,7 +202,7 @@ class CheckContext:
         res = self.command("rocminfo")
         if res is None:
             return None
-        return parsed_once(parse_rocminfo, res.stdout + ("\n" + res.stderr if res.stderr else ""))
+        return self.parse_once(parse_rocminfo, res.stdout + ("\n" + res.stderr if res.stderr else ""))
 
     @known_view
     def amd_smi(self) -> SmiReport | None:
@@ -223,7 +219,7 @@ class CheckContext:
                            ("rocm-smi-json", smi.parse_rocm_smi_json), ("rocm-smi", smi.parse_rocm_smi)):
             res = self.from_source(lambda key=key: self.command(key), unknown)
             if res is not None and res.ok:
-                reports.append(parse(res.stdout))
+                reports.append(self.parse_once(parse, res.stdout))
         if unknown and not any(r.gpus for r in reports if r is not None):  # what lists nothing shows nothing
             raise NotKnown(unknown[0])
         reports = [r for r in reports if r is not None]
@@ -252,7 +248,8 @@ class CheckContext:
                            ("nvidia-smi", parse_nvidia_smi_table), ("nvidia-smi-health", parse_nvidia_smi_q)):
             res = self.from_source(lambda key=key: self.command(key), unknown)
             if res is not None and res.ok:
-                reports.append(parse(res.stdout))
+                # the csv reader is made anew for each view: its command's key names it in the store
+                reports.append(self.parse_once(parse, res.stdout, key if key == "nvidia-smi-query" else None))
         if unknown and not any(r.gpus for r in reports):
             raise NotKnown(unknown[0])
         if not reports:
@@ -277,7 +274,7 @@ class CheckContext:
         res = self.command("hipconfig")
         if res is None or not res.ok:
             return None
-        return parsed_once(parse_hipconfig, res.stdout)
+        return self.parse_once(parse_hipconfig, res.stdout)
 
     @known_view
     def rocm(self) -> RocmLocation | None:

@@ -78,7 +78,7 @@ def check_kernel_log(ctx: CheckContext) -> CheckResult:
                            "a hung journald or a wedged kernel is worth a look of its own", why)
         return skipped("kernel log not readable here: neither journalctl nor dmesg gave it"
                        + (f" ({' and '.join(hung)} hung)" if hung else "") + "; " + KERNEL_LOG_ACCESS_HINT, why)
-    findings = parse_kernel_log(text)
+    findings = ctx.parse_once(parse_kernel_log, text)
     uptime = known_or_none(lambda: ctx.health("uptime_s"))  # only for "how long ago"
     now = ctx.collected_at
     boot = now - uptime if isinstance(uptime, (int, float)) and now else None
@@ -136,7 +136,7 @@ def gpu_states(ctx: CheckContext, unknown: list[str] | None = None) -> list[dict
             rows.append({"vendor": vendor, "index": g.get("index"), "source": probe, **health})
     smi = ctx.from_source(lambda: ctx.command("nvidia-smi-health"), unknown)
     if not any(r["vendor"] == "nvidia" for r in rows) and smi is not None and smi.ok:
-        for i, g in enumerate(parse_nvidia_smi_q(smi.stdout)):
+        for i, g in enumerate(ctx.parse_once(parse_nvidia_smi_q, smi.stdout)):
             rows.append({"vendor": "nvidia", "index": i, "source": "nvidia-smi -q", **g})
     by_bus = {_norm_bdf(r.get("bus_id")): r for r in rows if r.get("bus_id")}
     for dev in ctx.from_source(lambda: ctx.health("pci_gpus"), unknown) or []:

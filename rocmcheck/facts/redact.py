@@ -19,7 +19,9 @@ Four rules, applied by redact_tree to every string a bundle or report holds, key
 Linear time, whatever the input. Each pass is a loop of `search` calls from where the last one ended, with
 patterns that can only start at the beginning of a run of their own characters (a lookbehind on that class) and
 read it possessively; the text a handler looks at past a match is either replaced (consumed) or remembered
-(the URL authority), never read again from a later position. A Meter passed to redact_value counts the
+(the URL authority), never read again from a later position. Most passes search only the lines that hold a
+literal every match of theirs holds (a secret word of a name, "://", a tool's name), found with one str.find scan
+of the text per literal: the rest of the text costs no regex step. A Meter passed to redact_value counts the
 characters handed to each call, so tests can check that the work is a small multiple of the input
 (tests/test_redact_linear.py; the wall time is benchmarks/bench_redact.py's).
 """
@@ -103,18 +105,30 @@ def is_secret_pair(name: str, value: object) -> bool:
 _Handler = Callable[[str, "re.Match[str]", Meter], "tuple[int, int, str, int] | None"]
 
 
-def _rewrite(text: str, trigger: re.Pattern[str], handle: _Handler, meter: Meter, start: int = 0) -> str:
+def _rewrite(text: str, trigger: re.Pattern[str], handle: _Handler, meter: Meter, start: int = 0,
+             lines: list[tuple[int, int]] | None = None) -> str:
     """Search trigger from where the last match (or what its handler consumed) ended, from `start` on (no match
     can begin before it); a handler returns (start, end, replacement, resume) for text[start:end], or None to go
-    on after its match."""
+    on after its match. `lines`: the only lines (start, end of each, in order: _lines_holding) where a match can
+    begin and end, where the caller knows that; the rest of the text is not searched."""
     out: list[str] = []
     pos, copied = start, 0
+    at_line = 0
     while True:
-        match = trigger.search(text, pos)
+        if lines is None:
+            match = trigger.search(text, pos)
+            meter.add((match.end() if match else len(text)) - pos)
+        else:
+            match = None
+            while at_line < len(lines) and match is None:
+                line_start, line_end = lines[at_line]
+                if line_end >= pos:
+                    match = trigger.search(text, max(pos, line_start), line_end + 1)
+                    meter.add((match.end() if match else line_end + 1) - max(pos, line_start))
+                if match is None:
+                    at_line += 1
         if match is None:
-            meter.add(len(text) - pos)
             break
-        meter.add(match.end() - pos)
         found = handle(text, match, meter)
         if found is None:
             pos = match.end()
@@ -128,6 +142,31 @@ def _rewrite(text: str, trigger: re.Pattern[str], handle: _Handler, meter: Meter
         return text
     out.append(text[copied:])
     return "".join(out)
+
+
+def _lines_holding(text: str, literals: tuple[str, ...], meter: Meter, start: int = 0,
+                   not_followed: dict[str, str] | None = None) -> list[tuple[int, int]]:
+    """(start, end) of each line of text[start:] holding one of the literals, in order; `end` is the line's newline
+    (or the end of the text). An occurrence of a literal followed by not_followed[literal] does not count. Each
+    literal's search goes on after the line it was found in, so the text is read once per literal (str.find, not
+    counted by the meter; the lines found are)."""
+    found: set[tuple[int, int]] = set()
+    size = len(text)
+    for lit in literals:
+        skip = (not_followed or {}).get(lit)
+        at = text.find(lit, start)
+        while at >= 0:
+            if skip is not None and text.startswith(skip, at + len(lit)):
+                meter.add(len(lit))
+                at = text.find(lit, at + 1)
+                continue
+            line_start = text.rfind("\n", start, at) + 1 or start
+            line_end = text.find("\n", at)
+            line_end = size if line_end < 0 else line_end
+            meter.add(line_end - line_start)
+            found.add((max(line_start, start), line_end))
+            at = text.find(lit, line_end + 1)
+    return sorted(found)
 
 
 def _run(pattern: re.Pattern[str], text: str, pos: int, meter: Meter) -> int:
@@ -275,6 +314,8 @@ def _userinfo(text: str, start: int, at: int) -> tuple[int, int, str, int] | Non
 # NAME=value: a name starts only at the beginning of a run of name characters, and only a name holding one of
 # the secret words is looked at (the lookahead reads the run once more). "--name" (a command-line flag) counts.
 _SECRET_HINT = r"(?i:tok|secret|pass|pat(?!h)|key|cred|auth|cookie|private|sig|sas|pwd)"  # PATH is no hint
+# The same words, lower-case: a line holding none of them (lower-cased; "pat" before "h" is none) holds no such name.
+_SECRET_HINTS = ("tok", "secret", "pass", "pat", "key", "cred", "auth", "cookie", "private", "sig", "sas", "pwd")
 _NAME_SEP = re.compile(
     r"(?<![A-Za-z0-9_.-])(?P<name>-{0,2}(?=[A-Za-z0-9_.-]*?" + _SECRET_HINT + r")[A-Za-z_][A-Za-z0-9_.-]*+)"
     r"(?P<sep>[\"']?[ \t]*+[=:][ \t]*+|[ \t]++(?=[^\s-]))"  # an option's value may follow a space
@@ -287,7 +328,7 @@ _WORD = re.compile(r"\S*+")  # a command-line flag's value
 # A JSON object or array under a secret key, read to its matching bracket (strings skipped whole), across lines.
 _JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"|[{\[]|[}\]]|[^"{}\[\]]++|"', re.S)
 _LINE = re.compile(r"[^\r\n]*+")
-_QUOTE_OR_NEWLINE = re.compile(r'\\[^\n]|["\n]')
+_QUOTE_OR_ESCAPE = re.compile(r'\\[^\n]|"')
 _CREDENTIAL_RUN = re.compile(r"[A-Za-z0-9_~+/=-]*+")
 _LAST_DIGIT = re.compile(r".*[0-9]", re.S)
 _LAST_LETTER = re.compile(r".*[A-Za-z]", re.S)
@@ -322,11 +363,12 @@ class _AssignmentPass:
         if upto <= self.counted_to:
             return
         meter.add(upto - self.counted_to)
-        for mark in _QUOTE_OR_NEWLINE.finditer(text, self.counted_to, upto):
-            if mark.group() == "\n":
-                self.in_string = False
-            elif mark.group() == '"':
-                self.in_string = not self.in_string
+        start = self.counted_to
+        newline = text.rfind("\n", start, upto)
+        if newline >= 0:  # a line ends a string: count from the last line's start (an escape never spans one)
+            self.in_string, start = False, newline + 1
+        if _QUOTE_OR_ESCAPE.findall(text, start, upto).count('"') % 2:
+            self.in_string = not self.in_string
         self.counted_to = upto
 
     def __call__(self, text: str, match: re.Match[str], meter: Meter) -> tuple[int, int, str, int] | None:
@@ -427,6 +469,9 @@ class _PasswordToolPass:
 
 # Where the password-tool and user-option passes can first match: a tool's name or one of the options.
 _TOOL_GATE = re.compile(r"(?<!\S)(?:-[uUp]|--user|--proxy-user|--password)|sshpass|mysql|mariadb|login")
+# Every match of _TOOL_GATE, _PASSWORD_TOOL and _USER_OPTION holds one of these (each on one line).
+_TOOL_GATE_LITERALS = ("-u", "-U", "-p", "sshpass", "mysql", "mariadb", "login")
+_PASSWORD_TOOL_LITERALS = ("sshpass", "mysql", "mariadb", "login")
 
 # `curl -u user:password` (also --user, --proxy-user, -U, and glued: -ualice:pw): the password half goes. A
 # numeric second half is a uid:gid (docker run -u 1000:1000), not a password.
@@ -491,7 +536,7 @@ def redact_value(value: str, meter: Meter | None = None) -> str:
     if "-----BEGIN " in out:
         out = _rewrite(out, _PEM_BEGIN, _pem, meter)
     if "://" in out:  # before the token shapes: a token as a URL's user still has its password read
-        out = _rewrite(out, _URL_START, _UrlPass(), meter)
+        out = _rewrite(out, _URL_START, _UrlPass(), meter, lines=_lines_holding(out, ("://",), meter))
     out = _rewrite(out, _TOKEN_SHAPES, _whole, meter)
     for marker, shape in _MARKED_SHAPES:
         if marker in out:
@@ -501,16 +546,24 @@ def redact_value(value: str, meter: Meter | None = None) -> str:
     if "Bearer" in out or "Basic" in out or "Token" in out:
         out = _rewrite(out, _AUTH_HEADER, _after(_AUTH_CREDENTIAL), meter)
     if "=" in out or ":" in out or "-" in out:
-        out = _rewrite(out, _NAME_SEP, _AssignmentPass(), meter)
-    first = _TOOL_GATE.search(out)  # one scan for the words the two passes below need, from its line on
-    if first is not None:
+        low = out.lower()  # a name's secret word is ASCII, inside the name: found in the lower-cased text
+        lines = _lines_holding(low, _SECRET_HINTS, meter, not_followed={"pat": "h"}) if len(low) == len(out) \
+            else None
+        del low  # a copy of the whole text: not kept through the passes below
+        out = _rewrite(out, _NAME_SEP, _AssignmentPass(), meter, lines=lines)
+    gate = _lines_holding(out, _TOOL_GATE_LITERALS, meter)
+    first = next((m for m in (_TOOL_GATE.search(out, a, b + 1) for a, b in gate) if m is not None), None)
+    if first is not None:  # one scan for the words the two passes below need, from its line on
         line_start = out.rfind("\n", 0, first.start()) + 1
-        out = _rewrite(out, _PASSWORD_TOOL, _PasswordToolPass(), meter, line_start)
-        out = _rewrite(out, _USER_OPTION, _user_option, meter, line_start)
+        out = _rewrite(out, _PASSWORD_TOOL, _PasswordToolPass(), meter, line_start,
+                       _lines_holding(out, _PASSWORD_TOOL_LITERALS, meter, line_start))
+        out = _rewrite(out, _USER_OPTION, _user_option, meter, line_start,
+                       _lines_holding(out, ("-u", "-U"), meter, line_start))
     if "password" in out or "passwd" in out:
-        out = _rewrite(out, _NETRC, _netrc, meter)
+        out = _rewrite(out, _NETRC, _netrc, meter, lines=_lines_holding(out, ("passw",), meter))
         if "machine" in out or "default" in out:
-            out = _rewrite(out, _NETRC_MACHINE, _PasswordToolPass(_NETRC_PASSWORD), meter)
+            out = _rewrite(out, _NETRC_MACHINE, _PasswordToolPass(_NETRC_PASSWORD), meter,
+                           lines=_lines_holding(out, ("machine", "default"), meter))
     return out
 
 

@@ -48,9 +48,24 @@ class Arch:
         text = marketing_name.upper()
         # Longest names first, so "H100 NVL" wins over "H100".
         for product in sorted(self.products, key=lambda p: -len(p.name)):
-            if re.search(r"(?<![A-Z0-9])" + re.escape(product.name.upper()) + r"(?![A-Z0-9])", text):
+            if _holds_name(text, product.name.upper()):
                 return product
         return None
+
+
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+
+
+def _holds_name(text: str, name: str) -> bool:
+    """`name` in `text` with no A-Z or 0-9 just before or after it (the regex (?<![A-Z0-9])NAME(?![A-Z0-9]) as a
+    str.find loop: no pattern compiled per product)."""
+    start = text.find(name)
+    while start >= 0:
+        end = start + len(name)
+        if (start == 0 or text[start - 1] not in _NAME_CHARS) and (end >= len(text) or text[end] not in _NAME_CHARS):
+            return True
+        start = text.find(name, start + 1)
+    return False
 
 
 def _arch(vendor: str, name: str, entry: dict[str, Any]) -> Arch:

@@ -21,7 +21,7 @@ class Judged:
 
 def judge(pasted: Pasted, expected_archs: tuple[str, ...] = ()) -> list[Judged]:
     """Every check, each in a context of its own (a view computed for one check is not reused by the next, so
-    each verdict's reads are its own)."""
+    each verdict's reads are its own); their parsed tool outputs are the run's one store (context_of)."""
     ledger = Ledger()
     facts = facts_for_checks(pasted, ledger)
     out: list[Judged] = []
@@ -35,8 +35,11 @@ def judge(pasted: Pasted, expected_archs: tuple[str, ...] = ()) -> list[Judged]:
 
 
 def context_of(pasted: Pasted, facts: Facts, expected_archs: tuple[str, ...] = ()) -> TriageContext:
+    """A context over the pasted facts, whose parsed tool outputs are the run's (pasted.parsed: the paste readers'
+    parses, and each the checks make, made once per run)."""
     return TriageContext(facts, expected_archs=expected_archs, pasted_gpus=pasted.gpus, pasted_rocm=pasted.rocm,
-                         pasted_container=pasted.container)
+                         pasted_container=pasted.container, parsed=pasted.parsed)
+
 
 
 def evidence_quotes(pasted: Pasted, reads: list[str]) -> list[Quote]:

@@ -5,19 +5,23 @@ viewer or the person wrapped onto the next line ("killed by signal: Bus" / "erro
 a line is also searched joined with the next one, and a match counts there only when it spans the two. The signs
 the readers found (rocmcheck/triage/signs.py) are hits of the signatures that name them.
 
-One pass over the lines; a line (or a joined pair) is searched with a signature's regular expression only when it
-holds one of the signature's literals (a substring test), so the time is linear in the paste and the number of
-signatures."""
+The lines of all the pastes are lowered and joined once (rocmcheck/triage/lines.py); each literal is looked for
+there with str.find, and a line (or a joined pair) is searched with a signature's regular expression only when it
+holds one of the signature's literals, so the time is linear in the paste and the number of signatures, and the
+lines that hold no literal (most of a big paste) cost no Python step of their own. The platform and the scene's
+flags are found the same way."""
 
 from __future__ import annotations
 
 import bisect
 import re
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from rocmcheck.facts.known import ALL
 from rocmcheck.triage.catalogue import Catalogue, Rule, Signature
+from rocmcheck.triage.lines import LineIndex
 from rocmcheck.triage.pasted import Pasted, PasteInput, Quote
 from rocmcheck.triage.platform import Platform, decide
 from rocmcheck.triage.readers.paste import Block
@@ -39,6 +43,11 @@ _AMD = re.compile(r"\b(?:ROCm|rocm\d|HIP error|hipError\w*|gfx[0-9a-f]{3,4}|Rade
 _NVIDIA = re.compile(r"\b(?:NVIDIA|nvidia-smi|GeForce|Tesla|Quadro|cudaError\w*|\+cu\d{3})\b")
 # WSL as the kernel names it, as its tools print it, and as people write it ("ROCm 6.2 on wsl ubuntu 24.04").
 _WSL = re.compile(r"\bwsl2?\b|microsoft-standard|/dev/dxg\b", re.IGNORECASE)
+# Each flag's pattern and its literals (lower-case; every match holds one).
+_FLAG_PATTERNS = (("container", _CONTAINER_PROMPT, ("@",)),
+                  ("amd", _AMD, ("rocm", "hip", "gfx", "radeon", "instinct", "amdgpu")),
+                  ("nvidia", _NVIDIA, ("nvidia", "geforce", "tesla", "quadro", "cudaerror", "+cu")),
+                  ("wsl", _WSL, ("wsl", "microsoft-standard", "/dev/dxg")))
 # Blocks whose words are not evidence: a rocmcheck summary's verdicts quote error texts ("expect
 # 'hipErrorNoBinaryForGpu'"); its facts and verdicts are read as such.
 FACTS_ONLY = ("rocmcheck_summary",)
@@ -66,43 +75,52 @@ class Scene:
 
 def find(pasted: Pasted, cat: Catalogue) -> tuple[list[Hit], Scene]:
     hits: list[Hit] = []
-    scene = _scene(pasted)
+    blocks = [(inp, block, block.text.splitlines()) for inp, block in pasted.blocks() if block.kind not in FACTS_ONLY]
+    kernel = pasted.facts.platform.get("kernel") or ""
+    head = [kernel] if kernel else []  # the kernel's name is evidence of the platform, not a line to search
+    lines = head + [line for _, _, block_lines in blocks for line in block_lines]
+    index = LineIndex(lines)
+    scene = _scene(pasted, index)
+    _flags(scene, index, len(head))
     counts: dict[str, int] = {}
     searched = [sig for sig in cat.signatures if sig.regex is not None]
-    index = _LiteralIndex(searched)
-    for inp, block in pasted.blocks():
-        if block.kind in FACTS_ONLY:
+    candidates = _candidates(index, _LiteralIndex(searched))
+    firsts = [len(head)]  # the index (in `lines`) of each block's first line
+    for _, _, block_lines in blocks:
+        firsts.append(firsts[-1] + len(block_lines))
+    frame_libraries: dict[int, str | None] = {}
+    for at in sorted(candidates):
+        b = bisect.bisect_right(firsts, at) - 1
+        if b < 0 or b >= len(blocks):
             continue
-        frame_library = _frame_library(pasted.read.get(id(block)))
-        lines = block.text.splitlines()
-        candidates = _candidates(lines, index)
-        for i, line in enumerate(lines):
-            maybe = candidates.get(i)
-            if maybe is None:
-                _flags(scene, line)
+        inp, block, block_lines = blocks[b]
+        i = at - firsts[b]
+        maybe = candidates[at]
+        line = block_lines[i]
+        part = line[:MAX_LINE_SEARCH]
+        low = part.lower()
+        head_ = part.rstrip()
+        tail = block_lines[i + 1][:MAX_LINE_SEARCH].strip() if i + 1 < len(block_lines) else ""
+        joined = f"{head_} {tail}" if head_ and tail else ""
+        joined_low = joined.lower()
+        for n in sorted(maybe):
+            sig = searched[n]
+            if counts.get(sig.id, 0) >= MAX_HITS_PER_SIGNATURE:
                 continue
-            part = line[:MAX_LINE_SEARCH]
-            low = part.lower()
-            head = part.rstrip()
-            tail = lines[i + 1][:MAX_LINE_SEARCH].strip() if i + 1 < len(lines) else ""
-            joined = f"{head} {tail}" if head and tail else ""
-            joined_low = joined.lower()
-            for n, sig in enumerate(searched):
-                if n not in maybe or counts.get(sig.id, 0) >= MAX_HITS_PER_SIGNATURE:
-                    continue
-                m = sig.regex.search(part) if any(lit in low for lit in sig.literals) else None  # type: ignore[union-attr]
-                text = m.group(0) if m else ""
-                if m is None and joined and any(lit in joined_low for lit in sig.literals):
-                    w = sig.regex.search(joined)  # type: ignore[union-attr]
-                    if w is not None and w.start() < len(head) < w.end():  # the message runs over the break
-                        m, text = w, joined[w.start():len(head)]
-                if m is None:
-                    continue
-                counts[sig.id] = counts.get(sig.id, 0) + 1
-                library = _line_library(lines[i:i + 3]) or frame_library or "none"
-                hits.append(Hit(sig, _quote(inp, block, text, sig), library, block.kind))
-                scene.matched.add(sig.id)
-            _flags(scene, line)
+            m = sig.regex.search(part) if any(lit in low for lit in sig.literals) else None  # type: ignore[union-attr]
+            text = m.group(0) if m else ""
+            if m is None and joined and any(lit in joined_low for lit in sig.literals):
+                w = sig.regex.search(joined)  # type: ignore[union-attr]
+                if w is not None and w.start() < len(head_) < w.end():  # the message runs over the break
+                    m, text = w, joined[w.start():len(head_)]
+            if m is None:
+                continue
+            counts[sig.id] = counts.get(sig.id, 0) + 1
+            if b not in frame_libraries:
+                frame_libraries[b] = _frame_library(pasted.read.get(id(block)))
+            library = _line_library(block_lines[i:i + 3]) or frame_libraries[b] or "none"
+            hits.append(Hit(sig, _quote(inp, block, text, sig), library, block.kind))
+            scene.matched.add(sig.id)
     by_sign: dict[str, list[Signature]] = {}
     for sig in cat.signatures:
         if sig.fact is not None:
@@ -117,45 +135,45 @@ def find(pasted: Pasted, cat: Catalogue) -> tuple[list[Hit], Scene]:
 
 
 class _LiteralIndex:
-    """Which signatures (by their place in `searched`) a word found in a line can concern: a whole literal in the
-    line itself or in the next line (find() also searches the line joined with the next), and a word of a literal
-    with a space in it (such a literal may run over the break)."""
+    """Which signatures (by their place in `searched`) each literal concerns; the literals with a space in them (such a
+    literal may run over a line break, where find() searches a line joined with the next)."""
 
     def __init__(self, searched: list[Signature]) -> None:
         self.whole: dict[str, set[int]] = {}
-        self.part: dict[str, set[int]] = {}
         for n, sig in enumerate(searched):
             for lit in sig.literals:
                 self.whole.setdefault(lit, set()).add(n)
-                if " " in lit:
-                    for word in lit.split():
-                        self.part.setdefault(word, set()).add(n)
-        self.words = sorted(set(self.whole) | set(self.part))
+        self.words = sorted(self.whole)
+        self.spaced = [lit for lit in self.words if " " in lit]
 
 
-def _candidates(lines: list[str], index: _LiteralIndex) -> dict[int, set[int]]:
-    """For each line where a signature can match as find() looks (its literal in the line, or in the line and the
-    next joined by a space), the signatures that can: a superset, each still checked by find() itself. Found with
-    one str.find pass per word over the block's lowered lines, so the lines without any literal (most of a big
-    paste) and the signatures without one in reach skip the per-signature checks."""
-    lows = [line[:MAX_LINE_SEARCH].lower() for line in lines]
-    text = "\n".join(lows)
-    starts, pos = [], 0
-    for low in lows:
-        starts.append(pos)
-        pos += len(low) + 1
+def _candidates(index: LineIndex, literals: _LiteralIndex) -> dict[int, set[int]]:
+    """For each line where a signature can match as find() looks (its literal in the line, in the next line, or
+    running from the line over the break into the next, the two joined by a space), the signatures that can: a
+    superset, each still checked by find() itself. Found with str.find over the whole lowered text (and, for the
+    literals with a space, over the lines stripped and joined by spaces as find() joins two), so the lines without
+    any literal (most of a big paste) and the signatures without one in reach skip the per-signature checks."""
     out: dict[int, set[int]] = {}
-    for word in index.words:
-        whole, part = index.whole.get(word, ()), index.part.get(word, ())
-        at = text.find(word)
+    for lit in literals.words:
+        sigs = literals.whole[lit]
+        for line in index.holding((lit,)):
+            out.setdefault(line, set()).update(sigs)
+            if line > 0:
+                out.setdefault(line - 1, set()).update(sigs)
+    if not literals.spaced:
+        return out
+    stripped = [line.strip() for line in index.low_lines()]
+    flat = " ".join(stripped)
+    ends = list(accumulate(len(line) + 1 for line in stripped))  # line i of `flat` ends (its space) at ends[i] - 1
+    for lit in literals.spaced:
+        at = flat.find(lit)
         while at >= 0:
-            line = bisect.bisect_right(starts, at) - 1
-            here = out.setdefault(line, set())
-            here.update(whole)
-            here.update(part)
-            if whole and line > 0:
-                out.setdefault(line - 1, set()).update(whole)
-            at = text.find(word, starts[line + 1] if line + 1 < len(starts) else len(text))
+            line = bisect.bisect_right(ends, at)
+            if at + len(lit) > ends[line] - 1:  # it runs over the end of the line into the next
+                out.setdefault(line, set()).update(literals.whole[lit])
+            at = flat.find(lit, at + 1)
+    for line in index.longer_than(MAX_LINE_SEARCH):  # find() joins such a line's first part: it may run over there
+        out.setdefault(line, set()).update(n for lit in literals.spaced for n in literals.whole[lit])
     return out
 
 
@@ -234,7 +252,7 @@ def _frame_library(result: Any) -> str | None:
     return None
 
 
-def _scene(pasted: Pasted) -> Scene:
+def _scene(pasted: Pasted, index: LineIndex) -> Scene:
     scene = Scene()
     f = pasted.facts
     env_known = f.known.get("env")
@@ -258,20 +276,19 @@ def _scene(pasted: Pasted) -> Scene:
             scene.flags.add("container")
     if "wsl" in (f.platform.get("kernel") or "").lower() or "microsoft" in (f.platform.get("kernel") or "").lower():
         scene.flags.add("wsl")
-    lines = [line for _, block in pasted.blocks() if block.kind not in FACTS_ONLY for line in block.text.splitlines()]
-    kernel = f.platform.get("kernel") or ""
-    scene.platform = decide(([kernel] if kernel else []) + lines, torch.get("hip"), torch.get("cuda"))
+    scene.platform = decide((), torch.get("hip"), torch.get("cuda"), index=index)
     if scene.platform.name in ("windows", "macos"):
         scene.flags.add(scene.platform.name)
     return scene
 
 
-def _flags(scene: Scene, line: str) -> None:
-    if "container" not in scene.flags and "@" in line and _CONTAINER_PROMPT.search(line):
-        scene.flags.add("container")
-    if "amd" not in scene.flags and _AMD.search(line):
-        scene.flags.add("amd")
-    if "nvidia" not in scene.flags and _NVIDIA.search(line):
-        scene.flags.add("nvidia")
-    if "wsl" not in scene.flags and _WSL.search(line):
-        scene.flags.add("wsl")
+def _flags(scene: Scene, index: LineIndex, first: int) -> None:
+    """The flags a line of the pastes shows (from line `first` of the index on), each searched only in the lines
+    holding one of its pattern's literals."""
+    for flag, pattern, literals in _FLAG_PATTERNS:
+        if flag in scene.flags:
+            continue
+        for i in index.holding(literals):
+            if i >= first and pattern.search(index.lines[i]):
+                scene.flags.add(flag)
+                break

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from rocmcheck.checks.context import ParsedStore
 from rocmcheck.facts.collect import PACKAGES, Facts, in_env_domain
 from rocmcheck.facts.known import ALL
 from rocmcheck.facts.parsers.links import Topology
@@ -142,6 +143,7 @@ class Pasted:
     gpus: list[PastedGpu] = field(default_factory=list)
     recorded: list[CheckResult] = field(default_factory=list)  # verdicts a rocmcheck summary carries
     read: dict[int, Any] = field(default_factory=dict)  # id(block) -> what its reader made of it
+    parsed: ParsedStore = field(default_factory=dict)  # the run's parsed tool outputs, shared with the checks
     rocm: Any = None  # a rocmcheck summary's ROCm install (a RocmLocation)
     container: bool | None = None  # a rocmcheck summary's word on running in a container
     signs: list[tuple[str, Quote]] = field(default_factory=list)  # (name of rocmcheck/triage/signs.py, its line)
@@ -169,6 +171,7 @@ class _Builder:
         self.p = pasted
         self.f = pasted.facts
         self.nodes: list[tuple[DeviceNode, Quote, bool | None]] = []  # `ls -l` lines: judged when all is read
+        self.archs_of_names: dict[str | None, str | None] = {}  # _arch_of_name's answers in this run
 
     # ---- recording one fact ----------------------------------------------------------------------------------
     def fact(self, group: str, key: str, value: Any, quote: Quote | None) -> bool:
@@ -238,7 +241,9 @@ class _Builder:
             memory: int | None = None, **shown: Any) -> None:
         """A GPU a block names; `origin` is the block's kind (the context takes the GPUs of the best one); `shown`:
         what else the block prints of it (PastedGpu's index, partition, memory_partition, compute_units)."""
-        arch = base_gfx(arch) if arch else _arch_of_name(name)
+        if not arch and name not in self.archs_of_names:  # every product of every arch is tried: once per name
+            self.archs_of_names[name] = _arch_of_name(name)
+        arch = base_gfx(arch) if arch else self.archs_of_names[name]
         vendor = vendor or _vendor_of(name, arch)
         if len(self.p.gpus) < MAX_GPUS:
             self.p.gpus.append(PastedGpu(vendor, name, arch, memory, quote, origin, **shown))
@@ -247,7 +252,7 @@ class _Builder:
     def read(self, inp: PasteInput, block: Block) -> None:
         self._env_lines(inp, block)
         self._shell_outputs(inp, block)
-        result = read_block(block)
+        result = read_block(block, self.p.parsed)
         if result is None:
             return
         self.p.read[id(block)] = result

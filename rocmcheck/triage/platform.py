@@ -25,6 +25,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from rocmcheck.triage.lines import LineIndex
+
 PLATFORMS = ("rocm-linux", "cuda-linux", "wsl", "windows", "macos", "cpu")
 GPU_LINUX = ("rocm-linux", "cuda-linux")
 
@@ -63,6 +65,30 @@ _TORCH_ROCM = re.compile(r"\btorch[=\s-]*\d[\w.]*\+rocm\d|\bROCM used to build P
 _LINUX = re.compile(r"\bOS: (?:Ubuntu|Debian|CentOS|Red Hat|Rocky|Fedora|Arch|openSUSE)|\bLinux-\d|/home/\w|"
                     r"\bx86_64-linux-gnu\b|/usr/lib\b|\blinux_x86_64\b", re.IGNORECASE)
 MAX_LINE = 4096
+# Each pattern's literals (lower-case): every match holds one of them, so a line holding none is not searched
+# (rocmcheck/triage/lines.py; tests/test_triage_platform.py checks them on real pastes).
+_LITERALS = {
+    "windows": (":\\", "winerror", "win_amd64", "windows", ".dll", ".exe"),
+    "macos": ("macos", "darwin", "/users/", "/opt/homebrew", "apple", "mps ", "arm64-apple", "productname:",
+              "/private/var/folders/", "macbook", "m1 ", "m2 ", "m3 ", "m4 "),
+    "wsl": ("microsoft-standard", "wsl", "/dev/dxg"),
+    "linux": ("os: ", "linux-", "/home/", "/usr/lib", "linux_x86_64"),
+    "cpu": ("+cpu", "cuda used to build pytorch: "),
+    "torch_cuda": ("+cu", "cuda used to build pytorch: "),
+    "torch_rocm": ("+rocm", "rocm used to build pytorch: "),
+    "rocm": ("rocm", "gfx", "hip", "amd-smi", "hsa_", "amdgpu", "rocblas", "miopen", "rccl"),
+    "cuda": ("+cu", "cuda", "nvcc", "nvidia", "sm_", "compute capability", "cudnn", "cublas", "geforce", "rtx",
+             "tesla ", "a100", "h100", "nvrm", "nvrtc", "driver version: ", "libcu", "libnccl", "nccl "),
+}
+_FIRST = (("windows", _WINDOWS), ("macos", _MACOS), ("wsl", _WSL), ("linux", _LINUX), ("cpu", _CPU_BUILD),
+          ("torch_cuda", _TORCH_CUDA), ("torch_rocm", _TORCH_ROCM))
+# On an ASCII line a pattern with re.ASCII matches what it does without (\w, \b, \d and case differ only past
+# ASCII), and a case-insensitive one runs faster.
+_ASCII = {p: re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII) for p in (_ROCM, _CUDA, *dict(_FIRST).values())}
+
+
+def _on(pattern: re.Pattern[str], line: str) -> re.Pattern[str]:
+    return _ASCII[pattern] if line.isascii() else pattern
 
 
 @dataclass(frozen=True)
@@ -76,22 +102,24 @@ class Platform:
         return self.name is not None
 
 
-def decide(lines: Iterable[str], torch_hip: str | None = None, torch_cuda: str | None = None) -> Platform:
-    """The platform of the pasted lines; torch's build as the readers read it (torch.version.hip / .cuda), when
-    they did, decides the vendor."""
+def decide(lines: Iterable[str], torch_hip: str | None = None, torch_cuda: str | None = None,
+           index: LineIndex | None = None) -> Platform:
+    """The platform of the pasted lines (or of the lines of `index`, where the caller has one); torch's build as the
+    readers read it (torch.version.hip / .cuda), when they did, decides the vendor. Each pattern is searched only in
+    the lines that hold one of its literals."""
+    if index is None:
+        index = LineIndex(list(lines))
+    lines = index.lines
     first: dict[str, str] = {}
-    rocm: set[str] = set()
-    cuda: set[str] = set()
-    for raw in lines:
-        line = raw[:MAX_LINE]
-        for name, pattern in (("windows", _WINDOWS), ("macos", _MACOS), ("wsl", _WSL), ("linux", _LINUX),
-                              ("cpu", _CPU_BUILD), ("torch_cuda", _TORCH_CUDA), ("torch_rocm", _TORCH_ROCM)):
-            if name not in first:
-                m = pattern.search(line)
-                if m:
-                    first[name] = m.group(0).strip()
-        rocm |= {m.group(0).lower() for m in _ROCM.finditer(line)}
-        cuda |= {m.group(0).lower() for m in _CUDA.finditer(line)}
+    for name, pattern in _FIRST:
+        for i in index.holding(_LITERALS[name]):
+            line = lines[i][:MAX_LINE]
+            m = _on(pattern, line).search(line)
+            if m:
+                first[name] = m.group(0).strip()
+                break
+    rocm = _words(_ROCM, lines, index.holding(_LITERALS["rocm"]))
+    cuda = _words(_CUDA, lines, index.holding(_LITERALS["cuda"]))
     vendor, vendor_evidence = _vendor(first, rocm, cuda, torch_hip, torch_cuda)
     if "wsl" in first:
         return Platform("wsl", first["wsl"], vendor)
@@ -106,6 +134,15 @@ def decide(lines: Iterable[str], torch_hip: str | None = None, torch_cuda: str |
     if "cpu" in first:
         return Platform("cpu", first["cpu"], None)
     return Platform(None, "", None)
+
+
+def _words(pattern: re.Pattern[str], lines: list[str], which: list[int]) -> set[str]:
+    """The distinct matches (lower-cased) of the pattern in those lines."""
+    out: set[str] = set()
+    for i in which:
+        line = lines[i][:MAX_LINE]
+        out.update(m.group(0).lower() for m in _on(pattern, line).finditer(line))
+    return out
 
 
 def _vendor(first: dict[str, str], rocm: set[str], cuda: set[str], torch_hip: str | None,

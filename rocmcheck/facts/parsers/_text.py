@@ -9,11 +9,18 @@ from typing import Any
 # or as the literal caret text "^[3m" that a terminal copy leaves behind (rocm-smi fixture).
 _ANSI = re.compile(r"(?:\x1b|\^\[)\[?[0-9;?]*[A-Za-z]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# What strip_ansi (so clean_lines and the paste readers' read_lines) may remove from a line: control and invisible
+# characters, escape sequences, caret colour codes. Where none is in a text, a literal is in a cleaned line only if it
+# is in the text: a reader may look for its literal in the whole text first, and read no line when it is not there.
+MAY_HIDE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064"
+                      r"\u2066-\u2069\ufeff\U000e0000-\U000e007f]|\^\[")
 _LEADING_INT = re.compile(r"^\s*(-?[0-9]+)")
 # A whole number longer than this is no count, size or index any tool prints (2**64 has 20 digits): it is damage,
 # and Python's int() refuses more than 4300 digits with a ValueError.
 MAX_INT_DIGITS = 30
-_KEY_VALUE = re.compile(r"^\s*([^:]+?)\s*:+\s*(.*?)\s*$")
+# The key up to its last non-space before the first colon, the value without its trailing spaces: each read in one
+# pass (lazy `([^:]+?)\s*:` and `(.*?)\s*$` retried at each position of a run of spaces: quadratic in the line).
+_KEY_VALUE = re.compile(r"^\s*+([^:]*[^:\s]|[^:])\s*:+\s*((?:.*\S)?)\s*$")
 
 
 def to_text(text: Any) -> str:
@@ -31,6 +38,13 @@ def strip_ansi(line: str) -> str:
     from rocmcheck.safe.text import clean
 
     return _CONTROL.sub("", _ANSI.sub("", clean(line)))
+
+
+def folded(text: str) -> str:
+    """The text case-folded as re.IGNORECASE compares: a lower-case literal of a case-insensitive pattern is in it
+    wherever the pattern can match (the dotless i matches i there; casefold() folds the long s and the Kelvin sign)."""
+    out = text.casefold()
+    return out.replace("\u0131", "i") if "\u0131" in out else out
 
 
 def clean_lines(text: Any) -> list[str]:

@@ -14,7 +14,7 @@ import re
 from dataclasses import fields
 from typing import Any, Iterable
 
-from rocmcheck.facts.parsers._text import clean_lines, leading_int, none_if_na, to_int, to_text
+from rocmcheck.facts.parsers._text import MAY_HIDE, clean_lines, folded, leading_int, none_if_na, to_int, to_text
 from rocmcheck.facts.parsers.models import SmiGpu, SmiReport
 from rocmcheck.units import UNIT_BYTES
 
@@ -27,11 +27,14 @@ _SMI_ERRORS = re.compile(r"((?:ERROR:root:)?Drivers? not (?:initialized|loaded).
 # detect any GPU devices, check amdgpu version and module status" (both in ROCm/ROCm#6176, /dev/kfd unusable).
 _NO_GPU = re.compile(r"((?:WARNING:\s*)?No AMD GPUs specified.*|(?:ERROR:\s*)?Unable to detect any GPU devices.*)",
                      re.IGNORECASE)
+# Every match of _SMI_ERRORS or _NO_GPU holds one of these words (case-folded).
+_ERROR_WORDS = ("not initialized", "not loaded", "no amd gpus specified", "unable to detect any gpu devices")
 _ROW = re.compile(r"^\s*(\d+)\s+\S")
 _PARTITION = re.compile(r"\b(NPS\d|N/A)\s*,\s*([SDTQC]PX|N/A)(?:\s*,\s*(\d+|N/A))?", re.IGNORECASE)
 _DEVICE_ID = re.compile(r"\b0x[0-9a-fA-F]{4}\b")
 _PERCENT = re.compile(r"(?<![0-9.])([0-9]{1,30}(?:\.[0-9]{1,30})?)%")  # bounded: see nvidia_smi._MEMORY
-_GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*(.*?)\s*:\s*(.*?)\s*$")
+# Each part read in one pass: a lazy `(.*?)\s*:` retried at each position of a run of spaces (quadratic).
+_GPU_KV = re.compile(r"^\s*GPU\[(\d+)\]\s*:\s*+((?:[^:]*[^:\s])?)\s*:\s*((?:.*\S)?)\s*$")
 _GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
 
 
@@ -39,7 +42,11 @@ _GFX = re.compile(r"^gfx[0-9a-f]+$", re.IGNORECASE)
 
 def smi_error(text: str) -> str | None:
     """The tool's own failure line: the driver not loaded, or no GPU detected; None when it printed neither."""
-    for line in clean_lines(text):
+    raw = to_text(text)
+    low = folded(raw)
+    if not any(word in low for word in _ERROR_WORDS) and not MAY_HIDE.search(raw):
+        return None  # none of the failure lines' words, and nothing clean_lines removes could hide them
+    for line in clean_lines(raw):
         stripped = line.strip()
         for pattern in (_SMI_ERRORS, _NO_GPU):
             m = pattern.search(stripped)

@@ -47,8 +47,9 @@ _BOOLS = {
 _LINE = re.compile(r"^([A-Za-z][A-Za-z0-9_ ./()+-]*?):(?:\s(.*))?$")
 _GPU_LINE = re.compile(r"^GPU (\d+): (.+)$")
 _ARCH = re.compile(r"\((gfx[0-9a-f]+)(?::[^)]*)?\)\s*$", re.IGNORECASE)
-_PIP = re.compile(r"^\[(pip3?)\]\s+(.+?)\s*$")
-_CONDA = re.compile(r"^\[conda\]\s+(.+?)\s*$")
+# `(.*\S|.)\s*$`: what a lazy `(.+?)\s*$` captures, in one pass (it retried `\s*$` inside each run of spaces).
+_PIP = re.compile(r"^\[(pip3?)\]\s+(.*\S|.)\s*$")
+_CONDA = re.compile(r"^\[conda\]\s+(.*\S|.)\s*$")
 _REQUIREMENT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*(?:==|===|@)\s*(\S+)")
 
 

@@ -17,7 +17,9 @@ from typing import Any
 
 from rocmcheck.triage.readers._read import as_bool, known, normalize_name, read_lines
 
-_ITEM = re.compile(r"^(\s*)-\s+(.+?):(?:\s+(.*?))?\s*$")
+# `((?:.*\S)?)\s*$`: the value without its trailing spaces in one pass (a lazy `(.*?)\s*$` was quadratic in a
+# run of spaces).
+_ITEM = re.compile(r"^(\s*)-\s+(.+?):(?:\s+((?:.*\S)?))?\s*$")
 _TORCH = re.compile(r"^(\S+)(?:\s+\((True|False|GPU|CPU|NA)\))?\s*$")
 _VERSIONED = re.compile(r"^`?(.+?)`?\s+version(?:\s+\([^)]*\))?$", re.IGNORECASE)
 

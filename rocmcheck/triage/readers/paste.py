@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rocmcheck.facts.parsers._text import strip_ansi, to_text
 from rocmcheck.triage.readers.shell import Command, bare_command, parse_command, split_prompt, unmark
@@ -315,7 +315,9 @@ _RECLAIM_LINES = 50
 
 # ---- markdown ---------------------------------------------------------------------------------------------------
 
-_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*(.*?)\s*$")
+# `((?:.*\S)?)\s*$`: the rest of the line without its trailing spaces in one pass (a lazy `(.*?)\s*$` tried `\s*$`
+# again from each position of a run of spaces: quadratic in the line).
+_FENCE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*((?:.*\S)?)\s*$")
 _HTML_LINE = re.compile(r"^\s*(?:</?details\b[^>]*>|<summary>.*?</summary>|</?summary>|</?pre>|</?code>)+\s*$",
                         re.IGNORECASE)
 _HEADING = re.compile(r"^#{1,6}\s+\S")
@@ -380,6 +382,14 @@ class _Splitter:
         self.hint: Command | None = None  # the command whose output comes next
         self.hint_kind: str | None = None
         self.buildkit_run = 0
+        self.anchored: tuple[str | None, re.Match | None] = (None, None)  # the last line matched against _ANCHOR
+
+    def anchor(self, s: str) -> re.Match | None:
+        """_ANCHOR.match(s), the last line's answer kept: a line is matched before and after its markdown is
+        removed, and most lines have none."""
+        if self.anchored[0] != s:
+            self.anchored = (s, _ANCHOR.match(s))
+        return self.anchored[1]
 
     # ---- markdown and prompts -----------------------------------------------------------------------------
 
@@ -397,7 +407,7 @@ class _Splitter:
             if self.fence is not None and quote < self.fence[3]:
                 self.fence = None  # a quoted fence ends where the quote does
                 self.boundary()
-        m = _FENCE.match(line)
+        m = _FENCE.match(line) if "```" in line or "~~~" in line else None  # a fence holds one of them
         if m and self.fence is None and len(m.group(3)) > len(m.group(2)) and m.group(3).endswith(m.group(2)):
             self.boundary()  # "```docker run --gpus all ...```": a code span on one line, not a fence
             self.content(number, m.group(3)[: -len(m.group(2))].strip())
@@ -417,7 +427,7 @@ class _Splitter:
             self.boundary()  # "```bash" inside an open fence: the earlier fence was never closed
             self.fence = (m.group(2)[0], len(m.group(2)), len(m.group(1)), quote)
             return
-        if _HTML_LINE.match(line):
+        if "<" in line and _HTML_LINE.match(line):
             if self.fence is not None and not self.fence[3] and line.strip().lower().startswith("</details"):
                 self.fence = None
             self.boundary()
@@ -434,7 +444,7 @@ class _Splitter:
     def content(self, number: int, line: str) -> None:
         fenced = self.fence is not None
         if not fenced:
-            line = _demark(line)
+            line = _demark(line, self.anchor)
         stripped = line.strip()
         if not stripped:
             self.blank(number, fenced)
@@ -444,7 +454,7 @@ class _Splitter:
             self.blank(number, fenced)
             return
         head = stripped[:_MATCH_CHARS]
-        if _HEADING.match(stripped) and not _ANCHOR.match(head) and not split_prompt(stripped):
+        if stripped[0] == "#" and _HEADING.match(stripped) and not self.anchor(head) and not split_prompt(stripped):
             real = self.cur is not None and self.cur.kind != "text"
             if not fenced or (_DEEP_HEADING.match(stripped) and real and
                               not _is_member(self.cur.kind, _Line(number, line, head, fenced), head)):
@@ -532,7 +542,7 @@ class _Splitter:
         s = line.match
         cur = self.cur.kind if self.cur is not None else None
         real = cur is not None and cur != "text"
-        m = _ANCHOR.match(s)
+        m = self.anchor(s)
         anchor = m.lastgroup if m else None
         if anchor is None and "NCCL" in s and _NCCL_TAG.search(s):
             anchor = "nccl_log"
@@ -829,7 +839,7 @@ _LEADING_BOLD = re.compile(r"^(\s*)(\*\*|__)(?=\S)(.+?)(?<=\S)\2")
 _LIST_CODE = re.compile(r"^\s*(?:\d+[.)]|[-*+])\s+`([^`]+)`\s*$")
 
 
-def _demark(line: str) -> str:
+def _demark(line: str, anchor: Callable[[str], re.Match | None] = _ANCHOR.match) -> str:
     """Outside a fence: the line without the inline-code marks or bold around it ("`ROCk module is loaded`",
     "**ImportError:** lib/...", "1. `docker run ...`"), which a person adds in prose but no tool prints."""
     stripped = line.strip()
@@ -838,7 +848,7 @@ def _demark(line: str) -> str:
         return m.group(1)
     if stripped in ("`", "``"):
         return ""  # the closing mark of inline code opened on an earlier line
-    if not _ALNUM.search(stripped) or _ANCHOR.match(stripped[:_MATCH_CHARS]):
+    if not _ALNUM.search(stripped) or anchor(stripped[:_MATCH_CHARS]):
         return line  # "*******" and "*** Done ***" are rocminfo's own lines
     if stripped.startswith(("`", "**", "__")) or stripped.endswith("`"):
         text = unmark(line)
@@ -856,7 +866,7 @@ def _unquote(line: str, depth: int | None) -> tuple[str, int]:
     quote = 0
     rest = line
     while quote < (depth if depth is not None else 8):
-        m = _QUOTE_MARK.match(rest)
+        m = _QUOTE_MARK.match(rest) if ">" in rest[:4] else None  # a quote mark is in the first four characters
         if not m or rest.lstrip().startswith(">>>"):
             break
         rest = rest[m.end():]
@@ -914,8 +924,9 @@ def _settle(cur: _Open) -> str:
     return cur.kind
 
 
-def _lines(text: str, paste: Paste) -> Iterator[tuple[int, str]]:
-    """The paste's lines, each cut to MAX_LINE_CHARS, without building a list of them."""
+def _lines(text: str, paste: Paste) -> Iterator[tuple[int, str, int]]:
+    """The paste's lines, each cut to MAX_LINE_CHARS, without building a list of them: (number, line, where the
+    next line starts)."""
     pos, number, size = 0, 0, len(text)
     while pos < size:
         end = text.find("\n", pos)
@@ -925,17 +936,38 @@ def _lines(text: str, paste: Paste) -> Iterator[tuple[int, str]]:
         if end - pos > MAX_LINE_CHARS:
             paste.cut_lines += 1
             paste.truncated = True
-        yield number, text[pos:min(end, pos + MAX_LINE_CHARS)]
+        yield number, text[pos:min(end, pos + MAX_LINE_CHARS)], end + 1
         pos = end + 1
     paste.lines = number
 
 
+_LONG_LINE = re.compile(r"(?m)^[^\n]{%d}" % (MAX_LINE_CHARS + 1))  # tried at line starts only: linear
+
+
 def split(text: Any) -> Paste:
-    """split_paste without its last-resort guard (the tests call this, so that a fault shows)."""
+    """split_paste without its last-resort guard (the tests call this, so that a fault shows). Once MAX_BLOCKS
+    blocks are kept no later line can be, so the rest of the paste is only counted (its lines, the long ones), not
+    read line by line."""
     splitter = _Splitter()
-    for number, line in _lines(to_text(text), splitter.paste):
+    raw = to_text(text)
+    paste = splitter.paste
+    for number, line, rest in _lines(raw, paste):
         splitter.feed(number, line)
+        if len(paste) >= MAX_BLOCKS:
+            later = _count_lines(raw, rest)
+            paste.lines = number + later
+            paste.dropped_lines += later
+            paste.cut_lines += sum(1 for _ in _LONG_LINE.finditer(raw, rest))
+            paste.truncated = True
+            break
     return splitter.finish()
+
+
+def _count_lines(text: str, start: int) -> int:
+    """The lines of text[start:], as _lines counts them (a last newline ends a line, it starts none)."""
+    if start >= len(text):
+        return 0
+    return text.count("\n", start) + (0 if text.endswith("\n") else 1)
 
 
 def split_paste(text: Any) -> Paste:

@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
+from rocmcheck.checks.context import ParsedStore
 from rocmcheck.facts.parsers.hipconfig import parse_hipconfig
 from rocmcheck.facts.parsers.kernel_log import parse_kernel_log
 from rocmcheck.facts.parsers.links import parse_amd_smi_topology, parse_nvidia_topo, parse_rocm_smi_topo
@@ -75,29 +76,42 @@ _CSV_HEADER = re.compile(r"^\s*([a-z_][\w.]*(?:\s*\[[^\]]*\])?(?:\s*,\s*[a-z_][\
                          re.MULTILINE)
 
 
-def _rocm_smi(block: Block) -> Any:
+def _once(store: ParsedStore | None, parse: Callable[[str], Any], text: str) -> Any:
+    """parse(text), kept in the run's store (rocmcheck.checks.context.ParsedStore): the doctor's checks, judging
+    the pasted tool output, ask the same parser for the same text and get this parse."""
+    if store is None:
+        return parse(text)
+    slot = (parse, text)
+    if slot not in store:
+        store[slot] = parse(text)
+    return store[slot]
+
+
+def _rocm_smi(block: Block, store: ParsedStore | None = None) -> Any:
     text = block.text
     if _ROCM_SMI_TOPOLOGY.search(text):
         return parse_rocm_smi_topo(text)
     if text.lstrip().startswith("{"):
-        return parse_rocm_smi_json(text)
-    return merge_smi(parse_rocm_smi(text), parse_rocm_smi_productname(text), parse_rocm_smi_meminfo(text))
+        return _once(store, parse_rocm_smi_json, text)
+    return merge_smi(_once(store, parse_rocm_smi, text), parse_rocm_smi_productname(text),
+                     parse_rocm_smi_meminfo(text))
 
 
-def _amd_smi(block: Block) -> Any:
+def _amd_smi(block: Block, store: ParsedStore | None = None) -> Any:
     text = block.text
     if _AMD_TOPOLOGY.search(text):
         return parse_amd_smi_topology(text)
-    return merge_smi(parse_amd_smi_static_json(text), parse_amd_smi_static_text(text), parse_amd_smi_version(text))
+    return merge_smi(parse_amd_smi_static_json(text), parse_amd_smi_static_text(text),
+                     _once(store, parse_amd_smi_version, text))
 
 
-def _nvidia_smi(block: Block) -> Any:
+def _nvidia_smi(block: Block, store: ParsedStore | None = None) -> Any:
     """The default table, or `--query-gpu` CSV read with the fields of its command or of its header row."""
     text = block.text
     if _NVIDIA_TOPOLOGY.search(text):
         return parse_nvidia_topo(text)
     if "NVIDIA-SMI" in text or "|" in text:
-        return parse_nvidia_smi_table(text)
+        return _once(store, parse_nvidia_smi_table, text)
     m = _QUERY.search(block.command or "")
     if m:
         return parse_nvidia_smi_csv(text, m.group(1).split(","))
@@ -105,47 +119,49 @@ def _nvidia_smi(block: Block) -> Any:
     if header:
         fields = [re.sub(r"\s*\[[^\]]*\]\s*$", "", f).strip() for f in header.group(1).split(",")]
         return parse_nvidia_smi_csv(text, fields)
-    return parse_nvidia_smi_table(text)
+    return _once(store, parse_nvidia_smi_table, text)
 
 
-READERS: dict[str, Callable[[Block], Any]] = {
-    "collect_env": lambda b: parse_collect_env(b.text),
-    "ds_report": lambda b: parse_ds_report(b.text),
-    "pip_list": lambda b: parse_pip_list(b.text),
-    "pip_freeze": lambda b: parse_pip_freeze(b.text),
-    "conda_list": lambda b: parse_conda_list(b.text),
-    "pip_install": lambda b: parse_pip_install(b.text),
-    "accelerate_env": lambda b: parse_env_report(b.text),
-    "transformers_env": lambda b: parse_env_report(b.text),
-    "llamafactory_env": lambda b: parse_env_report(b.text),
-    "rocminfo": lambda b: parse_rocminfo(b.text),
+# Each reader: (block, the run's store of parsed tool outputs, or none) -> what it makes of the block.
+READERS: dict[str, Callable[..., Any]] = {
+    "collect_env": lambda b, s=None: parse_collect_env(b.text),
+    "ds_report": lambda b, s=None: parse_ds_report(b.text),
+    "pip_list": lambda b, s=None: parse_pip_list(b.text),
+    "pip_freeze": lambda b, s=None: parse_pip_freeze(b.text),
+    "conda_list": lambda b, s=None: parse_conda_list(b.text),
+    "pip_install": lambda b, s=None: parse_pip_install(b.text),
+    "accelerate_env": lambda b, s=None: parse_env_report(b.text),
+    "transformers_env": lambda b, s=None: parse_env_report(b.text),
+    "llamafactory_env": lambda b, s=None: parse_env_report(b.text),
+    "rocminfo": lambda b, s=None: _once(s, parse_rocminfo, b.text),
     "rocm_smi": _rocm_smi,
     "amd_smi": _amd_smi,
     "nvidia_smi": _nvidia_smi,
-    "hipconfig": lambda b: parse_hipconfig(b.text),
-    "nvcc": lambda b: parse_nvcc(b.text),
-    "uname": lambda b: parse_uname(b.text),
-    "os_release": lambda b: parse_os_release(b.text),
-    "lsb_release": lambda b: parse_lsb_release(b.text),
-    "dkms": lambda b: parse_dkms_status(b.text),
-    "docker_run": lambda b: parse_docker_run(b.text),
-    "kernel_log": lambda b: parse_kernel_log(b.text),
-    "python_session": lambda b: parse_python_session(b.text),
-    "traceback": lambda b: parse_traceback(b.text),
-    "nccl_log": lambda b: parse_nccl_log(b.text),
-    "nccl_tests": lambda b: parse_nccl_tests(b.text),
-    "hip_log": lambda b: parse_hip_log(b.text),
-    "rocmcheck_summary": lambda b: parse_summary(b.text),
+    "hipconfig": lambda b, s=None: _once(s, parse_hipconfig, b.text),
+    "nvcc": lambda b, s=None: parse_nvcc(b.text),
+    "uname": lambda b, s=None: parse_uname(b.text),
+    "os_release": lambda b, s=None: parse_os_release(b.text),
+    "lsb_release": lambda b, s=None: parse_lsb_release(b.text),
+    "dkms": lambda b, s=None: parse_dkms_status(b.text),
+    "docker_run": lambda b, s=None: parse_docker_run(b.text),
+    "kernel_log": lambda b, s=None: _once(s, parse_kernel_log, b.text),
+    "python_session": lambda b, s=None: parse_python_session(b.text),
+    "traceback": lambda b, s=None: parse_traceback(b.text),
+    "nccl_log": lambda b, s=None: parse_nccl_log(b.text),
+    "nccl_tests": lambda b, s=None: parse_nccl_tests(b.text),
+    "hip_log": lambda b, s=None: parse_hip_log(b.text),
+    "rocmcheck_summary": lambda b, s=None: parse_summary(b.text),
 }
 
 
-def read_block(block: Block) -> Any:
+def read_block(block: Block, store: ParsedStore | None = None) -> Any:
     """What the block's reader makes of it; None for text and for a kind with no reader. Never raises: a
-    reader that faults on some block gives None for it."""
+    reader that faults on some block gives None for it. `store`: the run's parsed tool outputs, shared with the
+    checks that judge the pasted facts (each parse made once per run)."""
     reader = READERS.get(block.kind)
     if reader is None:
         return None
     try:
-        return reader(block)
+        return reader(block, store)
     except Exception:  # noqa: BLE001 - one faulty reader must not lose the rest of the paste
         return None

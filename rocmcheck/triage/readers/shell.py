@@ -88,6 +88,12 @@ _CAT_FILES = {"/etc/os-release": "os_release", "/usr/lib/os-release": "os_releas
 _LABEL = re.compile(r"^(?:the\s+)?(?:output|result|results)\s+of\s+(.+?)\s*:?$|^(.+?)\s+(?:output|result)s?\s*:?$",
                     re.IGNORECASE)
 _EMPHASIS = re.compile(r"^(\*\*|__|\*|_)(.+?)\1$")
+# A prompt holds one of these characters (each prompt pattern above needs one): a line without any has none.
+_PROMPT_CHARS = re.compile(r"[$#%>(\u276f\u279c\u03bb\u00bb]")
+# Every executable name that makes a command known (_TOOL_KINDS, _SUBCOMMANDS, nvcc, cat, _PYTHON,
+# _NCCL_TEST_BINARY) holds one of these: a line without any runs no known tool.
+_KNOWN_PARTS = re.compile(r"rocm|smi|hipconfig|uname|lsb_release|ds_report|dmesg|journalctl|collect_env|py|pip|conda"
+                          r"|mamba|accelerate|transformers|llamafactory|lmf|dkms|docker|podman|nvcc|cat|_perf")
 _PLACEHOLDER = re.compile(r"^<[^>]*>?$|^[^<]*>$")
 
 
@@ -107,7 +113,7 @@ class Command:
 def split_prompt(line: str) -> tuple[str, str] | None:
     """(prompt, command) when `line` starts with a shell prompt followed by a command; None otherwise. A prompt
     that could also be prose ("# ", "> ", "(x) ") counts only when a known tool follows it."""
-    if not line or len(line) > MAX_COMMAND_CHARS:
+    if not line or len(line) > MAX_COMMAND_CHARS or not _PROMPT_CHARS.search(line):
         return None
     stripped = line.strip()
     for pattern in _CERTAIN_PROMPTS:
@@ -234,10 +240,13 @@ def bare_command(line: str) -> Command | None:
     """A line with no prompt that is a command invocation on its own: "rocm-smi", "pip list", "lsb_release -a",
     "/opt/rocm/hip/bin/hipconfig", "**`amd-smi version`**", "Result of rocm-smi :". None for prose that merely
     starts with a tool's name ("rocminfo gives me the error ...")."""
+    if not line or not _KNOWN_PARTS.search(line):
+        return None
     text = unmark(line)
     if not text or len(text) > 300:
         return None
-    m = _LABEL.match(text)
+    folded = text.casefold()  # the label's words, as re.IGNORECASE matches them
+    m = _LABEL.match(text) if "output" in folded or "result" in folded else None
     if m:
         text = unmark(m.group(1) or m.group(2))
     text = text.rstrip(":").strip()

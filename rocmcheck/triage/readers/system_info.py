@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocmcheck.facts.parsers._text import MAY_HIDE, to_text
 from rocmcheck.triage.readers._read import known, read_lines
 
 _ARCHES = ("x86_64", "aarch64", "arm64", "armv7l", "armv6l", "ppc64le", "ppc64", "s390x", "riscv64", "loongarch64",
@@ -258,8 +259,12 @@ def parse_dkms_status(text: Any) -> DkmsStatus:
 # `ls -l` of a device node: type c (character) or b (block), the mode bits, the link count, owner, group, the
 # "major, minor" pair that only device nodes show, the date (any of ls's forms: "Aug 22 21:34", "Mai 21 05:13",
 # "2024-01-05 10:11"), then the name.
+# The name is the line's last word: `(?:.*\s)?` jumps to the last space at once (a lazy `.*?(\S+)$` tried each
+# position of a long word again: quadratic in the line).
 _DEVICE_LINE = re.compile(r"^([bc])([r-][w-][xsS-][r-][w-][xsS-][r-][w-][xtT-])[.+@]?\s+\d+\s+(\S+)\s+(\S+)\s+"
-                          r"(\d+),\s*(\d+)\s+.*?(\S+)$")
+                          r"(\d+),\s*(\d+)\s+(?:.*\s)?(\S+)$")
+# The mode of a device node, as _DEVICE_LINE reads it: a text without it lists none.
+_DEVICE_MODE = re.compile(r"[bc][r-][w-][xsS-][r-][w-][xsS-][r-][w-][xtT-]")
 # Where the GPU device nodes live (the kernel's names for them): a listing of /dev shows only the name.
 _DEVICE_DIRS = ((re.compile(r"^kfd$"), "/dev/"), (re.compile(r"^(?:renderD|card)\d+$"), "/dev/dri/"),
                 (re.compile(r"^dxg$"), "/dev/"), (re.compile(r"^nvidia(?:\d+|ctl|-uvm(?:-tools)?|-modeset)$"), "/dev/"))
@@ -298,7 +303,10 @@ def parse_device_listing(text: Any) -> list[DeviceNode]:
     """The GPU device nodes an `ls -l` (of /dev, /dev/dri, /dev/kfd, `ls -la /dev | grep kfd`) lists: /dev/kfd,
     /dev/dri/renderD* and card*, /dev/dxg (WSL), /dev/nvidia*. Other files are left out."""
     nodes: list[DeviceNode] = []
-    for raw in read_lines(text):
+    raw_text = to_text(text)
+    if not _DEVICE_MODE.search(raw_text) and not MAY_HIDE.search(raw_text):
+        return nodes  # no device node's mode in the text, and nothing read_lines removes could hide one
+    for raw in read_lines(raw_text):
         line = raw.strip()
         m = _DEVICE_LINE.match(line)
         if not m or len(nodes) >= MAX_DEVICE_NODES:
@@ -335,7 +343,12 @@ def parse_id(text: Any, command: str | None = None) -> UserIds:
     """`id` ("uid=1000(alice) gid=1000(alice) groups=1000(alice),44(video)") anywhere in the text; and, after a
     `groups` command, its one line of group names ("alice sudo video", or `groups alice`'s "alice : alice video")."""
     result = UserIds()
-    lines = read_lines(text)
+    raw_text = to_text(text)
+    words = command.split() if isinstance(command, str) else []
+    groups = bool(words) and words[0] == "groups" and len(words) <= 2
+    if "uid=" not in raw_text and not groups and not MAY_HIDE.search(raw_text):
+        return result  # no `id` line, and nothing read_lines removes could hide one
+    lines = read_lines(raw_text)
     for raw in lines:
         m = _ID.search(raw)
         if m:
@@ -343,8 +356,7 @@ def parse_id(text: Any, command: str | None = None) -> UserIds:
             names = [g.group(2) or g.group(1) for g in _ID_GROUP.finditer(m.group(5) or "")]
             result.groups = (names or [m.group(4) or m.group(3)])[:256]
             return result
-    words = command.split() if isinstance(command, str) else []
-    if words and words[0] == "groups" and len(words) <= 2:
+    if groups:
         for raw in lines:
             line = raw.strip()
             if line:

@@ -28,7 +28,8 @@ MAX_ERRORS = 50
 _PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z\s|\[rank\d+\]:\s?|\[default\d+\]:\s?"
                      r"|\(\w+ pid=\d+(?:, ip=[\d.]+)?\)\s)")
 _HEADER = re.compile(r"^Traceback \(most recent call last\):|^\w+(?:Error|Exception)\s+Traceback \(most recent call")
-_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (.+?))?\s*$')
+# `(.*\S|.)\s*$`: what a lazy `(.+?)\s*$` captures, in one pass (it retried `\s*$` inside each run of spaces).
+_FRAME = re.compile(r'File "([^"]+)", line (\d+)(?:, in (.*\S|.))?\s*$')
 _MANGLED_FRAME = re.compile(r'(\S+\.py)", line (\d+), in (\S+)\s*$')  # a frame whose start was cut or retyped
 _EXCEPTION = re.compile(r"^((?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Failure|Fault))"
                         r"(?:\[[^\]]*\])?:(?:\s(.*))?$")
