@@ -114,6 +114,30 @@ def save_checkpoint(model, folder: Path, state_dict: dict | None = None) -> None
         model.save_pretrained(folder, state_dict=state_dict, safe_serialization=True)
 
 
+def model_class(path: Path):
+    """The class AutoModelForCausalLM builds for the folder's config.json, or None when it cannot tell (an
+    unreadable config: loading the model then says what is wrong)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    try:
+        return MODEL_FOR_CAUSAL_LM_MAPPING[type(AutoConfig.from_pretrained(path, local_files_only=True))]
+    except Exception:  # noqa: BLE001 - whatever a damaged config makes transformers raise, the load says it
+        return None
+
+
+def attention_for(cfg: TrainConfig) -> tuple[str, str | None]:
+    """The attn_implementation the run uses, and why it is not --attn (None when it is). --attn sdpa on a model
+    transformers gives no SDPA path (Gemma 2: SDPA has no attention-logit soft-capping) runs eager, as
+    transformers itself picks for it when no implementation is asked for."""
+    if cfg.attn != "sdpa":
+        return cfg.attn, None
+    cls = model_class(Path(cfg.model))
+    if cls is None or getattr(cls, "_supports_sdpa", True):
+        return cfg.attn, None
+    return "eager", f"{cls.__name__} has no SDPA attention in transformers (its _supports_sdpa is False): eager"
+
+
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
@@ -183,12 +207,25 @@ def recompute_flops_per_token(model, seq_len: int) -> float:
     return 2 * param_count(model) + 4 * c.num_hidden_layers * c.hidden_size * seq_len
 
 
+def lora_target_modules(model) -> list[str]:
+    """The model's own Linear layers LoRA adapts (families.lora_targets): every Linear inside its decoder layers but
+    the routers, never lm_head or the embedding."""
+    from rocmcheck.train import families
+
+    linears = [families.Linear(name, m.in_features, m.out_features) for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear)]
+    return families.lora_targets(linears, families.num_experts(model.config.to_dict()))
+
+
 def add_lora(model, rank: int):
-    """LoRA adapters of `rank` on every Linear of the decoder (peft's "all-linear": not the output head),
-    alpha = 2 x rank, no dropout; the adapters in fp32 (peft's default), the rest frozen."""
+    """LoRA adapters of `rank` on the model's own decoder Linears (lora_target_modules), alpha = 2 x rank, no
+    dropout; the adapters in fp32 (peft's default), the rest frozen."""
     import peft
 
-    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
+    targets = lora_target_modules(model)
+    if not targets:
+        raise ValueError(f"{type(model).__name__} has no Linear layer inside its decoder layers for LoRA to adapt")
+    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=targets,
                              task_type="CAUSAL_LM")
     return peft.get_peft_model(model, config)
 

@@ -183,7 +183,9 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
     with timed("import model classes (and torch._dynamo)"), imports_without_gc():
         modeling.import_model_classes()
     bind_device(world, cfg.device)
+    cfg.attn, attn_why = modeling.attention_for(cfg)
     run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s, timed)
+    run.attn_why = attn_why
     try:
         return run.run()
     except SetupFailed as exc:
@@ -203,6 +205,7 @@ class _Run:
         self.estimate = None
         self.t_start = time.perf_counter()
         self.timed = timed
+        self.attn_why: str | None = None  # why the attention is not --attn's (modeling.attention_for)
         self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__,
                                      "timings_s": self.timed.seconds}
         if world.distributed or plan is not None:
@@ -366,6 +369,8 @@ class _Run:
         if main:
             self.info["model"] = {"path": str(cfg.model), "params": modeling.param_count(model),
                                   "model_type": model.config.model_type, "attn_implementation": cfg.attn}
+            if self.attn_why:
+                self.info["model"]["attn_why"] = self.attn_why
             self.info["optimizer"] = {"name": strategy.info.get("optimizer"), "fused": strategy.info.get("fused")}
             if self.hooks.on_model:
                 self.hooks.on_model(model)
@@ -459,7 +464,8 @@ class _Run:
             strategy.zero_grad()
 
         on_gpu = self.device.type == "cuda"
-        return kernels.check_kernels(kernels.profile_step(profiled_step, on_gpu), on_gpu, self.cfg.attn)
+        return kernels.check_kernels(kernels.profile_step(profiled_step, on_gpu), on_gpu, self.cfg.attn,
+                                     self.attn_why)
 
     def _total_memory(self) -> int | None:
         if self.device.type == "cuda":
