@@ -91,3 +91,50 @@ def test_expert_counts_under_each_family_s_key():
     assert families.num_experts({"n_routed_experts": 256}) == 256
     assert families.num_experts({"text_config": {"num_experts": 16}}) == 16
     assert families.num_experts({"num_experts": True}) is None and families.num_experts({"hidden_size": 8}) is None
+
+
+# -- the MoE verdicts on measured numbers ----------------------------------------------------------------------------
+# A Mixtral folder's counts after 10 steps (tests/model_folders.py, seed 7), and a collapsed and a dead router.
+HEALTHY = {"model.layers.0.mlp.experts": [70, 63, 59, 64], "model.layers.1.mlp.experts": [58, 62, 66, 70]}
+
+
+def test_a_balanced_router_passes_and_a_finite_aux_loss_is_shown():
+    from rocmcheck.train import verdicts
+
+    r = verdicts.check_moe_router(HEALTHY, 2, 2.0121)
+    assert r.status.value == "pass" and "aux loss 2.01" in r.summary and r.data["max_share"] < 0.3
+
+
+@pytest.mark.parametrize("counts, aux, expected", [
+    ({"l0": [256, 0] + [128] * 6, "l1": [128] * 8}, 2.0, "got no token in the whole run (l0 expert 1)"),
+    ({"l0": [1000, 40] + [160] * 6, "l1": [128] * 8}, 2.0, "sends nearly every token to one expert (l0 expert 0"),
+    (HEALTHY, float("nan"), "aux loss is nan"),
+])
+def test_a_dead_or_collapsed_router_or_a_nonfinite_aux_loss_fails_with_a_fix(counts, aux, expected):
+    from rocmcheck.train import verdicts
+
+    r = verdicts.check_moe_router(counts, 2, aux)  # 8 experts, top-2: 1024 tokens, 2048 assignments
+    assert r.status.value == "fail" and expected in r.summary and r.fix is not None
+
+
+def test_what_a_healthy_router_shows_by_chance_is_not_judged():
+    from rocmcheck.train import verdicts
+
+    # 256 experts, top-8, one batch of 1024 tokens repeated 10 steps: 32 a uniform router would give each expert
+    counts = {"l0": [0] + [328] * 255}
+    assert verdicts.check_moe_router(counts, 8, None, "not reported", batch_tokens=1024).status.value == "pass"
+    assert verdicts.check_moe_router(counts, 8, None).status.value == "fail"  # were they 10 batches, it is dead
+    # 4 experts, top-2: one expert in 48% of the assignments is a skew a random router shows on repeated tokens
+    assert verdicts.check_moe_router({"l0": [60, 123, 40, 33]}, 2, 2.1).status.value == "pass"
+
+
+def test_expert_gemms_are_judged_against_the_measured_bf16_tolerance():
+    from rocmcheck.train import verdicts
+
+    m = {"expert": 1, "rows": 64, "rel_error": 0.0029, "ref_norm": 0.13, "finite": True, "module": "MixtralExperts",
+         "precision": "bf16 weights and inputs"}
+    assert verdicts.check_moe_experts(m, "model.layers.0.mlp.experts").status.value == "pass"
+    bad = verdicts.check_moe_experts({**m, "rel_error": 0.9}, "model.layers.0.mlp.experts")
+    assert bad.status.value == "fail" and bad.fix.text == "rocmcheck probe gemm_blaslt"
+    assert verdicts.check_moe_experts({**m, "finite": False}, "x").status.value == "fail"
+    assert verdicts.check_moe_experts({"skipped": "why"}).status.value == "skip"
