@@ -34,7 +34,9 @@ from rocmcheck.train.config import BUNDLED_MODEL  # noqa: E402
 # ~0.2B dense: 1024 wide, 16 layers, 16 heads over 4 KV heads, a 32k vocabulary.
 DENSE = {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 16, "num_attention_heads": 16,
          "num_key_value_heads": 4, "head_dim": 64, "max_position_embeddings": 4096, "vocab_size": 32000}
-# ~0.3-0.4B MoE: 1024 wide, 8 layers, 8-16 experts of 512-1024.
+# ~0.3B MoE: 1024 wide, 8 layers, 8-16 experts of 512-1024. DeepSeek-V3 takes no head_dim: its rotary part is
+# qk_rope_head_dim wide, and a head_dim beside it would size the rotary embedding wrongly; its compressed attention
+# has as many KV heads as query heads (DeepSeek-V3: 128 and 128).
 MOE = {**DENSE, "num_hidden_layers": 8}
 FAMILIES = {
     "gemma2": {**DENSE, "sliding_window": 512, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0},
@@ -46,7 +48,8 @@ FAMILIES = {
     "qwen2_moe": {**MOE, "num_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 512,
                   "shared_expert_intermediate_size": 1024},
     "qwen3_moe": {**MOE, "num_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 512},
-    "deepseek_v3": {**MOE, "n_routed_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 512,
+    "deepseek_v3": {**{k: v for k, v in MOE.items() if k != "head_dim"}, "num_key_value_heads": 16,
+                    "n_routed_experts": 16, "num_experts_per_tok": 4, "moe_intermediate_size": 512,
                     "n_shared_experts": 1, "first_k_dense_replace": 1, "kv_lora_rank": 256, "q_lora_rank": 512,
                     "qk_rope_head_dim": 32, "qk_nope_head_dim": 64, "v_head_dim": 64, "n_group": 1, "topk_group": 1,
                     "rope_scaling": None},
@@ -152,8 +155,10 @@ def main() -> int:
             values = dict(FAMILIES[family])
             if args.tiny:
                 experts = next((k for k in EXPERT_KEYS if k in values), None)
-                values.update({k: v for k, v in TINY.items() if k in values or k in ("head_dim",)})
+                values.update({k: v for k, v in TINY.items() if k in values})
                 values["vocab_size"] = 109
+                if family == "deepseek_v3":
+                    values["num_key_value_heads"] = values["num_attention_heads"]
                 values["num_hidden_layers"] = 2
                 if experts:
                     values[experts], values["num_experts_per_tok"] = 4, 2

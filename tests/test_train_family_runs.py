@@ -47,6 +47,9 @@ def test_each_family_trains_and_passes(folders, model_type, lora):
         k: (r.status.value, r.summary) for k, r in by_id.items()}
     assert by_id["train.learns"].status.value == "pass" and by_id["train.numerics"].status.value == "pass"
     assert report.info["model"]["model_type"] == model_type
+    if model_type == "gemma2":  # no SDPA path (soft-capping): eager, as transformers picks, and said
+        assert report.info["model"]["attn_implementation"] == "eager" and "_supports_sdpa" in report.info["model"][
+            "attn_why"]
     if moe:
         assert by_id["train.moe_router"].status.value == "pass" and by_id["train.moe_experts"].status.value == "pass"
     if lora:  # the model's own decoder Linears: Mixtral's experts are 3-D parameters, its router a TopKRouter

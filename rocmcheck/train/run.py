@@ -475,9 +475,9 @@ class _Run:
             routed = skipped("the tokens per expert are not counted under --compile (hooks on a compiled model)",
                              id="train.moe_router")
         else:
-            batch = self.cfg.tokens_per_step if self.fixed_batch else None  # the same batch every step
+            distinct = self.cfg.tokens_per_step if self.fixed_batch else None  # the same batch every step
             routed = verdicts.check_moe_router(router["layers"], router["top_k"], m.get("aux_loss"), m.get("aux_why"),
-                                               batch)
+                                               distinct)
         return [routed, verdicts.check_moe_experts(m.get("experts"), m.get("layer"))]
 
     def _kernels(self, strategy) -> CheckResult:
