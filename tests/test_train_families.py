@@ -138,3 +138,18 @@ def test_expert_gemms_are_judged_against_the_measured_bf16_tolerance():
     assert bad.status.value == "fail" and bad.fix.text == "rocmcheck probe gemm_blaslt"
     assert verdicts.check_moe_experts({**m, "finite": False}, "x").status.value == "fail"
     assert verdicts.check_moe_experts({"skipped": "why"}).status.value == "skip"
+
+
+def test_flops_of_a_moe_count_the_experts_a_token_runs_through():
+    torch = pytest.importorskip("torch")
+    import transformers
+
+    from rocmcheck.train import modeling
+
+    with torch.device("meta"):
+        mixtral = transformers.AutoModelForCausalLM.from_config(family_config("mixtral"))  # 4 experts, top-2
+        qwen2 = transformers.AutoModelForCausalLM.from_config(family_config("qwen2"))
+    experts = sum(p.numel() for n, p in mixtral.named_parameters() if ".experts." in n)
+    assert modeling.idle_expert_params(mixtral) == (experts // 2, 0) and modeling.idle_expert_params(qwen2) == (0, 0)
+    dense_flops = 6 * modeling.param_count(mixtral) + 12 * 2 * 64 * 64
+    assert modeling.flops_per_token(mixtral, 64) == dense_flops - 6 * experts // 2

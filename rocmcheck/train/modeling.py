@@ -192,19 +192,39 @@ def param_count(model) -> int:
     return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
 
 
+def idle_expert_params(model) -> tuple[int, int]:
+    """(trainable, frozen) parameters of the routed experts a token does not run through: of each experts module
+    (moe.experts_modules), the share 1 - top_k / num_experts of its per-expert weights. (0, 0) for a dense model."""
+    from rocmcheck.train.moe import experts_modules
+
+    top_k = getattr(model.config, "num_experts_per_tok", None)
+    idle = [0, 0]
+    for _, module in experts_modules(model):
+        if not isinstance(top_k, int) or not 0 < top_k < module.num_experts:
+            continue
+        share = 1 - top_k / module.num_experts
+        for p in module.parameters(recurse=False):
+            if p.shape and p.shape[0] == module.num_experts:
+                idle[0 if p.requires_grad else 1] += int(getattr(p, "ds_numel", p.numel()) * share)
+    return idle[0], idle[1]
+
+
 def flops_per_token(model, seq_len: int) -> float:
     """nanoGPT's estimate: 6N for the matmuls forward+backward plus 12*L*H*T for attention. A frozen weight
-    (a LoRA base) costs 4 (forward, and the gradient of its input), not 6: no gradient of its own."""
+    (a LoRA base) costs 4 (forward, and the gradient of its input), not 6: no gradient of its own. A
+    mixture of experts counts the experts a token runs through, not the idle ones (idle_expert_params)."""
     c = model.config
     trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     frozen = param_count(model) - trainable
-    return 6 * trainable + 4 * frozen + 12 * c.num_hidden_layers * c.hidden_size * seq_len
+    idle_trainable, idle_frozen = idle_expert_params(model)
+    return (6 * (trainable - idle_trainable) + 4 * (frozen - idle_frozen)
+            + 12 * c.num_hidden_layers * c.hidden_size * seq_len)
 
 
 def recompute_flops_per_token(model, seq_len: int) -> float:
     """What gradient checkpointing adds: one more forward, 2N + 4*L*H*T."""
     c = model.config
-    return 2 * param_count(model) + 4 * c.num_hidden_layers * c.hidden_size * seq_len
+    return 2 * (param_count(model) - sum(idle_expert_params(model))) + 4 * c.num_hidden_layers * c.hidden_size * seq_len
 
 
 def lora_target_modules(model) -> list[str]:
