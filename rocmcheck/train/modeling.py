@@ -30,7 +30,7 @@ def offline_and_quiet() -> None:
     hf_logging.disable_progress_bar()
 
 
-# What loading any LLaMA-family model and its tokenizer imports, whatever the part of the run that first needs it:
+# What loading any causal-LM model and its tokenizer imports, whatever the part of the run that first needs it:
 # transformers' weight-loading machinery (the tokenizer's import already pulls it in: transformers 5's
 # core_model_loading, with torch.distributed.tensor), its modeling base, and the attention-mask module every
 # decoder model imports, which imports torch._dynamo at module level (transformers 5.x). torch's optimizers
