@@ -3,6 +3,7 @@ test_train_own_model.py), and the doctor stage turning a hung or crashing child 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,7 +28,8 @@ def cli(*args: str, timeout: float = 300, env: dict | None = None) -> subprocess
 @pytest.mark.parametrize("make_bad, expected", [
     (lambda p: p / "missing", "not a directory"),
     (lambda p: p, "no config.json"),
-    (lambda p: (p / "config.json").write_text('{"model_type": "bert"}') and p, "not LLaMA-family"),
+    (lambda p: (p / "config.json").write_text('{"model_type": "wav2vec2"}') and p, "cannot build it as a causal LM"),
+    (lambda p: (p / "config.json").write_text('{"model_type": "no-such-model"}') and p, "cannot build it as a causal"),
     (lambda p: (p / "config.json").write_text("{not json") and p, "config.json is unreadable"),
 ])
 def test_bad_model_dir_exits_2_with_one_line(tmp_path, make_bad, expected):
@@ -36,6 +38,26 @@ def test_bad_model_dir_exits_2_with_one_line(tmp_path, make_bad, expected):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0] and "Traceback" not in proc.stderr
     assert proc.stdout == ""
+
+
+def test_a_refusal_with_json_prints_one_document_and_its_line(tmp_path):
+    """An audio encoder's folder: a model_type transformers knows, but builds no causal LM for."""
+    import jsonschema
+
+    from rocmcheck.report.json_report import schema
+
+    (tmp_path / "config.json").write_text('{"model_type": "wav2vec2"}')
+    proc = cli("--model", str(tmp_path), "--json")
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    [line] = proc.stderr.strip().splitlines()
+    assert "model_type 'wav2vec2': the installed transformers" in line and "cannot build it as a causal LM" in line
+    doc = json.loads(proc.stdout)
+    jsonschema.validate(doc, schema(), cls=jsonschema.Draft202012Validator)
+    [verdict] = doc["results"]
+    assert doc["verdict"] == "fail" and verdict["id"] == "train.input" and verdict["summary"] in line
+    assert verdict["fix"]["text"] == "pip install -U transformers"
+    proc = cli("--steps", "3", "--json")  # any refused option: the same document, with its own line
+    assert proc.returncode == 2 and json.loads(proc.stdout)["results"][0]["fix"]["kind"] == "note"
 
 
 def test_bad_numbers_exit_2():

@@ -141,6 +141,17 @@ class TestKernelReportOnRealProfiles:
         result = check_kernels(profiles[1], on_gpu=False, attn_requested="sdpa")
         assert result.status.value == "warn" and "math path" in result.summary
 
+    def test_eager_attention_of_a_model_without_sdpa_is_the_model_s_not_a_warning(self):
+        torch = pytest.importorskip("torch")
+        from rocmcheck.train.kernels import check_kernels, profile_step
+
+        q = torch.randn(2, 4, 64, 32, requires_grad=True)
+        rows = profile_step(lambda: torch.softmax(q @ q.transpose(-1, -2), -1).matmul(q).sum().backward(), False)
+        assert check_kernels(rows, False, "sdpa").status.value == "warn"  # unfused, and nothing says why
+        why = "Gemma2ForCausalLM has no SDPA attention in transformers (its _supports_sdpa is False): eager"
+        result = check_kernels(rows, False, "eager", model_has_only_eager=why)
+        assert result.status.value == "pass" and why in result.summary and result.data["attention_path"] == "eager"
+
     def test_matmuls_with_no_device_time_in_a_gpu_run_are_flagged(self):
         torch = pytest.importorskip("torch")
         from rocmcheck.train.kernels import check_kernels, profile_step

@@ -33,7 +33,8 @@ MAX_NPROC = 1024  # a typo bound; what this machine holds (one rank per GPU, or 
 
 @click.command("smoke-train", cls=Command)
 @click.option("--model", "model", type=click.Path(path_type=Path), default=None,
-              help="Local Hugging Face LLaMA-family folder (default: the bundled tiny LLaMA). Never downloads.")
+              help="Local Hugging Face folder of any causal LM the installed transformers builds (default: the "
+                   "bundled tiny LLaMA). Never downloads.")
 @click.option("--steps", type=BoundedInt(high=MAX_STEPS), default=DEFAULTS.steps, show_default=True)
 @click.option("--micro-batch", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.micro_batch, show_default=True)
 @click.option("--grad-accum", type=BoundedInt(high=MAX_BATCH), default=DEFAULTS.grad_accum, show_default=True,
@@ -46,7 +47,8 @@ MAX_NPROC = 1024  # a typo bound; what this machine holds (one rank per GPU, or 
               help="bf16 weights and optimizer, no fp32 master copy (default: fp32 + bf16 autocast).")
 @click.option("--gradient-checkpointing", is_flag=True)
 @click.option("--lora-rank", type=BoundedInt(1, MAX_LORA_RANK), default=None,
-              help="Train LoRA adapters of this rank (peft) on every Linear layer, the base model frozen in bf16.")
+              help="Train LoRA adapters of this rank (peft) on the model's own decoder Linear layers (not lm_head "
+                   "or a router), the base model frozen in bf16.")
 @click.option("--attn", type=AttnChoice(), default=DEFAULTS.attn, show_default=True,
               help=f"Attention kernel: {', '.join(ATTN_CHOICES)} (flash is accepted for flash_attention_2).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True,

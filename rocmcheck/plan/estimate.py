@@ -190,6 +190,11 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
     lines: list[MemoryLine] = []
     notes: list[str] = []
     host = 0.0
+    if m.is_moe:
+        notes.append(f"mixture of experts: weights, gradients and optimizer states count all {m.num_experts} experts "
+                     f"of {m.moe_layers} layers; activations the {m.experts_per_token} a token runs through"
+                     + (" and the shared expert" if m.shared_intermediate_size else "")
+                     + f" (an MLP {m.active_intermediate_size} wide)")
 
     # Model states (ZeRO paper): weights, gradients, optimizer states, partitioned by stage over N GPUs.
     if qlora:
@@ -289,7 +294,7 @@ def estimate_memory(model: ModelShape, *, micro_batch: int, seq_len: int, precis
                          "quantization) and not measured; peft's prepare_model_for_kbit_training casts the embedding, "
                          f"head and norms to fp32, adding {fmt_bytes(2.0 * (params - m.quantizable_linear_params()))}")
     else:
-        per_layer = F.llama_layer_bytes_per_token(h, m.q_dim, m.kv_dim, m.intermediate_size,
+        per_layer = F.llama_layer_bytes_per_token(h, m.q_dim, m.kv_dim, m.active_intermediate_size,
                                                   m.num_attention_heads, seq_len, residual_fp32, attention)
         stored = (4 if residual_fp32 else 2) * h if ckpt else per_layer
         head_tok = F.llama_head_bytes_per_token(h, residual_fp32)
@@ -337,7 +342,7 @@ def _lora_activation_lines(m: ModelShape, tokens: int, seq_len: int, rank: int, 
     With checkpointing, HF's gradient_checkpointing_enable also calls enable_input_require_grads, so every
     layer, the first included, saves the same; without it the first layer's input does not require grad."""
     h, L = m.hidden_size, m.num_hidden_layers
-    args = (h, m.q_dim, m.kv_dim, m.intermediate_size, m.num_attention_heads, seq_len)
+    args = (h, m.q_dim, m.kv_dim, m.active_intermediate_size, m.num_attention_heads, seq_len)
     # QLoRA under autocast: peft's 4-bit LoRA layer skips the cast (no fp32 copy), so its adapters read the
     # bf16 input as bf16 adapters do; bitsandbytes' MatMul4Bit keeps each quantized Linear's input (ctx.tensors).
     share = adapter_fp32 and not (qlora and autocast)
@@ -349,7 +354,7 @@ def _lora_activation_lines(m: ModelShape, tokens: int, seq_len: int, rank: int, 
                                               first_layer=not ckpt)
     bnb = 0
     if qlora:  # bf16 inputs of the 4-bit Linears (attn norm, MLP norm, down_proj's; o_proj's is SDPA's output)
-        inputs = {"attn": 2 * h, "mlp": 2 * h, "down": 2 * m.intermediate_size}
+        inputs = {"attn": 2 * h, "mlp": 2 * h, "down": 2 * m.active_intermediate_size}
         if not share and not dropout:  # an adapter on the same input already holds that storage
             for name in targets:
                 inputs.pop(F.LORA_MODULES[name], None)

@@ -1,4 +1,12 @@
-"""ModelShape: the few config.json numbers that decide a LLaMA model's memory, from a preset or a config file."""
+"""ModelShape: the few config.json numbers that decide a decoder model's memory, from a preset or a config file.
+
+Read generically across the causal-LM families transformers builds: LLaMA's fields, and where a family has them,
+head_dim (Gemma, Qwen 3), tie_word_embeddings, the mixture-of-experts fields (the routed expert count under
+num_local_experts (Mixtral, GPT-OSS), num_experts (Qwen-MoE) or n_routed_experts (DeepSeek); num_experts_per_tok;
+moe_intermediate_size, else intermediate_size, per expert; a shared expert of shared_expert_intermediate_size
+(Qwen-MoE) or n_shared_experts x moe_intermediate_size (DeepSeek); first_k_dense_replace dense layers first
+(DeepSeek)) and DeepSeek's compressed attention (q_lora_rank, kv_lora_rank, qk_rope/nope_head_dim, v_head_dim).
+Weights and optimizer states count every expert; activations count the experts a token runs through."""
 
 from __future__ import annotations
 
@@ -13,6 +21,10 @@ from rocmcheck.package_data import read_json
 # layers 126); 2**24 is far above and keeps the memory arithmetic exact in floats.
 MAX_DIMENSION = 1 << 24
 REQUIRED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "vocab_size")
+MOE_FIELDS = ("num_experts", "experts_per_token", "expert_intermediate_size", "shared_intermediate_size",
+              "dense_layers")
+MLA_FIELDS = ("q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim")
+EXPERT_COUNT_KEYS = ("num_local_experts", "num_experts", "n_routed_experts")
 
 
 @dataclass(frozen=True)
@@ -29,6 +41,19 @@ class ModelShape:
     attention_bias: bool = False
     mlp_bias: bool = False
     max_position_embeddings: int | None = None
+    # Mixture of experts (0: a dense model): routed experts, experts per token, one expert's intermediate size, the
+    # shared expert's (0: none), and the dense layers before the first MoE layer.
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_intermediate_size: int = 0
+    shared_intermediate_size: int = 0
+    dense_layers: int = 0
+    # DeepSeek's multi-head latent attention (0: standard attention).
+    q_lora_rank: int = 0
+    kv_lora_rank: int = 0
+    qk_rope_head_dim: int = 0
+    qk_nope_head_dim: int = 0
+    v_head_dim: int = 0
 
     def __post_init__(self) -> None:
         if not self.head_dim:
@@ -42,15 +67,58 @@ class ModelShape:
     def kv_dim(self) -> int:
         return self.num_key_value_heads * self.head_dim
 
-    def layer_linear_params(self) -> int:
-        """Weights (and biases) of one decoder layer's seven Linear modules."""
-        h, q, kv, i = self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size
-        weights = h * q + 2 * h * kv + q * h + 3 * h * i
-        biases = (q + 2 * kv + h if self.attention_bias else 0) + (2 * i + h if self.mlp_bias else 0)
-        return weights + biases
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 1
 
-    def layer_params(self) -> int:
-        return self.layer_linear_params() + 2 * self.hidden_size  # + two RMSNorm weights
+    @property
+    def moe_layers(self) -> int:
+        return self.num_hidden_layers - self.dense_layers if self.is_moe else 0
+
+    @property
+    def active_intermediate_size(self) -> int:
+        """The MLP width a token runs through: its experts' and the shared expert's (a dense model's own)."""
+        if not self.is_moe:
+            return self.intermediate_size
+        return self.experts_per_token * self.expert_intermediate_size + self.shared_intermediate_size
+
+    def attention_params(self) -> int:
+        h, heads = self.hidden_size, self.num_attention_heads
+        if self.kv_lora_rank:  # MLA: q (through a low-rank q_a/q_b when q_lora_rank), kv_a, kv_b, o, two norms
+            qk = self.qk_nope_head_dim + self.qk_rope_head_dim
+            q = (h * self.q_lora_rank + self.q_lora_rank + self.q_lora_rank * heads * qk if self.q_lora_rank
+                 else h * heads * qk)
+            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank \
+                + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+            return q + kv + heads * self.v_head_dim * h
+        q, kv = self.q_dim, self.kv_dim
+        return h * q + 2 * h * kv + q * h + (q + 2 * kv + h if self.attention_bias else 0)
+
+    def mlp_params(self, moe: bool) -> int:
+        """One layer's MLP: a SwiGLU of intermediate_size, or (moe) every routed expert, the router and the shared
+        expert."""
+        h = self.hidden_size
+        if not moe:
+            i = self.intermediate_size
+            return 3 * h * i + (2 * i + h if self.mlp_bias else 0)
+        e, i, shared = self.num_experts, self.expert_intermediate_size, self.shared_intermediate_size
+        return e * 3 * h * i + h * e + (3 * h * shared if shared else 0)
+
+    def layer_linear_params(self, moe: bool | None = None) -> int:
+        """Weights (and biases) of one decoder layer's Linear modules (an MoE layer's experts counted in full);
+        moe None: the model's most common layer."""
+        return self.attention_params() + self.mlp_params(self.is_moe if moe is None else moe)
+
+    def layer_params(self, moe: bool | None = None) -> int:
+        return self.layer_linear_params(moe) + 2 * self.hidden_size  # + two RMSNorm weights
+
+    def layers_params(self) -> int:
+        return (self.moe_layers * self.layer_params(True)
+                + (self.num_hidden_layers - self.moe_layers) * self.layer_params(False))
+
+    def layers_linear_params(self) -> int:
+        return (self.moe_layers * self.layer_linear_params(True)
+                + (self.num_hidden_layers - self.moe_layers) * self.layer_linear_params(False))
 
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
@@ -61,30 +129,36 @@ class ModelShape:
 
     def param_count(self) -> int:
         """Parameters of transformers' LlamaForCausalLM: embedding, layers, final norm, untied head."""
-        return (self.embedding_params() + self.num_hidden_layers * self.layer_params()
-                + self.hidden_size + self.lm_head_params())
+        return self.embedding_params() + self.layers_params() + self.hidden_size + self.lm_head_params()
 
     def linear_params(self) -> int:
         """Parameters autocast casts to bf16 (every Linear, the head included; not the embedding or norms)."""
-        return self.num_hidden_layers * self.layer_linear_params() + self.vocab_size * self.hidden_size
+        return self.layers_linear_params() + self.vocab_size * self.hidden_size
 
     def lora_params(self, rank: int, targets: tuple[str, ...] | None = None) -> int:
         """LoRA adapters (A: in x r, B: r x out) on the given Linear modules of every layer (default: all seven)."""
         from rocmcheck.plan.formulas import LORA_MODULES, lora_in_out
 
-        sizes = lora_in_out(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
-        per_layer = sum(sum(sizes[name]) for name in (targets or tuple(LORA_MODULES)))
-        return self.num_hidden_layers * rank * per_layer
+        names = targets or tuple(LORA_MODULES)
+        dense = lora_in_out(self.hidden_size, self.q_dim, self.kv_dim, self.intermediate_size)
+        total = (self.num_hidden_layers - self.moe_layers) * sum(sum(dense[name]) for name in names)
+        if self.moe_layers:  # routed experts are no Linear modules: only a shared expert's MLP carries adapters
+            moe = lora_in_out(self.hidden_size, self.q_dim, self.kv_dim, self.shared_intermediate_size)
+            total += self.moe_layers * sum(sum(moe[name]) for name in names
+                                           if self.shared_intermediate_size or LORA_MODULES[name] in ("attn", "o"))
+        return rank * total
 
     def quantizable_linear_params(self) -> int:
         """Weights bitsandbytes quantizes to 4 bit when a model is loaded in 4 bit: every decoder-layer Linear
         (transformers keeps lm_head, the embedding and the norms in the compute dtype)."""
-        return self.num_hidden_layers * self.layer_linear_params()
+        return self.layers_linear_params()
 
     def to_config(self) -> dict[str, Any]:
         """A LlamaConfig-compatible dict (what the GPU batch finder's child builds its model from)."""
         d = asdict(self)
         d.pop("name")
+        for key in MOE_FIELDS + MLA_FIELDS:  # LlamaConfig has none of these
+            d.pop(key)
         if d["max_position_embeddings"] is None:
             d.pop("max_position_embeddings")
         return d
@@ -117,7 +191,39 @@ def shape_from_config(config: dict[str, Any], name: str = "config.json") -> Mode
         raise ValueError(f"{name}: hidden_size is not a multiple of num_attention_heads and head_dim is not set")
     for flag in ("tie_word_embeddings", "attention_bias", "mlp_bias"):
         values[flag] = bool(config.get(flag, False))
+    values.update(_moe_values(config, values, name))
+    if _count(config, "kv_lora_rank", name):
+        for key in MLA_FIELDS:
+            values[key] = _count(config, key, name)
     return ModelShape(name=name, **values)
+
+
+def _count(config: dict[str, Any], key: str, name: str) -> int:
+    """A non-negative integer field (0 when absent or null); ValueError naming it otherwise."""
+    raw = config.get(key)
+    if raw is None:
+        return 0
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise ValueError(f"{name}: {key} must be a non-negative integer, got {str(raw)[:40]}")
+    if raw > MAX_DIMENSION:
+        raise ValueError(f"{name}: {key} {raw} is larger than any real model's ({MAX_DIMENSION:,} at most)")
+    return raw
+
+
+def _moe_values(config: dict[str, Any], values: dict[str, Any], name: str) -> dict[str, int]:
+    experts = next((_count(config, k, name) for k in EXPERT_COUNT_KEYS if config.get(k) is not None), 0)
+    if experts < 2:
+        return {}
+    inter = _count(config, "moe_intermediate_size", name) or values["intermediate_size"]
+    shared = _count(config, "shared_expert_intermediate_size", name) or \
+        _count(config, "n_shared_experts", name) * inter
+    dense = _count(config, "first_k_dense_replace", name)
+    only = config.get("mlp_only_layers")
+    if isinstance(only, list):
+        dense += len({i for i in only if isinstance(i, int) and not isinstance(i, bool)})
+    return {"num_experts": experts, "experts_per_token": max(1, _count(config, "num_experts_per_tok", name)),
+            "expert_intermediate_size": inter, "shared_intermediate_size": shared,
+            "dense_layers": min(dense, values["num_hidden_layers"])}
 
 
 @lru_cache(maxsize=None)

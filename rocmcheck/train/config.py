@@ -13,8 +13,6 @@ from rocmcheck.errors import BadInput
 BUNDLED_MODEL = Path(__file__).parent / "assets" / "tiny-llama"
 ATTN_CHOICES = ("sdpa", "flash_attention_2", "eager")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
-# model_type values whose checkpoints are LLaMA-shaped decoders that AutoModelForCausalLM loads.
-LLAMA_FAMILY = ("llama", "mistral", "qwen2", "qwen3")
 # The files a tokenizer is read from; one of the first three must be there.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tokenizer_config.json", "special_tokens_map.json")
 # AdamW as LLaMA was trained (Touvron et al. 2023: beta2 0.95, eps 1e-8); the plain run, the DeepSpeed run,
@@ -147,7 +145,8 @@ def read_model_config(path: Path) -> dict[str, Any]:
 
 
 def validate_model_dir(path: Path) -> dict[str, Any]:
-    """The checkpoint's config.json if `path` is a local HF LLaMA-family dir with weights; else BadInput."""
+    """The checkpoint's config.json if `path` is a local HF model folder with weights and a tokenizer, of a
+    model_type the installed transformers builds as a causal LM (families.py); else BadInput."""
     path = Path(path)
     if not path.is_dir():
         raise BadInput(f"--model {path}: not a directory (give a local Hugging Face model folder)")
@@ -158,9 +157,11 @@ def validate_model_dir(path: Path) -> dict[str, Any]:
         cfg = read_model_config(path)
     except ValueError as exc:  # BadInput, one line
         raise BadInput(f"--model {path}: config.json is unreadable: {exc}") from None
-    model_type = cfg.get("model_type")
-    if model_type not in LLAMA_FAMILY:
-        raise BadInput(f"--model {path}: model_type {model_type!r} is not LLaMA-family ({', '.join(LLAMA_FAMILY)})")
+    from rocmcheck.train.families import UnbuildableFamily, family, refusal
+
+    fam = family(cfg.get("model_type"))
+    if fam is not None and fam.class_name is None:  # without transformers the run says so (train.load)
+        raise UnbuildableFamily(f"--model {path}: {refusal(fam)}")
     from rocmcheck.plan.shapes import shape_from_config
 
     try:  # sized before anything is loaded: transformers would fill missing sizes with LlamaConfig's (a 6.7B model)

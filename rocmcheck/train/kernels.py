@@ -192,7 +192,10 @@ def attention_path(rows: list[dict[str, Any]]) -> str:
     return "unknown"
 
 
-def check_kernels(rows: list[dict[str, Any]], on_gpu: bool, attn_requested: str) -> CheckResult:
+def check_kernels(rows: list[dict[str, Any]], on_gpu: bool, attn_requested: str,
+                  model_has_only_eager: str | None = None) -> CheckResult:
+    """model_has_only_eager: why the run's attention is eager although SDPA was asked for (the model has no SDPA
+    path: modeling.attention_for); eager attention is then the model's, not the stack's, and is not a problem."""
     if not rows:
         return skipped("no profile recorded", id="train.kernels")
     key = "self_device_us" if on_gpu else "self_cpu_us"
@@ -211,14 +214,17 @@ def check_kernels(rows: list[dict[str, Any]], on_gpu: bool, attn_requested: str)
     problems = []
     if path == "math":
         problems.append("attention runs on the math path (SDPA fell back from flash/memory-efficient)")
+    elif path == "eager" and model_has_only_eager:
+        data["attention_why"] = model_has_only_eager
     elif path == "eager":
         problems.append("attention runs unfused (eager matmul + softmax)"
                         + (" as requested by --attn eager" if attn_requested == "eager" else ""))
     if cpu_hot:
         problems.append(f"hot ops ran on the CPU in a GPU run: {', '.join(cpu_hot)}")
     if not problems:
-        return passed(f"attention path: {path}; top kernel {top[0]['name'][:60] if top else 'n/a'}", evidence, **data,
-                      id="train.kernels")
+        why = f" ({model_has_only_eager})" if path == "eager" and model_has_only_eager else ""
+        return passed(f"attention path: {path}{why}; top kernel {top[0]['name'][:60] if top else 'n/a'}", evidence,
+                      **data, id="train.kernels")
     fix = fixes.step("rocmcheck smoke-train --attn sdpa", "on ROCm also check that this torch build has AOTriton flash "
                      "attention for this GPU (rocmcheck probe) and, for experimental archs, "
                      "TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL=1")

@@ -30,7 +30,7 @@ def offline_and_quiet() -> None:
     hf_logging.disable_progress_bar()
 
 
-# What loading any LLaMA-family model and its tokenizer imports, whatever the part of the run that first needs it:
+# What loading any causal-LM model and its tokenizer imports, whatever the part of the run that first needs it:
 # transformers' weight-loading machinery (the tokenizer's import already pulls it in: transformers 5's
 # core_model_loading, with torch.distributed.tensor), its modeling base, and the attention-mask module every
 # decoder model imports, which imports torch._dynamo at module level (transformers 5.x). torch's optimizers
@@ -114,6 +114,30 @@ def save_checkpoint(model, folder: Path, state_dict: dict | None = None) -> None
         model.save_pretrained(folder, state_dict=state_dict, safe_serialization=True)
 
 
+def model_class(path: Path):
+    """The class AutoModelForCausalLM builds for the folder's config.json, or None when it cannot tell (an
+    unreadable config: loading the model then says what is wrong)."""
+    from transformers import AutoConfig
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+    try:
+        return MODEL_FOR_CAUSAL_LM_MAPPING[type(AutoConfig.from_pretrained(path, local_files_only=True))]
+    except Exception:  # noqa: BLE001 - whatever a damaged config makes transformers raise, the load says it
+        return None
+
+
+def attention_for(cfg: TrainConfig) -> tuple[str, str | None]:
+    """The attn_implementation the run uses, and why it is not --attn (None when it is). --attn sdpa on a model
+    transformers gives no SDPA path (Gemma 2: SDPA has no attention-logit soft-capping) runs eager, as
+    transformers itself picks for it when no implementation is asked for."""
+    if cfg.attn != "sdpa":
+        return cfg.attn, None
+    cls = model_class(Path(cfg.model))
+    if cls is None or getattr(cls, "_supports_sdpa", True):
+        return cfg.attn, None
+    return "eager", f"{cls.__name__} has no SDPA attention in transformers (its _supports_sdpa is False): eager"
+
+
 def load_tokenizer(path: Path):
     from transformers import AutoTokenizer
 
@@ -168,27 +192,60 @@ def param_count(model) -> int:
     return sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters())
 
 
+def idle_expert_params(model) -> tuple[int, int]:
+    """(trainable, frozen) parameters of the routed experts a token does not run through: of each experts module
+    (moe.experts_modules), the share 1 - top_k / num_experts of its per-expert weights. (0, 0) for a dense model."""
+    from rocmcheck.train.moe import experts_modules
+
+    top_k = getattr(model.config, "num_experts_per_tok", None)
+    idle = [0, 0]
+    for _, module in experts_modules(model):
+        if not isinstance(top_k, int) or not 0 < top_k < module.num_experts:
+            continue
+        share = 1 - top_k / module.num_experts
+        for p in module.parameters(recurse=False):
+            if p.shape and p.shape[0] == module.num_experts:
+                idle[0 if p.requires_grad else 1] += int(getattr(p, "ds_numel", p.numel()) * share)
+    return idle[0], idle[1]
+
+
 def flops_per_token(model, seq_len: int) -> float:
     """nanoGPT's estimate: 6N for the matmuls forward+backward plus 12*L*H*T for attention. A frozen weight
-    (a LoRA base) costs 4 (forward, and the gradient of its input), not 6: no gradient of its own."""
+    (a LoRA base) costs 4 (forward, and the gradient of its input), not 6: no gradient of its own. A
+    mixture of experts counts the experts a token runs through, not the idle ones (idle_expert_params)."""
     c = model.config
     trainable = sum(getattr(p, "ds_numel", p.numel()) for p in model.parameters() if p.requires_grad)
     frozen = param_count(model) - trainable
-    return 6 * trainable + 4 * frozen + 12 * c.num_hidden_layers * c.hidden_size * seq_len
+    idle_trainable, idle_frozen = idle_expert_params(model)
+    return (6 * (trainable - idle_trainable) + 4 * (frozen - idle_frozen)
+            + 12 * c.num_hidden_layers * c.hidden_size * seq_len)
 
 
 def recompute_flops_per_token(model, seq_len: int) -> float:
     """What gradient checkpointing adds: one more forward, 2N + 4*L*H*T."""
     c = model.config
-    return 2 * param_count(model) + 4 * c.num_hidden_layers * c.hidden_size * seq_len
+    return 2 * (param_count(model) - sum(idle_expert_params(model))) + 4 * c.num_hidden_layers * c.hidden_size * seq_len
+
+
+def lora_target_modules(model) -> list[str]:
+    """The model's own Linear layers LoRA adapts (families.lora_targets): every Linear inside its decoder layers but
+    the routers, never lm_head or the embedding."""
+    from rocmcheck.train import families
+
+    linears = [families.Linear(name, m.in_features, m.out_features) for name, m in model.named_modules()
+               if isinstance(m, torch.nn.Linear)]
+    return families.lora_targets(linears, families.num_experts(model.config.to_dict()))
 
 
 def add_lora(model, rank: int):
-    """LoRA adapters of `rank` on every Linear of the decoder (peft's "all-linear": not the output head),
-    alpha = 2 x rank, no dropout; the adapters in fp32 (peft's default), the rest frozen."""
+    """LoRA adapters of `rank` on the model's own decoder Linears (lora_target_modules), alpha = 2 x rank, no
+    dropout; the adapters in fp32 (peft's default), the rest frozen."""
     import peft
 
-    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear",
+    targets = lora_target_modules(model)
+    if not targets:
+        raise ValueError(f"{type(model).__name__} has no Linear layer inside its decoder layers for LoRA to adapt")
+    config = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=targets,
                              task_type="CAUSAL_LM")
     return peft.get_peft_model(model, config)
 

@@ -57,6 +57,8 @@ class PlainStrategy:
         self.optimizer, fused = modeling.make_optimizer(trainable, self.cfg, self.device)
         self.info = {"name": "DDP" if self.world.distributed else "plain", "optimizer": "AdamW", "fused": fused,
                      "trainable_params": sum(p.numel() for p in trainable)}
+        if lora:
+            self.info["lora_targets"] = sorted(model.peft_config["default"].target_modules)
         return model
 
     def set_lr(self, lr: float) -> float:

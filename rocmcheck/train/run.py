@@ -184,7 +184,9 @@ def run_smoke_train(cfg: TrainConfig, hooks: RunHooks | None = None, progress: P
     with timed("import model classes (and torch._dynamo)"), imports_without_gc():
         modeling.import_model_classes()
     bind_device(world, cfg.device)
+    cfg.attn, attn_why = modeling.attention_for(cfg)
     run = _Run(cfg, plan, world, hooks or RunHooks(), progress, pg_timeout_s, timed)
+    run.attn_why = attn_why
     try:
         return run.run()
     except SetupFailed as exc:
@@ -204,6 +206,7 @@ class _Run:
         self.estimate = None
         self.t_start = time.perf_counter()
         self.timed = timed
+        self.attn_why: str | None = None  # why the attention is not --attn's (modeling.attention_for)
         self.info: dict[str, Any] = {"config": cfg.to_dict(), "torch": torch.__version__, "python": sys.executable,
                                      "timings_s": self.timed.seconds}
         if world.distributed or plan is not None:
@@ -372,6 +375,10 @@ class _Run:
         if main:
             self.info["model"] = {"path": str(cfg.model), "params": modeling.param_count(model),
                                   "model_type": model.config.model_type, "attn_implementation": cfg.attn}
+            if self.attn_why:
+                self.info["model"]["attn_why"] = self.attn_why
+            if strategy.info.get("lora_targets"):
+                self.info["model"]["lora_targets"] = strategy.info["lora_targets"]
             self.info["optimizer"] = {"name": strategy.info.get("optimizer"), "fused": strategy.info.get("fused")}
             if self.hooks.on_model:
                 self.hooks.on_model(model)
@@ -384,9 +391,16 @@ class _Run:
 
             gc.unfreeze()  # the finder names holders through gc, which does not see frozen objects (heap.py)
             watch = LeakWatch(cfg.out or ".", always=True, device=self.device)
+        router = None
+        if main and not cfg.compile:  # MoE: the tokens each expert gets over the run (moe.py); none for a dense model
+            from rocmcheck.train import moe
+
+            router = moe.RouterWatch(model) if moe.experts_modules(model) else None
         with timed(which + "train"):
             phase = train_steps(strategy, cfg, self.device, self.world.world_size, self.progress if main else None,
                                 watch)
+        if router is not None:
+            phase.info["moe_router"] = router.close()
         if watch is not None:
             watch.close()
             phase.info["memory_snapshot"] = verdicts.check_memory_snapshot(
@@ -451,7 +465,27 @@ class _Run:
                                                  modeling.param_count(eval_model), recompute, world.world_size))
         with self.timed("profile"):
             results.append(self._kernels(strategy))
+        results += self._moe(eval_model, batch, phase)
         return results
+
+    def _moe(self, model, batch: torch.Tensor, phase: Phase) -> list[CheckResult]:
+        """train.moe_router and train.moe_experts for a mixture-of-experts model; nothing for a dense one."""
+        from rocmcheck.train import moe
+
+        if not moe.experts_modules(model):
+            return []
+        with self.timed("moe"):
+            m = moe.measure_batch(model, batch, self.cfg.pure_bf16)
+        self.info["moe"] = m
+        router = phase.info.get("moe_router")
+        if router is None:
+            routed = skipped("the tokens per expert are not counted under --compile (hooks on a compiled model)",
+                             id="train.moe_router")
+        else:
+            distinct = self.cfg.tokens_per_step if self.fixed_batch else None  # the same batch every step
+            routed = verdicts.check_moe_router(router["layers"], router["top_k"], m.get("aux_loss"), m.get("aux_why"),
+                                               distinct)
+        return [routed, verdicts.check_moe_experts(m.get("experts"), m.get("layer"))]
 
     def _kernels(self, strategy) -> CheckResult:
         if self.world.distributed or self.plan is not None:
@@ -466,7 +500,8 @@ class _Run:
             strategy.zero_grad()
 
         on_gpu = self.device.type == "cuda"
-        return kernels.check_kernels(kernels.profile_step(profiled_step, on_gpu), on_gpu, self.cfg.attn)
+        return kernels.check_kernels(kernels.profile_step(profiled_step, on_gpu), on_gpu, self.cfg.attn,
+                                     self.attn_why)
 
     def _total_memory(self) -> int | None:
         if self.device.type == "cuda":

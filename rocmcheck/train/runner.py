@@ -40,7 +40,12 @@ GPU_PINS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES
 def smoke_train(cfg: TrainConfig, **options: Any) -> int:
     """The exit code of the run `cfg` and the command's other options (request.decide's) ask for."""
     t0 = time.perf_counter()
-    request = decide(cfg, **options)
+    try:
+        request = decide(cfg, **options)
+    except BadInput as exc:
+        if not options.get("as_json"):
+            raise
+        return refused_as_json(bad_input_result(exc), str(exc))
     if request.mode is Mode.BENCH and not any(v in os.environ for v in GPU_PINS):
         # One GPU for both sides: in one process, HF Trainer wraps the model in nn.DataParallel over every visible
         # GPU (a doubled batch and a slower step), which would compare two different runs. Before CUDA starts.
@@ -48,18 +53,39 @@ def smoke_train(cfg: TrainConfig, **options: Any) -> int:
     missing = torch_missing()
     if missing is not None:
         if request.as_json:
-            from rocmcheck.report.json_report import envelope
-
-            sys.stdout.write(json.dumps(envelope("smoke-train", [missing], metrics=[], info={})) + "\n")
-            return EXIT_BAD_INPUT
+            return refused_as_json(missing)
         raise BadInput(f"smoke-train needs PyTorch, which does not import here ({missing.evidence[0]}); which torch "
                        f"to install: {TORCH_MISSING_FIX.line()}")
     if request.mode is Mode.LAUNCH:
         problem = rank_problem(request.nproc, request.cfg.device, *visible_compute())
         if problem:
+            if request.as_json:
+                return refused_as_json(bad_input_result(BadInput(problem)), problem)
             raise BadInput(problem)
     report = run(request)
     return finish(request, report, t0)
+
+
+def bad_input_result(exc: BadInput) -> CheckResult:
+    """A refused command line as the failed train.input verdict of the --json document."""
+    from rocmcheck.train.families import UnbuildableFamily
+
+    fix = exc.fix if isinstance(exc, UnbuildableFamily) else fixes.note(
+        "correct the option or model folder the summary names, then run again")
+    return failed(str(exc), fix, id="train.input")
+
+
+def refused_as_json(result: CheckResult, line: str | None = None) -> int:
+    """A run refused before it started, with --json: one document (the failed verdict, no metrics) on stdout, the
+    bad input's one line on stderr as without --json, and exit 2."""
+    from rocmcheck.report.json_report import envelope
+    from rocmcheck.safe.text import one_line
+
+    sys.stdout.write(json.dumps(envelope("smoke-train", [result], metrics=[], info={})) + "\n")
+    sys.stdout.flush()
+    if line:
+        print(f"Error: {one_line(line)}", file=sys.stderr)
+    return EXIT_BAD_INPUT
 
 
 def torch_missing() -> CheckResult | None:

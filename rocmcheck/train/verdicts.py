@@ -699,3 +699,104 @@ def check_drift(low: dict[str, list[float]], ref: dict[str, list[float]] | None,
     if top["severity"] == "fail":
         return failed(summary, fix, evidence, **data, id="train.drift")
     return warned(summary, fix, evidence, **data, id="train.drift")
+
+
+# -- mixture of experts (measured by train/moe.py) -------------------------------------------------------------------
+# train.moe_router. A router that sends no token to an expert, or nearly all of a layer's tokens to one, has
+# collapsed: each token picks top_k distinct experts, so one expert's share of the assignments is at most 1/top_k,
+# and a share of MOE_MAX_SHARE_OF_CEILING x 1/top_k means nearly every token chose it. Both are judged only where a
+# healthy router cannot look like that by chance. A run that is not the bundled one trains on one fixed batch, so
+# its steps repeat the same assignments; an expert is judged dead only where a uniform router would send it
+# MOE_MIN_EXPECTED of one batch's assignments (the default batch of 1024 tokens: Mixtral's 8 experts, top-2, 256;
+# GPT-OSS-20B's 32, top-4, 128; Qwen1.5-MoE's 60, top-4, 68; DeepSeek-V3's 256, top-8, 32: not judged, a batch of one
+# kind of text leaves fine-grained experts idle). A collapse is judged only where the ceiling is at least
+# MOE_MIN_CEILING_OVER_UNIFORM times the uniform share (experts >= 4 x top_k): with 4 experts, top-2 (ceiling 50%,
+# uniform 25%) a random-init router skews there on a batch of repeated tokens. Measured on this repository's CPU over
+# the tiny random-init MoE folders of the tests (4 experts, top-2, 64 tokens a step, 10-20 steps at lr 1e-2;
+# Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3, GPT-OSS): shares 4%-43% in full fine-tunes, and 48% with Mixtral's
+# router frozen under LoRA for 20 steps.
+MOE_MAX_SHARE_OF_CEILING = 0.95
+MOE_MIN_CEILING_OVER_UNIFORM = 4
+MOE_MIN_EXPECTED = 64
+# train.moe_experts: one expert's output in bf16 (weights and inputs) against float32 on the CPU, the relative
+# Frobenius error. Measured on the same folders: 0.0023-0.0029 after the 10 steps, 0.0035-0.0056 at random init
+# (bf16 keeps 8 significant bits, 2^-8 = 0.0039 per value); an expert GEMM that reads the wrong expert's weights,
+# drops a scale or a bias gives errors of order 1.
+MOE_EXPERT_REL_TOL = 0.02
+MOE_ROUTER_FIX = fixes.step("rocmcheck smoke-train --device cpu",
+                            "the same run on the CPU (add this run's flags): if its router spreads the tokens, this "
+                            "device's gating kernels (softmax, top-k) are at fault; if not, the checkpoint's router is "
+                            "(fine-tune it with output_router_logits=True, which adds the load-balancing loss)")
+MOE_EXPERTS_FIX = fixes.step("rocmcheck probe gemm_blaslt", "this device's bf16 expert GEMMs (grouped or batched "
+                             "matmul) compute wrongly: check the dense bf16 GEMMs, then report the torch/ROCm or CUDA "
+                             "versions (rocmcheck doctor) with this evidence")
+SKIP_DENSE = "a dense model: no experts to judge"
+
+
+def check_moe_router(counts: dict[str, list[int]] | None, top_k: int | None, aux_loss: float | None,
+                     aux_why: str | None = None, batch_tokens: int | None = None) -> CheckResult:
+    """counts: per MoE layer, the tokens sent to each expert over the run (moe.RouterWatch); batch_tokens: the
+    distinct tokens the run routes (one step's, where every step trains on the same batch; None: every assignment
+    counted is distinct); aux_loss: the load-balancing loss the model reported on one batch (None: it reports none,
+    aux_why says why)."""
+    if counts is None:
+        return skipped(SKIP_DENSE, id="train.moe_router")
+    if not counts or not top_k:
+        return skipped("no routing was seen during the run", id="train.moe_router")
+    dead, hot, shares = [], [], {}
+    ceiling = 1 / top_k
+    n_experts = max((len(r) for r in counts.values()), default=0)
+    judge_hot = n_experts >= MOE_MIN_CEILING_OVER_UNIFORM * top_k
+    for layer, row in counts.items():
+        total = sum(row)
+        if total <= 0:
+            continue
+        share = [c / total for c in row]
+        shares[layer] = [round(v, 4) for v in share]
+        distinct = min(total, batch_tokens * top_k) if batch_tokens else total
+        if distinct / len(row) >= MOE_MIN_EXPECTED:
+            dead += [f"{layer} expert {i}" for i, c in enumerate(row) if c == 0]
+        top = max(range(len(row)), key=row.__getitem__)
+        if judge_hot and share[top] >= MOE_MAX_SHARE_OF_CEILING * ceiling:
+            hot.append(f"{layer} expert {top} ({share[top]:.0%})")
+    all_shares = [v for row in shares.values() for v in row]
+    data = {"shares": shares, "top_k": top_k, "aux_loss": aux_loss, "min_share": min(all_shares, default=None),
+            "max_share": max(all_shares, default=None), "max_share_limit": MOE_MAX_SHARE_OF_CEILING * ceiling,
+            "collapse_judged": judge_hot, "min_expected_tokens": MOE_MIN_EXPECTED, "batch_tokens": batch_tokens}
+    evidence = [f"{len(counts)} MoE layers x {n_experts} experts, top-{top_k}; token shares over the run "
+                f"{data['min_share']:.1%}-{data['max_share']:.1%} (uniform {1 / max(1, n_experts):.1%}, at most "
+                f"{ceiling:.0%})" if all_shares else "no token was routed",
+                f"aux loss {aux_loss:.4g}" if aux_loss is not None else f"aux loss: {aux_why or 'not reported'}"]
+    problems = []
+    if dead:
+        problems.append(f"{len(dead)} experts got no token in the whole run ({', '.join(dead[:3])})")
+    if hot:
+        problems.append(f"the router sends nearly every token to one expert ({', '.join(hot[:3])})")
+    if aux_loss is not None and not math.isfinite(aux_loss):
+        problems.append(f"the router's aux loss is {aux_loss}")
+    if problems:
+        return failed("router is unbalanced: " + "; ".join(problems), MOE_ROUTER_FIX, evidence, **data,
+                      id="train.moe_router")
+    if not all_shares:
+        return skipped("no token was routed during the run", id="train.moe_router")
+    aux = f"; aux loss {aux_loss:.3g}" if aux_loss is not None else ""
+    return passed(f"router spreads tokens over all {n_experts} experts (shares {data['min_share']:.0%}-"
+                  f"{data['max_share']:.0%}, top-{top_k}){aux}", evidence, **data, id="train.moe_router")
+
+
+def check_moe_experts(m: dict[str, Any] | None, layer: str | None = None) -> CheckResult:
+    """m: moe.measure_experts's result for one expert of `layer`; None for a dense model."""
+    if m is None:
+        return skipped(SKIP_DENSE, id="train.moe_experts")
+    if "skipped" in m:
+        return skipped(m["skipped"], id="train.moe_experts")
+    rel = m["rel_error"]
+    data = {**m, "layer": layer, "tolerance": MOE_EXPERT_REL_TOL}
+    evidence = [f"{layer} expert {m['expert']} ({m['module']}) on {m['rows']} of the batch's tokens: "
+                f"{m['precision']} vs float32 (CPU), relative error {rel:.2e} (tolerance {MOE_EXPERT_REL_TOL:g})"]
+    if not m["finite"] or not math.isfinite(rel) or rel > MOE_EXPERT_REL_TOL:
+        what = "non-finite" if not m["finite"] else f"off by {rel:.1e} (relative)"
+        return failed(f"expert GEMMs in bf16 are {what} against float32", MOE_EXPERTS_FIX, evidence, **data,
+                      id="train.moe_experts")
+    return passed(f"expert GEMMs in bf16 match float32 within {rel:.1e} (relative; tolerance {MOE_EXPERT_REL_TOL:g})",
+                  evidence, **data, id="train.moe_experts")
