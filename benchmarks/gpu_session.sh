@@ -71,6 +71,7 @@ for step in "$@"; do
             # too big to bring back (the verdicts name them)
             run leak-holders ${LEAK_S:-420} python3 benchmarks/bench_leak_holders.py
             find "$OUT" -name 'leak-snapshot-*.pickle' -delete ;;
+        families) run families ${FAMILIES_S:-560} python3 benchmarks/bench_families.py ${FAMILIES_ARGS:-} ;;
         stream) run doctor-stream 200 python3 benchmarks/bench_doctor_stream.py ;;
         ds-offload) run ds-offload 300 python3 -m rocmcheck smoke-train --deepspeed recipes/zero3-offload.json ;;
         # smoke-train on own models (random-init folders made here); split so each fits one 10-minute call

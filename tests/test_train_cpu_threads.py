@@ -10,7 +10,9 @@ import os
 import subprocess
 import sys
 
-from rocmcheck.train.cpu_threads import cgroup_quota, cpu_budget
+import pytest
+
+from rocmcheck.train.cpu_threads import WAIT_CHOICES, cgroup_quota, cpu_budget, wait_passively
 
 # /proc/self/cgroup on a cgroup v2 host (a systemd user session) and inside a v1 Docker container.
 V2_SELF = "0::/user.slice/user-1000.slice/session-3.scope\n"
@@ -62,13 +64,26 @@ def test_missing_or_garbled_files_mean_no_quota(tmp_path):
     assert cpu_budget(None, "", tmp_path, current=3).threads == 3  # nothing known: torch's own count
 
 
-def test_a_cpu_smoke_train_sizes_torch_and_names_it_in_its_header(tmp_path):
-    """Real smoke-train on this machine, 10 steps, under taskset-like affinity inherited from this process."""
-    env = dict(os.environ)
-    env.pop("OMP_NUM_THREADS", None)
+def test_threads_wait_passively_unless_the_person_chose_how():
+    env = {"PATH": "/usr/bin", "OMP_WAIT_POLICY": " "}  # blank is not a choice
+    assert wait_passively(env) is True and env["OMP_WAIT_POLICY"] == "PASSIVE"
+    for name, value in (("OMP_WAIT_POLICY", "active"), ("GOMP_SPINCOUNT", "10000"), ("KMP_BLOCKTIME", "0")):
+        env = {name: value}
+        assert wait_passively(env) is False and env == {name: value}, name
+
+
+@pytest.mark.parametrize("chosen", [None, "ACTIVE"])
+def test_a_cpu_smoke_train_sizes_torch_and_names_it_in_its_header(tmp_path, chosen):
+    """Real smoke-train on this machine, 10 steps, under taskset-like affinity inherited from this process: its
+    threads wait passively unless the person set OMP_WAIT_POLICY, and the header says which."""
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", *WAIT_CHOICES)}
+    if chosen:
+        env["OMP_WAIT_POLICY"] = chosen
     proc = subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", "--device", "cpu", "--steps", "10",
                            "--no-profile", "--json"], capture_output=True, text=True, env=env, timeout=600)
     doc = json.loads(proc.stdout)
     cpu = doc["info"]["cpu"]
     assert cpu["affinity"] == len(os.sched_getaffinity(0))
     assert cpu["threads"] <= cpu["affinity"] and cpu["line"].startswith(f"CPU: {cpu['threads']} thread")
+    policy = chosen or "PASSIVE"
+    assert cpu["omp_wait_policy"] == policy and cpu["line"].endswith(f"OMP_WAIT_POLICY={policy})")

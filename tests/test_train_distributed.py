@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from test_train_deepspeed import RECIPES, ds_env
 
+from rocmcheck.train.cpu_threads import WAIT_CHOICES
+
 REPO = Path(__file__).resolve().parents[1]
 SHORT = ["--device", "cpu", "--steps", "10", "--micro-batch", "8", "--no-profile", "--json"]
 needs_ds = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None
@@ -23,7 +25,8 @@ needs_ds = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None
 
 
 def run(argv: list[str], tmp: Path, extensions: str, timeout: float = 600):
-    return subprocess.run(argv, capture_output=True, text=True, env=ds_env(tmp, extensions), cwd=tmp, timeout=timeout)
+    env = {k: v for k, v in ds_env(tmp, extensions).items() if k not in WAIT_CHOICES}  # nobody chose a wait policy
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=tmp, timeout=timeout)
 
 
 def report_of(proc) -> tuple[dict, dict]:
@@ -49,6 +52,7 @@ def test_nproc_2_ddp_ranks_agree(tmp_path, torch_extensions_dir):
     assert report["info"]["world"]["ranks"] == 2 and report["metrics"][0]["tokens"] == 2 * 8 * 64
     assert by_id["train.finite"]["status"] == "pass" and by_id["train.reload"]["data"]["max_abs_diff"] == 0.0
     assert "ranks" in by_id["train.reference_curve"]["summary"]  # a 2-rank curve is not the 1-rank reference
+    assert report["info"]["cpu"]["omp_wait_policy"] == "PASSIVE"  # rank 0's OpenMP threads sleep while they wait
 
 
 @needs_ds

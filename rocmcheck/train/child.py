@@ -26,6 +26,7 @@ from typing import Any
 from rocmcheck.child import leave, open_channel, read_request, wait_for_word
 from rocmcheck.errors import BadInput
 from rocmcheck.facts.python_env import use_fallback_path
+from rocmcheck.train import cpu_threads
 from rocmcheck.train.config import DEVICE_CHOICES, TrainConfig
 from rocmcheck.train.ds_config import DeepSpeedPlan
 
@@ -97,6 +98,7 @@ def wait_held(held: dict[str, Any], cfg: TrainConfig) -> TrainConfig | None:
 
 def main(argv: list[str] | None = None) -> int:
     use_fallback_path()  # run by another environment's Python: rocmcheck's own dependencies after its packages
+    cpu_threads.wait_passively()  # before torch is imported: OpenMP reads it once, as torch loads it
     request = read_request(argv, prog=f"python -m {MODULE}")
     channel = open_channel()
     try:

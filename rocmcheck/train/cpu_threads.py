@@ -15,20 +15,33 @@ Rounded up: the quota is spent by the cgroup as a whole, so 2 threads under a qu
 
 OMP_NUM_THREADS set by the person wins: the run keeps torch's count then, and says so.
 
+How the threads wait matters as much as how many there are. An OpenMP thread with no work spins on its CPU before it
+sleeps (libgomp, torch's OpenMP on Linux: 300,000 spins when OMP_WAIT_POLICY is unset), so on a box shared with
+other jobs the waiting thread burns the time slice the working one needs. The bundled run on a loaded 2-core box
+took 8 times longer with spinning than with OMP_WAIT_POLICY=PASSIVE (benchmarks/RESULTS.md, section 25).
+wait_passively sets PASSIVE before torch is imported, unless the person chose a policy (OMP_WAIT_POLICY,
+GOMP_SPINCOUNT, or Intel OpenMP's KMP_BLOCKTIME), which wins
+(https://gcc.gnu.org/onlinedocs/libgomp/OMP_005fWAIT_005fPOLICY.html).
+
 cpu_budget is pure (it reads the files under the root it is given, through rocmcheck/safe's bounded readers);
 apply sizes torch. Importing this module imports no torch.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from rocmcheck.safe.files import read_head
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
+WAIT_POLICY_ENV = "OMP_WAIT_POLICY"
+# Any of these set by the person is their choice of how OpenMP threads wait: rocmcheck leaves it.
+WAIT_CHOICES = (WAIT_POLICY_ENV, "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 PROC_SELF_CGROUP = "/proc/self/cgroup"
 MAX_CGROUP_FILE = 4096  # /proc/self/cgroup is a dozen short lines; cpu.max and the cfs files are one number or two
 # A quota this close below a whole CPU count is that count (the kernel's periods are whole microseconds).
@@ -42,6 +55,7 @@ class CpuBudget:
     quota: float | None  # CPUs the tightest cgroup quota allows (None: no quota)
     ranks: int = 1  # processes of the run on this machine sharing the budget
     asked: int | None = None  # OMP_NUM_THREADS as the person set it
+    wait: str | None = None  # OMP_WAIT_POLICY in effect (wait_passively's, or the person's)
 
     def describe(self) -> str:
         """"CPU: 2 threads (affinity 2, cgroup quota 1.5)": the run's header names the choice."""
@@ -51,11 +65,13 @@ class CpuBudget:
             why.append(f"shared by {self.ranks} ranks")
         if self.asked is not None:
             why = [f"OMP_NUM_THREADS={self.asked}, as set"]
+        if self.wait:
+            why.append(f"OMP_WAIT_POLICY={self.wait}")
         return f"CPU: {self.threads} thread{'s' if self.threads != 1 else ''} ({', '.join(why)})"
 
     def to_dict(self) -> dict[str, object]:
         return {"threads": self.threads, "affinity": self.affinity, "quota": self.quota, "ranks": self.ranks,
-                "omp_num_threads": self.asked, "line": self.describe()}
+                "omp_num_threads": self.asked, "omp_wait_policy": self.wait, "line": self.describe()}
 
 
 def _cgroup_paths(proc_cgroup: str) -> tuple[str | None, str | None, str | None]:
@@ -134,13 +150,24 @@ def cpu_budget(affinity: int | None, proc_cgroup: str, root: Path = CGROUP_ROOT,
 
 
 def this_process(ranks: int = 1, current: int = 1) -> CpuBudget:
-    """cpu_budget for this process: its affinity, its /proc/self/cgroup, OMP_NUM_THREADS."""
+    """cpu_budget for this process: its affinity, its /proc/self/cgroup, OMP_NUM_THREADS, OMP_WAIT_POLICY."""
     try:
         affinity: int | None = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         affinity = None
-    return cpu_budget(affinity, read_head(PROC_SELF_CGROUP, MAX_CGROUP_FILE) or "", CGROUP_ROOT, ranks=ranks,
-                      asked=os.environ.get("OMP_NUM_THREADS"), current=current)
+    budget = cpu_budget(affinity, read_head(PROC_SELF_CGROUP, MAX_CGROUP_FILE) or "", CGROUP_ROOT, ranks=ranks,
+                        asked=os.environ.get("OMP_NUM_THREADS"), current=current)
+    return dataclasses.replace(budget, wait=os.environ.get(WAIT_POLICY_ENV, "").strip() or None)
+
+
+def wait_passively(environ: MutableMapping[str, str] | None = None) -> bool:
+    """OMP_WAIT_POLICY=PASSIVE in `environ` (default: this process's, where OpenMP reads it as torch is imported)
+    unless the person chose how OpenMP threads wait; True when it was set here. Call it before torch is imported."""
+    env = os.environ if environ is None else environ
+    if any(env.get(name, "").strip() for name in WAIT_CHOICES):
+        return False
+    env[WAIT_POLICY_ENV] = "PASSIVE"
+    return True
 
 
 def apply(ranks: int = 1) -> CpuBudget:

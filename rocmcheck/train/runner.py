@@ -26,6 +26,7 @@ from rocmcheck import fixes
 from rocmcheck.child import restore_stdout, stdout_to_stderr
 from rocmcheck.errors import BadInput
 from rocmcheck.result import EXIT_BAD_INPUT, EXIT_FAILED, EXIT_PASSED, CheckResult, Status, exit_code, failed
+from rocmcheck.train import cpu_threads
 from rocmcheck.train.config import TrainConfig
 from rocmcheck.train.report import RunReport, error_result, first_line, step_text, timings_line
 from rocmcheck.train.request import Mode, Request, decide, rank_problem
@@ -50,6 +51,7 @@ def smoke_train(cfg: TrainConfig, **options: Any) -> int:
         # One GPU for both sides: in one process, HF Trainer wraps the model in nn.DataParallel over every visible
         # GPU (a doubled batch and a slower step), which would compare two different runs. Before CUDA starts.
         os.environ["CUDA_VISIBLE_DEVICES"] = "0"
+    cpu_threads.wait_passively()  # before torch is imported: OpenMP reads it once, as torch loads it
     missing = torch_missing()
     if missing is not None:
         if request.as_json:
