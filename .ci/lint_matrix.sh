@@ -17,7 +17,11 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 DS_BUILD_OPS=0 DS_ACCELERATOR=cpu
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 ROOT=${ROCMCHECK_LINT_MATRIX:-/tmp/rocmcheck-lint-matrix}
 SKIP_INSTALLED=${ROCMCHECK_LINT_MATRIX_SKIP_INSTALLED:-0}
+PREPARE=${ROCMCHECK_LINT_MATRIX_PREPARE:-0}
 # Only the LLaMA-Factory edges ask a LLaMA-Factory Python: the others run without one.
+# ROCMCHECK_LINT_MATRIX_PREPARE=1: only make the venvs of the oldest accelerate, transformers and DeepSpeed edges (the
+# downloads and installs), run no test; .ci/run does it in the background while its suite runs. The newest edges are
+# the releases pip resolves for the suite itself, so they are left to the run after it.
 LF_GIVEN=${ROCMCHECK_LLAMAFACTORY_PYTHON:-}
 unset ROCMCHECK_LLAMAFACTORY_PYTHON
 ONLY=" $* "
@@ -77,6 +81,12 @@ TF_TESTS=(tests/test_lint_training.py tests/test_lint_hf_auto.py)
 DS_TESTS=(tests/test_lint_deepspeed.py tests/test_lint_hf_auto.py
           -k "deepspeed_itself_confirms or catches_what or real_hf_trainer")
 
+if [ "$PREPARE" = 1 ]; then
+    edge_python accelerate "${ACCELERATE[0]}" --no-deps >/dev/null
+    edge_python transformers "${TRANSFORMERS[0]}" >/dev/null
+    edge_python deepspeed "${DEEPSPEED[0]}" --no-deps >/dev/null
+    exit 0
+fi
 want accelerate && for v in "${ACCELERATE[@]}"; do run "accelerate $v" "$(edge_python accelerate "$v" --no-deps)" "${ACC_TESTS[@]}"; done
 # transformers pins its own tokenizers and huggingface_hub: those come into its venv with it.
 want transformers && for v in "${TRANSFORMERS[@]}"; do run "transformers $v" "$(edge_python transformers "$v")" "${TF_TESTS[@]}"; done
