@@ -47,11 +47,6 @@ def _newest_tested_driver() -> str:
     return next(k for k, row in _table()["releases"].items() if row.get("driver_tested_userspace"))
 
 
-def releases() -> list[str]:
-    """The releases the table lists, newest first ("7.2.4", ..., "6.0.0")."""
-    return list(_table()["releases"])
-
-
 def newest_release() -> str:
     return next(iter(_table()["releases"]))
 
