@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from rocmcheck import versions
 from rocmcheck.checks import check
-from rocmcheck.checks.context import CheckContext
+from rocmcheck.checks.context import VENDOR_WHAT, CheckContext
 from rocmcheck.checks.rocm import detected_rocm_version
 from rocmcheck.facts.known import NotKnown
 from rocmcheck.facts.parsers.versions import is_rocm_torch, parse_torch_rocm_suffix
@@ -28,68 +28,76 @@ from rocmcheck.result import CheckResult, failed, passed, skipped, warned
 
 # The names a package is recorded under (rocmcheck/facts/collect.py PACKAGES), for packages known by two spellings.
 PACKAGE_NAMES = {"flash-attn": ("flash-attn", "flash_attn")}
-_UNKNOWN = object()
+
+
+class _Unknown:
+    """A fact that was not collected, with its name (NotKnown's `what`)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
 
 
 def _known(read: Callable[[], Any]) -> Any:
-    """The value (None when known to be absent), or _UNKNOWN when the fact was not collected."""
+    """The value (None when known to be absent), or an _Unknown when the fact was not collected."""
     try:
         return read()
-    except NotKnown:
-        return _UNKNOWN
+    except NotKnown as exc:
+        return _Unknown(exc.what)
 
 
-def _torch(ctx: CheckContext) -> tuple[str | None, str | None] | Any:
-    """(torch's version, torch.version.hip) from the torch probe, else the installed torch's version (a pip list
-    pasted to triage: its "+rocm6.4" label says the build); (None, None) when torch is known to be absent; _UNKNOWN
-    when neither was recorded."""
+def _is_unknown(value: Any) -> bool:
+    return isinstance(value, _Unknown)
+
+
+def _torch(ctx: CheckContext) -> tuple[str | None, str | None, str | None]:
+    """(torch's version, torch.version.hip, the fact not collected): the torch probe's version, else the installed
+    torch's (a torch that fails to import, a pip list pasted to triage: its "+rocm6.4" label says the build). A probe
+    that was not collected is named even when the package's version stands in for it."""
     probe = _known(lambda: ctx.torch)
-    if probe not in (None, _UNKNOWN):
-        return probe.get("version"), probe.get("hip")
     package = _known(lambda: ctx.package("torch"))
-    if package not in (None, _UNKNOWN):
-        return str(package), None
-    return _UNKNOWN if _UNKNOWN in (probe, package) else (None, None)
+    probed = probe if isinstance(probe, dict) else {}
+    version = probed.get("version") or (str(package) if package and not _is_unknown(package) else None)
+    missing = probe.what if _is_unknown(probe) else (package.what if _is_unknown(package) and not version else None)
+    return version, probed.get("hip"), missing
 
 
 def _stack(ctx: CheckContext) -> str | None:
     """"rocm" or "cuda": what torch is built for, else the machine's GPU vendor; "none" on a machine known to have no
     GPU stack; None when not known."""
-    torch = _torch(ctx)
-    if torch is not _UNKNOWN and torch[0]:
-        version, hip = torch
+    version, hip, _ = _torch(ctx)
+    if version:
         if hip or is_rocm_torch(version):
             return "rocm"
-        if "+cu" in version or (_known(lambda: ctx.torch) or {}).get("cuda"):
+        probe = _known(lambda: ctx.torch)
+        if "+cu" in version or (isinstance(probe, dict) and probe.get("cuda")):
             return "cuda"
     vendor = ctx.vendor
     return {"amd": "rocm", "nvidia": "cuda", "none": "none"}.get(vendor)
 
 
-def _rocm_versions(ctx: CheckContext) -> tuple[list[tuple[str, str]], list[str]]:
-    """(what, version) of each ROCm in use (the system's user space, the one torch was built for), and why one that
-    may be in use is not known."""
-    found, unknown = [], []
+def _rocm_versions(ctx: CheckContext) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """(what, version) of each ROCm in use (the system's user space, the one torch was built for); why one that may
+    be in use cannot be judged; the facts not collected that name one."""
+    found, cannot, unknown = [], [], []
     vendor = ctx.vendor
     if vendor == "amd":
         system = _known(lambda: detected_rocm_version(ctx))
-        if system is _UNKNOWN:
-            unknown.append("the system ROCm: not known")
+        if _is_unknown(system):
+            unknown.append(system.what)
         elif system:
             found.append(("the system ROCm", str(system).strip()))
     elif vendor == "unknown":
-        unknown.append("the system ROCm: not known (nor the GPU vendor)")
-    torch = _torch(ctx)
-    if torch is _UNKNOWN:
-        unknown.append("torch's ROCm: torch was not recorded")
-    elif torch[0] and (torch[1] or is_rocm_torch(torch[0])):
-        version, hip = torch
+        unknown.append(VENDOR_WHAT)
+    version, hip, missing = _torch(ctx)
+    if missing:
+        unknown.append(missing)
+    if version and (hip or is_rocm_torch(version)):
         bundled = parse_torch_rocm_suffix(version) or versions.series(hip)
         if bundled:
             found.append(("torch's ROCm", bundled))
         else:
-            unknown.append(f"torch's ROCm: torch {version} names no ROCm release")
-    return found, unknown
+            cannot.append(f"torch's ROCm: torch {version} names no ROCm release")
+    return found, cannot, unknown
 
 
 # A ROCm series known without its patch release ("6.4" from a "+rocm6.4" wheel) stands for its patch releases
@@ -107,6 +115,8 @@ def _in_range(issue: KnownIssue, package: str, version: str) -> tuple[bool | Non
     # HIP prints a build number where a ROCm release has its patch ("6.2.41133" is ROCm 6.2.x): the series only
     if package == "rocm" and (len(parsed.release) < 3 or parsed.release[2] >= PATCHES):
         series = versions.series(version)
+        if series is None:
+            return None, f"{version!r} names no ROCm series"
         inside = [p for p in range(PATCHES) if issue.affects(Version(f"{series}.{p}"))]
         if len(inside) == PATCHES:
             return True, f"every ROCm {series}.x release is affected"
@@ -116,77 +126,80 @@ def _in_range(issue: KnownIssue, package: str, version: str) -> tuple[bool | Non
     return issue.affects(parsed), ""
 
 
-def _conditions(ctx: CheckContext, issue: KnownIssue) -> tuple[bool | None, str]:
-    """(does the machine match the row's conditions?, why not / what is not known)."""
+def _conditions(ctx: CheckContext, issue: KnownIssue) -> tuple[bool | None, str, str | None]:
+    """(does the machine match the row's conditions?, why not / what cannot be told, the fact not collected)."""
     if issue.archs or issue.products:
         gpus = _known(lambda: ctx.amd_gpus)
-        if gpus is _UNKNOWN or not gpus or not all(g.arch for g in gpus):
-            return None, "the GPUs' arch is not known"
+        if _is_unknown(gpus):
+            return None, gpus.what, gpus.what
+        if not gpus or not all(g.arch for g in gpus):
+            return None, "the GPUs' arch is not known", None
         archs = sorted({g.arch for g in gpus if g.arch})
         if issue.archs and not set(archs) & set(issue.archs):
-            return False, f"GPU arch {', '.join(archs)}, the row is for {', '.join(issue.archs)}"
+            return False, f"GPU arch {', '.join(archs)}, the row is for {', '.join(issue.archs)}", None
         if issue.products:
             products = {g.product.name for g in gpus if g.product is not None}
-            if products & set(issue.products):
-                pass
-            elif any(g.product is None and (not issue.archs or g.arch in issue.archs) for g in gpus):
-                return None, f"the GPU product is not known (the row is for {', '.join(issue.products)})"
-            else:
-                return False, f"GPU {', '.join(sorted(products))}, the row is for {', '.join(issue.products)}"
+            if not products & set(issue.products):
+                if any(g.product is None and (not issue.archs or g.arch in issue.archs) for g in gpus):
+                    return None, f"the GPU product is not known (the row is for {', '.join(issue.products)})", None
+                return False, f"GPU {', '.join(sorted(products))}, the row is for {', '.join(issue.products)}", None
     if issue.kernel is not None:
         kernel = _known(lambda: ctx.platform_info("kernel"))
-        parsed = versions.parse(kernel) if kernel not in (None, _UNKNOWN) else None
+        if _is_unknown(kernel):
+            return None, kernel.what, kernel.what
+        parsed = versions.parse(kernel) if kernel else None
         if parsed is None:
-            return None, "the kernel release is not known"
+            return None, f"the kernel release {kernel!r} is not a version", None
         base = Version(".".join(str(n) for n in parsed.release))
         if not issue.kernel.contains(base, prereleases=True):
-            return False, f"kernel {kernel}, the row is for kernels {issue.kernel}"
-    return True, ""
+            return False, f"kernel {kernel}, the row is for kernels {issue.kernel}", None
+    return True, "", None
 
 
-def _versions_of(ctx: CheckContext, issue: KnownIssue) -> tuple[list[tuple[str, str]], list[str]]:
+def _versions_of(ctx: CheckContext, issue: KnownIssue) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """(what, version) pairs of the row's package, why one cannot be judged, the facts not collected."""
     if issue.package == "rocm":
         return _rocm_versions(ctx)
-    found, unknown = [], []
     for name in PACKAGE_NAMES.get(issue.package, (issue.package,)):
         version = _known(lambda name=name: ctx.package(name))
-        if version is _UNKNOWN:
-            unknown.append(f"{name}: the installed packages were not recorded")
-        elif version:
-            found.append((name, str(version)))
-            break
-    if not found and not unknown:
-        unknown.append(f"{issue.package}: not installed")
-    return found, unknown
+        if _is_unknown(version):
+            return [], [], [version.what]
+        if version:
+            return [(name, str(version))], [], []
+    return [], [f"{issue.package}: not installed"], []
 
 
-def judge(ctx: CheckContext, issue: KnownIssue) -> tuple[str, str, list[tuple[str, str]]]:
-    """(state, why, the affected (what, version) pairs) for one row; state: "finding", "clear", "not applied",
-    "not judged"."""
-    stack = _stack(ctx)
-    wanted = issue.platform or ("rocm" if issue.package == "rocm" else None)
-    if wanted is not None and stack is not None and stack != wanted:
-        return "not applied", f"no {wanted} stack here ({'none' if stack == 'none' else stack})", []
-    found, unknown = _versions_of(ctx, issue)
-    if wanted is not None and stack is None and not found:
-        return "not judged", "neither torch's build nor the GPU vendor is known", []
-    inside, open_notes = [], []
+def judge(ctx: CheckContext, issue: KnownIssue) -> tuple[str, str, list[tuple[str, str]], list[str]]:
+    """(state, why, the affected (what, version) pairs, the facts not collected that left it open) for one row;
+    state: "finding", "clear", "not applied", "not judged"."""
+    found, cannot, unknown = _versions_of(ctx, issue)
+    if issue.package == "rocm":
+        # a ROCm release row is about the ROCm in use: the system's on an AMD machine, or the one torch was built for
+        if not found and not unknown and ctx.vendor in ("nvidia", "none"):
+            return "not applied", f"no ROCm here (GPU vendor: {ctx.vendor})", [], []
+    if issue.platform is not None:
+        stack = _stack(ctx)
+        if stack is None:
+            return "not judged", "neither torch's build nor the GPU vendor is known", [], unknown or [VENDOR_WHAT]
+        if stack != issue.platform:
+            return "not applied", f"the row is for {issue.platform}, this is {stack}", [], []
+    inside = []
     for what, version in found:
         verdict, why = _in_range(issue, issue.package, version)
         if verdict:
             inside.append((what, version))
         elif verdict is None:
-            open_notes.append(f"{what} {version}: {why}")
+            cannot.append(f"{what} {version}: {why}")
     if inside:
-        matches, why = _conditions(ctx, issue)
+        matches, why, missing = _conditions(ctx, issue)
         if matches is False:
-            return "not applied", why, []
+            return "not applied", why, [], []
         if matches is None:
-            return "not judged", why, []
-        return "finding", "", inside
-    if open_notes or unknown:
-        return "not judged", "; ".join(open_notes + unknown), []
-    return "clear", ", ".join(f"{w} {v}" for w, v in found), []
+            return "not judged", why, [], [missing] if missing else []
+        return "finding", "", inside, []
+    if cannot or unknown:
+        return "not judged", "; ".join(cannot + [f"not known: {u}" for u in unknown]), [], unknown
+    return "clear", ", ".join(f"{w} {v}" for w, v in found), [], []
 
 
 def issue_fix(issue: KnownIssue) -> Fix:
@@ -217,10 +230,11 @@ def check_known_issues(ctx: CheckContext) -> CheckResult:
     to (docs/knowledge.md lists the rows' sources)."""
     states: dict[str, list[str]] = {"finding": [], "clear": [], "not applied": [], "not judged": []}
     findings: list[tuple[KnownIssue, list[tuple[str, str]]]] = []
-    evidence, later = [], []
+    evidence, later, missing = [], [], []
     for issue in all_issues():
-        state, why, inside = judge(ctx, issue)
+        state, why, inside, unknown = judge(ctx, issue)
         states[state].append(issue.id)
+        missing += [u for u in unknown if u not in missing]
         if state == "finding":
             findings.append((issue, inside))
             fix = issue_fix(issue)
@@ -242,12 +256,13 @@ def check_known_issues(ctx: CheckContext) -> CheckResult:
             f"{len(findings)} known issues: " + "; ".join(_describe(i, v) for i, v in findings))
         build = failed if first.severity == "fail" else warned
         return build(summary, issue_fix(first), evidence, **data)
+    if missing:  # unknown is not absent: no pass while a row waits on a fact nobody collected
+        return skipped(f"{ctx.unknown_phrase}: {missing[0]}", evidence, not_known=missing, **data)
     if states["clear"]:
         open_rows = f"; {len(states['not judged'])} not judged" if states["not judged"] else ""
         return passed(f"no installed version in a known-bad range ({len(states['clear'])} rows judged"
                       f"{open_rows})", evidence, **data)
     if states["not judged"]:
-        return skipped(f"not judged: {len(states['not judged'])} rows need a version or a fact that is not known",
+        return skipped(f"not judged: {len(states['not judged'])} rows need a version that is not here",
                        evidence, **data)
     return skipped("no known issue applies to this machine", evidence, **data)
-
