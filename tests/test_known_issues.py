@@ -200,6 +200,27 @@ def test_a_recorded_collect_env_on_a_6_8_kernel():
 
 
 def test_a_pasted_pip_list_alone_judges_nothing():
-    """A pip list (torch 2.8.0+rocm6.4) says nothing of the system ROCm: no row passes on torch's ROCm alone."""
+    """A pip list (torch 2.8.0+rocm6.4) says nothing of the system ROCm: no ROCm row passes on torch's ROCm alone;
+    torch's own row is judged from the version the list shows."""
     r = _triaged("pastes/pip_list/pip-list_torch-2.8.0+rocm6.4_comfyui_Radeon680M_ROCm-5225.txt")
-    assert r.status is Status.SKIP and r.data["clear"] == [] and r.data["finding"] == []
+    assert r.status is Status.SKIP and r.summary.startswith("not in the paste: ") and r.data["finding"] == []
+    rocm_rows = {i.id for i in all_issues() if i.package == "rocm"}
+    assert rocm_rows <= set(r.data["not_judged"]) and r.data["clear"] == ["torch-2.12-rdna-norm-backward"]
+
+
+def _rdna(torch: str):
+    """The recorded MI300X rocminfo with its arch and name planted as a Radeon RX 7900 XTX's (gfx1100, RDNA3)."""
+    facts = _machine("7.2.1", torch)
+    text = read_fixture("rocminfo/mi300x-8gpu-rocm6.2.3-unpadded.txt").replace("gfx942", "gfx1100")
+    facts.commands["rocminfo"] = ran("rocminfo", stdout=text.replace("AMD Instinct MI300X", "Radeon RX 7900 XTX"))
+    return facts
+
+
+def test_torch_2_12_on_rdna_fails_and_spares_cdna():
+    """torch 2.12's LayerNorm/RMSNorm backward on wave32 GPUs (pytorch#183861): a fail with the upgrade on RDNA,
+    not applied on MI300X (wave64), clear from 2.13.0."""
+    rdna = _verdict(_rdna("2.12.1+rocm7.2"))
+    assert rdna.status is Status.FAIL and "torch-2.12-rdna-norm-backward" in rdna.data["finding"]
+    assert rdna.fix.text == "pip install 'torch>=2.13.0'"
+    assert "torch-2.12-rdna-norm-backward" in _verdict(_machine("7.2.1", "2.12.1+rocm7.2")).data["not_applied"]
+    assert "torch-2.12-rdna-norm-backward" in _verdict(_rdna("2.13.0+rocm7.2")).data["clear"]
