@@ -400,14 +400,15 @@ KNOWN_ISSUES: list[dict[str, Any]] = [
                 "6.3.1_ROCm-ROCm_82d7903e": ["Fixed a performance issue affecting certain tensor shapes during "
                                             "backward weights convolution"]}},
     {"id": "rccl-6.2-kernel-6.8-no-gpu-nic-dma", "package": "rocm", "affected": "<6.3.0",
-     "when": {"kernel": ">=6.8"}, "severity": "warn",
+     "when": {"kernel": ">=6.8", "roce": True}, "severity": "warn",
      "what": "on Linux 6.8 or newer, RCCL's GPU<->NIC DMA (GPUDirect RDMA) is disabled: multi-node collectives "
              "over RoCE are slower",
      "fix": {"upgrade": "6.3.0"},
      "range_basis": "RCCL's 6.2.1 known issue (reproduced on 6.2.0 and 6.2.1; older RCCL versions also impacted); "
                     "RCCL for ROCm 6.3.0 enabled GDRDMA for Linux kernel 6.4.0+",
      "quotes": {RCCL_CHANGELOG_63: ["Direct Memory Access (DMA) transfers between the GPU and NIC are disabled and "
-                                    "impacts multi-node RCCL performance.", "Older RCCL versions are also impacted.",
+                                    "impacts multi-node RCCL performance.", "affects other systems with RoCE networks "
+                                    "using Linux 6.8.0 or newer.", "Older RCCL versions are also impacted.",
                                     "Enabled GDRDMA for Linux kernel 6.4.0+"]}},
     {"id": "rccl-6.4-mscclinit-commsplit-segfault", "package": "rocm", "affected": ">=6.4.1,<7.0.0", "when": {},
      "severity": "warn",

@@ -15,8 +15,10 @@ from conftest import PROJECT_FIXTURES_DIR, read_fixture
 from machines import amd_machine, ran, verdicts
 from packaging.specifiers import SpecifierSet
 from test_checks_nvidia import nvidia_machine
+from test_ib_settings import roce_node  # noqa: F401 (a fixture: recorded RoCE and InfiniBand ports)
 from test_rocm_distro_layout import debian_sid_facts
 
+from rocmcheck.facts.infiniband import read_infiniband
 from rocmcheck.facts.known import everything
 from rocmcheck.knowledge.known_issues import TABLES, all_issues, row_problems
 from rocmcheck.package_data import read_json
@@ -151,7 +153,7 @@ def test_an_unknown_version_is_not_judged():
     assert whole.fix is not None
 
 
-def test_other_platforms_archs_products_and_kernels_are_not_applied():
+def test_other_platforms_archs_products_and_kernels_are_not_applied(roce_node):  # noqa: F811 (the fixture)
     # an NVIDIA machine with DeepSpeed 0.17.5: the row is for ROCm torch only, and every ROCm row is not applied
     nvidia = nvidia_machine()
     nvidia.packages["deepspeed"] = "0.17.5"
@@ -167,11 +169,16 @@ def test_other_platforms_archs_products_and_kernels_are_not_applied():
     assert "rocm-6.2-mi300a-host-bandwidth" in _verdict(_machine("6.2.4", "2.5.1+rocm6.2.4")).data["not_applied"]
     assert "rocm-6.2-mi300a-host-bandwidth" in _verdict(
         _machine("6.2.4", "2.5.1+rocm6.2.4", gpu="MI300A")).data["finding"]
-    # RCCL's GPU<->NIC DMA on Linux 6.8+: a 5.15 kernel is not affected
-    old = _verdict(_machine("6.2.4", "2.5.1+rocm6.2.4"))
-    new = _verdict(_machine("6.2.4", "2.5.1+rocm6.2.4", kernel="6.8.0-52-generic"))
-    assert "rccl-6.2-kernel-6.8-no-gpu-nic-dma" in old.data["not_applied"]
-    assert "rccl-6.2-kernel-6.8-no-gpu-nic-dma" in new.data["finding"]
+    # RCCL's GPU<->NIC DMA on Linux 6.8+ with RoCE (the recorded mlx5 RoCE ports of tests/fixtures/infiniband): a 5.15
+    # kernel is not affected, nor a 6.8 node without RDMA devices
+    rows = "rccl-6.2-kernel-6.8-no-gpu-nic-dma"
+    roce = {"infiniband": read_infiniband(str(roce_node))}
+    old = _machine("6.2.4", "2.5.1+rocm6.2.4")
+    new = _machine("6.2.4", "2.5.1+rocm6.2.4", kernel="6.8.0-52-generic")
+    bare = _machine("6.2.4", "2.5.1+rocm6.2.4", kernel="6.8.0-52-generic")
+    old.node_health, new.node_health, bare.node_health = roce, roce, {"infiniband": {"present": False, "hcas": {}}}
+    assert rows in _verdict(old).data["not_applied"] and rows in _verdict(bare).data["not_applied"]
+    assert rows in _verdict(new).data["finding"]
 
 
 def test_debian_rocm_user_space_is_judged_by_its_series():
@@ -191,12 +198,13 @@ def _triaged(*paths: str):
 
 def test_a_recorded_collect_env_on_a_6_8_kernel():
     """A published collect_env of 8 x MI300X (torch 2.4.1+rocm6.1, host kernel 6.8.0-45): RCCL's known issue of Linux
-    6.8+ with RCCL before ROCm 6.3 applies; the rows that need the system ROCm, which the paste does not show, are not
-    judged."""
+    6.8+ with RCCL before ROCm 6.3 on RoCE nodes is in range, but the paste does not show the node's RDMA devices, nor
+    the system ROCm: those rows stay open, and the verdict names what the paste lacks."""
     r = _triaged("public/collect_env/mi300x-8gpu-vllm-collect-env-rocm6.1-torch2.4.1.txt")
-    assert r.status is Status.WARN and r.data["finding"] == ["rccl-6.2-kernel-6.8-no-gpu-nic-dma"]
-    assert r.fix is not None and "6.3.0" in r.fix.text
-    assert "rocm-7-ipc-export-pins-memory" in r.data["not_judged"]
+    assert r.status is Status.SKIP and r.summary.startswith("not in the paste: ") and r.data["finding"] == []
+    assert {"rccl-6.2-kernel-6.8-no-gpu-nic-dma", "rocm-7-ipc-export-pins-memory"} <= set(r.data["not_judged"])
+    assert any(line.startswith("not judged: rccl-6.2-kernel-6.8-no-gpu-nic-dma") and "infiniband" in line
+               for line in r.evidence), r.evidence
 
 
 def test_a_pasted_pip_list_alone_judges_nothing():

@@ -5,7 +5,8 @@ workaround its source gives.
 Each row ends in one of four states, all in the verdict's data:
 - a finding: the installed version is inside the affected range and the machine matches the row's conditions;
 - clear: the installed version is outside the range;
-- not applied: the machine is outside the row's conditions (another platform, GPU arch or product, kernel);
+- not applied: the machine is outside the row's conditions (another platform, GPU arch or product, kernel, no RoCE
+  port);
 - not judged: the version or a condition is not known (not installed, not recorded, a torch wheel naming only its ROCm
   series where the range splits that series). A row that is not judged never counts as a pass.
 """
@@ -17,10 +18,10 @@ from typing import Any, Callable
 from packaging.version import Version
 
 from rocmcheck import versions
-from rocmcheck.checks import check
+from rocmcheck.checks import check, ib_settings
 from rocmcheck.checks.context import VENDOR_WHAT, CheckContext
 from rocmcheck.checks.rocm import detected_rocm_version
-from rocmcheck.facts.known import NotKnown
+from rocmcheck.facts.known import NotKnown, describe
 from rocmcheck.facts.parsers.versions import is_rocm_torch, parse_torch_rocm_suffix
 from rocmcheck.fixes import Fix, note, shell
 from rocmcheck.knowledge.known_issues import KnownIssue, all_issues
@@ -153,6 +154,15 @@ def _conditions(ctx: CheckContext, issue: KnownIssue) -> tuple[bool | None, str,
         base = Version(".".join(str(n) for n in parsed.release))
         if not issue.kernel.contains(base, prereleases=True):
             return False, f"kernel {kernel}, the row is for kernels {issue.kernel}", None
+    if issue.roce:
+        ib = _known(lambda: ctx.health("infiniband"))
+        if _is_unknown(ib):
+            return None, ib.what, ib.what
+        if not isinstance(ib, dict):
+            what = describe("node_health", "infiniband")
+            return None, what, what
+        if not any(p.roce for p in ib_settings.ports(ib)):
+            return False, "no RoCE port in /sys/class/infiniband", None
     return True, "", None
 
 

@@ -6,7 +6,7 @@ A row:
 - `package`: as the facts name it; "rocm" is the ROCm release;
 - `affected`: a packaging specifier (">=6.3.0,<6.3.1");
 - `when`: the machines it applies to: `archs`, `products`, `kernel` (a specifier of the running kernel's release),
-  `platform` ("rocm" | "cuda");
+  `platform` ("rocm" | "cuda"), `roce` (true: a node with a RoCE port);
 - `severity`: "warn", or "fail" where the source says the version does not work;
 - `what`: one line; `fix`: `upgrade` (the first fixed release), `env` (workaround variables), `text` (more words);
 - `range_basis`: how the range follows from the sources; `sources`, `read`.
@@ -27,7 +27,7 @@ from rocmcheck.package_data import read_json
 TABLES = ("known_issues.json", "known_issues_threads.json")
 PLATFORMS = ("rocm", "cuda")
 SEVERITIES = ("warn", "fail")
-WHEN_KEYS = ("archs", "products", "kernel", "platform")
+WHEN_KEYS = ("archs", "products", "kernel", "platform", "roce")
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 REQUIRED = ("id", "package", "affected", "when", "severity", "what", "fix", "range_basis", "sources", "basis", "read")
 
@@ -47,6 +47,7 @@ class KnownIssue:
     products: tuple[str, ...] = ()
     kernel: SpecifierSet | None = None
     platform: str | None = None
+    roce: bool = False  # applies only to a node with a RoCE port (an RDMA device whose link layer is Ethernet)
     upgrade: str | None = None
     env: tuple[tuple[str, str], ...] = ()
     fix_text: str = ""
@@ -82,6 +83,8 @@ def row_problems(row: Any) -> list[str]:
             SpecifierSet(str(when["kernel"]))
         except InvalidSpecifier:
             problems.append(f"when.kernel: {when['kernel']!r} is not a version specifier")
+    if isinstance(when, dict) and not isinstance(when.get("roce", False), bool):
+        problems.append("when.roce: true or false")
     if isinstance(when, dict) and when.get("platform") not in (None, *PLATFORMS):
         problems.append(f"when.platform: {when.get('platform')!r} is not one of {', '.join(PLATFORMS)}")
     if row.get("severity") not in SEVERITIES:
@@ -115,6 +118,7 @@ def _issue(row: dict[str, Any]) -> KnownIssue:
         what=row["what"], range_basis=row["range_basis"], sources=tuple(row["sources"]), read=row["read"],
         basis=row["basis"], archs=tuple(when.get("archs", ())), products=tuple(when.get("products", ())),
         kernel=SpecifierSet(when["kernel"]) if "kernel" in when else None, platform=when.get("platform"),
+        roce=bool(when.get("roce", False)),
         upgrade=fix.get("upgrade"), env=tuple((str(k), str(v)) for k, v in (fix.get("env") or {}).items()),
         fix_text=fix.get("text", ""), affected_text=row["affected"])
 
