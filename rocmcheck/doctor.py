@@ -62,8 +62,9 @@ class DoctorRun:
                 "python": f.platform.get("python"), "torch": torch.get("version"), "headline": headline}
 
 
-# Areas whose checks read the child-process probe of torch / flash-attn / DeepSpeed.
-PYTHON_STACK_AREAS = {"torch", "triton", "flash_attn", "deepspeed", "rocm", "nvidia"}
+# Areas whose checks read the child-process probe of torch / flash-attn / DeepSpeed (versions: torch's ROCm and the
+# installed packages against the known issues).
+PYTHON_STACK_AREAS = {"torch", "triton", "flash_attn", "deepspeed", "rocm", "nvidia", "versions"}
 # Areas whose checks read the installed packages: from that same child when it runs another interpreter
 # (DoctorOptions.python), so judged with the stack then.
 PACKAGE_AREAS = {"transformers", "extensions", "bitsandbytes"}

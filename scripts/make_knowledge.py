@@ -1,5 +1,5 @@
-"""Regenerate rocmcheck/knowledge/rocm_releases.json, validation_floors.json and rccl_settings.json from AMD's
-published files.
+"""Regenerate rocmcheck/knowledge/rocm_releases.json, validation_floors.json, rccl_settings.json and
+known_issues.json from AMD's published files.
 
 The inputs are the snapshots in scripts/knowledge_sources/ (their origins and commits: its README.md). Run from the
 repository root:
@@ -352,12 +352,119 @@ def build_floors() -> dict[str, Any]:
     }
 
 
+ROCM_NOTES = "rocm/release-notes-{}.md"
+RCCL_CHANGELOG_63 = "rccl/CHANGELOG_ROCm-rccl_0cbce2a7.md"
+RCCL_CHANGELOG_70 = "rccl/CHANGELOG-excerpt_ROCm-rccl_cb829d62.md"
+# Known issues read from AMD's release notes and changelogs. Each row names the snapshots it rests on and the
+# sentences of each that state it (`quotes`, compared with runs of whitespace as one space): the script refuses a row
+# whose sentence its snapshot does not hold, so a row changes only with its source. `affected` is a packaging
+# specifier of the releases the sources name (a known issue listed in one release and resolved in a later one: from
+# the first up to, not including, the fixing release); `range_basis` says how the range follows from the sentences.
+# Left out: known issues of tools a fine-tuning run does not use (ROCm 6.3.0-6.3.1's TransferBench packages, profiler
+# packaging, MIVisionX, rocDecode): a row warns everyone on its releases, so it must matter to the run.
+KNOWN_ISSUES: list[dict[str, Any]] = [
+    {"id": "rocm-6.2-mi300a-host-bandwidth", "package": "rocm", "affected": ">=6.2.0,<6.3.0",
+     "when": {"archs": ["gfx942"], "products": ["MI300A"]}, "severity": "warn",
+     "what": "MI300A bandwidth in gang and non-gang modes is limited to about 45 GB/s (expected: ~60 GB/s non-gang, "
+             "~90 GB/s gang)",
+     "fix": {"upgrade": "6.3.0"},
+     "range_basis": "a known issue of ROCm 6.2.0; resolved in 6.3.0",
+     "quotes": {"6.2.0_ROCm-ROCm_c2e03669": ["Both gang and non-gang performance are observed to be limited at "
+                                            "45GB/s."],
+                "6.3.0_ROCm-ROCm_059c2cd9": ["Previously, both gang and non-gang performance were observed to be "
+                                            "limited at 45 GB/s."]}},
+    {"id": "rocm-6.2.0-hip-ipc-close-leak", "package": "rocm", "affected": ">=6.2.0,<6.2.1", "when": {},
+     "severity": "warn",
+     "what": "hipIpcCloseMemHandle leaks memory (GPU tensors shared between processes)",
+     "fix": {"upgrade": "6.2.1"},
+     "range_basis": "resolved in HIP 6.2.1; the notes describe changes since 6.2.0 and do not say since when, so "
+                    "only 6.2.0 is judged",
+     "quotes": {"6.2.1_ROCm-ROCm_a866cc83": ["Memory leak in `hipIpcCloseMemHandle`"]}},
+    {"id": "rocm-6.2.1-mi300x-ue-recovery", "package": "rocm", "affected": ">=6.2.1,<6.2.2",
+     "when": {"archs": ["gfx942"], "products": ["MI300X"]}, "severity": "warn",
+     "what": "after an uncorrectable error the MI300X GPU reset may not complete: the node needs a reboot and the "
+             "error may not be logged",
+     "fix": {"upgrade": "6.2.2"},
+     "range_basis": "a known issue of ROCm 6.2.1; fixed in 6.2.2",
+     "quotes": {"6.2.1_ROCm-ROCm_a866cc83": ["GPU recovery resets triggered by uncorrectable errors (UE) might not "
+                                            "complete successfully"],
+                "6.2.2_ROCm-ROCm_516b6c8e": ["### Fixed Instinct MI300X error recovery failure"]}},
+    {"id": "rocm-6.3.0-mi300-conv-wgrad", "package": "rocm", "affected": ">=6.3.0,<6.3.1",
+     "when": {"archs": ["gfx942"]}, "severity": "warn",
+     "what": "backward-weights convolution is slow for some FP16/FP32 shapes on MI300 series (MIOpen)",
+     "fix": {"upgrade": "6.3.1", "env": {"MIOPEN_FIND_MODE": "3", "MIOPEN_FIND_ENFORCE": "3"}},
+     "range_basis": "a known issue of ROCm 6.3.0; resolved in 6.3.1",
+     "quotes": {"6.3.0_ROCm-ROCm_059c2cd9": ["A performance issue affects certain tensor shapes during backward "
+                                            "weights convolution", "export MIOPEN_FIND_MODE=3",
+                                            "export MIOPEN_FIND_ENFORCE=3"],
+                "6.3.1_ROCm-ROCm_82d7903e": ["Fixed a performance issue affecting certain tensor shapes during "
+                                            "backward weights convolution"]}},
+    {"id": "rccl-6.2-kernel-6.8-no-gpu-nic-dma", "package": "rocm", "affected": "<6.3.0",
+     "when": {"kernel": ">=6.8", "roce": True}, "severity": "warn",
+     "what": "on Linux 6.8 or newer, RCCL's GPU<->NIC DMA (GPUDirect RDMA) is disabled: multi-node collectives "
+             "over RoCE are slower",
+     "fix": {"upgrade": "6.3.0"},
+     "range_basis": "RCCL's 6.2.1 known issue (reproduced on 6.2.0 and 6.2.1; older RCCL versions also impacted); "
+                    "RCCL for ROCm 6.3.0 enabled GDRDMA for Linux kernel 6.4.0+",
+     "quotes": {RCCL_CHANGELOG_63: ["Direct Memory Access (DMA) transfers between the GPU and NIC are disabled and "
+                                    "impacts multi-node RCCL performance.", "affects other systems with RoCE networks "
+                                    "using Linux 6.8.0 or newer.", "Older RCCL versions are also impacted.",
+                                    "Enabled GDRDMA for Linux kernel 6.4.0+"]}},
+    {"id": "rccl-6.4-mscclinit-commsplit-segfault", "package": "rocm", "affected": ">=6.4.1,<7.0.0", "when": {},
+     "severity": "warn",
+     "what": "splitting a communicator (ncclCommSplit, torch.distributed new_group) can segfault in MSCCL's "
+             "initialization on some GPU configurations",
+     "fix": {"upgrade": "7.0.0", "env": {"RCCL_MSCCL_ENABLE": "0"}},
+     "range_basis": "a known issue of RCCL for ROCm 6.4.1; fixed in RCCL for ROCm 7.0.0",
+     "quotes": {RCCL_CHANGELOG_70: ["MSCCL initialization can cause a segmentation fault.",
+                                    "The recommended workaround is to disable MSCCL with `export "
+                                    "RCCL_MSCCL_ENABLE=0`.", "Fixed the known issue \"When splitting a communicator"]}},
+]
+
+
+def _snapshot(key: str) -> tuple[str, str]:
+    """(text, URL of the file read) of a snapshot: a release-notes key ("6.3.0_ROCm-ROCm_059c2cd9") or a path."""
+    name = ROCM_NOTES.format(key) if "/" not in key else key
+    text = (SOURCES_DIR / name).read_text(encoding="utf-8")
+    m = re.match(r"<!-- (?:Excerpt of )?(https://\S+?),? ", text)
+    assert m, f"{name}: no source URL in its first line"
+    return text, m.group(1)
+
+
+def build_known_issues() -> dict[str, Any]:
+    rows = []
+    for spec in KNOWN_ISSUES:
+        sources = []
+        for key, quotes in spec["quotes"].items():
+            text, url = _snapshot(key)
+            flat = " ".join(text.split())
+            for quote in quotes:
+                if " ".join(quote.split()) not in flat:
+                    raise SystemExit(f"known issue {spec['id']}: {key} does not say {quote!r}")
+            sources.append(url)
+        row = {k: v for k, v in spec.items() if k != "quotes"}
+        row["quotes"] = [q for quotes in spec["quotes"].values() for q in quotes]
+        row["sources"] = sources
+        row["basis"] = "owner file"
+        row["read"] = READ_ON
+        rows.append(row)
+    return {
+        "_about": ("Known regressions and known-bad versions, from AMD's release notes and RCCL's changelog: per "
+                   "row the package (rocm: the ROCm release), the affected versions as a packaging specifier, the "
+                   "machines it applies to (when: archs, products, kernel), what breaks, the fix (the release that "
+                   "fixes it, a workaround variable), the sentences of the source that state it. Generated by "
+                   "scripts/make_knowledge.py from scripts/knowledge_sources/: do not edit by hand; rows from issue "
+                   "threads are in known_issues_threads.json."),
+        "issues": rows,
+    }
+
+
 def render(table: dict[str, Any]) -> str:
     return json.dumps(table, indent=1, sort_keys=False) + "\n"
 
 
 TABLES = {"rocm_releases.json": build_releases, "validation_floors.json": build_floors,
-          "rccl_settings.json": build_rccl_settings}
+          "rccl_settings.json": build_rccl_settings, "known_issues.json": build_known_issues}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,11 @@ def test_every_row_has_a_source_and_a_date():
     for row in rows:
         assert row["source"].startswith("https://"), row
         assert row["read"] == "2026-12-07", row
+    issues = load("known_issues.json")["issues"]
+    assert issues
+    for row in issues:
+        assert row["sources"] and all(s.startswith("https://github.com/ROCm/") for s in row["sources"]), row
+        assert row["quotes"] and row["read"] == "2026-12-07", row
 
 
 def test_the_tables_hold_what_amd_publishes():

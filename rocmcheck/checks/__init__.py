@@ -45,6 +45,7 @@ ALL_CHECK_MODULES = (
     "rocmcheck.checks.nvidia",
     "rocmcheck.checks.health",
     "rocmcheck.checks.runtime_env",
+    "rocmcheck.checks.known_issues",
 )
 
 AREA_TITLES = {
@@ -62,6 +63,7 @@ AREA_TITLES = {
     "transformers": "transformers",
     "extensions": "GPU code in installed libraries",
     "bitsandbytes": "bitsandbytes",
+    "versions": "Known issues in installed versions",
     "host": "Host settings",
     "nvidia": "NVIDIA",
     "health": "Node health",
