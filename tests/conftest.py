@@ -118,6 +118,28 @@ class _OpsBuild:
 _ops_build: _OpsBuild | None = None
 
 
+_SHARED_EXTENSIONS: Path | None = None  # made by the process that runs the session, removed when it ends
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Without a kept folder, the process that runs the session (xdist's controller, or pytest alone) makes one
+    folder for the DeepSpeed ops and gives it to its workers as the kept one: each op is then built once for the
+    whole run (torch's per-op build lock makes a second builder wait and load it), not once per worker."""
+    global _SHARED_EXTENSIONS
+    if os.environ.get("PYTEST_XDIST_WORKER") or os.environ.get(KEPT_EXTENSIONS_ENV):
+        return
+    _SHARED_EXTENSIONS = Path(tempfile.mkdtemp(prefix="rocmcheck-torch-extensions-"))
+    os.environ[KEPT_EXTENSIONS_ENV] = str(_SHARED_EXTENSIONS)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    global _SHARED_EXTENSIONS
+    if _SHARED_EXTENSIONS is not None:
+        os.environ.pop(KEPT_EXTENSIONS_ENV, None)
+        shutil.rmtree(_SHARED_EXTENSIONS, ignore_errors=True)
+        _SHARED_EXTENSIONS = None
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     import importlib.util
     import sys
