@@ -7,7 +7,7 @@ import json
 
 from conftest import PROJECT_FIXTURES_DIR
 
-from rocmcheck.triage import triage
+from rocmcheck.triage import shapes, triage
 
 
 def _tune_paste(name: str) -> str:
@@ -61,3 +61,41 @@ def test_mps_backend_refused_on_this_macos():
         assert word not in top.fix.text.lower()
     assert _top_ids("NotImplementedError: The operator 'aten::roll' is not currently implemented for the MPS "
                     "device.\n", 1) == ["shape.mps_op_missing"]
+
+
+def test_a_wsl_kernel_older_than_the_first_with_gpu_compute():
+    """vllm-project/vllm#6184: WSL's kernel 5.10.16.3 is older than 5.10.43.3, the first WSL kernel with GPU compute
+    (NVIDIA's CUDA on WSL guide); the fix is Windows' `wsl --update`. The catalogue's WSL example kernel, 5.15.153.1,
+    is new enough."""
+    t = triage([("p", _tune_paste("vllm-project-vllm-6184"))])
+    assert [s for s, _ in t.pasted.signs] == ["wsl.kernel_too_old"]
+    top = t.findings[0]
+    assert top.id == "wsl.kernel_too_old"
+    assert top.fix.text.startswith("this WSL kernel is 5.10.16.3; GPU compute inside WSL 2 needs kernel 5.10.43.3")
+    assert "wsl --update" in top.fix.text
+    assert shapes.wsl_kernel_too_old(["Linux version 5.15.153.1-microsoft-standard-WSL2"]) is None
+    assert shapes.wsl_kernel_too_old(["Linux version 4.4.0-19041-Microsoft"]) is None  # WSL 1: no such kernel
+
+
+SMI_PROCESSES = (  # apache/mxnet#4242's Processes table (older driver: GPU, PID, type)
+    "|  GPU       PID  Type  Process name                               Usage      |\n"
+    "|    0     31794    C   Unknown Error                                 5371MiB |\n"
+)
+
+
+def test_gpu_memory_held_on_an_idle_gpu_with_no_process_listed():
+    """wencolani/CrossE#2: 12799 of 16280 MiB in use at 0% utilisation, no process listed (a leftover process held
+    it). The same row beside a Processes table that lists a process, a busy GPU, or a little memory in use is no
+    sign: the claim is conditional ("if no job of yours is running")."""
+    paste = _tune_paste("wencolani-CrossE-2")
+    t = triage([("p", paste)])
+    assert [s for s, _ in t.pasted.signs] == ["nvidia_smi.idle_memory_held"]
+    top = t.findings[0]
+    assert top.id == "gpu.memory_held_idle" and top.text.startswith("If no job of yours is running")
+    row = "| N/A   36C    P0    41W / 300W |  12799MiB / 16280MiB |      0%      Default |"
+    assert shapes.idle_gpu_memory_held([row]) == row
+    assert shapes.idle_gpu_memory_held([row] + SMI_PROCESSES.splitlines()) is None
+    assert shapes.idle_gpu_memory_held([row.replace("     0%", "    87%")]) is None
+    assert shapes.idle_gpu_memory_held([row.replace("12799MiB", "  301MiB")]) is None
+    new = "|    0   N/A  N/A     12345      C   python                          500MiB |"
+    assert shapes.idle_gpu_memory_held([row, new]) is None

@@ -803,3 +803,60 @@ def unsupported_arch_advice(lines: Iterable[str]) -> str:
             f"wheels have no kernels for it. Use a supported GPU, or a community build for {arch}; for some archs "
             "HSA_OVERRIDE_GFX_VERSION set to the nearest supported one of the same generation (10.3.0 for RDNA2, "
             "11.0.0 for RDNA3) runs that arch's code, unsupported and at your own risk")
+
+
+# --- WSL's kernel older than the first one that runs GPU compute ---------------------------------------------------
+
+# GPU compute (CUDA, DirectML, ROCm on WSL) inside WSL 2 needs a WSL kernel of 5.10.43.3 or newer: NVIDIA's "CUDA on
+# WSL User Guide" and Microsoft's "Enable NVIDIA CUDA on WSL" give that floor.
+WSL_GPU_KERNEL = (5, 10, 43, 3)
+_WSL_KERNEL = re.compile(r"\b(\d{1,2})\.(\d{1,3})\.(\d{1,4})(?:\.(\d{1,4}))?-microsoft-standard(?:-WSL2)?\b")
+
+
+def wsl_kernel_too_old(lines: Iterable[str]) -> tuple[str, str] | None:
+    """(the kernel version, its line) of the first WSL 2 kernel the lines show that is older than WSL_GPU_KERNEL;
+    None where none is shown or every one shown is new enough."""
+    for line in lines:
+        m = _WSL_KERNEL.search(line[:MAX_LINE])
+        if m is None:
+            continue
+        version = tuple(int(g or 0) for g in m.groups())
+        if version < WSL_GPU_KERNEL:
+            return ".".join(g for g in m.groups() if g is not None), line
+    return None
+
+
+def wsl_kernel_advice(lines: Iterable[str]) -> str:
+    found = wsl_kernel_too_old(lines)
+    shown = f"this WSL kernel is {found[0]}; " if found else ""
+    floor = ".".join(str(n) for n in WSL_GPU_KERNEL)
+    return (f"{shown}GPU compute inside WSL 2 needs kernel {floor} or newer: update it from Windows (PowerShell: "
+            "wsl --update, then wsl --shutdown) and open the distribution again; `wsl cat /proc/version` shows the "
+            "kernel in use")
+
+
+# --- GPU memory held while the GPU is idle -------------------------------------------------------------------------
+
+# nvidia-smi's device row: "| N/A   36C    P0    41W / 300W |  12799MiB / 16280MiB |      0%      Default |".
+_SMI_MEMORY = re.compile(r"\|\s*(\d{1,7})MiB\s*/\s*(\d{1,7})MiB\s*\|\s*(\d{1,3})%")
+# A row of its Processes table: "|    0     31794    C   python    5369MiB |" (older drivers: GPU, PID, type) or
+# "|    0   N/A  N/A     12345      C   python    500MiB |" (GPU, GI, CI, PID, type).
+_SMI_PROCESS = re.compile(r"^\|\s+\d+\s+(?:\S+\s+){0,3}\d+\s+(?:C|G|C\+G)\s+\S")
+HELD_MIN_MIB = 1024  # memory in use below this is what a driver, a display or an idle context takes
+HELD_MIN_SHARE = 0.25
+
+
+def idle_gpu_memory_held(lines: Iterable[str]) -> str | None:
+    """nvidia-smi's line of a GPU at 0% utilisation with a quarter or more of its memory in use (and at least
+    HELD_MIN_MIB), where the pasted output lists no process using the GPU; None otherwise."""
+    lines = list(lines)
+    if any(_SMI_PROCESS.search(line[:MAX_LINE]) for line in lines):
+        return None
+    for line in lines:
+        m = _SMI_MEMORY.search(line[:MAX_LINE])
+        if m is None:
+            continue
+        used, total, util = (int(g) for g in m.groups())
+        if util == 0 and total > 0 and used >= HELD_MIN_MIB and used >= HELD_MIN_SHARE * total:
+            return line
+    return None

@@ -33,4 +33,11 @@ SIGNS = {
     # hipcc's unknown HIP target, a request for support) and no ROCm release in rocmcheck's table ships code for it
     # (rocmcheck/triage/shapes.py, amd_arch_not_supported).
     "amd_gpu.arch_not_supported": "an AMD GPU arch of this machine that no ROCm release ships code for",
+    # A WSL 2 kernel version (uname -r, /proc/version: "5.10.16.3-microsoft-standard-WSL2") older than 5.10.43.3, the
+    # first that runs GPU compute inside WSL (rocmcheck/triage/shapes.py, wsl_kernel_too_old).
+    "wsl.kernel_too_old": "a WSL 2 kernel older than the first one that runs GPU compute",
+    # nvidia-smi shows a GPU at 0% utilisation with a quarter or more of its memory (and at least 1 GiB) in use, and
+    # lists no process using it: something the listing does not show holds that memory (rocmcheck/triage/shapes.py,
+    # idle_gpu_memory_held).
+    "nvidia_smi.idle_memory_held": "nvidia-smi shows GPU memory in use on an idle GPU with no process listed",
 }
