@@ -99,3 +99,21 @@ def test_gpu_memory_held_on_an_idle_gpu_with_no_process_listed():
     assert shapes.idle_gpu_memory_held([row.replace("12799MiB", "  301MiB")]) is None
     new = "|    0   N/A  N/A     12345      C   python                          500MiB |"
     assert shapes.idle_gpu_memory_held([row, new]) is None
+
+
+def test_a_gpu_index_past_the_visible_gpus():
+    """THUDM/slime#1326: gpu_id=6 under CUDA_VISIBLE_DEVICES='4,5,6,7' (four visible GPUs, indices 0-3) fails with
+    "invalid device ordinal"; the fix names the visible list and where physical GPU 6 is in it. The error alone
+    (unsloth#670's, tab-ddpm#20's) is the usual cause's evidence but no sign; an index inside the list is none."""
+    t = triage([("p", _tune_paste("THUDM-slime-1326"))])
+    assert [s for s, _ in t.pasted.signs] == ["gpu_index.beyond_visible"]
+    top = t.findings[0]
+    assert top.id == "shape.device_index_beyond_visible"
+    assert "CUDA_VISIBLE_DEVICES=4,5,6,7 makes this process see 4 GPU(s)" in top.fix.text
+    assert "physical GPU 6 is index 2 there" in top.fix.text
+    alone = "RuntimeError: CUDA error: invalid device ordinal\n"
+    t = triage([("p", alone)])
+    assert not t.pasted.signs and t.findings[0].id == "shape.device_index_beyond_visible" and t.findings[0].thin
+    inside = ("Context: self.gpu_id=2 os.environ.get('CUDA_VISIBLE_DEVICES')='4,5,6,7'\n"
+              "torch.AcceleratorError: CUDA error: invalid device ordinal\n")
+    assert shapes.device_index_beyond_visible(shapes.lines_of([inside])) is None

@@ -273,6 +273,7 @@ class _Builder:
         self._amd_arch_not_supported()
         self._line_sign("wsl.kernel_too_old", _wsl_kernel_line)
         self._line_sign("nvidia_smi.idle_memory_held", _idle_memory_line)
+        self._line_sign("gpu_index.beyond_visible", _device_index_line)
         return self.p
 
     def _line_sign(self, name: str, find: Callable[[list[str]], str | None]) -> None:
@@ -828,3 +829,10 @@ def _idle_memory_line(lines: list[str]) -> str | None:
     from rocmcheck.triage.shapes import idle_gpu_memory_held
 
     return idle_gpu_memory_held(lines)
+
+
+def _device_index_line(lines: list[str]) -> str | None:
+    from rocmcheck.triage.shapes import device_index_beyond_visible
+
+    found = device_index_beyond_visible(lines)
+    return found.line if found else None

@@ -860,3 +860,61 @@ def idle_gpu_memory_held(lines: Iterable[str]) -> str | None:
         if util == 0 and total > 0 and used >= HELD_MIN_MIB and used >= HELD_MIN_SHARE * total:
             return line
     return None
+
+
+# --- a GPU index beyond the GPUs this process sees -----------------------------------------------------------------
+
+_ORDINAL = re.compile(r"invalid device ordinal", re.IGNORECASE)
+_VISIBLE = re.compile(r"\b(CUDA|HIP|ROCR)_VISIBLE_DEVICES\b['\"]?\)?\s{0,3}(?:=|:|is)\s{0,3}['\"]?([\d, ]{1,80})")
+# The index a program asked for: "cuda:6", "gpu_id=6", "gpu_idx 6", "set_device(6)", "--base-gpu-id 6".
+_INDEX = re.compile(r"\bcuda:(\d{1,3})\b|\b(?:base_)?gpu_?(?:id|idx|index)\b['\"]?\s{0,3}[=:]?\s{0,3}(\d{1,3})\b|"
+                    r"set_device\((\d{1,3})\)|--base-gpu-id[= ](\d{1,3})\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DeviceIndex:
+    variable: str | None  # CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES, when the paste sets one
+    visible: tuple[int, ...]  # the physical GPUs it lists, in order
+    index: int | None  # the index the program asked for, when the paste shows one
+    line: str  # the line that shows the index (or the error)
+
+
+def device_index_beyond_visible(lines: Iterable[str]) -> DeviceIndex | None:
+    """Where the lines show "invalid device ordinal" and a GPU index the program asked for that is not below the
+    number of GPUs a *_VISIBLE_DEVICES list gives it: that list, the index and its line; None otherwise."""
+    lines = [line[:MAX_LINE] for line in lines]
+    if not any(_ORDINAL.search(line) for line in lines):
+        return None
+    variable, visible = None, ()
+    for line in lines:
+        m = _VISIBLE.search(line)
+        if m is not None:
+            ids = tuple(int(x) for x in re.findall(r"\d{1,3}", m.group(2)))
+            if ids:
+                variable, visible = f"{m.group(1)}_VISIBLE_DEVICES", ids
+                break
+    if not visible:
+        return None
+    for line in lines:
+        for m in _INDEX.finditer(line):
+            index = int(next(g for g in m.groups() if g is not None))
+            if index >= len(visible):
+                return DeviceIndex(variable, visible, index, line)
+    return None
+
+
+def device_index_advice(lines: Iterable[str], vendor: str | None = None) -> str:
+    found = device_index_beyond_visible(lines)
+    variable = found.variable if found and found.variable else (
+        "HIP_VISIBLE_DEVICES" if vendor == "amd" else "CUDA_VISIBLE_DEVICES" if vendor == "nvidia" else None)
+    if found is None or found.index is None:
+        names = f"{variable} " if variable else "the *_VISIBLE_DEVICES variable "
+        return (f"a GPU index counts only the GPUs this process sees, from 0: with {names}set, the first GPU it lists "
+                "is index 0; pass an index below the number of visible GPUs, or make the GPU you want visible and "
+                "use index 0")
+    listed = ",".join(str(i) for i in found.visible)
+    where = (f"; physical GPU {found.index} is index {found.visible.index(found.index)} there"
+             if found.index in found.visible else "")
+    return (f"{found.variable}={listed} makes this process see {len(found.visible)} GPU(s), numbered 0 to "
+            f"{len(found.visible) - 1}, and the program asked for index {found.index}{where}: pass the index among "
+            f"the visible GPUs, or set {found.variable} to the GPU you want and use index 0")

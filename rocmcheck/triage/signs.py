@@ -40,4 +40,8 @@ SIGNS = {
     # lists no process using it: something the listing does not show holds that memory (rocmcheck/triage/shapes.py,
     # idle_gpu_memory_held).
     "nvidia_smi.idle_memory_held": "nvidia-smi shows GPU memory in use on an idle GPU with no process listed",
+    # "invalid device ordinal" beside a *_VISIBLE_DEVICES list of n GPUs and a GPU index the program asked for
+    # ("cuda:6", "gpu_id=6") that is n or more: indices count the visible GPUs from 0, not the physical ones
+    # (rocmcheck/triage/shapes.py, device_index_beyond_visible).
+    "gpu_index.beyond_visible": "a GPU index at or past the number of GPUs a *_VISIBLE_DEVICES list leaves visible",
 }
