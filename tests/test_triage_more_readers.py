@@ -117,3 +117,17 @@ def test_a_gpu_index_past_the_visible_gpus():
     inside = ("Context: self.gpu_id=2 os.environ.get('CUDA_VISIBLE_DEVICES')='4,5,6,7'\n"
               "torch.AcceleratorError: CUDA error: invalid device ordinal\n")
     assert shapes.device_index_beyond_visible(shapes.lines_of([inside])) is None
+
+
+def test_vllm_custom_all_reduce_hang():
+    """vllm-project/vllm#8410: an 8-GPU tensor-parallel server whose NCCL collective hung on one rank until
+    --disable_custom_all_reduce; ROCm/vllm#390's title names the same flag for AMD GPUs. The cause is stated with
+    "if" (the paste points at the kernel, it does not trace the hang), and a line naming the kernel without a hang
+    or the flag is no evidence."""
+    t = triage([("p", _tune_paste("vllm-project-vllm-8410"))])
+    top = [f for f in t.findings if f.id == "vllm.custom_all_reduce"]
+    assert top and top[0].thin and top[0].text.startswith("If the hang is in vLLM's custom all-reduce")
+    assert "--disable-custom-all-reduce" in top[0].fix.text
+    rocm = "[Bug]: Multi-GPU AMD Setup Hangs without NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce\n"
+    assert "vllm.custom_all_reduce" in _top_ids(rocm)
+    assert "vllm.custom_all_reduce" not in _top_ids("INFO custom_all_reduce.py:44 custom allreduce is enabled\n")
