@@ -131,3 +131,18 @@ def test_vllm_custom_all_reduce_hang():
     rocm = "[Bug]: Multi-GPU AMD Setup Hangs without NCCL_P2P_DISABLE=1 and --disable-custom-all-reduce\n"
     assert "vllm.custom_all_reduce" in _top_ids(rocm)
     assert "vllm.custom_all_reduce" not in _top_ids("INFO custom_all_reduce.py:44 custom allreduce is enabled\n")
+
+
+def test_a_wheel_cuda_library_linked_against_another_copy_of_its_sibling():
+    """pytorch/pytorch#103832: the nvidia-cublas wheel's libcublas.so.11 resolved libcublasLt.so.11 from the image
+    (cublasLtGetStatusString missing); deepmodeling/deepmd-kit#2241's wording of the same failure ("symbol ...
+    not defined in file ... with link time reference"). An undefined symbol in a library outside a wheel's
+    nvidia/ folder is the generic reader's, not this cause."""
+    assert _top_ids(_tune_paste("pytorch-pytorch-103832"), 1) == ["shape.system_library_shadows_wheel"]
+    other = ("OSError: /home/u/envs/tf/lib/python3.10/site-packages/nvidia/cublas/lib/libcublas.so.11: symbol "
+             "cublasLtHSHMatmulAlgoInit, version libcublasLt.so.11 not defined in file libcublasLt.so.11 with link "
+             "time reference\n")
+    assert _top_ids(other, 1) == ["shape.system_library_shadows_wheel"]
+    plain = ("ImportError: /usr/lib/python3/dist-packages/foo/_C.so: undefined symbol: "
+             "_ZN3c104cuda9SetDeviceEi\n")
+    assert "shape.system_library_shadows_wheel" not in _top_ids(plain)
