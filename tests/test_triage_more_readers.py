@@ -146,3 +146,11 @@ def test_a_wheel_cuda_library_linked_against_another_copy_of_its_sibling():
     plain = ("ImportError: /usr/lib/python3/dist-packages/foo/_C.so: undefined symbol: "
              "_ZN3c104cuda9SetDeviceEi\n")
     assert "shape.system_library_shadows_wheel" not in _top_ids(plain)
+
+
+def test_a_command_and_its_argument_run_as_one_file_name():
+    """hiyouga/LlamaFactory#3603: an exec-form CMD ["llamafactory-cli webui"] made the entrypoint look for a file
+    named "llamafactory-cli webui". A missing file without a space (a real missing program) is not this cause."""
+    assert _top_ids(_tune_paste("hiyouga-LlamaFactory-3603"), 1) == ["shape.command_and_argument_as_one_word"]
+    missing = "/opt/nvidia/nvidia_entrypoint.sh: line 49: /usr/local/bin/llamafactory-cli: No such file or directory\n"
+    assert "shape.command_and_argument_as_one_word" not in _top_ids(missing)
