@@ -154,3 +154,18 @@ def test_a_command_and_its_argument_run_as_one_file_name():
     assert _top_ids(_tune_paste("hiyouga-LlamaFactory-3603"), 1) == ["shape.command_and_argument_as_one_word"]
     missing = "/opt/nvidia/nvidia_entrypoint.sh: line 49: /usr/local/bin/llamafactory-cli: No such file or directory\n"
     assert "shape.command_and_argument_as_one_word" not in _top_ids(missing)
+
+
+def test_a_cuda_only_build_under_a_rocm_torch():
+    """Dao-AILab/flash-attention#205: flash-attn 1.0.4's setup asks for nvcc while torch is 1.13.1+rocm5.2: the
+    release has no ROCm path. The same request beside a CUDA torch stays a missing build tool; the fix names no
+    CUDA-only step on this ROCm paste."""
+    t = triage([("p", _tune_paste("Dao-AILab-flash-attention-205"))])
+    assert [s for s, _ in t.pasted.signs] == ["build.cuda_path_under_rocm"]
+    top = t.findings[0]
+    assert top.id == "shape.cuda_build_under_rocm"
+    for word in ("nvcc", "whl/cu", "NVIDIA driver", "CUDA_VISIBLE_DEVICES"):
+        assert word not in top.fix.text
+    cuda = ("RuntimeError: flash_attn was requested, but nvcc was not found.  Are you sure your environment has nvcc "
+            "available?\n      torch.__version__  = 2.1.0+cu121\n")
+    assert shapes.cuda_build_under_rocm_torch(shapes.lines_of([cuda])) is None

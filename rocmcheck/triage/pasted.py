@@ -274,6 +274,7 @@ class _Builder:
         self._line_sign("wsl.kernel_too_old", _wsl_kernel_line)
         self._line_sign("nvidia_smi.idle_memory_held", _idle_memory_line)
         self._line_sign("gpu_index.beyond_visible", _device_index_line)
+        self._line_sign("build.cuda_path_under_rocm", _cuda_build_line)
         return self.p
 
     def _line_sign(self, name: str, find: Callable[[list[str]], str | None]) -> None:
@@ -836,3 +837,9 @@ def _device_index_line(lines: list[str]) -> str | None:
 
     found = device_index_beyond_visible(lines)
     return found.line if found else None
+
+
+def _cuda_build_line(lines: list[str]) -> str | None:
+    from rocmcheck.triage.shapes import cuda_build_under_rocm_torch
+
+    return cuda_build_under_rocm_torch(lines)

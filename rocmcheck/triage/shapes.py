@@ -918,3 +918,20 @@ def device_index_advice(lines: Iterable[str], vendor: str | None = None) -> str:
     return (f"{found.variable}={listed} makes this process see {len(found.visible)} GPU(s), numbered 0 to "
             f"{len(found.visible) - 1}, and the program asked for index {found.index}{where}: pass the index among "
             f"the visible GPUs, or set {found.variable} to the GPU you want and use index 0")
+
+
+# --- a build that takes CUDA's path under a ROCm torch -------------------------------------------------------------
+
+_NEEDS_NVCC = re.compile(r"nvcc was not found|CUDA_HOME does not exist|CUDA_HOME environment variable is not set|"
+                         r"No CUDA runtime is found, using CUDA_HOME|Cannot find CUDA_TOOLKIT_ROOT_DIR")
+_ROCM_TORCH = re.compile(r"\btorch\b[^\n]{0,40}?\d{1,2}\.\d{1,2}[\w.]{0,20}\+rocm\d|"
+                         r"\bPyTorch version: \d[\w.]{0,20}\+rocm\d|\bROCM used to build PyTorch: \d")
+
+
+def cuda_build_under_rocm_torch(lines: Iterable[str]) -> str | None:
+    """The line of a build asking for CUDA's compiler or toolkit (nvcc, CUDA_HOME) where the lines also show a ROCm
+    build of torch: the package's build took its CUDA path on a ROCm machine. None otherwise."""
+    lines = [line[:MAX_LINE] for line in lines]
+    if not any(_ROCM_TORCH.search(line) for line in lines):
+        return None
+    return next((line for line in lines if _NEEDS_NVCC.search(line)), None)

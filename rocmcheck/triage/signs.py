@@ -44,4 +44,8 @@ SIGNS = {
     # ("cuda:6", "gpu_id=6") that is n or more: indices count the visible GPUs from 0, not the physical ones
     # (rocmcheck/triage/shapes.py, device_index_beyond_visible).
     "gpu_index.beyond_visible": "a GPU index at or past the number of GPUs a *_VISIBLE_DEVICES list leaves visible",
+    # A build asking for CUDA's compiler or toolkit ("nvcc was not found", "CUDA_HOME does not exist") where the
+    # pastes show a ROCm build of torch (+rocmX, "ROCM used to build PyTorch"): the package's build took its CUDA
+    # path on a ROCm machine (rocmcheck/triage/shapes.py, cuda_build_under_rocm_torch).
+    "build.cuda_path_under_rocm": "a build asking for nvcc / CUDA_HOME beside a ROCm build of torch",
 }
