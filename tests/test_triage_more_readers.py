@@ -169,3 +169,15 @@ def test_a_cuda_only_build_under_a_rocm_torch():
     cuda = ("RuntimeError: flash_attn was requested, but nvcc was not found.  Are you sure your environment has nvcc "
             "available?\n      torch.__version__  = 2.1.0+cu121\n")
     assert shapes.cuda_build_under_rocm_torch(shapes.lines_of([cuda])) is None
+
+
+def test_torch_not_compiled_with_cuda_names_the_program_asking_for_cuda_too():
+    """karpathy/nanoGPT#281: train.py's device='cuda' default on a machine whose torch has no CUDA. The line keeps
+    its usual cause first (a torch without CUDA installed, lm-sys/FastChat#2298's Windows CPU wheel); the program's
+    request for CUDA is named beside it, with "if", and its fix names no vendor-only step."""
+    t = triage([("p", _tune_paste("karpathy-nanoGPT-281"))])
+    ids = [f.id for f in t.findings[:3]]
+    assert ids[0] == "torch.build" and "code.cuda_device_requested" in ids
+    f = next(f for f in t.findings if f.id == "code.cuda_device_requested")
+    assert f.thin and f.text.startswith("If this machine has no CUDA GPU")
+    assert "nvidia" not in f.fix.text.lower() and "whl/cu" not in f.fix.text
