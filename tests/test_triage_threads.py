@@ -13,8 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
-TUNE_FLOOR = 148  # threads of the tuning part with the accepted family among the top 3 (149 when last measured)
-FROZEN_FLOOR = 56  # the same on the frozen part (57 of 117 when last measured; its totals only are ever looked at)
+TUNE_FLOOR = 150  # threads of the tuning part with the accepted family among the top 3 (151 when last measured)
+FROZEN_FLOOR = 57  # the same on the frozen part (58 of 117 when last measured; its totals only are ever looked at)
 FROZEN_OTHER_PLATFORM_CEILING = 1  # frozen answers offering another platform's fix, when this test was written
 FROZEN_B_FLOOR = 28  # the same on frozen-b/ (28 of 60 before any rule written after it was frozen, 29 since)
 FROZEN_B_OTHER_PLATFORM_CEILING = 2  # frozen-b answers offering another platform's fix when first measured
