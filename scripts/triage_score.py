@@ -1,9 +1,10 @@
-"""Score `rocmcheck triage` on the recorded issue threads (tests/fixtures/triage_threads/): per split, the share
+"""Score `rocmcheck triage` on the recorded issue threads (tests/fixtures/triage_threads/): per split (the two frozen
+test parts, frozen/ and frozen-b/, and the tuning part tune/), the share
 of threads whose accepted cause family is among the families of the three causes triage names first, and the
 number of threads where a fix for another platform than the paste's own was offered among those three.
 
-    python scripts/triage_score.py                      # both splits, a line per split
-    python scripts/triage_score.py --misses tune        # also each thread of a split whose family was missed
+    python scripts/triage_score.py                      # every split, a line per split
+    python scripts/triage_score.py --misses tune        # also each tuning thread whose family was missed
     python scripts/triage_score.py --in-process         # the same triage called in worker processes (fast)
 
 Each thread's paste goes to the real command (`python -m rocmcheck triage --json -`, the paste on stdin), as a
@@ -38,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 from rocmcheck.runner import run_command  # noqa: E402
 
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
-SPLITS = ("frozen", "tune")
+SPLITS = ("frozen", "frozen-b", "tune")  # frozen-b/: the second test part (README-frozen-b.md)
 SHOWN = 3  # the causes a reply names (rocmcheck.triage.SHOWN)
 TRIAGE_TIMEOUT_S = 120.0
 OUTPUT_CAP = 4_000_000
@@ -170,20 +171,21 @@ def score_splits(threads: Path, families: dict[str, str | None], unmapped: set[s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--threads", type=Path, default=THREADS, help="the folder holding frozen/ and tune/")
+    ap.add_argument("--threads", type=Path, default=THREADS, help="the folder holding frozen/, frozen-b/ and tune/")
     ap.add_argument(
         "--misses",
-        choices=SPLITS,
+        choices=("tune",),  # the frozen parts are read by their totals only
         action="append",
         default=[],
-        help="list each thread of this split whose accepted family was not among the three shown",
+        help="list each thread of the tuning part whose accepted family was not among the three shown",
     )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--in-process", action="store_true", help="call triage in worker processes, not the command")
     args = ap.parse_args(argv)
     fam_path = args.threads / "cause_families.json"
     if not fam_path.is_file() or not all((args.threads / s).is_dir() for s in SPLITS):
-        print(f"triage_score: {args.threads} holds no cause_families.json with frozen/ and tune/", file=sys.stderr)
+        print(f"triage_score: {args.threads} holds no cause_families.json with frozen/, frozen-b/ and tune/",
+              file=sys.stderr)
         return 2
     families = load_families(fam_path)
     unmapped: set[str] = set()

@@ -127,6 +127,10 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
     made |= {name for name, _ in triage([("mamba", OTHER_CUDA_MAJOR["mamba"])]).pasted.signs}
     made |= {name for name, _ in triage([("tcnn", _tune_paste("NVlabs-tiny-cuda-nn-239"))]).pasted.signs}
     made |= {name for name, _ in triage([("gfx", _tune_paste("rocm-arch-rocm-arch-570"))]).pasted.signs}
+    made |= {name for name, _ in triage([("wsl", _tune_paste("vllm-project-vllm-6184"))]).pasted.signs}
+    made |= {name for name, _ in triage([("smi", _tune_paste("wencolani-CrossE-2"))]).pasted.signs}
+    made |= {name for name, _ in triage([("ord", _tune_paste("THUDM-slime-1326"))]).pasted.signs}
+    made |= {name for name, _ in triage([("fa", _tune_paste("Dao-AILab-flash-attention-205"))]).pasted.signs}
     assert made == set(SIGNS)
 
 

@@ -271,7 +271,22 @@ class _Builder:
         self._cuda_library_major()
         self._gpu_newer_than_toolkit()
         self._amd_arch_not_supported()
+        self._line_sign("wsl.kernel_too_old", _wsl_kernel_line)
+        self._line_sign("nvidia_smi.idle_memory_held", _idle_memory_line)
+        self._line_sign("gpu_index.beyond_visible", _device_index_line)
+        self._line_sign("build.cuda_path_under_rocm", _cuda_build_line)
         return self.p
+
+    def _line_sign(self, name: str, find: Callable[[list[str]], str | None]) -> None:
+        """The sign `name` where `find`, given every pasted line, returns the line that shows it."""
+        found = find([line for inp in self.p.inputs for line in inp.lines])
+        if found is None:
+            return
+        for inp in self.p.inputs:
+            for number, line in enumerate(inp.lines, 1):
+                if line == found:
+                    self.sign(name, inp.make_quote(number))
+                    return
 
     def _amd_arch_not_supported(self) -> None:
         """The machine's AMD GPU arch, named, that no ROCm release ships code for (a sign)."""
@@ -802,3 +817,29 @@ def _arch_of_name(name: str | None) -> str | None:
         return found
     matches = {a.name for a in all_archs().values() if a.match_product(name)}
     return matches.pop() if len(matches) == 1 else None
+
+
+def _wsl_kernel_line(lines: list[str]) -> str | None:
+    from rocmcheck.triage.shapes import wsl_kernel_too_old
+
+    found = wsl_kernel_too_old(lines)
+    return found[1] if found else None
+
+
+def _idle_memory_line(lines: list[str]) -> str | None:
+    from rocmcheck.triage.shapes import idle_gpu_memory_held
+
+    return idle_gpu_memory_held(lines)
+
+
+def _device_index_line(lines: list[str]) -> str | None:
+    from rocmcheck.triage.shapes import device_index_beyond_visible
+
+    found = device_index_beyond_visible(lines)
+    return found.line if found else None
+
+
+def _cuda_build_line(lines: list[str]) -> str | None:
+    from rocmcheck.triage.shapes import cuda_build_under_rocm_torch
+
+    return cuda_build_under_rocm_torch(lines)

@@ -124,7 +124,7 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
 SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool",
                "built_for", "version_requirement", "model_support", "other_cuda",
                "toolkit_for_gpu", "missing_header",
-               "unsupported_arch")
+               "unsupported_arch", "wsl_kernel", "device_index")
 
 
 def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
@@ -169,6 +169,10 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         return fixes.note(shapes.header_advice(lines))
     if name == "unsupported_arch":
         return fixes.note(shapes.unsupported_arch_advice(lines))
+    if name == "wsl_kernel":
+        return fixes.note(shapes.wsl_kernel_advice(lines))
+    if name == "device_index":
+        return fixes.note(shapes.device_index_advice(lines, vendor))
     if vendor == "cpu":
         return fixes.note("the build needs a GPU compiler (CUDA's or ROCm's) this machine does not have (no NVIDIA or "
                           "AMD GPU stack, e.g. macOS): skip the package or use its CPU / MPS path (for flash-attn: "

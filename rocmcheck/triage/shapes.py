@@ -803,3 +803,135 @@ def unsupported_arch_advice(lines: Iterable[str]) -> str:
             f"wheels have no kernels for it. Use a supported GPU, or a community build for {arch}; for some archs "
             "HSA_OVERRIDE_GFX_VERSION set to the nearest supported one of the same generation (10.3.0 for RDNA2, "
             "11.0.0 for RDNA3) runs that arch's code, unsupported and at your own risk")
+
+
+# --- WSL's kernel older than the first one that runs GPU compute ---------------------------------------------------
+
+# GPU compute (CUDA, DirectML, ROCm on WSL) inside WSL 2 needs a WSL kernel of 5.10.43.3 or newer: NVIDIA's "CUDA on
+# WSL User Guide" and Microsoft's "Enable NVIDIA CUDA on WSL" give that floor.
+WSL_GPU_KERNEL = (5, 10, 43, 3)
+_WSL_KERNEL = re.compile(r"\b(\d{1,2})\.(\d{1,3})\.(\d{1,4})(?:\.(\d{1,4}))?-microsoft-standard(?:-WSL2)?\b")
+
+
+def wsl_kernel_too_old(lines: Iterable[str]) -> tuple[str, str] | None:
+    """(the kernel version, its line) of the first WSL 2 kernel the lines show that is older than WSL_GPU_KERNEL;
+    None where none is shown or every one shown is new enough."""
+    for line in lines:
+        m = _WSL_KERNEL.search(line[:MAX_LINE])
+        if m is None:
+            continue
+        version = tuple(int(g or 0) for g in m.groups())
+        if version < WSL_GPU_KERNEL:
+            return ".".join(g for g in m.groups() if g is not None), line
+    return None
+
+
+def wsl_kernel_advice(lines: Iterable[str]) -> str:
+    found = wsl_kernel_too_old(lines)
+    shown = f"this WSL kernel is {found[0]}; " if found else ""
+    floor = ".".join(str(n) for n in WSL_GPU_KERNEL)
+    return (f"{shown}GPU compute inside WSL 2 needs kernel {floor} or newer: update it from Windows (PowerShell: "
+            "wsl --update, then wsl --shutdown) and open the distribution again; `wsl cat /proc/version` shows the "
+            "kernel in use")
+
+
+# --- GPU memory held while the GPU is idle -------------------------------------------------------------------------
+
+# nvidia-smi's device row: "| N/A   36C    P0    41W / 300W |  12799MiB / 16280MiB |      0%      Default |".
+_SMI_MEMORY = re.compile(r"\|\s*(\d{1,7})MiB\s*/\s*(\d{1,7})MiB\s*\|\s*(\d{1,3})%")
+# A row of its Processes table: "|    0     31794    C   python    5369MiB |" (older drivers: GPU, PID, type) or
+# "|    0   N/A  N/A     12345      C   python    500MiB |" (GPU, GI, CI, PID, type).
+_SMI_PROCESS = re.compile(r"^\|\s+\d+\s+(?:\S+\s+){0,3}\d+\s+(?:C|G|C\+G)\s+\S")
+HELD_MIN_MIB = 1024  # memory in use below this is what a driver, a display or an idle context takes
+HELD_MIN_SHARE = 0.25
+
+
+def idle_gpu_memory_held(lines: Iterable[str]) -> str | None:
+    """nvidia-smi's line of a GPU at 0% utilisation with a quarter or more of its memory in use (and at least
+    HELD_MIN_MIB), where the pasted output lists no process using the GPU; None otherwise."""
+    lines = list(lines)
+    if any(_SMI_PROCESS.search(line[:MAX_LINE]) for line in lines):
+        return None
+    for line in lines:
+        m = _SMI_MEMORY.search(line[:MAX_LINE])
+        if m is None:
+            continue
+        used, total, util = (int(g) for g in m.groups())
+        if util == 0 and total > 0 and used >= HELD_MIN_MIB and used >= HELD_MIN_SHARE * total:
+            return line
+    return None
+
+
+# --- a GPU index beyond the GPUs this process sees -----------------------------------------------------------------
+
+_ORDINAL = re.compile(r"invalid device ordinal", re.IGNORECASE)
+_VISIBLE = re.compile(r"\b(CUDA|HIP|ROCR)_VISIBLE_DEVICES\b['\"]?\)?\s{0,3}(?:=|:|is)\s{0,3}['\"]?([\d, ]{1,80})")
+# The index a program asked for: "cuda:6", "gpu_id=6", "gpu_idx 6", "set_device(6)", "--base-gpu-id 6".
+_INDEX = re.compile(r"\bcuda:(\d{1,3})\b|\b(?:base_)?gpu_?(?:id|idx|index)\b['\"]?\s{0,3}[=:]?\s{0,3}(\d{1,3})\b|"
+                    r"set_device\((\d{1,3})\)|--base-gpu-id[= ](\d{1,3})\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class DeviceIndex:
+    variable: str | None  # CUDA_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or ROCR_VISIBLE_DEVICES, when the paste sets one
+    visible: tuple[int, ...]  # the physical GPUs it lists, in order
+    index: int | None  # the index the program asked for, when the paste shows one
+    line: str  # the line that shows the index (or the error)
+
+
+def device_index_beyond_visible(lines: Iterable[str]) -> DeviceIndex | None:
+    """Where the lines show "invalid device ordinal" and a GPU index the program asked for that is not below the
+    number of GPUs a *_VISIBLE_DEVICES list gives it: that list, the index and its line; None otherwise."""
+    lines = [line[:MAX_LINE] for line in lines]
+    if not any(_ORDINAL.search(line) for line in lines):
+        return None
+    variable, visible = None, ()
+    for line in lines:
+        m = _VISIBLE.search(line)
+        if m is not None:
+            ids = tuple(int(x) for x in re.findall(r"\d{1,3}", m.group(2)))
+            if ids:
+                variable, visible = f"{m.group(1)}_VISIBLE_DEVICES", ids
+                break
+    if not visible:
+        return None
+    for line in lines:
+        for m in _INDEX.finditer(line):
+            index = int(next(g for g in m.groups() if g is not None))
+            if index >= len(visible):
+                return DeviceIndex(variable, visible, index, line)
+    return None
+
+
+def device_index_advice(lines: Iterable[str], vendor: str | None = None) -> str:
+    found = device_index_beyond_visible(lines)
+    variable = found.variable if found and found.variable else (
+        "HIP_VISIBLE_DEVICES" if vendor == "amd" else "CUDA_VISIBLE_DEVICES" if vendor == "nvidia" else None)
+    if found is None or found.index is None:
+        names = f"{variable} " if variable else "the *_VISIBLE_DEVICES variable "
+        return (f"a GPU index counts only the GPUs this process sees, from 0: with {names}set, the first GPU it lists "
+                "is index 0; pass an index below the number of visible GPUs, or make the GPU you want visible and "
+                "use index 0")
+    listed = ",".join(str(i) for i in found.visible)
+    where = (f"; physical GPU {found.index} is index {found.visible.index(found.index)} there"
+             if found.index in found.visible else "")
+    return (f"{found.variable}={listed} makes this process see {len(found.visible)} GPU(s), numbered 0 to "
+            f"{len(found.visible) - 1}, and the program asked for index {found.index}{where}: pass the index among "
+            f"the visible GPUs, or set {found.variable} to the GPU you want and use index 0")
+
+
+# --- a build that takes CUDA's path under a ROCm torch -------------------------------------------------------------
+
+_NEEDS_NVCC = re.compile(r"nvcc was not found|CUDA_HOME does not exist|CUDA_HOME environment variable is not set|"
+                         r"No CUDA runtime is found, using CUDA_HOME|Cannot find CUDA_TOOLKIT_ROOT_DIR")
+_ROCM_TORCH = re.compile(r"\btorch\b[^\n]{0,40}?\d{1,2}\.\d{1,2}[\w.]{0,20}\+rocm\d|"
+                         r"\bPyTorch version: \d[\w.]{0,20}\+rocm\d|\bROCM used to build PyTorch: \d")
+
+
+def cuda_build_under_rocm_torch(lines: Iterable[str]) -> str | None:
+    """The line of a build asking for CUDA's compiler or toolkit (nvcc, CUDA_HOME) where the lines also show a ROCm
+    build of torch: the package's build took its CUDA path on a ROCm machine. None otherwise."""
+    lines = [line[:MAX_LINE] for line in lines]
+    if not any(_ROCM_TORCH.search(line) for line in lines):
+        return None
+    return next((line for line in lines if _NEEDS_NVCC.search(line)), None)

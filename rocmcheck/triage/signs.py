@@ -33,4 +33,19 @@ SIGNS = {
     # hipcc's unknown HIP target, a request for support) and no ROCm release in rocmcheck's table ships code for it
     # (rocmcheck/triage/shapes.py, amd_arch_not_supported).
     "amd_gpu.arch_not_supported": "an AMD GPU arch of this machine that no ROCm release ships code for",
+    # A WSL 2 kernel version (uname -r, /proc/version: "5.10.16.3-microsoft-standard-WSL2") older than 5.10.43.3, the
+    # first that runs GPU compute inside WSL (rocmcheck/triage/shapes.py, wsl_kernel_too_old).
+    "wsl.kernel_too_old": "a WSL 2 kernel older than the first one that runs GPU compute",
+    # nvidia-smi shows a GPU at 0% utilisation with a quarter or more of its memory (and at least 1 GiB) in use, and
+    # lists no process using it: something the listing does not show holds that memory (rocmcheck/triage/shapes.py,
+    # idle_gpu_memory_held).
+    "nvidia_smi.idle_memory_held": "nvidia-smi shows GPU memory in use on an idle GPU with no process listed",
+    # "invalid device ordinal" beside a *_VISIBLE_DEVICES list of n GPUs and a GPU index the program asked for
+    # ("cuda:6", "gpu_id=6") that is n or more: indices count the visible GPUs from 0, not the physical ones
+    # (rocmcheck/triage/shapes.py, device_index_beyond_visible).
+    "gpu_index.beyond_visible": "a GPU index at or past the number of GPUs a *_VISIBLE_DEVICES list leaves visible",
+    # A build asking for CUDA's compiler or toolkit ("nvcc was not found", "CUDA_HOME does not exist") where the
+    # pastes show a ROCm build of torch (+rocmX, "ROCM used to build PyTorch"): the package's build took its CUDA
+    # path on a ROCm machine (rocmcheck/triage/shapes.py, cuda_build_under_rocm_torch).
+    "build.cuda_path_under_rocm": "a build asking for nvcc / CUDA_HOME beside a ROCm build of torch",
 }
