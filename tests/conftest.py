@@ -18,7 +18,7 @@ import pytest
 _FIX_LOG = Path(tempfile.mkdtemp(prefix="rocmcheck-fix-log-")) / "fixes.txt"
 os.environ["ROCMCHECK_FIX_LOG"] = str(_FIX_LOG)
 
-# The suite runs as two xdist workers on a 2-core machine, each starting torch and its children: torch's OpenMP
+# The suite runs as three xdist workers on a 2-core machine, each starting torch and its children: torch's OpenMP
 # threads sleep while they wait, as rocmcheck's own runs make them (rocmcheck/train/cpu_threads.py), so a waiting
 # thread never spins on a CPU the other worker needs (benchmarks/RESULTS.md, section 25). Before torch is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
