@@ -17,8 +17,9 @@ OMP_NUM_THREADS set by the person wins: the run keeps torch's count then, and sa
 
 How the threads wait matters as much as how many there are. An OpenMP thread with no work spins on its CPU before it
 sleeps (libgomp, torch's OpenMP on Linux: 300,000 spins when OMP_WAIT_POLICY is unset), so on a box shared with
-other jobs the waiting thread burns the time slice the working one needs. The bundled run on a loaded 2-core box
-took 8 times longer with spinning than with OMP_WAIT_POLICY=PASSIVE (benchmarks/RESULTS.md, section 25).
+other jobs the waiting thread burns the time slice the working one needs: with six busy jobs beside it on a 2-core
+box, a short run took 3-4 times longer spinning than with OMP_WAIT_POLICY=PASSIVE, and 20-40% less time when quiet
+(benchmarks/RESULTS.md, section 25).
 wait_passively sets PASSIVE before torch is imported, unless the person chose a policy (OMP_WAIT_POLICY,
 GOMP_SPINCOUNT, or Intel OpenMP's KMP_BLOCKTIME), which wins
 (https://gcc.gnu.org/onlinedocs/libgomp/OMP_005fWAIT_005fPOLICY.html).
