@@ -105,16 +105,19 @@ def test_a_balanced_router_passes_and_a_finite_aux_loss_is_shown():
     assert r.status.value == "pass" and "aux loss 2.01" in r.summary and r.data["max_share"] < 0.3
 
 
-@pytest.mark.parametrize("counts, aux, expected", [
-    ({"l0": [256, 0] + [128] * 6, "l1": [128] * 8}, 2.0, "got no token in the whole run (l0 expert 1)"),
-    ({"l0": [1000, 40] + [160] * 6, "l1": [128] * 8}, 2.0, "sends nearly every token to one expert (l0 expert 0"),
-    (HEALTHY, float("nan"), "aux loss is nan"),
+@pytest.mark.parametrize("counts, aux, status, expected", [
+    ({"l0": [256, 0] + [128] * 6, "l1": [128] * 8}, 2.0, "warn", "got no token in the whole run (l0 expert 1)"),
+    ({"l0": [1000, 40] + [160] * 6, "l1": [128] * 8}, 2.0, "warn",
+     "sends nearly every token to one expert (l0 expert 0"),
+    (HEALTHY, float("nan"), "fail", "aux loss is nan"),
 ])
-def test_a_dead_or_collapsed_router_or_a_nonfinite_aux_loss_fails_with_a_fix(counts, aux, expected):
+def test_a_dead_or_collapsed_router_warns_and_a_nonfinite_aux_loss_fails_with_a_fix(counts, aux, status, expected):
+    """An idle or collapsed router can be the run's data and training (RESULTS 26): a warning whose fix is the CPU
+    run that tells them from the gating kernels; a non-finite aux loss is a fault whatever the data."""
     from rocmcheck.train import verdicts
 
     r = verdicts.check_moe_router(counts, 2, aux)  # 8 experts, top-2: 1024 tokens, 2048 assignments
-    assert r.status.value == "fail" and expected in r.summary and r.fix is not None
+    assert r.status.value == status and expected in r.summary and r.fix is not None
 
 
 def test_what_a_healthy_router_shows_by_chance_is_not_judged():
@@ -123,7 +126,7 @@ def test_what_a_healthy_router_shows_by_chance_is_not_judged():
     # 256 experts, top-8, one batch of 1024 tokens repeated 10 steps: 32 a uniform router would give each expert
     counts = {"l0": [0] + [328] * 255}
     assert verdicts.check_moe_router(counts, 8, None, "not reported", batch_tokens=1024).status.value == "pass"
-    assert verdicts.check_moe_router(counts, 8, None).status.value == "fail"  # were they 10 batches, it is dead
+    assert verdicts.check_moe_router(counts, 8, None).status.value == "warn"  # were they 10 batches, it is idle
     # 4 experts, top-2: one expert in 48% of the assignments is a skew a random router shows on repeated tokens
     assert verdicts.check_moe_router({"l0": [60, 123, 40, 33]}, 2, 2.1).status.value == "pass"
 

@@ -714,7 +714,10 @@ def check_drift(low: dict[str, list[float]], ref: dict[str, list[float]] | None,
 # uniform 25%) a random-init router skews there on a batch of repeated tokens. Measured on this repository's CPU over
 # the tiny random-init MoE folders of the tests (4 experts, top-2, 64 tokens a step, 10-20 steps at lr 1e-2;
 # Mixtral, Qwen2-MoE, Qwen3-MoE, DeepSeek-V3, GPT-OSS): shares 4%-43% in full fine-tunes, and 48% with Mixtral's
-# router frozen under LoRA for 20 steps.
+# router frozen under LoRA for 20 steps. An unbalanced router warns, not fails: on an H100 (benchmarks/RESULTS.md,
+# section 26), random-init 8-16 expert folders trained 30 steps on one repeated batch collapsed without a
+# load-balancing loss, and frozen random routers under LoRA left experts idle, with every numerics and expert verdict
+# passing; balance alone cannot tell the data and the training from the gating kernels, the fix's CPU run can.
 MOE_MAX_SHARE_OF_CEILING = 0.95
 MOE_MIN_CEILING_OVER_UNIFORM = 4
 MOE_MIN_EXPECTED = 64
@@ -767,15 +770,15 @@ def check_moe_router(counts: dict[str, list[int]] | None, top_k: int | None, aux
                 f"{data['min_share']:.1%}-{data['max_share']:.1%} (uniform {1 / max(1, n_experts):.1%}, at most "
                 f"{ceiling:.0%})" if all_shares else "no token was routed",
                 f"aux loss {aux_loss:.4g}" if aux_loss is not None else f"aux loss: {aux_why or 'not reported'}"]
+    if aux_loss is not None and not math.isfinite(aux_loss):
+        return failed(f"the router's aux loss is {aux_loss}", MOE_ROUTER_FIX, evidence, **data, id="train.moe_router")
     problems = []
     if dead:
         problems.append(f"{len(dead)} experts got no token in the whole run ({', '.join(dead[:3])})")
     if hot:
         problems.append(f"the router sends nearly every token to one expert ({', '.join(hot[:3])})")
-    if aux_loss is not None and not math.isfinite(aux_loss):
-        problems.append(f"the router's aux loss is {aux_loss}")
-    if problems:
-        return failed("router is unbalanced: " + "; ".join(problems), MOE_ROUTER_FIX, evidence, **data,
+    if problems:  # the run's data and training can do this too: a warning, and the run that tells them apart
+        return warned("router is unbalanced: " + "; ".join(problems), MOE_ROUTER_FIX, evidence, **data,
                       id="train.moe_router")
     if not all_shares:
         return skipped("no token was routed during the run", id="train.moe_router")
