@@ -1,7 +1,8 @@
 """Score `rocmcheck triage` on the recorded issue threads (tests/fixtures/triage_threads/): per split (the two frozen
-test parts, frozen/ and frozen-b/, and the tuning part tune/), the share
-of threads whose accepted cause family is among the families of the three causes triage names first, and the
-number of threads where a fix for another platform than the paste's own was offered among those three.
+test parts, frozen-b/ and frozen-c/, and the tuning part tune/), the share of threads whose accepted cause family is
+among the first three answers triage names (its causes, then the recorded threads most like the paste), and the
+number of threads where a fix for another platform than the paste's own was offered among those three. Tuning
+threads are scored against the similar-thread index less themselves (leave-one-out) with --in-process.
 
     python scripts/triage_score.py                      # every split, a line per split
     python scripts/triage_score.py --misses tune        # also each tuning thread whose family was missed
@@ -39,8 +40,12 @@ sys.path.insert(0, str(ROOT))
 from rocmcheck.runner import run_command  # noqa: E402
 
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
-SPLITS = ("frozen", "frozen-b", "tune")  # frozen-b/: the second test part (README-frozen-b.md)
+SPLITS = ("frozen-b", "frozen-c", "tune")  # the test parts (README-frozen-b.md, README-frozen-c.md), the tuning part
 SHOWN = 3  # the causes a reply names (rocmcheck.triage.SHOWN)
+# The parts the similar-thread index is made from (scripts/make_thread_index.py): each of their threads is scored
+# with the index less that thread (leave-one-out) when triage runs in process; the command always uses the whole
+# index, so there a tuning thread finds itself.
+INDEXED = ("tune",)
 TRIAGE_TIMEOUT_S = 120.0
 OUTPUT_CAP = 4_000_000
 
@@ -71,7 +76,8 @@ class Scored:
     family: str
     platform: str
     shown: list[tuple[str, str | None]] = field(default_factory=list)  # (cause id, family)
-    hit: bool = False
+    hit: bool = False  # the accepted family among the first SHOWN answers: the causes, then similar threads
+    causes_hit: bool = False  # ... among the causes alone
     other_platform: str = ""  # the fix text that belongs to another platform, if one was offered
     unrelated: int = 0  # fail / warn verdicts of another cause family than the accepted one
     error: str = ""
@@ -96,21 +102,25 @@ def other_platform_fix(platform: str, causes: list[dict]) -> str:
     return ""
 
 
-def causes_in_process(paste: str) -> tuple[list[dict], list[dict]]:
-    """The causes and the verdicts `rocmcheck triage --json -` prints for this paste, computed by the command's own
-    functions."""
+def causes_in_process(paste: str, leave_out: str = "") -> tuple[list[dict], list[dict], list[dict]]:
+    """The causes, the verdicts and the similar threads `rocmcheck triage --json -` prints for this paste, computed
+    by the command's own functions; `leave_out`: a URL the similar-thread index is used without (the thread being
+    scored, when the index holds it: leave-one-out)."""
+    from rocmcheck.package_data import read_json
     from rocmcheck.triage import triage
+    from rocmcheck.triage.similar import Index
 
-    t = triage([("-", paste + "\n")])
-    return t.causes_payload(), [r.to_dict() for r in t.results()]
+    threads = Index.from_data(read_json("rocmcheck.knowledge", "threads.json"), [leave_out]) if leave_out else None
+    t = triage([("-", paste + "\n")], threads=threads)
+    return t.causes_payload(), [r.to_dict() for r in t.results()], t.similar_payload()
 
 
 def score_one(path: Path, families: dict[str, str | None], unmapped: set[str], in_process: bool = False) -> Scored:
     rec = json.loads(path.read_text(encoding="utf-8"))
     s = Scored(path.stem, rec["cause_family"], rec["platform"])
     if in_process:
-        causes, results = causes_in_process(rec["paste"])
-        return _judge(s, causes, families, unmapped, results)
+        causes, results, similar = causes_in_process(rec["paste"], rec["url"] if path.parent.name in INDEXED else "")
+        return _judge(s, causes, families, unmapped, results, similar)
     res = run_command(
         [sys.executable, "-m", "rocmcheck", "triage", "--json", "-"],
         TRIAGE_TIMEOUT_S,
@@ -126,11 +136,11 @@ def score_one(path: Path, families: dict[str, str | None], unmapped: set[str], i
     except json.JSONDecodeError as exc:
         s.error = f"not JSON: {exc}"
         return s
-    return _judge(s, doc.get("causes") or [], families, unmapped, doc.get("results") or [])
+    return _judge(s, doc.get("causes") or [], families, unmapped, doc.get("results") or [], doc.get("similar") or [])
 
 
 def _judge(s: Scored, causes: list[dict], families: dict[str, str | None], unmapped: set[str],
-           results: list[dict] | None = None) -> Scored:
+           results: list[dict] | None = None, similar: list[dict] | None = None) -> Scored:
     # A fail or warn verdict whose cause family is not the thread's accepted one (or is no family at all) is
     # unrelated to what the thread was about: noise a reader has to read past.
     s.unrelated = sum(1 for r in results or [] if r.get("status") in ("fail", "warn")
@@ -141,8 +151,12 @@ def _judge(s: Scored, causes: list[dict], families: dict[str, str | None], unmap
         if cid not in families:
             unmapped.add(cid)
         s.shown.append((cid, families.get(cid)))
+    s.causes_hit = any(fam == s.family for _, fam in s.shown)
+    # The reply names the causes first, then the recorded threads most like the paste: the first SHOWN of both.
+    threads = (similar or [])[:max(0, SHOWN - len(top))]
+    s.shown += [(f"similar:{t.get('url')}", t.get("family")) for t in threads]
     s.hit = any(fam == s.family for _, fam in s.shown)
-    s.other_platform = other_platform_fix(s.platform, top)
+    s.other_platform = other_platform_fix(s.platform, top + [{"fix": {"text": t.get("fix")}} for t in threads])
     return s
 
 
@@ -171,7 +185,7 @@ def score_splits(threads: Path, families: dict[str, str | None], unmapped: set[s
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--threads", type=Path, default=THREADS, help="the folder holding frozen/, frozen-b/ and tune/")
+    ap.add_argument("--threads", type=Path, default=THREADS, help="the folder holding frozen-b/, frozen-c/ and tune/")
     ap.add_argument(
         "--misses",
         choices=("tune",),  # the frozen parts are read by their totals only
@@ -184,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     fam_path = args.threads / "cause_families.json"
     if not fam_path.is_file() or not all((args.threads / s).is_dir() for s in SPLITS):
-        print(f"triage_score: {args.threads} holds no cause_families.json with frozen/, frozen-b/ and tune/",
+        print(f"triage_score: {args.threads} holds no cause_families.json with frozen-b/, frozen-c/ and tune/",
               file=sys.stderr)
         return 2
     families = load_families(fam_path)
@@ -194,11 +208,13 @@ def main(argv: list[str] | None = None) -> int:
         rows = by_split[split]
         judged = [r for r in rows if not r.error]
         hits = sum(r.hit for r in judged)
+        alone = sum(r.causes_hit for r in judged)
         counted = [r for r in judged if r.platform in OTHER_PLATFORM]
         other = sum(bool(r.other_platform) for r in counted)
         share = f"{100 * hits / len(judged):.0f}%" if judged else "n/a"
         print(
-            f"{split}: {len(rows)} threads, accepted family among the top {SHOWN}: {hits}/{len(judged)} ({share}); "
+            f"{split}: {len(rows)} threads, accepted family among the top {SHOWN}: {hits}/{len(judged)} ({share}; "
+            f"{alone} by the causes alone); "
             f"a fix for another platform: {other} of {len(counted)} platform-known threads; "
             f"unrelated fail/warn per thread: {sum(r.unrelated for r in judged) / max(1, len(judged)):.2f}"
             + (f"; {len(rows) - len(judged)} could not be scored" if len(judged) < len(rows) else "")

@@ -43,7 +43,7 @@ def triage(files: tuple[str, ...], as_json: bool, as_markdown: bool, archs: tupl
         where = t.scene.platform
         platform = {"name": where.name, "evidence": where.evidence, "vendor": where.vendor}
         click.echo(dumps(envelope("triage", results, causes=t.causes_payload(), ask=t.ask_payload(),
-                                  pastes=pastes, platform=redact_tree(platform))))
+                                  similar=t.similar_payload(), pastes=pastes, platform=redact_tree(platform))))
     elif as_markdown:
         from rocmcheck.triage.answer import markdown
 

@@ -21,6 +21,7 @@ from rocmcheck.triage.judge import Judged, judge
 from rocmcheck.triage.match import Hit, Scene, find
 from rocmcheck.triage.pasted import Pasted, read_pastes
 from rocmcheck.triage.rank import Finding, rank
+from rocmcheck.triage.similar import Index, Similar, index
 
 MAX_ASKS = 3
 SHOWN = 3  # causes a reply names
@@ -33,6 +34,7 @@ class Triage:
     judged: list[Judged]
     hits: list[Hit]
     scene: Scene
+    similar: list[Similar]  # recorded threads whose paste reads like this one (similar.py), after the causes
 
     def results(self) -> list[CheckResult]:
         """One verdict per cause (a fail when a signature or a failed check shows it), then every other check's
@@ -79,9 +81,13 @@ class Triage:
     def ask_payload(self) -> list[dict[str, Any]]:
         return redact_tree([{"for": ids, "fix": fix.to_dict()} for fix, ids in self.asks()])
 
+    def similar_payload(self) -> list[dict[str, Any]]:
+        return redact_tree([s.to_dict() for s in self.similar])
 
-def triage(texts: list[tuple[str, str]], expected_archs: tuple[str, ...] = ()) -> Triage:
-    """(name, text) of each paste -> the ranked causes. Never raises on what a paste holds."""
+
+def triage(texts: list[tuple[str, str]], expected_archs: tuple[str, ...] = (), threads: Index | None = None) -> Triage:
+    """(name, text) of each paste -> the ranked causes, then the recorded threads most like it (`threads`: the
+    shipped index unless given). Never raises on what a paste holds."""
     cat = catalogue()
     pasted = read_pastes(texts)
     judged = judge(pasted, expected_archs)
@@ -94,4 +100,5 @@ def triage(texts: list[tuple[str, str]], expected_archs: tuple[str, ...] = ()) -
     judged = [Judged(r, [pasted.where[f"recorded/{r.id}"]] if f"recorded/{r.id}" in pasted.where else [])
               for r in pasted.recorded] + [j for j in judged if j.result.id not in recorded]
     hits, scene = find(pasted, cat)
-    return Triage(pasted, rank(pasted, cat, hits, scene, judged), judged, hits, scene)
+    similar = (threads or index()).nearest("\n".join(inp.text for inp in pasted.inputs), scene.platform.name)
+    return Triage(pasted, rank(pasted, cat, hits, scene, judged), judged, hits, scene, similar)

@@ -17,6 +17,8 @@ from rocmcheck.triage.rank import Finding
 from rocmcheck.triage.summary import NO_FIX, PASTED, PASTED_FIX
 
 QUOTES_SHOWN = 3
+SIMILAR_HEAD = ("Recorded threads with a similar paste (the cause each accepted and its fix, said as that thread's: "
+                "not judged on this paste):")
 OTHER_QUOTE_CHARS = 100  # the line shown beside a less likely cause in a reply
 # What to ask for when a paste shows nothing rocmcheck can judge.
 NEXT_PASTE = ("the output of `rocmcheck doctor --summary` (or of `python -m torch.utils.collect_env` and `rocminfo`), "
@@ -95,6 +97,7 @@ def text_lines(t: Triage, *, show_all: bool = False, verbose: bool = False) -> l
     rest = len(t.findings) - len(shown)
     if rest > 0:
         out.append(f"{rest} less likely cause{'s' if rest != 1 else ''} (--all shows them)")
+    out += similar_lines(t)
     judged = [j.result for j in t.judged]
     counts = {s: sum(1 for r in judged if r.status is s) for s in Status}
     not_in = sum(1 for r in judged if r.status is Status.SKIP and r.data.get("not_known"))
@@ -103,6 +106,26 @@ def text_lines(t: Triage, *, show_all: bool = False, verbose: bool = False) -> l
     if verbose:
         out += [f"  {r.status.value:<5} {r.id:<24} {r.summary}" for r in judged]
     return [_safe(line) for line in out]
+
+
+def similar_lines(t: Triage) -> list[str]:
+    """The recorded threads most like the paste: each thread's own accepted cause and fix, said as that thread's."""
+    if not t.similar:
+        return []
+    out = [SIMILAR_HEAD, ""]
+    for s in t.similar:
+        th = s.thread
+        out += [f"- {th.title} ({th.url}; {th.platform} there; shares: {', '.join(s.shared)})",
+                f"  cause there: {th.cause}", f"  fix there: {th.fix}", ""]
+    return out
+
+
+def _similar_markdown(t: Triage) -> list[str]:
+    if not t.similar:
+        return []
+    return [md_escape(SIMILAR_HEAD), "", *[f"- {md_escape(s.thread.title)} ({md_escape(s.thread.url)}): "
+                                           f"{md_escape(s.thread.cause)} Fix there: {md_escape(s.thread.fix)}"
+                                           for s in t.similar], ""]
 
 
 def _finding_lines(i: int, f: Finding) -> list[str]:
@@ -131,8 +154,8 @@ def _finding_lines(i: int, f: Finding) -> list[str]:
 def markdown(t: Triage) -> str:
     """A short reply for the thread: the cause, the line, the fix as a code block, what to paste next."""
     if not t.findings:
-        lines = ["rocmcheck triage found no known cause in this paste.", "", f"Please paste {NEXT_PASTE}."]
-        return "\n".join(_safe(line) for line in lines) + "\n"
+        lines = ["rocmcheck triage found no known cause in this paste.", "", f"Please paste {NEXT_PASTE}.", ""]
+        return "\n".join(_safe(line) for line in lines + _similar_markdown(t)) + "\n"
     top = t.findings[0]
     if from_paste(top):
         lines = [f"**Likely cause, as the paste reports it:** {code_span(top.title)} ({code_span(top.id)})", ""]
@@ -159,6 +182,7 @@ def markdown(t: Triage) -> str:
             lines += ["```sh", *shell, "```"]
         lines += [f"- {fix.text}" for fix, _ in asks if fix.kind is not FixKind.SHELL]
         lines.append("")
+    lines += _similar_markdown(t)
     others = t.findings[1:SHOWN]
     if others:
         lines.append("Other possible causes:")

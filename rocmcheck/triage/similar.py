@@ -1,0 +1,161 @@
+"""Recorded threads whose paste reads like this one: the cause each thread accepted and its fix, as that thread's
+answer (never judged on this paste).
+
+The catalogue's signatures and the doctor's checks name a cause only where the paste shows its mark; many pastes
+show none they know. Real issue threads that ended with an accepted cause are data too: the recorded threads
+(tests/fixtures/triage_threads/tune/, each with its URL, the cause its people accepted and the fix) are kept as an
+inverted index of their pastes' terms (rocmcheck/knowledge/threads.json, written by scripts/make_thread_index.py),
+and a new paste is compared with each by cosine similarity of TF-IDF weights. The nearest threads, one per cause
+family, are shown after the causes, each with the terms it shares with the paste, so a reader sees why it was
+picked.
+
+The terms are the paste's words as a person would search for them: lowercased, numbers as 0 (`libcudart.so.12`
+and `.so.11` are one term), hex as `hex`, dotted and slashed names also split into their parts, and each pair of
+neighbouring words. A thread from another platform than the paste's (its platform is recorded from its own paste),
+or whose fix holds only on another platform (rocmcheck.triage.platform.foreign), is never shown.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Iterable
+
+from rocmcheck.package_data import read_json
+from rocmcheck.triage.platform import PLATFORMS, foreign
+
+# Similar threads named after the causes, each of another cause family.
+SHOWN = 3
+# Below this cosine similarity a thread shares only common words with the paste. Chosen by leave-one-out on the
+# recorded threads (scripts/triage_score.py prints the figure): 0.0-0.1 scored alike there, 0.2 lost a tenth of
+# the hits; 0.05 keeps a thread that shares one rare term and little else out.
+MIN_SIMILARITY = 0.05
+# Shared terms printed with a thread: the heaviest few tell why it was picked.
+SHARED_TERMS_SHOWN = 4
+# Terms per paste, at most (the first words of a huge paste decide; a big log's tail adds nothing but cost).
+MAX_TERMS_TEXT = 200_000
+
+_WORD = re.compile(r"[a-z_][a-z0-9_.+-]*[a-z0-9_]|[a-z]")
+_HEX = re.compile(r"0x[0-9a-f]+")
+_DIGITS = re.compile(r"\d+")
+_PARTS = re.compile(r"[./]")
+_STOP = frozenset("the a an to of in and or is it for on at be this that with as by from not no was were are i you "
+                  "we".split())
+
+
+def terms(text: str) -> Counter[str]:
+    """The paste's terms and how often each occurs (pure; never raises)."""
+    text = _DIGITS.sub("0", _HEX.sub("hex", text[:MAX_TERMS_TEXT].lower()))
+    words = [w for w in _WORD.findall(text) if len(w) > 1 and w not in _STOP]
+    parts = [p for w in words if "." in w or "/" in w for p in _PARTS.split(w) if len(p) > 1]
+    pairs = [f"{a} {b}" for a, b in zip(words, words[1:])]
+    return Counter(words + parts + pairs)
+
+
+@dataclass(frozen=True)
+class Thread:
+    """One recorded thread, as the index keeps it."""
+
+    url: str
+    title: str
+    platform: str  # from the thread's own paste: rocm-linux, cuda-linux, wsl, windows, macos, cpu, unknown
+    family: str
+    cause: str  # the cause the thread accepted
+    fix: str  # the fix it accepted
+
+
+@dataclass
+class Similar:
+    thread: Thread
+    similarity: float
+    shared: list[str] = field(default_factory=list)  # the heaviest terms it shares with the paste
+
+    def to_dict(self) -> dict[str, Any]:
+        t = self.thread
+        return {"url": t.url, "title": t.title, "platform": t.platform, "family": t.family, "cause": t.cause,
+                "fix": t.fix, "similarity": round(self.similarity, 3), "shared": list(self.shared)}
+
+
+class Index:
+    """An inverted index of the recorded threads' terms: term -> [(thread, count)]."""
+
+    def __init__(self, threads: list[Thread], postings: dict[str, list[tuple[int, int]]],
+                 leave_out: Iterable[int] = ()):
+        self.threads = threads
+        out = set(leave_out)
+        self.postings = {t: [(d, n) for d, n in p if d not in out] for t, p in postings.items()}
+        self.postings = {t: p for t, p in self.postings.items() if p}
+        live = len(threads) - len(out)
+        self.idf = {t: math.log((live + 1) / (len(p) + 1)) + 1 for t, p in self.postings.items()}
+        norms = [0.0] * len(threads)
+        for t, p in self.postings.items():
+            for d, n in p:
+                norms[d] += ((1 + math.log(n)) * self.idf[t]) ** 2
+        self.norms = [math.sqrt(x) or 1.0 for x in norms]
+
+    @classmethod
+    def from_data(cls, data: dict[str, Any], leave_out_urls: Iterable[str] = ()) -> "Index":
+        threads = [Thread(**{k: str(t.get(k) or "") for k in ("url", "title", "platform", "family", "cause",
+                                                                "fix")}) for t in data.get("threads") or []]
+        drop = set(leave_out_urls)
+        postings = {str(term): [(int(d), int(n)) for d, n in p] for term, p in (data.get("terms") or {}).items()}
+        return cls(threads, postings, [i for i, t in enumerate(threads) if t.url in drop])
+
+    def nearest(self, text: str, platform: str | None = None) -> list[Similar]:
+        """The threads most like `text`, one per cause family, at most SHOWN, none from another platform."""
+        query = {t: (1 + math.log(n)) * self.idf[t] for t, n in terms(text).items() if t in self.idf}
+        qnorm = math.sqrt(sum(w * w for w in query.values())) or 1.0
+        scores: dict[int, float] = {}
+        weights: dict[int, list[tuple[float, str]]] = {}
+        for term, qw in query.items():
+            for d, n in self.postings[term]:
+                w = qw * (1 + math.log(n)) * self.idf[term]
+                scores[d] = scores.get(d, 0.0) + w
+                weights.setdefault(d, []).append((w, term))
+        cosine = {d: s / (qnorm * self.norms[d]) for d, s in scores.items()}
+        out: list[Similar] = []
+        families: set[str] = set()
+        for d in sorted(cosine, key=lambda d: (-cosine[d], d)):
+            similarity = cosine[d]
+            if similarity < MIN_SIMILARITY or len(out) >= SHOWN:
+                break
+            thread = self.threads[d]
+            if thread.family in families or not fits(thread, platform):
+                continue
+            families.add(thread.family)
+            shared = [term for _, term in sorted(weights[d], key=lambda x: (-x[0], x[1]))][:SHARED_TERMS_SHOWN]
+            out.append(Similar(thread, similarity, shared))
+        return out
+
+
+def fits(thread: Thread, platform: str | None) -> bool:
+    """A thread is shown for a paste of the same platform, or where either side's platform is not known, and never
+    when its fix holds only on another platform than the paste's. Where the paste does not show its platform, only
+    a thread whose fix holds on every GPU platform is shown: a fix for one vendor's stack would be a guess."""
+    if platform and thread.platform not in ("unknown", "", platform):
+        return False
+    if not platform:
+        return not any(foreign(thread.fix, p) for p in PLATFORMS)
+    return not foreign(thread.fix, platform)
+
+
+@lru_cache(maxsize=1)
+def index() -> Index:
+    return Index.from_data(read_json("rocmcheck.knowledge", "threads.json"))
+
+
+def build(records: list[dict[str, Any]], about: str) -> dict[str, Any]:
+    """The shipped index from recorded threads (url, title, platform, cause_family, accepted_cause, accepted_fix,
+    paste), sorted by URL so the file is the same whatever order they were read in."""
+    records = sorted(records, key=lambda r: r["url"])
+    postings: dict[str, list[list[int]]] = {}
+    for d, r in enumerate(records):
+        for term, n in sorted(terms(r["paste"]).items()):
+            postings.setdefault(term, []).append([d, n])
+    return {"about": about,
+            "threads": [{"url": r["url"], "title": r["title"], "platform": r["platform"], "family": r["cause_family"],
+                         "cause": r["accepted_cause"], "fix": r["accepted_fix"]} for r in records],
+            "terms": dict(sorted(postings.items()))}
