@@ -444,14 +444,18 @@ _STORES = {"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"}
 
 def graph_nodes(tensors: Iterable[Any], limit: int = MAX_GRAPH_NODES) -> int:
     """Distinct autograd nodes reachable from the tensors' grad_fn (what their graph keeps alive: every node's
-    saved tensors until backward frees them), at most `limit`."""
-    seen: set[int] = set()
+    saved tensors until backward frees them), at most `limit`. Each node's Python wrapper is kept until the walk
+    ends: torch 2.11 (the H100 runs of benchmarks/RESULTS.md 23 and 26) points a node to its wrapper weakly, so a
+    wrapper let go of is freed and the next one made can take its address; by id alone a node not yet seen then
+    passed for one seen and the walk stopped after a few nodes (a graph chained over every step counted the same
+    at each step, so no kept graph was named). Newer torch keeps the wrapper while the node lives."""
+    seen: dict[int, Any] = {}
     todo = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         try:
             todo.extend(n for n, _ in node.next_functions)
         except Exception:  # a custom node without next_functions
