@@ -302,13 +302,31 @@ def _own_frame(obj: Any) -> bool:
     return inspect.isframe(obj) and obj.f_code.co_filename == __file__
 
 
+# Python up to 3.12 hands a function's locals out as a dict cached on its frame, filled at each read of f_locals
+# and kept until the next: left filled, it keeps the values of that moment (a step's batch, its loss and graph)
+# alive for the rest of the run, and they come back as survivors "held by a dict". 3.13 hands out a live view.
+LOCALS_ARE_A_SNAPSHOT = sys.version_info < (3, 13)
+
+
+def frame_names(frame: Any) -> list[tuple[str, Any]]:
+    """(name, value) of a running frame's locals, leaving no snapshot of them behind: a function frame's cached
+    dict is emptied after the read (the next f_locals, locals() or debugger fills it anew from the frame). A
+    module's or a class body's locals are its namespace itself, never emptied."""
+    names = frame.f_locals
+    items = list(names.items())
+    if LOCALS_ARE_A_SNAPSHOT and frame.f_code.co_flags & inspect.CO_OPTIMIZED and type(names) is dict \
+            and names is not frame.f_globals:
+        names.clear()
+    return items
+
+
 def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
     """(holder description, file, source lines, first line) for a container: which variable or attribute holds it."""
     kind = type(container).__name__
     frame = sys._getframe(1)
     while frame is not None:  # running functions' locals are not gc objects: walk the stack first
         if frame.f_code.co_filename != __file__:
-            for var, value in frame.f_locals.items():
+            for var, value in frame_names(frame):
                 if value is container:
                     lines, first = _code_lines(frame.f_code)
                     where = "" if frame.f_code.co_name == "<module>" else f" in {frame.f_code.co_name}()"
@@ -318,7 +336,7 @@ def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
         if _own_frame(ref):
             continue
         if inspect.isframe(ref):
-            for var, value in ref.f_locals.items():
+            for var, value in frame_names(ref):
                 if value is container:
                     lines, first = _code_lines(ref.f_code)
                     return f"{kind} `{var}` in {ref.f_code.co_name}()", ref.f_code.co_filename, lines, max(first, 1)
@@ -570,7 +588,7 @@ def places(frames: list[Any], torch: Any) -> list[tuple[Place, Any]]:
         code = frame.f_code
         module_level = code.co_name == "<module>"
         where = f" (module {frame.f_globals.get('__name__', '?')})" if module_level else f" in {code.co_name}()"
-        for var, value in list(frame.f_locals.items()):
+        for var, value in frame_names(frame):
             if var.startswith("__"):
                 continue
             label = f"closure variable `{var}` of {code.co_name}()" if var in code.co_freevars else f"`{var}`{where}"
