@@ -229,3 +229,25 @@ def test_reading_a_functions_locals_keeps_no_tensor_alive():
         return seen() is None
 
     assert loop()
+
+
+def test_a_survivor_kept_by_a_global_is_named_with_its_line(tmp_path):
+    """A module's namespace is where its globals live: the holder is the global, with the line that assigned it,
+    never "held by a dict" or an attribute of the module."""
+    torch = pytest.importorskip("torch")
+    import importlib.util
+
+    from rocmcheck.monitor.leak import find_holders
+
+    path = tmp_path / "keeps_best.py"
+    path.write_text("import torch\n\nbest = None\nout = torch.randn(8, 8, requires_grad=True) * 2\nbest = out\n")
+    spec = importlib.util.spec_from_file_location("keeps_best", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["keeps_best"] = module
+    try:
+        spec.loader.exec_module(module)
+        found = find_holders([module.best, torch.randn(2)])
+    finally:
+        del sys.modules["keeps_best"]
+    assert found[0].holder == "tensor `best` (module keeps_best)", found[0]
+    assert found[0].line == "keeps_best.py:5 (`best = out`)" and "`out.detach()`" in found[0].advice, found[0]
