@@ -3,12 +3,15 @@ held-back leaks were missed or misnamed that the CPU tests named: a kept graph w
 (`cat_graph`), a running loss was reported as "held by a dict" (`accumulation`, and a kept validation loss at
 scale), and an attribute that chains every step's graph was not found at all (`stats`, the Trainer subclass).
 
-Two things the CPU box did not have made the difference, and both are made here with real torch on CPU:
+Both parts of the H100's run are made here with real torch on CPU:
 - the GPU's watch: LeakWatch on a cuda device, its allocator calls (memory_allocated, the memory history, the
   snapshot) answered by a fake torch.cuda that records a trace as the allocator would;
-- torch <= 2.11's autograd nodes (the H100's torch was 2.11): a node held only a weak pointer to its Python wrapper,
-  so a wrapper Python let go of was freed and the next one made could take its address, and its id(). Newer
-  torch keeps the wrapper while the node lives. OLD_NODES hands grad_fn and next_functions out the older way.
+- torch 2.11's autograd nodes (the H100's torch; this box has a newer one): a node held only a weak pointer to its
+  Python wrapper, so a wrapper Python let go of was freed and the next one made could take its address, and its
+  id(). Newer torch keeps the wrapper while the node lives. OLD_NODES hands grad_fn and next_functions out the
+  older way.
+The watch alone changes nothing that is named; the nodes made anew hid every kept graph, and the census's own read
+of a function's locals (Python <= 3.12) showed up as "held by a dict".
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ torch.cuda.memory._snapshot = _snapshot
 torch.cuda.memory._dump_snapshot = _dump_snapshot
 '''
 
-# torch <= 2.11's autograd nodes as Python sees them: a wrapper the node points to weakly, made anew once no Python
+# torch 2.11's autograd nodes as Python sees them: a wrapper the node points to weakly, made anew once no Python
 # reference is left (so a freed wrapper's address, and id(), goes to the next one made).
 OLD_NODES = '''
 import weakref
@@ -112,7 +115,7 @@ ON_CUDA = 'always=True, device=torch.device("cuda", 0)'
 
 
 def run_on_gpu_path(tmp_path, body: str) -> tuple[str, str]:
-    """Run a training loop (HEAD + body + TAIL) with the GPU's watch and torch <= 2.11's nodes; (RESULT line,
+    """Run a training loop (HEAD + body + TAIL) with the GPU's watch and torch 2.11's nodes; (RESULT line,
     the report's lines on stderr)."""
     work = tmp_path / "rocmcheck" / "job"
     work.mkdir(parents=True)
@@ -174,7 +177,7 @@ class _CppNode:
 
 
 class _Wrapper:
-    """A node's Python wrapper as torch <= 2.11 makes it: the node points to it weakly."""
+    """A node's Python wrapper as torch 2.11 makes it: the node points to it weakly."""
 
     __slots__ = ("node", "__weakref__")
 
