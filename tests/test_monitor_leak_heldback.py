@@ -145,7 +145,16 @@ VARIANTS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
+# Held-back variants the finder misses, kept as they were written (fixing the finder for one makes it tuned on).
+MISSED = {
+    "metrics_dict": "a container filled through a subscript (`metrics[\"loss\"].append(loss)`) is named, but its "
+                    "line is the one that created it and the advice is `.item()` of the dict literal (first run, "
+                    "before and after the GPU-path fix)",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=MISSED[n], strict=True))
+                                  if n in MISSED else n for n in sorted(VARIANTS)])
 def test_held_back_variant_is_named_by_its_holder_line(tmp_path, name):
     body, holder, line, advice = VARIANTS[name]
     # A folder named rocmcheck above the person's script (a checkout of this repository, say) keeps it theirs.
