@@ -25,7 +25,7 @@ import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # the package (print_readings imports it) and the variants
 OUT = Path(os.environ.get("OUT") or ROOT / "bench-out")
 OUT.mkdir(parents=True, exist_ok=True)
 ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
