@@ -96,10 +96,65 @@ VARIANTS = {
                 opt.zero_grad()
                 rows = out[:1] if rows is None else torch.cat([rows, out[:1]])
     """, "`rows`", "rows = out[:1] if rows is None else torch.cat([rows, out[:1]])", ".detach()"),
+    # Written with the GPU-path fix (issue 44), before it, and not used to tune it.
+    # A bounded-looking deque of recent losses, in a function: a thousand steps of graphs before it drops any.
+    "deque": ("""
+        from collections import deque
+
+        def fit():
+            recent = deque(maxlen=1000)
+            with leak_watch(opt, out_dir=".", always=True) as watch:
+                for step in range(8):
+                    x, y = batch()
+                    loss = torch.nn.functional.cross_entropy(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                    recent.append(loss)
+            return watch
+        watch = fit()
+    """, "deque `recent` in fit()", "recent.append(loss)", "loss.item()"),
+    # One row of each step's attention map, detached: a view that keeps the whole map alive.
+    "attention_row": ("""
+        maps = []
+        with leak_watch(opt, out_dir=".", always=True) as watch:
+            for step in range(8):
+                x, y = batch()
+                h = model[0](x)
+                attn = torch.softmax(h @ h.T / 8, dim=-1)
+                loss = torch.nn.functional.cross_entropy(model[2](model[1](attn @ h)), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                maps.append(attn[0].detach())
+    """, "list `maps`", "maps.append(attn[0].detach())", "attn[0].detach().clone()"),
+    # A metrics dict of lists, filled with tensors that keep their graphs.
+    "metrics_dict": ("""
+        metrics = {"loss": [], "logit_norm": []}
+        with leak_watch(opt, out_dir=".", always=True) as watch:
+            for step in range(8):
+                x, y = batch()
+                logits = model(x)
+                loss = torch.nn.functional.cross_entropy(logits, y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                metrics["loss"].append(loss)
+                metrics["logit_norm"].append(logits.norm())
+    """, "`metrics`", 'metrics["loss"].append(loss)', "loss.item()"),
 }
 
 
-@pytest.mark.parametrize("name", sorted(VARIANTS))
+# Held-back variants the finder misses, kept as they were written (fixing the finder for one makes it tuned on).
+MISSED = {
+    "metrics_dict": "a container filled through a subscript (`metrics[\"loss\"].append(loss)`) is named, but its "
+                    "line is the one that created it and the advice is `.item()` of the dict literal (first run, "
+                    "before and after the GPU-path fix)",
+}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(reason=MISSED[n], strict=True))
+                                  if n in MISSED else n for n in sorted(VARIANTS)])
 def test_held_back_variant_is_named_by_its_holder_line(tmp_path, name):
     body, holder, line, advice = VARIANTS[name]
     # A folder named rocmcheck above the person's script (a checkout of this repository, say) keeps it theirs.

@@ -302,13 +302,31 @@ def _own_frame(obj: Any) -> bool:
     return inspect.isframe(obj) and obj.f_code.co_filename == __file__
 
 
+# Python up to 3.12 hands a function's locals out as a dict cached on its frame, filled at each read of f_locals
+# and kept until the next: left filled, it keeps the values of that moment (a step's batch, its loss and graph)
+# alive for the rest of the run, and they come back as survivors "held by a dict". 3.13 hands out a live view.
+LOCALS_ARE_A_SNAPSHOT = sys.version_info < (3, 13)
+
+
+def frame_names(frame: Any) -> list[tuple[str, Any]]:
+    """(name, value) of a running frame's locals, leaving no snapshot of them behind: a function frame's cached
+    dict is emptied after the read (the next f_locals, locals() or debugger fills it anew from the frame). A
+    module's or a class body's locals are its namespace itself, never emptied."""
+    names = frame.f_locals
+    items = list(names.items())
+    if LOCALS_ARE_A_SNAPSHOT and frame.f_code.co_flags & inspect.CO_OPTIMIZED and type(names) is dict \
+            and names is not frame.f_globals:
+        names.clear()
+    return items
+
+
 def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
     """(holder description, file, source lines, first line) for a container: which variable or attribute holds it."""
     kind = type(container).__name__
     frame = sys._getframe(1)
     while frame is not None:  # running functions' locals are not gc objects: walk the stack first
         if frame.f_code.co_filename != __file__:
-            for var, value in frame.f_locals.items():
+            for var, value in frame_names(frame):
                 if value is container:
                     lines, first = _code_lines(frame.f_code)
                     where = "" if frame.f_code.co_name == "<module>" else f" in {frame.f_code.co_name}()"
@@ -318,7 +336,7 @@ def _name_in(container: Any) -> tuple[str, str | None, list[str], int]:
         if _own_frame(ref):
             continue
         if inspect.isframe(ref):
-            for var, value in ref.f_locals.items():
+            for var, value in frame_names(ref):
                 if value is container:
                     lines, first = _code_lines(ref.f_code)
                     return f"{kind} `{var}` in {ref.f_code.co_name}()", ref.f_code.co_filename, lines, max(first, 1)
@@ -365,15 +383,23 @@ def _file_lines(path: str | None) -> list[str]:
 
 def find_holders(tensors: list[Any], exclude: Iterable[Any] = ()) -> list[HolderFinding]:
     """Group surviving tensors by what holds them, with the line that put them there. Bookkeeping objects of the
-    caller (`exclude`) are not holders. One gc scan for all of them."""
+    caller (`exclude`) are not holders. One gc scan for all of them. A module's namespace is no container: each
+    of its globals that holds a survivor is a holder of its own, with the line that last assigned it. Named
+    holders come first."""
     if not tensors:
         return []
     wanted = {id(t): t for t in tensors}
     skip = {id(x) for x in exclude} | {id(wanted), id(tensors)}
-    by_holder: dict[int, tuple[Any, list[Any]]] = {}
+    by_holder: dict[tuple[int, str | None], tuple[Any, list[Any], str | None]] = {}
     claimed: set[int] = set()
     for ref in gc.get_referrers(*tensors):
         if id(ref) in skip or inspect.isframe(ref):
+            continue
+        if isinstance(ref, dict) and _module_of(ref) is not None:
+            for name, value in list(ref.items()):
+                if isinstance(name, str) and id(value) in wanted and id(value) not in claimed:
+                    claimed.add(id(value))
+                    by_holder[(id(ref), name)] = (ref, [value], name)
             continue
         if isinstance(ref, dict):
             members = list(ref.values())
@@ -386,9 +412,13 @@ def find_holders(tensors: list[Any], exclude: Iterable[Any] = ()) -> list[Holder
         held = [m for m in members if id(m) in wanted and id(m) not in claimed]
         if held:
             claimed.update(id(m) for m in held)
-            by_holder[id(ref)] = (ref, held)
+            by_holder[(id(ref), None)] = (ref, held, None)
     findings = []
-    for container, held in by_holder.values():
+    for container, held, global_name in by_holder.values():
+        if global_name is not None:
+            description, path, found = _global_holder(container, global_name)
+            findings.append(_holder_finding(description, path, found, held))
+            continue
         if isinstance(container, dict) and any(getattr(o, "__dict__", None) is container for o in
                                                gc.get_referrers(container)):
             owner = next(o for o in gc.get_referrers(container) if getattr(o, "__dict__", None) is container)
@@ -401,18 +431,50 @@ def find_holders(tensors: list[Any], exclude: Iterable[Any] = ()) -> list[Holder
             description, path, lines, first = _name_in(container)
         var = re.search(r"`(?:self\.)?([\w.]+)`", description)
         found = find_filling_line(lines, first, var.group(1)) if var and lines else None
-        line = f"{os.path.basename(path or '?')}:{found[0]} (`{code_of(found[1])}`)" if found else None
-        sample = held[0]
-        has_graph = any(getattr(t, "grad_fn", None) is not None for t in held)
-        view = any(_storage_bytes(t) > _own_bytes(t) for t in held)
-        grad = f" grad_fn={type(sample.grad_fn).__name__}" if getattr(sample, "grad_fn", None) is not None else ""
-        example = f"{str(sample.dtype).replace('torch.', '')}{list(sample.shape)}{grad}"
-        on_gpu = getattr(getattr(sample, "device", None), "type", "cpu") != "cpu"
-        advice = keep_instead(found[1] if found else "", int(sample.numel()), has_graph, view=view, on_gpu=on_gpu)
-        fix = advice_fix(advice, path if found else None, found[0] if found else None, found[1] if found else "")
-        size = sum(_storage_bytes(t) for t in held)
-        findings.append(HolderFinding(description, line, len(held), size, example, advice.text, has_graph, fix, view))
-    return sorted(findings, key=lambda f: (f.count, f.total_bytes), reverse=True)
+        findings.append(_holder_finding(description, path, found, held))
+    return sorted(findings, key=lambda f: ("`" not in f.holder, -f.count, -f.total_bytes))
+
+
+def _holder_finding(description: str, path: str | None, found: tuple[int, str] | None,
+                    held: list[Any]) -> HolderFinding:
+    """The finding for tensors one holder keeps: what they are, the line that put them there, what to keep."""
+    line = f"{os.path.basename(path or '?')}:{found[0]} (`{code_of(found[1])}`)" if found else None
+    sample = held[0]
+    has_graph = any(getattr(t, "grad_fn", None) is not None for t in held)
+    view = any(_storage_bytes(t) > _own_bytes(t) for t in held)
+    grad = f" grad_fn={type(sample.grad_fn).__name__}" if getattr(sample, "grad_fn", None) is not None else ""
+    example = f"{str(sample.dtype).replace('torch.', '')}{list(sample.shape)}{grad}"
+    on_gpu = getattr(getattr(sample, "device", None), "type", "cpu") != "cpu"
+    advice = keep_instead(found[1] if found else "", int(sample.numel()), has_graph, view=view, on_gpu=on_gpu)
+    fix = advice_fix(advice, path if found else None, found[0] if found else None, found[1] if found else "")
+    size = sum(_storage_bytes(t) for t in held)
+    return HolderFinding(description, line, len(held), size, example, advice.text, has_graph, fix, view)
+
+
+def _module_of(namespace: dict) -> Any:
+    """The module whose globals `namespace` is, or None."""
+    return next((m for m in list(sys.modules.values()) if getattr(m, "__dict__", None) is namespace), None)
+
+
+def _global_holder(namespace: dict, name: str) -> tuple[str, str | None, tuple[int, str] | None]:
+    """(description, file, (line, source) of its last assignment) for a global of a module: the stores of its
+    running module-level frame when the loop runs there, else of the module's source."""
+    module = _module_of(namespace)
+    path = getattr(module, "__file__", None)
+    frame = next((f for f in user_frames() if f.f_globals is namespace and f.f_code.co_name == "<module>"), None)
+    code = frame.f_code if frame is not None else _compiled(path)
+    label = f"`{name}` (module {getattr(module, '__name__', '?')})"
+    place = Place(label, name, "global", [code, *_nested_codes(code)] if code else [], frame)
+    assigned = last_assignment(place)
+    return f"tensor {label}", path, (assigned[1], assigned[2]) if assigned else None
+
+
+def _compiled(path: str | None) -> Any:
+    source = "".join(linecache.getlines(path)) if path else ""
+    try:
+        return compile(source, path, "exec") if source else None
+    except (SyntaxError, ValueError):
+        return None
 
 
 def _storage_bytes(t: Any) -> int:
@@ -444,14 +506,18 @@ _STORES = {"STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF"}
 
 def graph_nodes(tensors: Iterable[Any], limit: int = MAX_GRAPH_NODES) -> int:
     """Distinct autograd nodes reachable from the tensors' grad_fn (what their graph keeps alive: every node's
-    saved tensors until backward frees them), at most `limit`."""
-    seen: set[int] = set()
+    saved tensors until backward frees them), at most `limit`. Each node's Python wrapper is kept until the walk
+    ends: torch 2.11 (the H100 runs of benchmarks/RESULTS.md 23 and 26) points a node to its wrapper weakly, so a
+    wrapper let go of is freed and the next one made can take its address; by id alone a node not yet seen then
+    passed for one seen and the walk stopped after a few nodes (a graph chained over every step counted the same
+    at each step, so no kept graph was named). Newer torch keeps the wrapper while the node lives."""
+    seen: dict[int, Any] = {}
     todo = [t.grad_fn for t in tensors if getattr(t, "grad_fn", None) is not None]
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         try:
             todo.extend(n for n, _ in node.next_functions)
         except Exception:  # a custom node without next_functions
@@ -566,7 +632,7 @@ def places(frames: list[Any], torch: Any) -> list[tuple[Place, Any]]:
         code = frame.f_code
         module_level = code.co_name == "<module>"
         where = f" (module {frame.f_globals.get('__name__', '?')})" if module_level else f" in {code.co_name}()"
-        for var, value in list(frame.f_locals.items()):
+        for var, value in frame_names(frame):
             if var.startswith("__"):
                 continue
             label = f"closure variable `{var}` of {code.co_name}()" if var in code.co_freevars else f"`{var}`{where}"
