@@ -151,11 +151,12 @@ _FILLERS = r"\.\s*(append|extend|insert|add|update|setdefault|put)\s*\(|\[[^\]]*
 
 
 def find_filling_line(lines: list[str], first_line: int, name: str) -> tuple[int, str] | None:
-    """The first line among `lines` (numbered from `first_line`) that adds to the container `name`:
-    `name.append(x)`, `name[k] = x`, `name += [x]`, `name.update(...)`."""
+    """The first line among `lines` (numbered from `first_line`) that adds to the container `name`, directly or to
+    a container inside it: `name.append(x)`, `name[k] = x`, `name += [x]`, `name.update(...)`,
+    `name["loss"].append(x)`."""
     leaf = re.escape(name.split(".")[-1])
     owner = r"(?:\b\w+\.)?" if "." in name else r"(?<![\w.])"
-    pattern = re.compile(owner + leaf + r"(?:" + _FILLERS + r")")
+    pattern = re.compile(owner + leaf + r"(?:\[[^\]]*\])*(?:" + _FILLERS + r")")
     for i, text in enumerate(lines):
         if pattern.search(text):
             return first_line + i, text.strip()
