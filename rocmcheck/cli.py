@@ -121,10 +121,11 @@ def _guard_stdout() -> None:
 
 
 def _say(line: str) -> None:
-    """One line on stderr, which may be gone (a closed terminal after a hangup, a full disk)."""
+    """One line on stderr, which may be gone (a closed terminal after a hangup, a full disk) or in the middle of a
+    write the signal interrupted (RuntimeError: a reentrant call)."""
     try:
         print(line, file=sys.stderr, flush=True)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):
         pass
 
 
@@ -134,11 +135,21 @@ def _stop(code: int) -> None:
     threads still waiting on those children would otherwise be joined first. So no `finally` runs, here or in
     the children: the temporary folders of this process and of the children now ended are removed here
     (rocmcheck.safe.scratch_folders.sweep_on_stop; a 7B's checkpoint in /dev/shm takes about 3 s of that)."""
-    from rocmcheck.runner import end_descendants
-    from rocmcheck.safe.scratch_folders import sweep_on_stop
+    # A signal runs this between two bytecodes of whatever the main thread was doing: a buffered write it was in
+    # the middle of (the watchdog's pipe, a stream) raises RuntimeError ("reentrant call") if written again here.
+    # Nothing raised here may keep os._exit from running: the process would go on, its children with it.
+    try:
+        from rocmcheck.runner import end_descendants
 
-    end_descendants()
-    sweep_on_stop()
+        end_descendants()
+    except BaseException:  # noqa: BLE001 - on the way out, nothing may stop the exit
+        pass
+    try:
+        from rocmcheck.safe.scratch_folders import sweep_on_stop
+
+        sweep_on_stop()
+    except BaseException:  # noqa: BLE001
+        pass
     _flush_streams()
     os._exit(code)
 
@@ -147,7 +158,7 @@ def _flush_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except (OSError, ValueError):  # a closed pipe, a closed stream
+        except (OSError, ValueError, RuntimeError):  # a closed pipe, a closed stream, a write the signal interrupted
             pass
 
 

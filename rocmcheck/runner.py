@@ -434,8 +434,8 @@ def _dismiss_watchdog() -> None:
     try:
         proc.stdin.write(b"bye\n")
         proc.stdin.close()
-    except (OSError, ValueError):
-        pass
+    except (OSError, ValueError, RuntimeError):  # RuntimeError: a stop signal interrupted this thread's own write
+        proc.kill()
     try:
         proc.wait(timeout=2)
     except subprocess.TimeoutExpired:

@@ -148,9 +148,9 @@ VARIANTS = {
 # Held-back variants the finder missed when they were first run, then fixed: no longer held back (the finder was
 # changed for them), kept here as they were written.
 FIXED_AFTER_SEEN = {
-    "metrics_dict": "a container filled through a subscript (`metrics[\"loss\"].append(loss)`) was named by the line "
-                    "that created it, with `.item()` of the dict literal (first run, before and after the GPU-path fix); "
-                    "the filling line is now searched through subscripts",
+    "metrics_dict": "a container filled through a subscript (`metrics[\"loss\"].append(loss)`) was named by the "
+                    "line that created it, with `.item()` of the dict literal (first run, before and after the "
+                    "GPU-path fix); the filling line is now searched through subscripts",
 }
 MISSED: dict[str, str] = {}  # held-back variants the finder misses now
 
