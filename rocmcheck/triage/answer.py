@@ -123,7 +123,9 @@ def similar_lines(t: Triage) -> list[str]:
 def _similar_markdown(t: Triage) -> list[str]:
     if not t.similar:
         return []
-    return [md_escape(SIMILAR_HEAD), "", *[f"- {md_escape(s.thread.title)} ({md_escape(s.thread.url)}): "
+    # The URL in a code span: a reply posted with a live link to another repository's issue would add a
+    # cross-reference to that issue's timeline.
+    return [md_escape(SIMILAR_HEAD), "", *[f"- {md_escape(s.thread.title)} ({code_span(s.thread.url)}): "
                                            f"{md_escape(s.thread.cause)} Fix there: {md_escape(s.thread.fix)}"
                                            for s in t.similar], ""]
 
