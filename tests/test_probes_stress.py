@@ -68,8 +68,10 @@ class FakeNvml:
 # ------------------------------------------------------------------------------------------ stress_gemm
 
 def test_a_healthy_cpu_run_holds_every_repeat_bitwise_identical():
-    data = _gemm()
-    assert len(data["intervals"]) >= 3 and all(p["differ"] == 0 for p in data["intervals"])
+    # Intervals are calibrated during the warm-up: on a box that gets busier after it, each takes longer, so the
+    # count is not fixed (two in 0.85 s were seen under a loaded CI run); two still compare repeats across intervals.
+    data = _gemm(duration_s=1.0)
+    assert len(data["intervals"]) >= 2 and all(p["differ"] == 0 for p in data["intervals"])
     assert all(p["tflops"] > 0 for p in data["intervals"]) and data["gemms_per_interval"] >= 1
 
 
