@@ -118,7 +118,10 @@ def _steady_span(times: list[float], used: list[float], tolerance: float) -> tup
     start = next((i for i in range(end) if used[i] >= WARMUP_LEVEL * final_floor), 0)
     rule = staircase.judge_staircase(times[start:end], used[start:end], tolerance)
     if rule.rising:  # the floor was lower earlier: measure each reading against the floor at its own time
-        start = next((i for i in range(start + 1) if used[i] >= WARMUP_LEVEL * rule.floor_at(times[i])), start)
+        # Before the floor line reaches zero (followed back, a steep climb's line does within seconds) the climb
+        # had not begun: memory cannot be below zero, so those readings are the run starting, not its floor.
+        start = next((i for i in range(start + 1)
+                      if rule.floor_at(times[i]) > 0 and used[i] >= WARMUP_LEVEL * rule.floor_at(times[i])), start)
     if start:
         notes.append(f"first {times[start] - times[0]:.0f} s left out: loading (memory under half the floor the "
                      "run had by then)")
