@@ -26,6 +26,10 @@ LORA_STEPS = 20
 # steps: that one verdict is not held to pass in this case.
 CASES = [(f, None) for f in FAMILIES] + [("gemma2", 8), ("qwen2_moe", 8)]
 CPU_RSS_WARMUP = {"train.memory_leak"}
+# A step of these tiny folders takes milliseconds: on the 2-core box shared with other test workers, a scheduler
+# pause makes a few steps several times the median, and train.throughput says so ("unsteady steps", a warning
+# whose fix is to look for other processes). That is the box, not the family: judged apart below.
+SHARED_BOX = {"train.throughput"}
 
 
 @pytest.fixture(scope="module")
@@ -48,9 +52,11 @@ def test_each_family_trains_and_passes(folders, model_type, lora):
     by_id = {r.id: r for r in report.results}
     moe = model_type in MOE_FAMILIES
     assert set(by_id) == OWN_MODEL_IDS | (MOE_IDS if moe else set())
-    held = [r for r in report.results if not (lora and moe and r.id in CPU_RSS_WARMUP)]
+    held = [r for r in report.results if not (lora and moe and r.id in CPU_RSS_WARMUP) and r.id not in SHARED_BOX]
+    throughput = by_id["train.throughput"]
+    assert throughput.status.value == "pass" or "unsteady steps" in throughput.summary, throughput.summary
     assert all(r.status.value in ("pass", "skip") for r in held), {
-        k: (r.status.value, r.summary) for k, r in by_id.items()}
+        r.id: (r.status.value, r.summary) for r in held if r.status.value not in ("pass", "skip")}
     assert by_id["train.learns"].status.value == "pass" and by_id["train.numerics"].status.value == "pass"
     assert report.info["model"]["model_type"] == model_type
     if model_type == "gemma2":  # no SDPA path (soft-capping): eager, as transformers picks, and said
