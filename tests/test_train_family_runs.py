@@ -40,6 +40,24 @@ def folders(tmp_path_factory):
     return {f: make_family(root / f, f) for f in FAMILIES}
 
 
+def _adapter_round_trip_loses(folder, rank: int, targets: list[str]) -> list[str]:
+    """The adapter tensors the installed peft does not give back after save_pretrained and load_adapter, its own
+    calls alone (peft 0.22.0 with transformers 5.25 drops Qwen2-MoE's shared-expert adapters: a stack's defect the
+    reload verdict must name, not hide)."""
+    import tempfile
+
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+    from transformers import AutoModelForCausalLM
+
+    model = get_peft_model(AutoModelForCausalLM.from_pretrained(folder),
+                           LoraConfig(r=rank, target_modules=targets))
+    with tempfile.TemporaryDirectory() as saved:
+        model.save_pretrained(saved, safe_serialization=True)
+        model.load_adapter(saved, adapter_name="reloaded")
+    trained = get_peft_model_state_dict(model, adapter_name="default")
+    return sorted(set(trained) - set(get_peft_model_state_dict(model, adapter_name="reloaded")))
+
+
 @pytest.mark.parametrize("model_type, lora", CASES, ids=[f"{f}{'-lora' if r else ''}" for f, r in CASES])
 def test_each_family_trains_and_passes(folders, model_type, lora):
     if lora:
@@ -52,7 +70,13 @@ def test_each_family_trains_and_passes(folders, model_type, lora):
     by_id = {r.id: r for r in report.results}
     moe = model_type in MOE_FAMILIES
     assert set(by_id) == OWN_MODEL_IDS | (MOE_IDS if moe else set())
-    held = [r for r in report.results if not (lora and moe and r.id in CPU_RSS_WARMUP) and r.id not in SHARED_BOX]
+    held = [r for r in report.results if not (lora and moe and r.id in CPU_RSS_WARMUP) and r.id not in SHARED_BOX
+            and not (lora and r.id == "train.reload")]
+    if lora:  # the verdict tells what the installed peft does with this family's saved adapter, whatever it does
+        reload = by_id["train.reload"]
+        lost = _adapter_round_trip_loses(folders[model_type], lora, report.info["model"]["lora_targets"])
+        assert reload.status.value == ("fail" if lost else "pass"), (reload.summary, lost[:3])
+        assert reload.data.get("not_loaded", []) == lost
     throughput = by_id["train.throughput"]
     assert throughput.status.value == "pass" or "unsteady steps" in throughput.summary, throughput.summary
     assert all(r.status.value in ("pass", "skip") for r in held), {

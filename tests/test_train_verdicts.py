@@ -47,6 +47,10 @@ def test_reload_must_be_exact():
     assert verdicts.check_reload(1e-6, noise=2e-6).status.value == "pass"  # nondeterministic GPU kernels
     assert verdicts.check_reload(0.0, weights_equal=False).status.value == "fail"
     assert verdicts.check_reload(None, error="OSError: No space left on device").status.value == "fail"
+    lost = ["base_model.model.model.layers.0.mlp.shared_expert.up_proj.lora_A.weight"]
+    dropped = verdicts.check_reload(0.0, weights_equal=False, not_loaded=lost)
+    assert dropped.status.value == "fail" and "1 saved tensor(s) did not load back" in dropped.summary
+    assert lost[0] in dropped.summary and dropped.data["not_loaded"] == lost and "peft" in dropped.fix.line()
 
 
 def test_reload_read_back_from_the_files_needs_the_same_weights_and_config():

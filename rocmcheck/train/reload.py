@@ -126,6 +126,7 @@ def _check_adapter(cfg: TrainConfig, what: Reloaded) -> CheckResult:
     trained = get_peft_model_state_dict(model, adapter_name="default")
     reloaded = get_peft_model_state_dict(model, adapter_name="reloaded")
     weights_equal = trained.keys() == reloaded.keys() and all(torch.equal(t, reloaded[k]) for k, t in trained.items())
+    not_loaded = sorted(set(trained) - set(reloaded))
     was = model.training
     model.eval()
     model.set_adapter("reloaded")
@@ -135,4 +136,4 @@ def _check_adapter(cfg: TrainConfig, what: Reloaded) -> CheckResult:
         model.set_adapter("default")
         model.delete_adapter("reloaded")
         model.train(was)
-    return verdicts.check_reload(diff, what.noise, weights_equal)
+    return verdicts.check_reload(diff, what.noise, weights_equal, not_loaded=not_loaded)

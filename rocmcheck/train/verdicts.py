@@ -89,9 +89,12 @@ def check_accuracy(before: float | None, after: float | None, threshold: float, 
 
 def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: bool = True,
                  error: str | None = None, bound_label: str = "this device's run-to-run noise", *,
-                 files: dict[str, Any] | None = None) -> CheckResult:
+                 files: dict[str, Any] | None = None, not_loaded: list[str] | None = None) -> CheckResult:
     """Reloaded weights must be bit-identical, and its logits no further from the trained model's than
     two forwards of the trained model are from each other (0 where kernels are deterministic).
+
+    not_loaded: names of tensors the model held (and saved) that the reload did not give back (a LoRA adapter's
+    tensors a loader dropped).
 
     files: the checkpoint was read back from its files instead of being built again (saved_weights.py: its
     FilesComparison.to_dict(): tensors, bytes, config_equal, config_differences, first_difference); the logits
@@ -119,7 +122,11 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
         else:
             how = "identical logits" if max_abs_diff == 0 else f"logits within {bound_label} ({noise:.2g})"
         return passed(f"save -> reload gives {how}", **data, id="train.reload")
-    if not weights_equal:
+    if not_loaded:
+        data["not_loaded"] = list(not_loaded)
+        what = (f"{len(not_loaded)} saved tensor(s) did not load back (first: {not_loaded[0]}): the loader dropped "
+                "them on the way through the checkpoint")
+    elif not weights_equal:
         where = f" (first: {files['first_difference']})" if files and files.get("first_difference") else ""
         what = f"weights changed on the way through the checkpoint{where}"
     elif not config_equal:
@@ -131,9 +138,14 @@ def check_reload(max_abs_diff: float | None, noise: float = 0.0, weights_equal: 
     if files is not None:
         evidence.append(f"read back from the files: {files.get('tensors', 0)} tensors; config equal: {config_equal}"
                         + "".join(f"; {d}" for d in files.get("config_differences", [])[:10]))
-    return failed(what, fixes.step("pip install -U safetensors transformers", "a saved checkpoint does not "
-                                   "reproduce the trained model: newer savers and loaders"),
-                  evidence, **data, id="train.reload")
+    if not_loaded:
+        fix = fixes.step("python -m pip list | grep -i -E '^(peft|transformers) '", "the installed peft and "
+                         "transformers drop these tensors when a saved adapter is loaded back: an adapter saved "
+                         "with this stack does not load whole; try the peft release before or after this one")
+    else:
+        fix = fixes.step("pip install -U safetensors transformers", "a saved checkpoint does not reproduce the "
+                         "trained model: newer savers and loaders")
+    return failed(what, fix, evidence, **data, id="train.reload")
 
 
 def check_reference_curve(losses: list[float], curve: dict[str, Any] | None, why_not: str, kind: str) -> CheckResult:
