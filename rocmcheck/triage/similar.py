@@ -86,8 +86,8 @@ class Index:
                  leave_out: Iterable[int] = ()):
         self.threads = threads
         out = set(leave_out)
-        self.postings = {t: [(d, n) for d, n in p if d not in out] for t, p in postings.items()}
-        self.postings = {t: p for t, p in self.postings.items() if p}
+        self.postings = postings if not out else {
+            t: kept for t, p in postings.items() if (kept := [(d, n) for d, n in p if d not in out])}
         live = len(threads) - len(out)
         self.idf = {t: math.log((live + 1) / (len(p) + 1)) + 1 for t, p in self.postings.items()}
         norms = [0.0] * len(threads)
@@ -101,7 +101,7 @@ class Index:
         threads = [Thread(**{k: str(t.get(k) or "") for k in ("url", "title", "platform", "family", "cause",
                                                                 "fix")}) for t in data.get("threads") or []]
         drop = set(leave_out_urls)
-        postings = {str(term): [(int(d), int(n)) for d, n in p] for term, p in (data.get("terms") or {}).items()}
+        postings = {str(term): [(d, n) for d, n in p] for term, p in (data.get("terms") or {}).items()}
         return cls(threads, postings, [i for i, t in enumerate(threads) if t.url in drop])
 
     def nearest(self, text: str, platform: str | None = None) -> list[Similar]:
