@@ -43,6 +43,19 @@ def test_no_rocm_fix_for_a_cuda_paste() -> None:
     assert "env.hsa_override" not in [f.id for f in t.findings]
 
 
+def test_a_container_restart_of_an_unknown_vendor_names_the_setting_only() -> None:
+    from rocmcheck.checks.containers import container_restart
+
+    # /dev/shm too small in a container started with `docker run --gpus all` (an NVIDIA flag the paste's platform
+    # reader does not count): no line of either vendor's GPU flags is a fix here.
+    t = triage([("-", paste("fal-ai-community-video-diffusion-speedrun-2"))])
+    shm = next(f for f in t.findings if f.id == "host.shm")
+    assert "--shm-size" in shm.fix.text and "/dev/kfd" not in shm.fix.text and "--gpus" not in shm.fix.text
+    unknown = container_restart("unknown", "restart the container with --ipc=host")
+    assert unknown.line() == "restart the container with --ipc=host, keeping the GPU flags it was started with"
+    assert "/dev/kfd" in container_restart("amd").line() and "--gpus all" in container_restart("nvidia").line()
+
+
 def test_unknown_platform_asks_instead_of_picking_a_wheel() -> None:
     t = triage([("-", "AssertionError: Torch not compiled with CUDA enabled\n")])
     fix = next(f.fix for f in t.findings if f.id == "torch.build")

@@ -7,7 +7,7 @@ pinned memory)."""
 
 from __future__ import annotations
 
-from rocmcheck.fixes import Fix, docker_run, shell
+from rocmcheck.fixes import Fix, docker_run, note, shell
 
 NVIDIA_IMAGE = "nvcr.io/nvidia/pytorch:24.12-py3"
 NVIDIA_TOOLKIT = ("the NVIDIA Container Toolkit must be installed on the host "
@@ -20,6 +20,13 @@ def docker_run_nvidia(why: str = "") -> Fix:
                  image=NVIDIA_IMAGE)
 
 
-def container_restart(vendor: str, why: str = "") -> Fix:
-    """The restart line for this vendor's GPUs; AMD's unless the machine is an NVIDIA one."""
-    return docker_run_nvidia(why) if vendor == "nvidia" else docker_run(why)
+def container_restart(vendor: str | None, why: str = "") -> Fix:
+    """The restart line for this vendor's GPUs ("amd" or "nvidia"). Where the vendor is not known, the line would be
+    a guess (AMD's devices and groups mean nothing to an NVIDIA host, and --gpus nothing to an AMD one): the setting
+    alone, with the GPU flags the container already has."""
+    if vendor == "nvidia":
+        return docker_run_nvidia(why)
+    if vendor == "amd":
+        return docker_run(why)
+    return note(f"{why or 'restart the container with the missing settings'}, keeping the GPU flags it was started "
+                "with")
