@@ -78,7 +78,8 @@ def test_a_cpu_smoke_train_sizes_torch_and_names_it_in_its_header(tmp_path, chos
     threads wait passively unless the person set OMP_WAIT_POLICY, and the header says which."""
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", *WAIT_CHOICES)}
     if chosen:
-        env["OMP_WAIT_POLICY"] = chosen
+        # One thread: threads that spin while they wait would take the CPU from whatever else runs here.
+        env.update(OMP_WAIT_POLICY=chosen, OMP_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "rocmcheck", "smoke-train", "--device", "cpu", "--steps", "10",
                            "--no-profile", "--json"], capture_output=True, text=True, env=env, timeout=600)
     doc = json.loads(proc.stdout)
