@@ -51,6 +51,21 @@ def shell_fixes_that_do_not_parse(lines: list[str]) -> list[str]:
     return bad
 
 
+# A test that measures records its figure lines with record_property(FIGURES, [...]): they are printed after the
+# run, whether the test passed or failed (xdist carries a report's properties to the process that prints).
+FIGURES = "figures"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    for status in ("passed", "failed"):
+        for report in terminalreporter.stats.get(status, []):
+            lines = dict(getattr(report, "user_properties", ())).get(FIGURES)
+            if lines and getattr(report, "when", "call") == "call":
+                terminalreporter.write_sep("-", f"figures of {report.nodeid}")
+                for line in lines:
+                    terminalreporter.write_line(line)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     _end_ops_build()
     if not _FIX_LOG.is_file() or shutil.which("bash") is None:
