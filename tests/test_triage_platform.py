@@ -26,6 +26,8 @@ def test_each_platform_from_real_pastes() -> None:
         "datalab-to-marker-42": "macos",  # an op not implemented for the MPS device
         "NixOS-nixpkgs-406675": "cuda-linux",  # sm_XX arch list
         "rocm-arch-rocm-arch-570": "rocm-linux",  # a gfx target
+        # hipcc, then the shell's "nvcc: not found" for each CUDA path hipcc tried: what is absent is no evidence
+        "ROCm-legacy-rocm-build-5773": "rocm-linux",
     }
     got = {name: decide(paste(name).splitlines()).name for name in cases}
     assert got == cases
@@ -33,6 +35,7 @@ def test_each_platform_from_real_pastes() -> None:
 
 def test_a_paste_without_evidence_is_unknown() -> None:
     assert decide(["TypeError: __init__() got an unexpected keyword argument 'enable_lora'"]).name is None
+    assert decide(["bash: nvcc: command not found", "sh: 1: /usr/local/cuda/bin/nvcc: not found"]).name is None
 
 
 def test_no_rocm_fix_for_a_cuda_paste() -> None:

@@ -131,6 +131,10 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
     made |= {name for name, _ in triage([("smi", _tune_paste("wencolani-CrossE-2"))]).pasted.signs}
     made |= {name for name, _ in triage([("ord", _tune_paste("THUDM-slime-1326"))]).pasted.signs}
     made |= {name for name, _ in triage([("fa", _tune_paste("Dao-AILab-flash-attention-205"))]).pasted.signs}
+    # pytorch/pytorch#37320's collect_env: driver 410.104 and torch's CUDA 10.2, no error line between them
+    made |= {name for name, _ in triage([("env", "CUDA used to build PyTorch: 10.2\nNvidia driver version: 410.104\n")])
+             .pasted.signs}
+    made |= {name for name, _ in triage([("nvrtc", _tune_paste("tile-ai-tilelang-90"))]).pasted.signs}
     assert made == set(SIGNS)
 
 
@@ -221,15 +225,18 @@ def _tune_paste(name: str) -> str:
 def test_an_nvidia_gpu_newer_than_every_cuda_toolkit_shown_is_a_sign():
     """The tuning part's real pastes: an RTX 4090 (sm_89, first compiled by CUDA 11.8) beside "CUDA Version：11.3"
     (NVlabs/tiny-cuda-nn#239) is a sign; an A10 beside a CUDA 11.8 image (triton-lang/triton#2971), two GPUs of
-    two archs (triton-lang/triton#1323) and a CUDA version with no GPU named (deepspeedai/DeepSpeed#607) are not."""
+    two archs (triton-lang/triton#1323) are not; nvcc's own "Unsupported gpu architecture 'compute_86'" beside
+    "My cuda version is 11.0" (deepspeedai/DeepSpeed#607) names the arch without a GPU name."""
     t = triage([("p", _tune_paste("NVlabs-tiny-cuda-nn-239"))])
     assert [name for name, _ in t.pasted.signs] == ["nvidia_gpu.newer_than_toolkit"]
     top = t.findings[0]
     assert top.id == "shape.toolkit_older_than_gpu"
     assert top.fix.text.startswith("rtx4090 is sm_89, which CUDA 11.8 is the first toolkit to compile for; the CUDA "
                                    "here is 11.3")
-    for name in ("triton-lang-triton-2971", "triton-lang-triton-1323", "deepspeedai-DeepSpeed-607"):
+    for name in ("triton-lang-triton-2971", "triton-lang-triton-1323"):
         assert shapes.gpu_newer_than_toolkit(shapes.lines_of([_tune_paste(name)])) is None, name
+    asked = shapes.gpu_newer_than_toolkit(shapes.lines_of([_tune_paste("deepspeedai-DeepSpeed-607")]))
+    assert asked == ("compute_86", "sm_86", "11.1", "11.0")
     smi = "| NVIDIA-SMI 560.35.03              Driver Version: 560.35.03      CUDA Version: 12.6     |"
     assert shapes.toolkits_shown([smi]) == []  # vllm-project/vllm#15335: the driver's newest CUDA, not a toolkit
 

@@ -164,3 +164,98 @@ def test_missing_headers_from_eleven_projects_name_what_ships_them() -> None:
     nccl = shapes.header_advice(lines("NVIDIA-nccl-139"))
     assert nccl.startswith("nccl.h comes with NCCL's development files") and "NCCL_HOME" in nccl
     assert triage([("-", "\n".join(records[5][1]) + "\n")]).findings[0].id == "shape.missing_header"
+
+
+def test_the_gpus_arch_against_torchs_arch_list_from_fourteen_projects() -> None:
+    records = _records("arch_list_vs_gpu.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        gap = shapes.arch_list_gap(pasted)
+        assert gap is not None and gap.gpu == url.split()[1], url
+        fix = triage([("-", "\n".join(pasted) + "\n")]).findings[0]
+        assert fix.id == "torch.arch_list" and gap.gpu in fix.fix.text and "index-url" not in fix.fix.text or \
+            gap.side != "older", url
+    newer = shapes.arch_list_advice(shapes.ArchListGap("sm_120", ("sm_50", "sm_90")))
+    assert "CUDA 12.8 is the first toolkit" in newer and "/whl/cu128" in newer
+    older = shapes.arch_list_advice(shapes.ArchListGap("sm_61", ("sm_75", "sm_120")))
+    assert "dropped GPUs this old" in older and "TORCH_CUDA_ARCH_LIST=6.1" in older
+    assert shapes.arch_list_gap(["The current PyTorch install supports CUDA capabilities sm_80 sm_90."]) is None
+
+
+def test_the_machines_amd_arch_from_eleven_projects_against_rocms_targets() -> None:
+    records = _records("amd_arch_unsupported.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    known = shapes.rocm_known_archs()
+    for url, pasted in records:
+        expected = url.split()[1]
+        assert [arch for arch, _ in shapes.amd_machine_archs(pasted)][:1] == [expected], url
+        found = shapes.amd_arch_not_supported(pasted)
+        assert (found[0] if found else None) == (None if expected in known else expected), url
+        if "rocminstaller" not in url:  # rocminfo's agent names alone: no error, no cause
+            ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
+            assert {"shape.amd_arch_unsupported", "rocblas.arch_library_missing", "torch.arch_list",
+                    "extensions.arch", "gpu.arch"} & set(ids), (url, ids)
+    # gfx1201 and gfx1030 are ROCm targets: their records are not called unsupported (the first is a Windows build
+    # whose rocBLAS lacks it, named as such).
+    assert {"gfx1201", "gfx1030"} <= known
+
+
+def test_nvcc_older_than_the_arch_it_was_asked_for_from_eleven_projects() -> None:
+    from rocmcheck.knowledge import arch_info
+
+    records = _records("toolkit_older_than_gpu.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        arch, toolkit = url.split()[1:3]
+        found = shapes.gpu_newer_than_toolkit(pasted)
+        assert found is not None, url
+        assert (found[1], found[3]) == (arch_info("sm_" + arch.removeprefix("compute_")).name, toolkit), url
+        ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
+        assert "shape.toolkit_older_than_gpu" in ids, (url, ids)
+
+
+# Threads where the CUDA needed is said in words only ("our container's CUDA is 12.1", "compatible only with CUDA
+# 12", "we adopt CUDA 11.8"): no reader takes a version from prose, so that side is not shown.
+PROSE_ONLY_CUDA = ("Yuan-2.0", "CTranslate2", "ST-LLM")
+
+
+def test_the_driver_against_the_cuda_needed_from_ten_projects() -> None:
+    from rocmcheck.triage.versions import driver_and_cuda, driver_claim_of
+
+    records = _records("driver_older_than_cuda.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        driver, cuda = url.split()[1:3]
+        found = driver_and_cuda(pasted)
+        assert found.shown == driver, (url, found)
+        prose = any(f"/{name}/" in url for name in PROSE_ONLY_CUDA)
+        assert found.needed == (None if prose else cuda), (url, found)
+        assert found.too_old is (None if prose else True), (url, found)
+        claim = driver_claim_of(found)
+        assert "upgrade" in claim or (prose and "paste" in claim), (url, claim)
+        ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
+        assert "nvidia.driver_cuda" in ids, (url, ids)
+
+
+def test_a_library_of_the_other_vendors_stack_is_that_vendors_build() -> None:
+    # tile-ai/tilelang#90: "Running on amd gpu", and the CUDA wheel's ctypes load of libnvrtc.so.12 fails. The
+    # library's name says what the module was built for, not what the machine has.
+    t = triage([("-", json.loads((TUNE / "tile-ai-tilelang-90.json").read_text(encoding="utf-8"))["paste"])])
+    assert t.scene.platform.name == "rocm-linux"
+    top = t.findings[0]
+    assert top.id == "shape.other_vendor_library" and "shape.missing_library" not in [f.id for f in t.findings]
+    assert "install the package's ROCm build" in top.fix.text.replace("Install", "install")
+    assert shapes.other_vendor_library("libamdhip64.so.6", "cuda-linux") == "ROCm"
+    assert shapes.other_vendor_library("libcudart.so.12", "cuda-linux") is None
+
+
+def test_the_build_tool_a_build_names_is_the_one_advised() -> None:
+    # microsoft/Codex-CLI#128: aiohttp built from source on Windows without MSVC.
+    paste = json.loads((TUNE / "microsoft-Codex-CLI-128.json").read_text(encoding="utf-8"))["paste"]
+    assert shapes.build_tools_named(shapes.lines_of([paste])) == ["msvc"]
+    t = triage([("-", paste)])
+    assert t.scene.platform.name == "windows"
+    fix = next(f.fix for f in t.findings if f.id == "shape.build_tool")
+    assert "C++ Build Tools" in fix.text and "hipcc" not in fix.text and "nvcc" not in fix.text
+    assert shapes.build_tools_named(["      RuntimeError: Ninja is required to load C++ extensions",
+                                     "error: command 'gcc' failed: No such file or directory"]) == ["cc", "ninja"]

@@ -21,7 +21,7 @@ WEIGHTS = (1, 2, 3)  # 1: a hint; 2: the usual cause of that text; 3: the text n
 # What a signature's condition may look at (rocmcheck/triage/match.py computes each).
 LIBRARY_WORDS = ("torch", "other", "none")  # or a package the failing frame or .so is in ("flash_attn")
 PASTE_FLAGS = ("container", "amd", "nvidia", "wsl", "windows", "macos")  # the last two: the paste's platform
-CONDITION_KEYS = ("library", "paste", "not_paste", "env", "with")
+CONDITION_KEYS = ("library", "paste", "not_paste", "env", "with", "without")
 FIX_KEYS = ("shell", "note", "edit", "use")
 
 
@@ -124,9 +124,10 @@ def parse_catalogue(doc: dict[str, Any]) -> Catalogue:
     ids = {s.id for s in signatures}
     for s in signatures:
         for r in s.rules:
-            missing = set(r.when.get("with", ())) - ids
-            if missing:
-                raise ValueError(f"signature {s.id}: `with` names unknown signatures {sorted(missing)}")
+            for key in ("with", "without"):
+                missing = set(r.when.get(key, ())) - ids
+                if missing:
+                    raise ValueError(f"signature {s.id}: `{key}` names unknown signatures {sorted(missing)}")
     return Catalogue(causes, tuple(signatures))
 
 

@@ -194,6 +194,8 @@ def holds(rule: Rule, hit: Hit, scene: Scene) -> bool:
         return False
     if any(sid not in scene.matched for sid in when.get("with", ())):
         return False
+    if any(sid in scene.matched for sid in when.get("without", ())):
+        return False
     return True
 
 

@@ -275,6 +275,8 @@ class _Builder:
         self._line_sign("nvidia_smi.idle_memory_held", _idle_memory_line)
         self._line_sign("gpu_index.beyond_visible", _device_index_line)
         self._line_sign("build.cuda_path_under_rocm", _cuda_build_line)
+        self._line_sign("nvidia_driver.older_than_cuda", _driver_older_line)
+        self._line_sign("library.other_vendor", _other_vendor_library_line)
         return self.p
 
     def _line_sign(self, name: str, find: Callable[[list[str]], str | None]) -> None:
@@ -824,6 +826,28 @@ def _wsl_kernel_line(lines: list[str]) -> str | None:
 
     found = wsl_kernel_too_old(lines)
     return found[1] if found else None
+
+
+def _driver_older_line(lines: list[str]) -> str | None:
+    """The line that shows the driver, where the pastes show it older than the CUDA they show is needed."""
+    from rocmcheck.triage.versions import driver_and_cuda
+
+    found = driver_and_cuda(lines)
+    if not found.too_old:
+        return None
+    shown = found.shown or found.driver_cuda or ""
+    return next((line for line in lines if shown and shown in line), None)
+
+
+def _other_vendor_library_line(lines: list[str]) -> str | None:
+    """The loader's line for a missing library of the other GPU vendor's stack than the pasted platform's."""
+    from rocmcheck.triage.platform import decide
+    from rocmcheck.triage.shapes import missing_libraries, other_vendor_library
+
+    libraries = missing_libraries(lines)
+    platform = decide(lines).name if libraries else None
+    lib = next((lib for lib in libraries if other_vendor_library(lib, platform)), None)
+    return next((line for line in lines if lib in line), None) if lib else None
 
 
 def _idle_memory_line(lines: list[str]) -> str | None:

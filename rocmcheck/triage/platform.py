@@ -31,7 +31,8 @@ PLATFORMS = ("rocm-linux", "cuda-linux", "wsl", "windows", "macos", "cpu")
 GPU_LINUX = ("rocm-linux", "cuda-linux")
 
 _WINDOWS = re.compile(
-    r"(?:^|[\s\"'(=\[])[A-Za-z]:\\\\?[\w$.~ -]+|\bWinError\b|\bOS: Microsoft Windows|\bwin_amd64\b|"
+    r"(?:^|[\s\"'(=\[`])[A-Za-z]:\\\\?[\w$.~ -]+|\bWinError\b|\bOS: Microsoft Windows|\bwin_amd64\b|"
+    r"\bMicrosoft (?:Visual )?C\+\+ (?:[\d.]+ or greater|Build Tools)|"
     r"\bPlatform: Windows|\bWindows-1\d-|\b\w+\.dll\b|\bPS [A-Z]:\\|\bWindows (?:10|11)\b|\bcmd\.exe\b|\.exe\b|"
     r"^\s*(?:OS:?\s*)?Windows\s*$|\bon Windows\b|windows下",
     re.IGNORECASE,
@@ -47,7 +48,7 @@ _ROCM = re.compile(
     r"\+rocm\d|\bROCM used to build PyTorch: \d|\bHIP runtime version: \d|\bgfx\d{3,4}[a-f]?\b|\bhipcc\b|/opt/rocm|"
     r"\brocminfo\b|\brocm-smi\b|\bamd-smi\b|\bhipError\w+|\bHSA_STATUS_\w+|\bamdgpu\b|\blibamdhip64|\bROCm \d|"
     r"\bHSA_OVERRIDE_GFX_VERSION\b|\brocBLAS\b|\bMIOpen\b|\brccl\b|-ROCm\b|\bROCm device lib|"
-    r"\bhip(?:blas|blaslt|sparse|fft|rand|solver)\w*|\bHIP error\b",
+    r"\bhip(?:blas|blaslt|sparse|fft|rand|solver)\w*|\bHIP error\b|\bAMD (?:GPU|Radeon|Instinct)s?\b",
     re.IGNORECASE,
 )
 _CUDA = re.compile(
@@ -68,7 +69,7 @@ MAX_LINE = 4096
 # Each pattern's literals (lower-case): every match holds one of them, so a line holding none is not searched
 # (rocmcheck/triage/lines.py; tests/test_triage_platform.py checks them on real pastes).
 _LITERALS = {
-    "windows": (":\\", "winerror", "win_amd64", "windows", ".dll", ".exe"),
+    "windows": (":\\", "winerror", "win_amd64", "windows", ".dll", ".exe", "microsoft"),
     "macos": ("macos", "darwin", "/users/", "/opt/homebrew", "apple", "mps ", "arm64-apple", "productname:",
               "/private/var/folders/", "macbook", "m1 ", "m2 ", "m3 ", "m4 "),
     "wsl": ("microsoft-standard", "wsl", "/dev/dxg"),
@@ -76,7 +77,7 @@ _LITERALS = {
     "cpu": ("+cpu", "cuda used to build pytorch: "),
     "torch_cuda": ("+cu", "cuda used to build pytorch: "),
     "torch_rocm": ("+rocm", "rocm used to build pytorch: "),
-    "rocm": ("rocm", "gfx", "hip", "amd-smi", "hsa_", "amdgpu", "rocblas", "miopen", "rccl"),
+    "rocm": ("rocm", "gfx", "hip", "amd-smi", "hsa_", "amdgpu", "rocblas", "miopen", "rccl", "amd "),
     "cuda": ("+cu", "cuda", "nvcc", "nvidia", "sm_", "compute capability", "cudnn", "cublas", "geforce", "rtx",
              "tesla ", "a100", "h100", "nvrm", "nvrtc", "driver version: ", "libcu", "libnccl", "nccl "),
 }
@@ -136,11 +137,24 @@ def decide(lines: Iterable[str], torch_hip: str | None = None, torch_cuda: str |
     return Platform(None, "", None)
 
 
+# A shell saying a command is missing ("sh: 1: /usr/local/cuda/bin/nvcc: not found", "bash: nvcc: command not
+# found"): the words of that line name what is absent, which is no evidence of that vendor's stack (hipcc tries nvcc
+# first and prints this on every AMD machine).
+# A loader that cannot find a library names what the failing module was built against, not what the machine has
+# (a CUDA wheel on an AMD machine asks for libnvrtc.so.12): such a line is no evidence of the machine's vendor.
+_LIBRARY_NOT_FOUND = re.compile(r"cannot open shared object file|error while loading shared libraries|"
+                                r"Could not load library|Failed to dlopen|Could not find module", re.IGNORECASE)
+_SHELL_NOT_FOUND = re.compile(r"^\s*(?:(?:/bin/|/usr/bin/)?(?:sh|bash|dash|zsh)(?::\s*(?:line\s*)?\d+)?:\s*)?"
+                              r"[\w./+-]{1,200}: (?:command )?not found\s*$")
+
+
 def _words(pattern: re.Pattern[str], lines: list[str], which: list[int]) -> set[str]:
-    """The distinct matches (lower-cased) of the pattern in those lines."""
+    """The distinct matches (lower-cased) of the pattern in those lines, but for a shell's "not found" lines."""
     out: set[str] = set()
     for i in which:
         line = lines[i][:MAX_LINE]
+        if _SHELL_NOT_FOUND.match(line) or _LIBRARY_NOT_FOUND.search(line):
+            continue
         out.update(m.group(0).lower() for m in _on(pattern, line).finditer(line))
     return out
 
@@ -185,7 +199,8 @@ def check_platforms(check_id: str) -> tuple[str, ...]:
 # from a template whose words depend on what was pasted.
 _ROCM_FIX = re.compile(r"whl/rocm|HSA_OVERRIDE_GFX_VERSION|/dev/kfd|amdgpu|rocminfo|rocm-smi|amd-smi|hipcc|"
                        r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|PYTORCH_ROCM_ARCH|/opt/rocm", re.IGNORECASE)
-_CUDA_FIX = re.compile(r"whl/cu\d|\+cu\d|nvidia-smi|NVIDIA driver|nvcc|CUDA_VISIBLE_DEVICES|cuda-toolkit|libcuda",
+_CUDA_FIX = re.compile(r"whl/cu\d|\+cu\d|nvidia-smi|NVIDIA driver|nvcc|CUDA_VISIBLE_DEVICES|cuda-toolkit|libcuda|"
+                       r"\bnvidia-[\w-]+-cu\d+",
                        re.IGNORECASE)
 _LINUX_FIX = re.compile(r"\bapt(-get)?\s|\bdnf\s|\byum\s|modprobe|dkms|usermod|/dev/|/etc/|ldconfig|\bsudo\s",
                         re.IGNORECASE)

@@ -87,6 +87,13 @@ def build(data: dict[str, Any], pasted: Pasted, flags: set[str], platform: Platf
 
 
 def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platform | None = None) -> Fix:
+    if name == "arch_list":  # torch printed the GPU's arch and its own arch list: the fix follows from the two
+        from rocmcheck.triage import shapes
+
+        gap = shapes.arch_list_gap(shapes.lines_of(block.text for _, block in pasted.blocks()))
+        if gap is not None:
+            return fixes.note(shapes.arch_list_advice(gap))
+        name = "torch_reinstall"
     vendor = vendor_of(pasted, flags, platform)
     rocm = rocm_version_of(pasted)
     if vendor is None and name in ("torch_reinstall", "torch_replace", "docker_run"):
@@ -103,11 +110,11 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
 
         return container_restart(vendor, why)
     if name == "cuda_driver":
-        from rocmcheck.triage.versions import driver_claim, driver_of, torch_cuda_of
+        from rocmcheck.triage.versions import driver_and_cuda, driver_claim_of
 
         lines = [line for _, block in pasted.blocks() for line in block.text.splitlines()]
         torch = pasted.facts.probes.get("torch") or {}
-        return fixes.note(driver_claim(torch_cuda_of(lines, torch.get("cuda")), driver_of(lines)))
+        return fixes.note(driver_claim_of(driver_and_cuda(lines, torch.get("cuda"))))
     if name == "container_engine":
         return fixes.note(container_engine_advice(vendor))
     if name in SHAPE_FIXES:
@@ -173,6 +180,11 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         return fixes.note(shapes.wsl_kernel_advice(lines))
     if name == "device_index":
         return fixes.note(shapes.device_index_advice(lines, vendor))
+    # The build's own message names what is missing: that, nothing else (and never the other vendor's compiler).
+    other = {"amd": "nvcc", "nvidia": "hipcc"}.get(vendor or "")
+    named = [n for n in shapes.build_tools_named(lines) if n != other]
+    if named and (vendor != "cpu" or set(named) <= {"msvc", "cc", "ninja"}):
+        return fixes.note(shapes.build_tool_advice(named))
     if vendor == "cpu":
         return fixes.note("the build needs a GPU compiler (CUDA's or ROCm's) this machine does not have (no NVIDIA or "
                           "AMD GPU stack, e.g. macOS): skip the package or use its CPU / MPS path (for flash-attn: "
@@ -202,6 +214,7 @@ def container_engine_advice(vendor: str | None) -> str:
             "documents, where it has one (the paste does not show the vendor)")
 
 
-NAMED_FIXES = SHAPE_FIXES + ("container_engine", "cuda_driver", "torch_reinstall", "torch_replace", "docker_run",
+NAMED_FIXES = SHAPE_FIXES + ("arch_list", "container_engine", "cuda_driver", "torch_reinstall", "torch_replace",
+                             "docker_run",
                              "flash_attn_rebuild", "GROUPS_FIX", "SHM_FIX", "IOMMU_FIX", "NUMA_FIX",
                              "DEEPSPEED_REINSTALL")

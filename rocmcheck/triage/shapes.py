@@ -12,11 +12,15 @@ the line says into the cause's fix (rocmcheck/triage/remedy.py):
   `*_cuda`, `*_ext`) an install without its build;
 - a package's own version check ("X>=a is required ..., but found X==b", "Detected version b", pkg_resources'
   VersionConflict, "requires a different Python") -> the range asked, the version installed, and which way it is out;
-- an NVIDIA GPU the paste names and a CUDA toolkit it shows that predates the GPU's arch (nvidia's table of the
-  first toolkit per arch, rocmcheck/knowledge/gpus.json) -> a toolkit too old for this GPU;
-- an AMD GPU arch the paste names as the machine's (rocminfo's ISA name, "GPU: ... gfx1032", rocBLAS' "for GPU arch",
-  hipcc's "HIP target ... is unknown") that no ROCm release ships code for (rocm_releases.json's targets) -> a GPU
-  ROCm does not support;
+- an NVIDIA GPU the paste names (or the arch a build asked nvcc for) and a CUDA toolkit it shows that predates the
+  arch (nvidia's table of the first toolkit per arch, rocmcheck/knowledge/gpus.json) -> a toolkit too old for it;
+- the GPU's compute capability and the arch list torch printed at start -> which side is older, and the torch
+  build (or source build) that has the GPU's arch;
+- an AMD GPU arch the paste names as the machine's (rocminfo, amdgpu-arch, rocBLAS' "for GPU arch", ollama's
+  gpu_type, llama.cpp's device line, HIP's code-object loader, hipcc's "HIP target ... is unknown") that no ROCm
+  release ships code for (rocm_releases.json's targets) -> a GPU ROCm does not support;
+- the build tool a failed build names as missing (MSVC, nvcc, hipcc, a C/C++ compiler, ninja) -> what installs
+  exactly that one;
 - a C/C++ header a build could not find -> the development package or toolkit that ships it (rocmcheck/knowledge/
   build_headers.json);
 - a model the installed library does not know (transformers' "does not recognize this architecture" / its
@@ -217,8 +221,32 @@ def other_cuda_advice(lines: Iterable[str]) -> str:
 DRIVER_LIBRARIES = ("libcuda", "libnvidia-ml", "libnvcuvid")
 
 
+# Libraries of one vendor's GPU stack, by name: a module that asks for one of them on the other vendor's machine is
+# that vendor's build.
+_CUDA_LIBRARY = re.compile(r"^(?:lib)?(?:cuda|cudart|nvrtc|cublas|cublasLt|cudnn|cufft|curand|cusparse|cusolver|nccl|"
+                           r"nvToolsExt|nvJitLink|nvidia-ml)\w*(?:\.so|\.dll|64_)", re.IGNORECASE)
+_ROCM_LIBRARY = re.compile(r"^(?:lib)?(?:amdhip64|hsa-runtime64|rocblas|hipblas|hipblaslt|MIOpen|rccl|roctx64|"
+                           r"hiprtc|rocsolver|hipfft|rocrand|hipsparse)\w*(?:\.so|\.dll)", re.IGNORECASE)
+
+
+def other_vendor_library(lib: str, platform: str | None) -> str | None:
+    """The vendor whose GPU stack the library belongs to ("CUDA" / "ROCm"), where it is not the one the paste's
+    platform runs; None otherwise."""
+    if platform == "rocm-linux" and _CUDA_LIBRARY.match(lib):
+        return "CUDA"
+    if platform == "cuda-linux" and _ROCM_LIBRARY.match(lib):
+        return "ROCm"
+    return None
+
+
 def library_advice(lib: str, build: str | None, platform: str | None = None) -> str:
     """What a missing library is, who provides it, and whether it is part of the torch build shown."""
+    other = other_vendor_library(lib, platform)
+    if other is not None:
+        own = "ROCm" if other == "CUDA" else "CUDA"
+        return (f"{lib} is a {other} library, and this machine's GPU stack is {own}: the module that loads it is its "
+                f"{other} build. Install the package's {own} build (its {own} wheel or package), or build it from "
+                f"source for {own}")
     if _stem(lib) in DRIVER_LIBRARIES or _stem(lib).startswith("libnvidia-"):
         where = {"wsl": "under WSL it comes from the Windows driver in /usr/lib/wsl/lib (keep that folder on "
                         "LD_LIBRARY_PATH, and do not install a Linux NVIDIA driver inside WSL)"}.get(platform or "", (
@@ -654,7 +682,12 @@ _NVIDIA_GPU = re.compile(r"(?<![\w-])(?:(?:GeForce|NVIDIA|Tesla|Quadro)\s+)*(?:(
 # A CUDA toolkit the paste shows: nvcc's "release 11.3", "CUDA Version: 11.3" / "cuda 11.3" / "/usr/local/cuda-11.3"
 # in prose (never on nvidia-smi's header line, whose "CUDA Version" is the driver's, nor torch's +cuXYZ build).
 _TOOLKIT = re.compile(
-    r"release (\d{1,2}\.\d), V\d|(?:\bcuda[-_ ]?(?:version|toolkit)?[ :：=]{0,3}|/cuda-)(\d{1,2}\.\d)\b", re.IGNORECASE)
+    r"release (\d{1,2}\.\d), V\d|(?:\bcuda[-_ ]?(?:version|toolkit)?(?: is)?[ :：=]{0,3}|/cuda-|\\{1,2}CUDA\\{1,2}v)"
+    r"(\d{1,2}\.\d)\b", re.IGNORECASE)
+# The arch a build asked nvcc for, which nvcc did not know ("nvcc fatal : Unsupported gpu architecture
+# 'compute_86'"), and the arch CMake detected on the machine ("Autodetected CUDA architecture(s): 8.6").
+_NVCC_ARCH = re.compile(r"unsupported gpu architecture '?compute_(\d{2,3})a?'?|"
+                        r"Autodetected CUDA architecture\(s\):\s*(\d{1,2})\.(\d)\s*$", re.IGNORECASE)
 _NOT_TOOLKIT = re.compile(r"Driver Version|NVIDIA-SMI|used to build PyTorch|torch\.version\.cuda", re.IGNORECASE)
 
 
@@ -684,18 +717,33 @@ def toolkits_shown(lines: Iterable[str]) -> list[str]:
     return out
 
 
+def nvcc_archs_asked(lines: Iterable[str]) -> list[tuple[str, Any]]:
+    """(the arch as written, its arch) of each NVIDIA arch a build asked nvcc for that nvcc did not know, or that
+    CMake detected on the machine, where rocmcheck's table knows it."""
+    from rocmcheck.knowledge import arch_info
+
+    out: list[tuple[str, Any]] = []
+    for line in lines:
+        for m in _NVCC_ARCH.finditer(line[:MAX_LINE]):
+            digits = m.group(1) or f"{m.group(2)}{m.group(3)}"
+            arch = arch_info(f"sm_{digits}")
+            if arch is not None and all(arch.name != a.name for _, a in out):
+                out.append((f"compute_{digits}" if m.group(1) else f"{m.group(2)}.{m.group(3)}", arch))
+    return out
+
+
 def gpu_newer_than_toolkit(lines: Iterable[str]) -> tuple[str, str, str, str] | None:
-    """(the GPU as named, its arch, the first toolkit for it, the newest toolkit shown) where every CUDA toolkit the
-    paste shows predates the one NVIDIA GPU arch it names; None otherwise (no GPU, several archs, no toolkit, or a
-    toolkit new enough)."""
+    """(the GPU or arch as named, its arch, the first toolkit for it, the newest toolkit shown) where every CUDA
+    toolkit the paste shows predates the one NVIDIA GPU arch it names (a GPU by name, or the arch a build asked nvcc
+    for); None otherwise (no GPU, several archs, no toolkit, or a toolkit new enough)."""
     from packaging.version import Version
 
     lines = list(lines)
-    gpus = nvidia_gpus_named(lines)
+    named = nvcc_archs_asked(lines) + nvidia_gpus_named(lines)
     toolkits = toolkits_shown(lines)
-    if len(gpus) != 1 or not toolkits or gpus[0][1].min_cuda is None:
+    if len({arch.name for _, arch in named}) != 1 or not toolkits or named[0][1].min_cuda is None:
         return None
-    name, arch = gpus[0]
+    name, arch = named[0]
     newest = max(toolkits, key=Version)
     if Version(newest) >= Version(arch.min_cuda):
         return None
@@ -707,9 +755,106 @@ def toolkit_for_gpu_advice(lines: Iterable[str]) -> str:
     if found is None:
         return "use a CUDA toolkit new enough for the GPU's arch (NVIDIA's CUDA release notes list the first for each)"
     name, arch, first, have = found
+    if name[:1].isdigit():  # CMake's detected compute capability ("8.6")
+        name = f"the GPU's compute capability {name}"
     return (f"{name} is {arch}, which CUDA {first} is the first toolkit to compile for; the CUDA here is {have}: "
             f"install CUDA {first} or newer (and point CUDA_HOME at it) to build for this GPU, with a torch built for "
             f"a CUDA of the same major version")
+
+
+# --- the build tool a build names as missing -----------------------------------------------------------------------
+
+# Each tool a failed build can name as missing, by the words of its own message, and what installs it.
+BUILD_TOOLS = (
+    ("msvc", re.compile(r"Microsoft Visual C\+\+ [\d.]+ or greater is required|Microsoft C\+\+ Build Tools|"
+                        r"error: command '[^'\n]{0,200}cl\.exe' failed", re.IGNORECASE),
+     "install Microsoft's C++ Build Tools (the 'Desktop development with C++' workload, from the link the error "
+     "gives), or use a Python version the package publishes Windows wheels for, so nothing is compiled"),
+    ("nvcc", re.compile(r"nvcc was not found|CUDA_HOME does not exist|\bnvcc: (?:command )?not found", re.IGNORECASE),
+     "install the CUDA toolkit of torch's CUDA version (its nvcc) and set CUDA_HOME to it"),
+    ("hipcc", re.compile(r"\bhipcc: (?:command )?not found|cannot find ROCm device library|ROCM_HOME does not exist",
+                         re.IGNORECASE),
+     "install the ROCm compilers the build needs (hipcc, the ROCm device libraries) and set ROCM_PATH to the ROCm "
+     "install"),
+    ("cc", re.compile(r"Failed to find C compiler|command '(?:gcc|g\+\+|cc|c\+\+|x86_64-linux-gnu-gcc)' failed|"
+                      r"\b(?:gcc|g\+\+|cc): (?:command )?not found|unable to execute '(?:gcc|g\+\+)'", re.IGNORECASE),
+     "install a C/C++ compiler (gcc and g++: build-essential on Debian and Ubuntu, gcc-c++ on RHEL and Fedora)"),
+    ("ninja", re.compile(r"Ninja is required|\bninja: (?:command )?not found", re.IGNORECASE), "pip install ninja"),
+)
+
+
+def build_tools_named(lines: Iterable[str]) -> list[str]:
+    """The tools (BUILD_TOOLS' names) a failed build's own messages name as missing, in BUILD_TOOLS' order."""
+    found: set[str] = set()
+    for line in lines:
+        line = line[:MAX_LINE]
+        found.update(name for name, pattern, _ in BUILD_TOOLS if name not in found and pattern.search(line))
+    return [name for name, _, _ in BUILD_TOOLS if name in found]
+
+
+def build_tool_advice(names: list[str]) -> str:
+    advice = {name: text for name, _, text in BUILD_TOOLS}
+    return "; ".join(advice[n] for n in names) + "; or install a prebuilt wheel of the package"
+
+
+# --- the GPU's arch against the arch list of the torch installed -------------------------------------------------
+
+# torch's own check at start (torch/cuda/__init__.py, _check_capability and _warn_typed_storage...): the GPU's compute
+# capability, and the archs the installed build ships kernels for; both lines are printed together, and some logs
+# join them into one line.
+_GPU_CAPABILITY = re.compile(r"with CUDA capability (sm_\d{2,3})\b[^\n]{0,40}is not compatible with the current "
+                             r"PyTorch")
+_TORCH_ARCHS = re.compile(r"current PyTorch install supports CUDA capabilities((?:\s+(?:sm|compute)_\d{2,3}a?)+)")
+
+
+@dataclass(frozen=True)
+class ArchListGap:
+    gpu: str  # "sm_120"
+    listed: tuple[str, ...]  # the sm_XX archs the build lists ("compute_XX" PTX entries left out)
+
+    @property
+    def side(self) -> str:
+        """"newer": the GPU is newer than every arch listed; "older": older than every one; "between"."""
+        numbers = [int(a[3:].rstrip("a")) for a in self.listed]
+        gpu = int(self.gpu[3:])
+        return "newer" if all(n < gpu for n in numbers) else "older" if all(n > gpu for n in numbers) else "between"
+
+
+def arch_list_gap(lines: Iterable[str]) -> ArchListGap | None:
+    """The GPU's arch and the installed torch's arch list, where torch printed both and the list lacks the GPU's."""
+    gpu: str | None = None
+    listed: tuple[str, ...] | None = None
+    for line in lines:
+        line = line[:MAX_LINE]
+        m = _GPU_CAPABILITY.search(line)
+        if m and gpu is None:
+            gpu = m.group(1)
+        t = _TORCH_ARCHS.search(line)
+        if t and listed is None:
+            listed = tuple(a for a in t.group(1).split() if a.startswith("sm_"))
+    if gpu is None or not listed or gpu in listed:
+        return None
+    return ArchListGap(gpu, listed)
+
+
+def arch_list_advice(gap: ArchListGap) -> str:
+    from rocmcheck.fixes import DEFAULT_CUDA_INDEX, TORCH_INDEX
+    from rocmcheck.knowledge import arch_info
+
+    arch = arch_info(gap.gpu)
+    shown = f"this torch ships kernels for {' '.join(gap.listed)}, not for the GPU's {gap.gpu}"
+    if gap.side == "older":
+        digits = gap.gpu[3:]
+        return (f"{shown}: this build dropped GPUs this old. Install a torch built for an older CUDA whose "
+                f"torch.cuda.get_arch_list() still lists {gap.gpu}, or build torch from source with "
+                f"TORCH_CUDA_ARCH_LIST={digits[:-1]}.{digits[-1]}")
+    first = arch.min_cuda if arch is not None else None
+    index = DEFAULT_CUDA_INDEX
+    if first is not None and tuple(int(x) for x in first.split(".")) > (12, 8):
+        index = "cu" + first.replace(".", "")
+    needs = f"CUDA {first} is the first toolkit that compiles for {gap.gpu}: " if first else ""
+    return (f"{shown}. {needs}install a torch built for that CUDA or newer (pip install --force-reinstall torch "
+            f"--index-url {TORCH_INDEX}/{index}) and check that torch.cuda.get_arch_list() lists {gap.gpu}")
 
 
 # --- a header a build could not find ---------------------------------------------------------------------------
@@ -767,7 +912,13 @@ _AMD_ARCH_OF_MACHINE = re.compile(
     r"amdgcn-amd-amdhsa--(gfx[0-9a-f]{3,4})|for GPU arch\s*:\s*(gfx[0-9a-f]{3,4})|"
     r"HIP target: (gfx[0-9a-f]{3,4}) is unknown|"
     r"\b(?:GPU|gpu|Graphics)\b[^\n:：=]{0,20}[:：=][^\n]{0,80}?\b(gfx[0-9a-f]{3,4})\b|\bRadeon\b[^\n]{0,60}?\((gfx[0-9a-f]{3,4})\b|"
-    r"\bsupport (?:for )?(gfx[0-9a-f]{3,4})\b")
+    r"\bsupport (?:for )?(gfx[0-9a-f]{3,4})\b|"
+    # rocminfo's agent name, and a line that is only an arch (amdgpu-arch, rocm_agent_enumerator, offload-arch);
+    r"^\s*Name:\s+(gfx[0-9a-f]{3,4})\s*$|^\s*(gfx(?!000)[0-9a-f]{3,4})\s*$|"
+    # ollama's gpu_type=, llama.cpp's device line, HIP's fat-binary loader
+    r"\bgpu_type=(gfx[0-9a-f]{3,4})\b|\bDevice \d+: [^,\n]{1,60}, (gfx[0-9a-f]{3,4})\b|"
+    r"No compatible code objects found for: (gfx[0-9a-f]{3,4})\b")
+
 
 
 @lru_cache(maxsize=1)
@@ -791,6 +942,17 @@ def amd_arch_not_supported(lines: Iterable[str]) -> tuple[str, str] | None:
             if arch not in known:
                 return arch, line
     return None
+
+
+def amd_machine_archs(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """(the arch, its line) of each AMD GPU arch the lines name as the machine's, in order, each once."""
+    out: list[tuple[str, str]] = []
+    for line in lines:
+        for m in _AMD_ARCH_OF_MACHINE.finditer(line[:MAX_LINE]):
+            arch = next(g for g in m.groups() if g).lower()
+            if all(arch != a for a, _ in out):
+                out.append((arch, line))
+    return out
 
 
 def unsupported_arch_advice(lines: Iterable[str]) -> str:

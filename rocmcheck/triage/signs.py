@@ -29,8 +29,18 @@ SIGNS = {
     # release, "CUDA 11.3" in prose) predates the first toolkit that compiles for that arch (gpus.json's min_cuda):
     # nothing built here can target this GPU (rocmcheck/triage/shapes.py, gpu_newer_than_toolkit).
     "nvidia_gpu.newer_than_toolkit": "an NVIDIA GPU whose arch is newer than every CUDA toolkit the pastes show",
-    # The pastes name the machine's AMD GPU arch (rocminfo's ISA name, "GPU: ... gfx1032", rocBLAS' "for GPU arch",
-    # hipcc's unknown HIP target, a request for support) and no ROCm release in rocmcheck's table ships code for it
+    # The pastes show both sides of the NVIDIA driver's age and they do not meet: the driver (nvidia-smi's,
+    # collect_env's or dpkg's version, or the newest CUDA it runs: torch's "found version 11040", nvidia-smi's "CUDA
+    # Version") is older than the floor of the CUDA torch was built for or a container asks (cuda_drivers.json), though
+    # no error line says so (rocmcheck/triage/versions.py, driver_and_cuda).
+    "nvidia_driver.older_than_cuda": "an NVIDIA driver older than the CUDA the pastes show torch or an image needs",
+    # A library the loader could not open belongs to the other GPU vendor's stack than the paste's platform (a CUDA
+    # runtime library on a ROCm machine, a ROCm one on a CUDA machine): the module that loads it is that vendor's
+    # build (rocmcheck/triage/shapes.py, other_vendor_library).
+    "library.other_vendor": "a missing library of the other GPU vendor's stack than the paste's platform",
+    # The pastes name the machine's AMD GPU arch (rocminfo's ISA and agent names, amdgpu-arch's output, "GPU: ...
+    # gfx1032", rocBLAS' "for GPU arch", ollama's gpu_type, llama.cpp's device line, HIP's code-object loader, hipcc's
+    # unknown HIP target, a request for support) and no ROCm release in rocmcheck's table ships code for it
     # (rocmcheck/triage/shapes.py, amd_arch_not_supported).
     "amd_gpu.arch_not_supported": "an AMD GPU arch of this machine that no ROCm release ships code for",
     # A WSL 2 kernel version (uname -r, /proc/version: "5.10.16.3-microsoft-standard-WSL2") older than 5.10.43.3, the
