@@ -3,6 +3,8 @@
 # "Supported releases"): accelerate, transformers, DeepSpeed and LLaMA-Factory. An upgrade that breaks a stand-in
 # or a child process fails here before it reaches a user. Runnable alone, from the environment .ci/run builds.
 #
+# Each edge's release is installed without compiling its bytecode (--no-compile): its tests import a small part of
+# it, which Python compiles on import.
 # One venv per edge on top of that environment: --system-site-packages shows it the base interpreter's packages and
 # a .pth file the running Python's (torch, deepspeed, ...), after the venv's own; only the one release is installed
 # in it. An edge whose release is the one already installed runs in this Python itself, or not at all with
@@ -62,7 +64,7 @@ edge_python() {
     local py
     py=$(venv "$dist-$want")
     if [ "$(version "$py" "$dist")" != "$want" ]; then
-        "$py" -m pip install -q --no-build-isolation "$@" "$dist==$want" >&2
+        "$py" -m pip install -q --no-compile --no-build-isolation "$@" "$dist==$want" >&2
     fi
     echo "$py"
 }
@@ -100,7 +102,7 @@ if [ -n "$LF_GIVEN" ]; then
     LF_DEPS=$LF_GIVEN
 else
     LF_DEPS=$(venv llamafactory-deps)
-    "$LF_DEPS" -m pip install -q "${LLAMAFACTORY_DEPS[@]}" "torch==$(version python torch | cut -d+ -f1)"
+    "$LF_DEPS" -m pip install -q --no-compile "${LLAMAFACTORY_DEPS[@]}" "torch==$(version python torch | cut -d+ -f1)"
 fi
 for v in "${LLAMAFACTORY[@]}"; do
     if [ "$(version "$LF_DEPS" llamafactory)" = "$v" ]; then
@@ -108,7 +110,7 @@ for v in "${LLAMAFACTORY[@]}"; do
         [ "$SKIP_INSTALLED" = 1 ] && py=""
     else
         py=$(venv "llamafactory-$v" "$(purelib "$LF_DEPS")")
-        [ "$(version "$py" llamafactory)" = "$v" ] || "$py" -m pip install -q --no-deps "llamafactory==$v"
+        [ "$(version "$py" llamafactory)" = "$v" ] || "$py" -m pip install -q --no-compile --no-deps "llamafactory==$v"
     fi
     ROCMCHECK_LLAMAFACTORY_PYTHON=$py run "LLaMA-Factory $v" "${py:+python}" tests/test_lint_training.py \
         -k llamafactory_classes
