@@ -106,18 +106,16 @@ def fixture_text() -> Callable[[str], str]:
     return read_fixture
 
 
-# DeepSpeed JIT-builds two C++ ops on this CPU, the way its own code asks for them: the shared-memory collective
-# at init_distributed (deepspeed/comm/torch.py) and DeepSpeedCPUAdam for the offload recipe (ops/adam/cpu_adam.py).
-# About 60 s of g++ on 2 cores, which the first test that needs them used to wait out. When the collected tests
-# need them, one child builds them from the end of collection on, beside the tests that come first; torch's build
-# lock (a baton file in each op's build folder) makes a test that gets there before it finishes wait for that build
-# rather than start a second one.
+# DeepSpeed JIT-builds DeepSpeedCPUAdam for the offload recipe on this CPU (ops/adam/cpu_adam.py), the way its own
+# code asks for it (its shared-memory collective is not built: rocmcheck.train.distributed.skip_deepspeed_cpu_shm).
+# About 45 s of g++ on 2 cores, which the first test that needs it used to wait out. When the collected tests need
+# it, one child builds it from the end of collection on, beside the tests that come first; torch's build lock (a
+# baton file in the op's build folder) makes a test that gets there before it finishes wait for that build rather
+# than start a second one.
 _BUILD_DEEPSPEED_OPS = (
-    "from deepspeed.accelerator import get_accelerator\n"
     "from deepspeed.ops.op_builder import CPUAdamBuilder\n"
-    "get_accelerator().create_op_builder('ShareMemCommBuilder').load()\n"
     "CPUAdamBuilder().load()\n")
-# Over six times the slowest build of both ops seen on a loaded 2-core box (about 90 s): only a wedged build hits it.
+# Over six times the slowest build of the op seen on a loaded 2-core box: only a wedged build hits it.
 DEEPSPEED_OPS_BUILD_TIMEOUT_S = 600
 KEPT_EXTENSIONS_ENV = "ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR"
 
@@ -201,7 +199,7 @@ def _end_ops_build() -> None:
 
 @pytest.fixture(scope="session")
 def torch_extensions_dir(tmp_path_factory) -> str:
-    """Where DeepSpeed JIT-builds its CPU ops (shm_comm, cpu_adam) during this test session: built once per
+    """Where DeepSpeed JIT-builds its CPU op (cpu_adam) during this test session: built once per
     session, by the child pytest_collection_finish started, never in the user's ~/.cache. Set
     ROCMCHECK_TEST_TORCH_EXTENSIONS_DIR to keep the builds between sessions (a CI cache)."""
     if _ops_build is not None:

@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 SHORT = ["--device", "cpu", "--steps", "10", "--micro-batch", "8", "--no-profile", "--json"]
 needs_ds = pytest.mark.skipif(importlib.util.find_spec("deepspeed") is None
                               or not (shutil.which("g++") and shutil.which("ninja")),
-                              reason="needs deepspeed, and g++ + ninja for its JIT-built shm_comm op")
+                              reason="needs deepspeed, and g++ + ninja for its JIT-built CPU ops")
 
 
 def run(argv: list[str], tmp: Path, extensions: str, timeout: float = 600):

@@ -61,6 +61,25 @@ def bind_device(world: World, device_request: str) -> None:
         torch.cuda.set_device(world.local_rank % torch.cuda.device_count())
 
 
+# DeepSpeed's shared-memory all-reduce for CPU ranks (deepspeed/ops/op_builder/cpu/comm.py, ShareMemCommBuilder.NAME).
+DEEPSPEED_CPU_SHM_OP = "deepspeed_shm_comm"
+
+
+def skip_deepspeed_cpu_shm(device_type: str) -> None:
+    """On the CPU, DeepSpeed JIT-builds its shared-memory all-reduce with g++ the first time a process group starts
+    (docs/distributed.md; benchmarks/RESULTS.md section 22 measured most of a two-rank CPU run's first minute there),
+    though only its inference all-reduce uses that op: a fine-tune's collectives go through torch.distributed (gloo)
+    either way. Marked not compatible in DeepSpeed's own table of ops (deepspeed.ops.__compatible_ops__, one dict it
+    keeps so that edits persist), DeepSpeed takes the path it takes wherever the op cannot be built."""
+    if device_type != "cpu":
+        return
+    import deepspeed.ops
+
+    compatible = getattr(deepspeed.ops, "__compatible_ops__", None)
+    if isinstance(compatible, dict):
+        compatible[DEEPSPEED_CPU_SHM_OP] = False
+
+
 def join(world: World, device_type: str, with_deepspeed: bool, timeout_s: float) -> str:
     """Join the process group (NCCL/RCCL on GPUs, gloo on CPU). Returns the backend name.
 
@@ -72,6 +91,7 @@ def join(world: World, device_type: str, with_deepspeed: bool, timeout_s: float)
     if with_deepspeed:
         import deepspeed
 
+        skip_deepspeed_cpu_shm(device_type)
         deepspeed.init_distributed(dist_backend=None, timeout=timeout, verbose=False)
     elif not torch.distributed.is_initialized():
         backend = "nccl" if device_type == "cuda" else "gloo"

@@ -24,7 +24,7 @@ import torch
 from rocmcheck import fixes
 from rocmcheck.train import modeling
 from rocmcheck.train.config import ADAM_BETAS, ADAM_EPS, TrainConfig
-from rocmcheck.train.distributed import World
+from rocmcheck.train.distributed import World, skip_deepspeed_cpu_shm
 from rocmcheck.train.ds_config import DeepSpeedPlan
 from rocmcheck.train.report import SetupFailed, first_line
 
@@ -57,6 +57,7 @@ class DeepSpeedStrategy:
         if not self.plan.has_optimizer:
             config["zero_allow_untested_optimizer"] = True  # what the Trainer adds with its own AdamW
             optimizer = self._client_optimizer(model)
+        skip_deepspeed_cpu_shm(self.device.type)  # where deepspeed.initialize starts the process group itself
         try:
             self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer,
                                                         model_parameters=None if optimizer else model.parameters(),
