@@ -105,14 +105,20 @@ def other_platform_fix(platform: str, causes: list[dict]) -> str:
 def causes_in_process(paste: str, leave_out: str = "") -> tuple[list[dict], list[dict], list[dict]]:
     """The causes, the verdicts and the similar threads `rocmcheck triage --json -` prints for this paste, computed
     by the command's own functions; `leave_out`: a URL the similar-thread index is used without (the thread being
-    scored, when the index holds it: leave-one-out)."""
+    scored, when the index holds it: leave-one-out). The index less that thread is made only where the answer shows
+    similar threads (fewer than SHOWN causes): elsewhere none of them is among the first SHOWN answers."""
     from rocmcheck.package_data import read_json
     from rocmcheck.triage import triage
     from rocmcheck.triage.similar import Index
 
-    threads = Index.from_data(read_json("rocmcheck.knowledge", "threads.json"), [leave_out]) if leave_out else None
-    t = triage([("-", paste + "\n")], threads=threads)
-    return t.causes_payload(), [r.to_dict() for r in t.results()], t.similar_payload()
+    t = triage([("-", paste + "\n")])
+    causes = t.causes_payload()
+    if leave_out:
+        t.similar = []
+        if len(causes) < SHOWN:
+            less = Index.from_data(read_json("rocmcheck.knowledge", "threads.json"), [leave_out])
+            t.similar = less.nearest("\n".join(inp.text for inp in t.pasted.inputs), t.scene.platform.name)
+    return causes, [r.to_dict() for r in t.results()], t.similar_payload()
 
 
 def score_one(path: Path, families: dict[str, str | None], unmapped: set[str], in_process: bool = False) -> Scored:

@@ -22,7 +22,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from rocmcheck.package_data import read_json
 from rocmcheck.triage.platform import PLATFORMS, foreign
@@ -82,7 +82,7 @@ class Similar:
 class Index:
     """An inverted index of the recorded threads' terms: term -> [(thread, count)]."""
 
-    def __init__(self, threads: list[Thread], postings: dict[str, list[tuple[int, int]]],
+    def __init__(self, threads: list[Thread], postings: dict[str, list[Sequence[int]]],
                  leave_out: Iterable[int] = ()):
         self.threads = threads
         out = set(leave_out)
@@ -101,7 +101,7 @@ class Index:
         threads = [Thread(**{k: str(t.get(k) or "") for k in ("url", "title", "platform", "family", "cause",
                                                                 "fix")}) for t in data.get("threads") or []]
         drop = set(leave_out_urls)
-        postings = {str(term): [(d, n) for d, n in p] for term, p in (data.get("terms") or {}).items()}
+        postings = data.get("terms") or {}  # as read: [thread, count] pairs, never changed here
         return cls(threads, postings, [i for i, t in enumerate(threads) if t.url in drop])
 
     def nearest(self, text: str, platform: str | None = None) -> list[Similar]:
