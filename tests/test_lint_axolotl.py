@@ -40,6 +40,7 @@ def test_without_axolotl_the_config_is_skipped_naming_axolotl(monkeypatch):
     assert "axolotl is not installed in this Python" in result.summary
 
 
+@pytest.mark.side_venv
 def test_axolotls_own_example_passes_its_schema_with_its_plugins_keys():
     """liger_rope and the other liger_* keys are the Liger plugin's (plugins:), known once it is registered."""
     needs_axolotl()
@@ -50,6 +51,7 @@ def test_axolotls_own_example_passes_its_schema_with_its_plugins_keys():
     assert [r.id for r in lint.results()] == ["lint.file.clean"]
 
 
+@pytest.mark.side_venv
 def test_a_misspelt_key_and_a_wrong_type_are_named_by_axolotls_schema(tmp_path):
     """The example with one key misspelt and one value of the wrong type: axolotl's schema requires the key the
     misspelt one stands for (learning_rate: one finding, the rename) and refuses the value."""

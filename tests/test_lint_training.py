@@ -136,6 +136,7 @@ def test_installed_transformers_keys_are_what_parse_dict_rejects():
     assert f"{training_keys.PARSE_DICT_ERROR}: {expected}" in out.stdout, out.stderr[-2000:]
 
 
+@pytest.mark.side_venv
 @pytest.mark.skipif(training_keys.llamafactory_python() is None,
                     reason="llamafactory not importable (set ROCMCHECK_LLAMAFACTORY_PYTHON, see docs/recipes.md)")
 def test_llamafactory_classes_and_the_stored_table_agree():

@@ -56,6 +56,7 @@ def test_an_alignment_handbook_recipe_is_its_own_scripts_not_trls():
     assert owners.foreign_owner(data) == "alignment_handbook"
 
 
+@pytest.mark.side_venv
 def test_trls_own_grpo_recipe_passes_with_trls_parser():
     needs_trl()
     lint = run(NEMO, world_size=16)
@@ -75,6 +76,7 @@ def test_trls_own_grpo_recipe_passes_with_trls_parser():
     assert "starts with 16" in warning.message
 
 
+@pytest.mark.side_venv
 def test_a_misspelt_key_and_a_wrong_type_are_named_by_trls_parser(tmp_path):
     """TRL's recipe with one key misspelt and one value of the wrong type (the real file, two lines changed)."""
     needs_trl()
@@ -92,6 +94,7 @@ def test_a_misspelt_key_and_a_wrong_type_are_named_by_trls_parser(tmp_path):
     assert any(r.status is Status.FAIL for r in lint.results())
 
 
+@pytest.mark.side_venv
 def test_the_open_r1_recipe_of_the_thread_fails_at_num_generations_with_its_own_process_count(tmp_path):
     """huggingface/open-r1#217: run on 7 processes (its num_processes), GRPO's default 8 generations do not divide the
     batch; the thread's fix is num_generations: 7. Judged with the file's num_processes when --gpus is not given."""
@@ -114,6 +117,7 @@ def test_a_trl_check_that_cannot_run_is_never_a_pass(monkeypatch, tmp_path):
     assert m.severity is Severity.WARNING and not [r for r in lint.results() if r.status is Status.PASS]
 
 
+@pytest.mark.side_venv
 def test_with_the_script_named_a_key_neither_trl_nor_the_script_defines_is_an_error(tmp_path):
     """--script: the recipe's own script's arguments (read from its source) and TRL's classes are the whole parser."""
     needs_trl()

@@ -131,6 +131,7 @@ LF_PARSE = textwrap.dedent("""\
 """)
 
 
+@pytest.mark.side_venv
 @pytest.mark.skipif(_llamafactory_python() is None,
                     reason="llamafactory not importable (set ROCMCHECK_LLAMAFACTORY_PYTHON, see docs/recipes.md)")
 @pytest.mark.parametrize("name", sorted(LF_RECIPES))
