@@ -235,6 +235,11 @@ def test_the_driver_against_the_cuda_needed_from_ten_projects() -> None:
         assert "upgrade" in claim or (prose and "paste" in claim), (url, claim)
         ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
         assert "nvidia.driver_cuda" in ids, (url, ids)
+    # vllm-project/vllm#15335's header: a CUDA 12.8 torch runs on a driver of CUDA 12.6 (minor-version compatibility);
+    # a container that asks for cuda>=12.8 does not (nvidia-container-cli compares the two as they are).
+    smi = "| NVIDIA-SMI 560.35.03              Driver Version: 560.35.03      CUDA Version: 12.6     |"
+    assert driver_and_cuda([smi, "PyTorch version: 2.7.0+cu128"]).too_old is False
+    assert driver_and_cuda([smi, "unsatisfied condition: cuda>=12.8, please update your driver"]).too_old is True
 
 
 def test_a_library_of_the_other_vendors_stack_is_that_vendors_build() -> None:

@@ -71,6 +71,7 @@ class DriverAndCuda:
     driver_reported: str | None  # torch's "found version 11040" as pasted (the driver's newest CUDA, encoded)
     driver_cuda: str | None  # the newest CUDA the driver runs ("11.4"), from that number or nvidia-smi's header
     needed: str | None  # the CUDA the software needs: torch's build, or a container's requirement
+    needed_by: str | None = None  # "torch" or "container"
 
     @property
     def shown(self) -> str | None:
@@ -83,7 +84,11 @@ class DriverAndCuda:
         if self.needed is None:
             return None
         if self.driver_cuda is not None:
-            return _older(self.driver_cuda, self.needed)
+            if self.needed_by == "container":  # nvidia-container-cli compares the two as they are
+                return _older(self.driver_cuda, self.needed)
+            # A CUDA runtime of the driver's major release runs on it (minor-version compatibility, CUDA 11.1 and
+            # newer; cuda_drivers.json): only an older major release is too old whatever the program does.
+            return _older(self.driver_cuda.split(".")[0], self.needed.split(".")[0])
         floor = driver_floor(self.needed)
         major = self.needed.split(".")[0]
         compat = cuda_drivers()["minor_compat_floor"].get(major)
@@ -108,8 +113,9 @@ def driver_and_cuda(lines: Iterable[str], probed_cuda: str | None = None) -> Dri
         c = _CONTAINER_CUDA.search(line)
         if c and container is None:
             container = c.group(1)
-    needed = torch_cuda_of(lines, probed_cuda) or container
-    return DriverAndCuda(driver_of(lines), reported, driver_cuda, needed)
+    torch = torch_cuda_of(lines, probed_cuda)
+    needed, by = (torch, "torch") if torch else (container, "container") if container else (None, None)
+    return DriverAndCuda(driver_of(lines), reported, driver_cuda, needed, by)
 
 
 def _older(a: str, b: str) -> bool:
