@@ -276,8 +276,24 @@ class _Builder:
         self._line_sign("gpu_index.beyond_visible", _device_index_line)
         self._line_sign("build.cuda_path_under_rocm", _cuda_build_line)
         self._line_sign("nvidia_driver.older_than_cuda", _driver_older_line)
-        self._line_sign("library.other_vendor", _other_vendor_library_line)
+        self._other_vendor_library()
         return self.p
+
+    def _other_vendor_library(self) -> None:
+        """A missing library of the other GPU vendor's stack than the platform the pastes show (a sign); the platform
+        decided as match.py decides it, torch's build as read included. Decided only where a library is missing."""
+        from rocmcheck.triage.platform import decide
+        from rocmcheck.triage.shapes import missing_libraries, other_vendor_library
+
+        lines = [line for inp in self.p.inputs for line in inp.lines]
+        libraries = missing_libraries(lines)
+        if not libraries:
+            return
+        torch = self.p.facts.probes.get("torch") or {}
+        platform = decide(lines, torch.get("hip"), torch.get("cuda")).name
+        lib = next((lib for lib in libraries if other_vendor_library(lib, platform)), None)
+        if lib is not None:
+            self._line_sign("library.other_vendor", lambda lines: next((x for x in lines if lib in x), None))
 
     def _line_sign(self, name: str, find: Callable[[list[str]], str | None]) -> None:
         """The sign `name` where `find`, given every pasted line, returns the line that shows it."""
@@ -837,17 +853,6 @@ def _driver_older_line(lines: list[str]) -> str | None:
         return None
     shown = found.shown or found.driver_cuda or ""
     return next((line for line in lines if shown and shown in line), None)
-
-
-def _other_vendor_library_line(lines: list[str]) -> str | None:
-    """The loader's line for a missing library of the other GPU vendor's stack than the pasted platform's."""
-    from rocmcheck.triage.platform import decide
-    from rocmcheck.triage.shapes import missing_libraries, other_vendor_library
-
-    libraries = missing_libraries(lines)
-    platform = decide(lines).name if libraries else None
-    lib = next((lib for lib in libraries if other_vendor_library(lib, platform)), None)
-    return next((line for line in lines if lib in line), None) if lib else None
 
 
 def _idle_memory_line(lines: list[str]) -> str | None:
