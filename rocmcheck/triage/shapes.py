@@ -799,9 +799,9 @@ def build_tool_advice(names: list[str]) -> str:
 
 # --- the GPU's arch against the arch list of the torch installed -------------------------------------------------
 
-# torch's own check at start (torch/cuda/__init__.py, _check_capability and _warn_typed_storage...): the GPU's compute
-# capability, and the archs the installed build ships kernels for; both lines are printed together, and some logs
-# join them into one line.
+# torch's own check when it first uses a GPU (torch/cuda/__init__.py, _check_cubins): the GPU's compute capability,
+# and the archs the installed build ships kernels for; both sentences are printed together, and some logs join them
+# into one line.
 _GPU_CAPABILITY = re.compile(r"with CUDA capability (sm_\d{2,3})\b[^\n]{0,40}is not compatible with the current "
                              r"PyTorch")
 _TORCH_ARCHS = re.compile(r"current PyTorch install supports CUDA capabilities((?:\s+(?:sm|compute)_\d{2,3}a?)+)")
@@ -936,12 +936,7 @@ def amd_arch_not_supported(lines: Iterable[str]) -> tuple[str, str] | None:
     """(the arch, its line) of the first AMD GPU arch the lines name as the machine's that no ROCm release in the table
     ships code for; None where every arch named is known, or none is named."""
     known = rocm_known_archs()
-    for line in lines:
-        for m in _AMD_ARCH_OF_MACHINE.finditer(line[:MAX_LINE]):
-            arch = next(g for g in m.groups() if g).lower()
-            if arch not in known:
-                return arch, line
-    return None
+    return next(((arch, line) for arch, line in amd_machine_archs(lines) if arch not in known), None)
 
 
 def amd_machine_archs(lines: Iterable[str]) -> list[tuple[str, str]]:
