@@ -11,7 +11,8 @@ The evidence, strongest first:
 - the GPU stack: torch's build (`+cu121`, `+rocm6.2`, `+cpu`, collect_env's "CUDA used to build PyTorch" /
   "ROCM used to build PyTorch"), CUDA-only words (CUDA_LAUNCH_BLOCKING, nvcc, nvidia-smi, `sm_XX`, libcudart,
   cudaError...) and ROCm-only words (gfxNNN, hipcc, /opt/rocm, rocminfo, hipError..., HSA_STATUS, hipBLAS...).
-  torch's own "CUDA error:" prefix is no evidence: a ROCm build prints it too.
+  torch's own "CUDA error:" prefix is no evidence: a ROCm build prints it too; nor is a line that says what is
+  absent (a loader's missing library names what a module was built against, a shell's "not found" what is missing).
 
 Windows, macOS and WSL win over the vendor (unless the paste also shows Linux): CUDA on Windows is a Windows paste
 (its fixes are not apt or modprobe), a CUDA error on a Mac is a Mac's;
@@ -137,19 +138,20 @@ def decide(lines: Iterable[str], torch_hip: str | None = None, torch_cuda: str |
     return Platform(None, "", None)
 
 
-# A shell saying a command is missing ("sh: 1: /usr/local/cuda/bin/nvcc: not found", "bash: nvcc: command not
-# found"): the words of that line name what is absent, which is no evidence of that vendor's stack (hipcc tries nvcc
-# first and prints this on every AMD machine).
 # A loader that cannot find a library names what the failing module was built against, not what the machine has
 # (a CUDA wheel on an AMD machine asks for libnvrtc.so.12): such a line is no evidence of the machine's vendor.
 _LIBRARY_NOT_FOUND = re.compile(r"cannot open shared object file|error while loading shared libraries|"
                                 r"Could not load library|Failed to dlopen|Could not find module", re.IGNORECASE)
+# A shell saying a command is missing ("sh: 1: /usr/local/cuda/bin/nvcc: not found", "bash: nvcc: command not
+# found"): the words of that line name what is absent, which is no evidence of that vendor's stack (hipcc tries nvcc
+# first and prints this on every AMD machine).
 _SHELL_NOT_FOUND = re.compile(r"^\s*(?:(?:/bin/|/usr/bin/)?(?:sh|bash|dash|zsh)(?::\s*(?:line\s*)?\d+)?:\s*)?"
                               r"[\w./+-]{1,200}: (?:command )?not found\s*$")
 
 
 def _words(pattern: re.Pattern[str], lines: list[str], which: list[int]) -> set[str]:
-    """The distinct matches (lower-cased) of the pattern in those lines, but for a shell's "not found" lines."""
+    """The distinct matches (lower-cased) of the pattern in those lines, but for the lines that say what is absent
+    (a loader's missing library, a shell's missing command)."""
     out: set[str] = set()
     for i in which:
         line = lines[i][:MAX_LINE]
