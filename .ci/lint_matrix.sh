@@ -3,8 +3,8 @@
 # "Supported releases"): accelerate, transformers, DeepSpeed and LLaMA-Factory. An upgrade that breaks a stand-in
 # or a child process fails here before it reaches a user. Runnable alone, from the environment .ci/run builds.
 #
-# Each edge's release is installed without compiling its bytecode (--no-compile): its tests import a small part of
-# it, which Python compiles on import.
+# The LLaMA-Factory edges' packages are installed without compiling their bytecode (--no-compile): .ci/run makes them
+# after its suite, where only the part the tests import is worth compiling.
 # One venv per edge on top of that environment: --system-site-packages shows it the base interpreter's packages and
 # a .pth file the running Python's (torch, deepspeed, ...), after the venv's own; only the one release is installed
 # in it. An edge whose release is the one already installed runs in this Python itself, or not at all with
@@ -64,7 +64,7 @@ edge_python() {
     local py
     py=$(venv "$dist-$want")
     if [ "$(version "$py" "$dist")" != "$want" ]; then
-        "$py" -m pip install -q --no-compile --no-build-isolation "$@" "$dist==$want" >&2
+        "$py" -m pip install -q --no-build-isolation "$@" "$dist==$want" >&2
     fi
     echo "$py"
 }
