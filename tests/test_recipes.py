@@ -117,11 +117,15 @@ def _llamafactory_python() -> str | None:
 
 
 LF_PARSE = textwrap.dedent("""\
-    import os, sys, yaml
+    import os, socket, sys, yaml
     # A CPU box: no launcher, so provide the single-process torchrun environment LLaMA-Factory requires,
-    # let TrainingArguments use the CPU, and skip its transformers upper pin (<=5.6.0).
+    # let TrainingArguments use the CPU, and skip its transformers upper pin (<=5.6.0). The port is one the
+    # kernel hands out, so runs beside this one (other tests, other venvs) never meet on it.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = str(s.getsockname()[1])
     os.environ.update(DISABLE_VERSION_CHECK="1", DS_ACCELERATOR="cpu", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0",
-                      LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=sys.argv[2])
+                      LOCAL_WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
     from llamafactory.hparams import get_train_args
     args = yaml.safe_load(open(sys.argv[1]))
     args["use_cpu"] = True
@@ -137,8 +141,7 @@ LF_PARSE = textwrap.dedent("""\
 @pytest.mark.parametrize("name", sorted(LF_RECIPES))
 def test_llamafactory_parser_accepts_the_yaml(name, tmp_path):
     written = write_recipe(all_recipes()[name], tmp_path)
-    port = str(29500 + sorted(LF_RECIPES).index(name))
-    out = subprocess.run([_llamafactory_python(), "-c", LF_PARSE, str(written[-1]), port], capture_output=True,
+    out = subprocess.run([_llamafactory_python(), "-c", LF_PARSE, str(written[-1])], capture_output=True,
                          text=True, timeout=300, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     ds_name, micro, accum = LF_RECIPES[name]
