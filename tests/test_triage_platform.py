@@ -28,9 +28,24 @@ def test_each_platform_from_real_pastes() -> None:
         "rocm-arch-rocm-arch-570": "rocm-linux",  # a gfx target
         # hipcc, then the shell's "nvcc: not found" for each CUDA path hipcc tried: what is absent is no evidence
         "ROCm-legacy-rocm-build-5773": "rocm-linux",
+        "Parsl-parsl-3858": "rocm-linux",  # HIP's "No HIP GPUs are available", ROCR_VISIBLE_DEVICES
+        # the Windows build's own source paths (D:/a/<repo>/...) in its assert, and HIP's hipGetLastError
+        "LostRuins-koboldcpp-692": "windows",
+        "bitsandbytes-foundation-bitsandbytes-1104": "windows",  # pathlib's WindowsPath('C') in bitsandbytes' report
+        "negativo17-nvidia-driver-56": "cuda-linux",  # DKMS's tree of nvidia/390.48
     }
     got = {name: decide(paste(name).splitlines()).name for name in cases}
     assert got == cases
+
+
+def test_a_fix_that_names_the_other_vendors_tools_is_foreign() -> None:
+    # Fixes recorded with threads whose own paste shows no platform (pytorch/pytorch#3221, ROCm/ROCgdb#6's
+    # neighbour, microsoft/onnxruntime#8111's): never shown to a ROCm paste, nor to one whose platform is unknown.
+    for fix in ("Start the container with nvidia-docker run (today: docker run --gpus all with the NVIDIA container "
+                "toolkit)", "Install CUDA 12.1 toolkit from NVIDIA's archive",
+                "Reporter installed the CUDA Toolkit 12.4 (cuda-keyring + apt-get install cuda-toolkit-12-4)"):
+        assert foreign(fix, "rocm-linux") and not foreign(fix, "cuda-linux"), fix
+    assert foreign("pip install torch==2.4.1+rocm6.1", "cuda-linux")
 
 
 def test_a_paste_without_evidence_is_unknown() -> None:

@@ -35,7 +35,9 @@ _WINDOWS = re.compile(
     r"(?:^|[\s\"'(=\[`])[A-Za-z]:\\\\?[\w$.~ -]+|\bWinError\b|\bOS: Microsoft Windows|\bwin_amd64\b|"
     r"\bMicrosoft (?:Visual )?C\+\+ (?:[\d.]+ or greater|Build Tools)|"
     r"\bPlatform: Windows|\bWindows-1\d-|\b\w+\.dll\b|\bPS [A-Z]:\\|\bWindows (?:10|11)\b|\bcmd\.exe\b|\.exe\b|"
-    r"^\s*(?:OS:?\s*)?Windows\s*$|\bon Windows\b|windows下",
+    r"^\s*(?:OS:?\s*)?Windows\s*$|\b(?:on|using) Windows\b|windows下|\bWindowsPath\(|"
+    # A drive path written with forward slashes, as Windows builds record their sources (D:/a/<repo>/...).
+    r"(?:^|[\s\"'(=\[`])[A-Za-z]:/(?:[\w$.~ -]+/)+",
     re.IGNORECASE,
 )
 _MACOS = re.compile(
@@ -49,7 +51,9 @@ _ROCM = re.compile(
     r"\+rocm\d|\bROCM used to build PyTorch: \d|\bHIP runtime version: \d|\bgfx\d{3,4}[a-f]?\b|\bhipcc\b|/opt/rocm|"
     r"\brocminfo\b|\brocm-smi\b|\bamd-smi\b|\bhipError\w+|\bHSA_STATUS_\w+|\bamdgpu\b|\blibamdhip64|\bROCm \d|"
     r"\bHSA_OVERRIDE_GFX_VERSION\b|\brocBLAS\b|\bMIOpen\b|\brccl\b|-ROCm\b|\bROCm device lib|"
-    r"\bhip(?:blas|blaslt|sparse|fft|rand|solver)\w*|\bHIP error\b|\bAMD (?:GPU|Radeon|Instinct)s?\b",
+    r"\bhip(?:blas|blaslt|sparse|fft|rand|solver)\w*|\bHIP error\b|\bAMD (?:GPU|Radeon|Instinct)s?\b|"
+    r"\bNo HIP GPUs\b|\b(?:HIP|ROCR)_VISIBLE_DEVICES\b|"
+    r"\bhip(?:GetLastError|GetDevice\w*|SetDevice|Malloc\w*|Memcpy\w*|LaunchKernel|DeviceSynchronize|ModuleLoad\w*)\b",
     re.IGNORECASE,
 )
 _CUDA = re.compile(
@@ -58,7 +62,7 @@ _CUDA = re.compile(
     r"\bcuDNN\b|\bcublas\w*|\bCUDA driver version\b|\bGeForce\b|\bRTX ?\d{4}\b|\bTesla [VKTPA]\d+|\bA100\b|\bH100\b|"
     r"\bNVRM\b|\bnvidia-driver|nvrtc\b|\bCUDA_HOME\b|\bDriver Version: \d|\bcuda runtime error\b|"
     r"/usr/local/cuda|\blibcu\w+\.so|\blibnccl|\bNCCL (?:WARN|INFO|error)|\bunhandled cuda error|"
-    r"\bCUDA[- ]capable|\bCUDA Version\b|\bnvidia_uvm\b",
+    r"\bCUDA[- ]capable|\bCUDA Version\b|\bnvidia_uvm\b|\bnvidia/\d{3}\.\d{2,3}(?:\.\d{2})?\b",
     re.IGNORECASE,
 )
 _CPU_BUILD = re.compile(r"\+cpu\b|\bCUDA used to build PyTorch: (?:None|N/A|Could not collect)")
@@ -70,7 +74,7 @@ MAX_LINE = 4096
 # Each pattern's literals (lower-case): every match holds one of them, so a line holding none is not searched
 # (rocmcheck/triage/lines.py; tests/test_triage_platform.py checks them on real pastes).
 _LITERALS = {
-    "windows": (":\\", "winerror", "win_amd64", "windows", ".dll", ".exe", "microsoft"),
+    "windows": (":\\", ":/", "winerror", "win_amd64", "windows", ".dll", ".exe", "microsoft"),
     "macos": ("macos", "darwin", "/users/", "/opt/homebrew", "apple", "mps ", "arm64-apple", "productname:",
               "/private/var/folders/", "macbook", "m1 ", "m2 ", "m3 ", "m4 "),
     "wsl": ("microsoft-standard", "wsl", "/dev/dxg"),
@@ -78,7 +82,7 @@ _LITERALS = {
     "cpu": ("+cpu", "cuda used to build pytorch: "),
     "torch_cuda": ("+cu", "cuda used to build pytorch: "),
     "torch_rocm": ("+rocm", "rocm used to build pytorch: "),
-    "rocm": ("rocm", "gfx", "hip", "amd-smi", "hsa_", "amdgpu", "rocblas", "miopen", "rccl", "amd "),
+    "rocm": ("rocm", "gfx", "hip", "amd-smi", "hsa_", "amdgpu", "rocblas", "miopen", "rccl", "amd ", "rocr_"),
     "cuda": ("+cu", "cuda", "nvcc", "nvidia", "sm_", "compute capability", "cudnn", "cublas", "geforce", "rtx",
              "tesla ", "a100", "h100", "nvrm", "nvrtc", "driver version: ", "libcu", "libnccl", "nccl "),
 }
@@ -199,10 +203,11 @@ def check_platforms(check_id: str) -> tuple[str, ...]:
 
 # Fix texts that hold on one platform family only: a second guard beside the causes' own `platforms`, for a fix made
 # from a template whose words depend on what was pasted.
-_ROCM_FIX = re.compile(r"whl/rocm|HSA_OVERRIDE_GFX_VERSION|/dev/kfd|amdgpu|rocminfo|rocm-smi|amd-smi|hipcc|"
+_ROCM_FIX = re.compile(r"whl/rocm|rocm\d|HSA_OVERRIDE_GFX_VERSION|/dev/kfd|amdgpu|rocminfo|rocm-smi|amd-smi|hipcc|"
                        r"HIP_VISIBLE_DEVICES|ROCR_VISIBLE_DEVICES|PYTORCH_ROCM_ARCH|/opt/rocm", re.IGNORECASE)
 _CUDA_FIX = re.compile(r"whl/cu\d|\+cu\d|nvidia-smi|NVIDIA driver|nvcc|CUDA_VISIBLE_DEVICES|cuda-toolkit|libcuda|"
-                       r"\bnvidia-[\w-]+-cu\d+",
+                       r"\bnvidia-[\w-]+-cu\d+|\bCUDA(?: [\d.]+)? [Tt]oolkit\b|cuda-keyring|nvidia-docker|"
+                       r"nvidia-container|NVIDIA [Cc]ontainer [Tt]oolkit|--gpus\b|\bnvidia\b",
                        re.IGNORECASE)
 _LINUX_FIX = re.compile(r"\bapt(-get)?\s|\bdnf\s|\byum\s|modprobe|dkms|usermod|/dev/|/etc/|ldconfig|\bsudo\s",
                         re.IGNORECASE)
