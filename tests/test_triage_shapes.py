@@ -264,3 +264,79 @@ def test_the_build_tool_a_build_names_is_the_one_advised() -> None:
     assert "C++ Build Tools" in fix.text and "hipcc" not in fix.text and "nvcc" not in fix.text
     assert shapes.build_tools_named(["      RuntimeError: Ninja is required to load C++ extensions",
                                      "error: command 'gcc' failed: No such file or directory"]) == ["cc", "ninja"]
+
+
+def test_os_resource_limits_from_twenty_eight_projects_name_the_limit_and_what_raises_it() -> None:
+    from rocmcheck.triage import system_shapes
+
+    records = _records("os_resource_errors.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    remedy = {"EMFILE": "ulimit -n", "ENOSPC": "df -h", "EDQUOT": "quota", "MEMLOCK": "ulimit -l"}
+    for url, pasted in records:
+        kind, path = url.split()[1:3]
+        found = system_shapes.resource_limits(pasted)
+        assert [r.kind for r in found] == [kind], (url, found)
+        assert found[0].path == (None if path == "-" else path), (url, found)
+        assert remedy[kind] in system_shapes.resource_advice(found), url
+        ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
+        assert "shape.os_resource" in ids, (url, ids)
+    # A full /dev/shm is the shared-memory cause, with its own fix (host.shm), not a full disk.
+    shm = "NCCL WARN Error: failed to extend /dev/shm/nccl-3Qm9 to 9637892 bytes: No space left on device"
+    ids = [f.id for f in triage([("-", shm + "\n")]).findings]
+    assert ids[0] == "host.shm" and "shape.os_resource" not in ids, ids
+    # Out of host memory (fork, a tensor) is not a limit: ENOMEM counts only from a call that pins memory.
+    assert system_shapes.resource_limits(["OSError: [Errno 12] Cannot allocate memory"]) == []
+
+
+def test_binaries_built_for_another_platform_from_twenty_five_projects() -> None:
+    from rocmcheck.triage import system_shapes
+
+    records = _records("binary_for_other_platform.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        kind, built, _, running = url.split()[1:5]
+        [found] = system_shapes.foreign_binaries(pasted)
+        assert found.kind == kind, (url, found)
+        if kind == "wheel":
+            assert found.built_for == built.replace("-", " "), (url, found)
+            if running.startswith("python"):
+                assert running.removeprefix("python").startswith(found.running or "?"), (url, found)
+            elif running in ("aarch64", "x86_64"):
+                assert found.machine == running, (url, found)
+            else:
+                assert found.running is None and found.machine is None, (url, found)
+        elif kind in ("macho", "elf"):
+            assert (found.built_for, found.running) == (built, None if running == "-" else running), (url, found)
+        elif found.built_for is not None:  # exec: the sides only where a container engine or `file` names them
+            assert built in found.built_for and found.running in (None, running), (url, found)
+        advice = system_shapes.foreign_binary_advice([found])
+        assert (found.built_for or "architecture").split()[-1] in advice, (url, advice)
+        ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
+        assert "shape.foreign_binary" in ids, (url, ids)
+    # The Python the wheel wants and the one that ran pip, both from the paste (Qengineering/TensorFlow-JetsonNano#2).
+    [wheel] = system_shapes.foreign_binaries(["ERROR: tensorflow-2.3.1-cp36-cp36m-linux_aarch64.whl is not a supported "
+                                              "wheel on this platform.", "Was using wrong pip (python 3.8)."])
+    advice = system_shapes.foreign_binary_advice([wheel])
+    assert "CPython 3.6 on linux_aarch64; the Python here is 3.8" in advice and "python3.6 -m pip" in advice
+
+
+def test_a_dkms_failure_names_the_module_it_shows_of_either_vendor() -> None:
+    from rocmcheck.triage import system_shapes
+
+    # negativo17/nvidia-driver#56: a stale NVIDIA tree; ROCm/legacy-rocm-build#3608: amdgpu for a newer kernel.
+    nvidia = ["$ dkms status", "Error! Could not locate dkms.conf file.",
+              "File: /var/lib/dkms/nvidia/390.48/source/dkms.conf does not exist."]
+    failure = system_shapes.dkms_failure(nvidia)
+    assert (failure.module, failure.version, failure.stale, failure.vendor) == ("nvidia", "390.48", True, "nvidia")
+    t = triage([("-", "\n".join(nvidia) + "\n")])
+    assert t.scene.platform.name == "cuda-linux"
+    top = t.findings[0]
+    assert top.id == "driver.dkms" and "sudo dkms remove nvidia/390.48 --all" in top.fix.text
+    assert "amdgpu" not in top.fix.text
+    amd = ["DKMS (dkms-3.2.0) make.log for amdgpu/6.12.12-2202139.24.04 for kernel 6.17.0-6-generic (x86_64)",
+           "Error! Bad return status for module build on kernel: 6.17.0-6-generic (x86_64)"]
+    failure = system_shapes.dkms_failure(amd)
+    assert (failure.module, failure.kernel, failure.stale, failure.vendor) == (
+        "amdgpu", "6.17.0-6-generic", False, "amd")
+    advice = system_shapes.dkms_advice(failure)
+    assert "amdgpu/6.12.12-2202139.24.04 for kernel 6.17.0-6-generic" in advice and "ROCm's support list" in advice

@@ -131,12 +131,13 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
 SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool",
                "built_for", "version_requirement", "model_support", "other_cuda",
                "toolkit_for_gpu", "missing_header",
-               "unsupported_arch", "wsl_kernel", "device_index")
+               "unsupported_arch", "wsl_kernel", "device_index", "os_resource", "foreign_binary", "dkms_module")
 
 
 def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
-    """A fix made by the generic readers (rocmcheck/triage/shapes.py) from the pasted lines themselves."""
-    from rocmcheck.triage import shapes
+    """A fix made by the generic readers (rocmcheck/triage/shapes.py, system_shapes.py) from the pasted lines
+    themselves."""
+    from rocmcheck.triage import shapes, system_shapes
 
     lines = shapes.lines_of(block.text for _, block in pasted.blocks())
     torch = pasted.facts.probes.get("torch") or {}
@@ -180,6 +181,12 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         return fixes.note(shapes.wsl_kernel_advice(lines))
     if name == "device_index":
         return fixes.note(shapes.device_index_advice(lines, vendor))
+    if name == "os_resource":
+        return fixes.note(system_shapes.resource_advice(system_shapes.resource_limits(lines)))
+    if name == "foreign_binary":
+        return fixes.note(system_shapes.foreign_binary_advice(system_shapes.foreign_binaries(lines)))
+    if name == "dkms_module":
+        return fixes.note(system_shapes.dkms_advice(system_shapes.dkms_failure(lines)))
     # The build's own message names what is missing: that, nothing else (and never the other vendor's compiler).
     other = {"amd": "nvcc", "nvidia": "hipcc"}.get(vendor or "")
     named = [n for n in shapes.build_tools_named(lines) if n != other]
