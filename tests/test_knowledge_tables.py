@@ -49,3 +49,20 @@ def test_the_tables_hold_what_amd_publishes():
     rccl = load("rccl_settings.json")["settings"]
     assert rccl["RCCL_MSCCL_ENABLE"]["value"] == "0" and "corruption" in rccl["RCCL_MSCCL_ENABLE"]["why"]
     assert rccl["NCCL_MIN_NCHANNELS"]["value"] == "40"
+
+
+def test_the_wheel_platforms_table_equals_its_pypi_snapshots():
+    """rocmcheck/knowledge/wheel_platforms.json is what scripts/make_wheel_platforms.py makes from the PyPI snapshots
+    kept in scripts/knowledge_sources/pypi/ (no network here), and holds what the owners publish."""
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_wheel_platforms.py"), "--check"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    packages = load("wheel_platforms.json")["packages"]
+    for name, row in packages.items():
+        assert row["source"] == f"https://pypi.org/pypi/{name}/json" and row["read"] == "2026-12-07", name
+    # Read off PyPI's file lists by hand: triton and sglang ship Linux wheels only and no source; uvloop ships Linux
+    # and macOS wheels and a source whose classifiers name POSIX and macOS, never Windows; torch ships all three.
+    assert (packages["triton"]["wheels"], packages["triton"]["sdist"]) == (["linux"], False)
+    assert packages["sglang"]["wheels"] == ["linux"]
+    assert packages["uvloop"]["wheels"] == ["linux", "macos"] and "windows" not in packages["uvloop"]["classifiers"]
+    assert packages["torch"]["wheels"] == ["linux", "macos", "windows"]

@@ -135,6 +135,7 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
     made |= {name for name, _ in triage([("env", "CUDA used to build PyTorch: 10.2\nNvidia driver version: 410.104\n")])
              .pasted.signs}
     made |= {name for name, _ in triage([("nvrtc", _tune_paste("tile-ai-tilelang-90"))]).pasted.signs}
+    made |= {name for name, _ in triage([("triton", _tune_paste("triton-lang-triton-5741"))]).pasted.signs}
     assert made == set(SIGNS)
 
 

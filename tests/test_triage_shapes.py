@@ -340,3 +340,27 @@ def test_a_dkms_failure_names_the_module_it_shows_of_either_vendor() -> None:
         "amdgpu", "6.17.0-6-generic", False, "amd")
     advice = system_shapes.dkms_advice(failure)
     assert "amdgpu/6.12.12-2202139.24.04 for kernel 6.17.0-6-generic" in advice and "ROCm's support list" in advice
+
+
+def test_a_linux_only_package_on_windows_or_macos_from_seventeen_projects() -> None:
+    from rocmcheck.triage import system_shapes
+    from rocmcheck.triage.platform import decide
+
+    records = _records("no_build_for_os.txt")
+    assert len({url.split()[0].split("/")[4] for url, _ in records}) >= 10
+    for url, pasted in records:
+        package, system = url.split()[1:3]
+        assert decide(pasted).name == system, url
+        found = system_shapes.package_without_build(pasted, system)
+        assert found is not None and found.package == package, (url, found)
+        advice = system_shapes.no_build_advice(found)
+        assert f"{package} publishes wheels for linux" in advice and ("WSL 2" in advice) is (system == "windows")
+        t = triage([("-", "\n".join(pasted) + "\n")])
+        assert t.findings[0].id == "shape.no_build_for_os", (url, [f.id for f in t.findings])
+    # The same messages on Linux, or for a package with a build for the system, are not this cause.
+    triton = ["ERROR: Could not find a version that satisfies the requirement triton (from versions: none)"]
+    assert system_shapes.package_without_build(triton, "cuda-linux") is None
+    assert system_shapes.package_without_build(["ModuleNotFoundError: No module named 'torch'"], "windows") is None
+    # vLLM publishes Linux wheels and a source build without classifiers that leave macOS out: not "no build".
+    assert system_shapes.package_without_build(["AssertionError: vLLM only supports Linux platform (including WSL)."],
+                                               "macos") is None

@@ -277,7 +277,21 @@ class _Builder:
         self._line_sign("build.cuda_path_under_rocm", _cuda_build_line)
         self._line_sign("nvidia_driver.older_than_cuda", _driver_older_line)
         self._other_vendor_library()
+        self._package_without_build()
         return self.p
+
+    def _package_without_build(self) -> None:
+        """A package with no build for the Windows or macOS machine the pastes show, named failing (a sign)."""
+        from rocmcheck.triage.platform import decide
+        from rocmcheck.triage.system_shapes import package_without_build
+
+        lines = [line for inp in self.p.inputs for line in inp.lines]
+        torch = self.p.facts.probes.get("torch") or {}
+        platform = decide(lines, torch.get("hip"), torch.get("cuda")).name
+        found = package_without_build(lines, platform)
+        if found is not None:
+            self._line_sign("package.no_build_for_os", lambda lines: next((x for x in lines if x.strip() == found.line),
+                                                                          None))
 
     def _other_vendor_library(self) -> None:
         """A missing library of the other GPU vendor's stack than the platform the pastes show (a sign); the platform

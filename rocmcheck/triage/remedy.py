@@ -131,7 +131,8 @@ def _named(name: str, why: str, pasted: Pasted, flags: set[str], platform: Platf
 SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "module_install", "api_skew", "build_tool",
                "built_for", "version_requirement", "model_support", "other_cuda",
                "toolkit_for_gpu", "missing_header",
-               "unsupported_arch", "wsl_kernel", "device_index", "os_resource", "foreign_binary", "dkms_module")
+               "unsupported_arch", "wsl_kernel", "device_index", "os_resource", "foreign_binary", "dkms_module",
+               "no_build_for_os")
 
 
 def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
@@ -185,6 +186,9 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         return fixes.note(system_shapes.resource_advice(system_shapes.resource_limits(lines)))
     if name == "foreign_binary":
         return fixes.note(system_shapes.foreign_binary_advice(system_shapes.foreign_binaries(lines)))
+    if name == "no_build_for_os":
+        where = platform.name if platform is not None else None
+        return fixes.note(system_shapes.no_build_advice(system_shapes.package_without_build(lines, where)))
     if name == "dkms_module":
         return fixes.note(system_shapes.dkms_advice(system_shapes.dkms_failure(lines)))
     # The build's own message names what is missing: that, nothing else (and never the other vendor's compiler).

@@ -58,4 +58,10 @@ SIGNS = {
     # pastes show a ROCm build of torch (+rocmX, "ROCM used to build PyTorch"): the package's build took its CUDA
     # path on a ROCm machine (rocmcheck/triage/shapes.py, cuda_build_under_rocm_torch).
     "build.cuda_path_under_rocm": "a build asking for nvcc / CUDA_HOME beside a ROCm build of torch",
+    # On a Windows or macOS paste, pip or an import names a package (pip's "requirement X", "Failed to build X", "No
+    # module named 'X'", torch's "Cannot find a working triton installation") whose recent releases publish no wheel
+    # for that system and no source build that runs there (rocmcheck/knowledge/wheel_platforms.json, from PyPI;
+    # rocmcheck/triage/system_shapes.py, package_without_build).
+    "package.no_build_for_os": "a package with no build for this Windows or macOS machine, failing to install or "
+                               "import",
 }
