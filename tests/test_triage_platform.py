@@ -33,6 +33,8 @@ def test_each_platform_from_real_pastes() -> None:
         "LostRuins-koboldcpp-692": "windows",
         "bitsandbytes-foundation-bitsandbytes-1104": "windows",  # pathlib's WindowsPath('C') in bitsandbytes' report
         "negativo17-nvidia-driver-56": "cuda-linux",  # DKMS's tree of nvidia/390.48
+        # hipify's summary in a DeepSpeed build on ROCm, beside a traceback naming CUDA_HOME
+        "deepspeedai-DeepSpeed-6456": "rocm-linux",
     }
     got = {name: decide(paste(name).splitlines()).name for name in cases}
     assert got == cases

@@ -52,7 +52,9 @@ _ROCM = re.compile(
     r"\brocminfo\b|\brocm-smi\b|\bamd-smi\b|\bhipError\w+|\bHSA_STATUS_\w+|\bamdgpu\b|\blibamdhip64|\bROCm \d|"
     r"\bHSA_OVERRIDE_GFX_VERSION\b|\brocBLAS\b|\bMIOpen\b|\brccl\b|-ROCm\b|\bROCm device lib|"
     r"\bhip(?:blas|blaslt|sparse|fft|rand|solver)\w*|\bHIP error\b|\bAMD (?:GPU|Radeon|Instinct)s?\b|"
-    r"\bNo HIP GPUs\b|\b(?:HIP|ROCR)_VISIBLE_DEVICES\b|"
+    r"\bNo HIP GPUs\b|\b(?:HIP|ROCR)_VISIBLE_DEVICES\b|\bhipify\b|"
+    # hipify's summary, printed as a build for ROCm translates CUDA sources
+    r"\bTotal number of (?:unsupported CUDA function calls|replaced kernel launches)\b|"
     r"\bhip(?:GetLastError|GetDevice\w*|SetDevice|Malloc\w*|Memcpy\w*|LaunchKernel|DeviceSynchronize|ModuleLoad\w*)\b",
     re.IGNORECASE,
 )
@@ -82,7 +84,8 @@ _LITERALS = {
     "cpu": ("+cpu", "cuda used to build pytorch: "),
     "torch_cuda": ("+cu", "cuda used to build pytorch: "),
     "torch_rocm": ("+rocm", "rocm used to build pytorch: "),
-    "rocm": ("rocm", "gfx", "hip", "amd-smi", "hsa_", "amdgpu", "rocblas", "miopen", "rccl", "amd ", "rocr_"),
+    "rocm": ("rocm", "gfx", "hip", "amd-smi", "hsa_", "amdgpu", "rocblas", "miopen", "rccl", "amd ", "rocr_",
+             "total number of "),
     "cuda": ("+cu", "cuda", "nvcc", "nvidia", "sm_", "compute capability", "cudnn", "cublas", "geforce", "rtx",
              "tesla ", "a100", "h100", "nvrm", "nvrtc", "driver version: ", "libcu", "libnccl", "nccl "),
 }
