@@ -364,3 +364,38 @@ def test_a_linux_only_package_on_windows_or_macos_from_seventeen_projects() -> N
     # vLLM publishes Linux wheels and a source build without classifiers that leave macOS out: not "no build".
     assert system_shapes.package_without_build(["AssertionError: vLLM only supports Linux platform (including WSL)."],
                                                "macos") is None
+
+
+def test_a_port_another_process_holds_names_the_port_and_how_to_free_it() -> None:
+    from rocmcheck.triage import system_shapes
+
+    records = _records("port_in_use.txt")
+    assert len(records) >= 3
+    for url, pasted in records:
+        port = url.split()[1]
+        found = system_shapes.port_in_use(pasted)
+        assert found is not None and found.port == (None if port == "-" else port), (url, found)
+        ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
+        assert "shape.port_in_use" in ids, (url, ids)
+    # torch 2.13's own words, as LLaMA-Factory's parser printed them when two runs on one machine both asked for 29500.
+    line = ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+            "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use")
+    advice = system_shapes.port_advice(system_shapes.port_in_use([line]))
+    assert "holds port 29500" in advice and "ss -ltnp | grep :29500" in advice and "MASTER_PORT" in advice
+
+
+def test_a_checkpoint_torch_could_not_finish_writing_is_said_as_the_usual_cause() -> None:
+    from rocmcheck.triage import system_shapes
+
+    for url, pasted in _records("checkpoint_write_failed.txt"):
+        path = url.split()[1]
+        [found] = system_shapes.resource_limits(pasted)
+        assert (found.kind, found.path) == ("WRITE", None if path == "-" else path), (url, found)
+        advice = system_shapes.resource_advice([found])
+        assert advice.startswith("torch could not finish writing") and "the usual cause is a full disk" in advice
+        ids = [f.id for f in triage([("-", "\n".join(pasted) + "\n")]).findings[:3]]
+        assert "shape.checkpoint_write_failed" in ids, (url, ids)
+    # Where the OS error is pasted too, it says more than torch's writer: the disk is full, stated as shown.
+    both = ["RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 1 vs 0",
+            "OSError: [Errno 28] No space left on device"]
+    assert [r.kind for r in system_shapes.resource_limits(both)] == ["ENOSPC"]

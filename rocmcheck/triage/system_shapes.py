@@ -5,6 +5,11 @@
 - an OS resource limit, as the OS error names it (Python's "OSError: [Errno 24] Too many open files", the C
   library's "No space left on device", "Disk quota exceeded", a locked-memory registration that fails with "Cannot
   allocate memory") -> which limit, the path the message names, and the setting that raises it;
+- torch's serializer failing part-way through a checkpoint ("PytorchStreamWriter failed writing file", "unexpected
+  pos N vs M", "File ... cannot be opened") -> the usual cause, a full disk or quota where it writes, said as such;
+- a port another process holds ("Address already in use", EADDRINUSE, torch's "failed to listen on any local
+  network address ... port: 29500") -> the port, and how to free it or take another (MASTER_PORT and the launchers'
+  flags);
 - a wheel or a compiled binary built for another platform than the one running it (pip's "<file>.whl is not a
   supported wheel on this platform", macOS's "mach-o file, but is an incompatible architecture (have 'x86_64', need
   'arm64')", the loader's "wrong ELF class", "Exec format error") -> what it was built for, read from the wheel's
@@ -15,8 +20,9 @@
 - a DKMS kernel module that did not build or install (`dkms status`, its "Could not locate dkms.conf", a make.log's
   path) -> the module and version it names, so the fix removes or rebuilds that one, of whichever vendor.
 
-Written against the real pastes of tests/fixtures/triage_shapes/os_resource_errors.txt,
-binary_for_other_platform.txt, no_build_for_os.txt and of the recorded threads cited in the catalogue. Every reader
+Written against the real pastes of tests/fixtures/triage_shapes/os_resource_errors.txt, checkpoint_write_failed.txt,
+port_in_use.txt, binary_for_other_platform.txt, no_build_for_os.txt and of the recorded threads cited in the
+catalogue. Every reader
 is pure over the pasted lines and never raises; what a line does not say is left out, never guessed.
 """
 
@@ -55,6 +61,13 @@ _QUOTED_PATH = re.compile(r"(?:No space left on device|Too many open files|Disk 
 _BARE_PATH = re.compile(r"(?<![\w.~-])((?:~|/)[\w.@+~-]{1,100}(?:/[\w.@+~-]{1,100}){0,30})")
 
 
+# torch's zip writer (caffe2/serialize/inline_container.cc) stopping part-way: the file could not be created or the
+# write came up short, most often a full disk or quota.
+_TORCH_WRITE = re.compile(r"PytorchStreamWriter failed writing file|inline_container\.cc[^\n]{0,40}unexpected pos "
+                          r"\d+ vs \d+|\bFile (\S{1,300}) cannot be opened\.")
+_TORCH_WRITE_FILE = re.compile(r"\bFile (\S{1,300}) cannot be opened\.")
+
+
 @dataclass(frozen=True)
 class ResourceLimit:
     kind: str  # EMFILE, ENFILE, ENOSPC, EDQUOT, MEMLOCK
@@ -63,14 +76,27 @@ class ResourceLimit:
 
 
 def resource_limits(lines: Iterable[str]) -> list[ResourceLimit]:
-    """Each OS resource limit the lines show, once per kind, in the order they first appear."""
+    """Each OS resource limit the lines show, once per kind, in the order they first appear; torch's writer failing
+    part-way (kind WRITE) only where no OS error says more."""
     found: dict[str, ResourceLimit] = {}
+    write: ResourceLimit | None = None
     for line in lines:
         line = line[:MAX_LINE]
         for kind, pattern in _RESOURCE:
             if kind not in found and pattern.search(line):
                 found[kind] = ResourceLimit(kind, None if kind == "MEMLOCK" else _path_of(line), line.strip())
+        if write is None and _TORCH_WRITE.search(line):
+            m = _TORCH_WRITE_FILE.search(line)
+            write = ResourceLimit("WRITE", m.group(1) if m else None, line.strip())
+    if write is not None and not found:
+        return [write]
     return list(found.values())
+
+
+def _folder(path: str | None) -> str:
+    if not path:
+        return "."
+    return path.rsplit("/", 1)[0] if "/" in path.strip("/") else "."
 
 
 def _path_of(line: str) -> str | None:
@@ -98,6 +124,11 @@ def _one_limit(r: ResourceLimit) -> str:
     if r.kind == "ENFILE":
         return ("the whole system ran out of open files (ENFILE): raise fs.file-max (sysctl) and find the process "
                 "holding them (lsof | wc -l)")
+    if r.kind == "WRITE":
+        target = f" {r.path}" if r.path else " the checkpoint"
+        return (f"torch could not finish writing{target}: the usual cause is a full disk or quota where it writes "
+                f"(`df -h {_folder(r.path)}`, `quota -s`): free space there or save to a disk with room "
+                "(the training's output_dir); if the disk has room, check the folder exists and is writable")
     where = f" on the file system holding {r.path}" if r.path else ""
     if r.kind == "ENOSPC":
         if r.path and r.path.startswith("/dev/shm"):
@@ -114,6 +145,43 @@ def _one_limit(r: ResourceLimit) -> str:
     return ("the locked-memory limit is too low to pin buffers (RDMA registration, pinned host memory): check "
             "`ulimit -l` where the job runs; set it to unlimited (memlock unlimited in /etc/security/limits.conf, "
             "LimitMEMLOCK=infinity for a systemd service or the Slurm daemon, --ulimit memlock=-1:-1 for a container)")
+
+
+# --- a port another process holds -----------------------------------------------------------------------------
+
+_PORT_IN_USE = re.compile(r"(?i:address already in use)|\bEADDRINUSE\b|failed to listen on any local network address|"
+                          r"failed to bind to \[[^\]\n]{0,60}\]:\d{1,5}|error while attempting to bind on address")
+# The port, where the lines name it: torch's "port: 29500", a bound address "[::]:29500" / "0.0.0.0:29500", asyncio's
+# "('0.0.0.0', 8000)".
+_PORT = re.compile(r"\bport:? ?(\d{2,5})\b|\]:(\d{2,5})\b|\b\d{1,3}(?:\.\d{1,3}){3}:(\d{2,5})\b|', (\d{2,5})\)")
+
+
+@dataclass(frozen=True)
+class PortInUse:
+    port: str | None
+    line: str
+
+
+def port_in_use(lines: Iterable[str]) -> PortInUse | None:
+    """The first line saying a port is taken, with the port it (or a line near it) names."""
+    lines = [line[:MAX_LINE] for line in lines]
+    for i, line in enumerate(lines):
+        if _PORT_IN_USE.search(line):
+            for near in [line] + lines[max(0, i - 3):i] + lines[i + 1:i + 4]:
+                m = _PORT.search(near)
+                if m:
+                    return PortInUse(next(g for g in m.groups() if g), line.strip())
+            return PortInUse(None, line.strip())
+    return None
+
+
+def port_advice(found: PortInUse | None) -> str:
+    port = found.port if found is not None and found.port else None
+    which = f"port {port}" if port else "the port it binds"
+    return (f"another process already holds {which}: end it (`ss -ltnp | grep :{port or '<port>'}` or "
+            f"`lsof -i :{port or '<port>'}` names it; often a run of the same job still alive) or give this run "
+            "another free port: for torch.distributed, MASTER_PORT (torchrun --master_port, accelerate launch "
+            "--main_process_port, deepspeed --master_port; 29500 unless set), for a server its --port")
 
 
 # --- a binary built for another platform --------------------------------------------------------------------------
