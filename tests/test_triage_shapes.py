@@ -1,6 +1,7 @@
-"""The generic readers of rocmcheck/triage/shapes.py, each on real pastes from at least 10 different libraries: the
-tuning part of tests/fixtures/triage_threads/ (never the frozen part), and for pip's resolver the real lines of
-tests/fixtures/triage_shapes/pip_requires.txt (each under the URL of the thread it was read from)."""
+"""The generic readers of rocmcheck/triage/shapes.py and system_shapes.py, each on real pastes from at least 10
+different libraries (the port taken and the checkpoint torch could not finish writing: the 3 and 2 threads found so
+far): the tuning part of tests/fixtures/triage_threads/ (never the frozen part), and the real lines of
+tests/fixtures/triage_shapes/ (each under the URL of the thread it was read from)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocmcheck.triage import shapes, triage
+from rocmcheck.triage.rank import Finding
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TUNE = FIXTURES / "triage_threads" / "tune"
@@ -399,3 +401,22 @@ def test_a_checkpoint_torch_could_not_finish_writing_is_said_as_the_usual_cause(
     both = ["RuntimeError: [enforce fail at inline_container.cc:595] . unexpected pos 1 vs 0",
             "OSError: [Errno 28] No space left on device"]
     assert [r.kind for r in system_shapes.resource_limits(both)] == ["ENOSPC"]
+
+
+def test_windows_and_macos_wordings_of_known_failures() -> None:
+    """The same failures as other platforms word them: Windows' "VCRUNTIME140.dll was not found" dialog and cuDNN's
+    "Could not locate zlibwapi.dll" name the missing DLL; torch's "MPS backend out of memory" is out of memory;
+    ggml's "compiled without support for the current GPU architecture" (llama.cpp, koboldcpp, ollama) is a build
+    without the GPU's arch, answered with ggml's own build settings, never torch's."""
+    def top(name: str) -> Finding:
+        paste = json.loads((TUNE / f"{name}.json").read_text(encoding="utf-8"))["paste"]
+        return triage([("-", paste + "\n")]).findings[0]
+
+    for name, dll in (("nomic-ai-gpt4all-3479", "VCRUNTIME140.dll"), ("NickSwardh-YoloDotNet-18", "zlibwapi.dll")):
+        finding = top(name)
+        assert finding.id == "shape.missing_library" and finding.fix.text.startswith(dll), (name, finding.fix.text)
+    assert top("lllyasviel-Fooocus-980").id == "gpu.oom"
+    for name in ("LostRuins-koboldcpp-610", "ollama-ollama-12622"):  # Windows, WSL
+        finding = top(name)
+        assert finding.id == "ggml.arch_not_compiled" and "CMAKE_CUDA_ARCHITECTURES" in finding.fix.text, name
+        assert "PYTORCH_ROCM_ARCH" not in finding.fix.text and "TORCH_CUDA_ARCH_LIST" not in finding.fix.text

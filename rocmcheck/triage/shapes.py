@@ -49,7 +49,10 @@ _MISSING_LIB = re.compile(
     r"cannot find)\s+-?l?(lib[\w+.-]{1,80}?\.so[\w.]{0,20})|"
     r"/usr/bin/ld: cannot find -l([\w+.-]{1,60})|"
     r"(?:Failed to load\s{1,4}|Error loading \"[^\"]{0,300}?\\\\?)([\w.-]{1,80}\.dll)|"
-    r"Could not find module '[^'\n]{0,300}?\\?([\w.-]{1,80}\.dll)')"
+    r"Could not find module '[^'\n]{0,300}?\\?([\w.-]{1,80}\.dll)'|"
+    # Windows' own dialog ("The code execution cannot proceed because VCRUNTIME140.dll was not found.") and cuDNN's
+    # "Could not locate zlibwapi.dll".
+    r"\b([\w.-]{1,80}\.dll) was not found|Could not locate ([\w.-]{1,80}\.dll))"
 )
 _UNDEFINED = re.compile(r"undefined symbol: ?([\w$.@]{1,400})")
 _REQUIRES = re.compile(
