@@ -22,8 +22,8 @@
 
 Written against the real pastes of tests/fixtures/triage_shapes/os_resource_errors.txt, checkpoint_write_failed.txt,
 port_in_use.txt, binary_for_other_platform.txt, no_build_for_os.txt and of the recorded threads cited in the
-catalogue. Every reader
-is pure over the pasted lines and never raises; what a line does not say is left out, never guessed.
+catalogue. Every reader is pure over the pasted lines and never raises; what a line does not say is left out, never
+guessed.
 """
 
 from __future__ import annotations
@@ -46,8 +46,7 @@ MEMLOCK_PATTERN = (r"\bRLIMIT_M(?:EM)?LOCK\b|\bmemlock\b[^\n]{0,80}(?:limit|too 
                    r"(?:\bibv_\w{1,30}|\bmlock\w{0,10}|\b(?:cuda|hip)HostRegister|\bLibfabric\b|\bEFA\b|\bmlx\d_\d)"
                    r"[^\n]{0,160}(?:Cannot allocate memory|ENOMEM)")
 # The OS errors of a resource limit, by the C library's message (strerror) and Python's errno number: EMFILE and
-# ENFILE (open files), ENOSPC (disk), EDQUOT (quota). A locked-memory limit shows as ENOMEM from a call that pins
-# memory (ibv_reg_mr for RDMA, mlock, cudaHostRegister / hipHostRegister) or by name (RLIMIT_MEMLOCK).
+# ENFILE (open files), ENOSPC (disk), EDQUOT (quota); MEMLOCK as above.
 _RESOURCE = (
     ("EMFILE", re.compile(r"\[Errno 24\]|Too many open files(?! in system)", re.IGNORECASE)),
     ("ENFILE", re.compile(r"\[Errno 23\]|Too many open files in system", re.IGNORECASE)),
@@ -70,7 +69,7 @@ _TORCH_WRITE_FILE = re.compile(r"\bFile (\S{1,300}) cannot be opened\.")
 
 @dataclass(frozen=True)
 class ResourceLimit:
-    kind: str  # EMFILE, ENFILE, ENOSPC, EDQUOT, MEMLOCK
+    kind: str  # EMFILE, ENFILE, ENOSPC, EDQUOT, MEMLOCK; WRITE: torch's writer stopped, no OS error pasted
     path: str | None  # the path the message names, when it names one
     line: str
 
