@@ -172,6 +172,7 @@ class _Builder:
         self.f = pasted.facts
         self.nodes: list[tuple[DeviceNode, Quote, bool | None]] = []  # `ls -l` lines: judged when all is read
         self.archs_of_names: dict[str | None, str | None] = {}  # _arch_of_name's answers in this run
+        self.platform: tuple[str | None] | None = None  # (the platform's name,) once _platform decided it
 
     # ---- recording one fact ----------------------------------------------------------------------------------
     def fact(self, group: str, key: str, value: Any, quote: Quote | None) -> bool:
@@ -280,32 +281,35 @@ class _Builder:
         self._package_without_build()
         return self.p
 
+    def _platform(self, lines: list[str]) -> str | None:
+        """The platform the pastes show, decided as match.py decides it (torch's build as read included), once."""
+        if self.platform is None:
+            from rocmcheck.triage.platform import decide
+
+            torch = self.p.facts.probes.get("torch") or {}
+            self.platform = (decide(lines, torch.get("hip"), torch.get("cuda")).name,)
+        return self.platform[0]
+
     def _package_without_build(self) -> None:
         """A package with no build for the Windows or macOS machine the pastes show, named failing (a sign)."""
-        from rocmcheck.triage.platform import decide
         from rocmcheck.triage.system_shapes import package_without_build
 
         lines = [line for inp in self.p.inputs for line in inp.lines]
-        torch = self.p.facts.probes.get("torch") or {}
-        platform = decide(lines, torch.get("hip"), torch.get("cuda")).name
-        found = package_without_build(lines, platform)
+        found = package_without_build(lines, self._platform(lines))
         if found is not None:
             self._line_sign("package.no_build_for_os", lambda lines: next((x for x in lines if x.strip() == found.line),
                                                                           None))
 
     def _other_vendor_library(self) -> None:
-        """A missing library of the other GPU vendor's stack than the platform the pastes show (a sign); the platform
-        decided as match.py decides it, torch's build as read included. Decided only where a library is missing."""
-        from rocmcheck.triage.platform import decide
+        """A missing library of the other GPU vendor's stack than the platform the pastes show (a sign). Decided only
+        where a library is missing."""
         from rocmcheck.triage.shapes import missing_libraries, other_vendor_library
 
         lines = [line for inp in self.p.inputs for line in inp.lines]
         libraries = missing_libraries(lines)
         if not libraries:
             return
-        torch = self.p.facts.probes.get("torch") or {}
-        platform = decide(lines, torch.get("hip"), torch.get("cuda")).name
-        lib = next((lib for lib in libraries if other_vendor_library(lib, platform)), None)
+        lib = next((lib for lib in libraries if other_vendor_library(lib, self._platform(lines))), None)
         if lib is not None:
             self._line_sign("library.other_vendor", lambda lines: next((x for x in lines if lib in x), None))
 
