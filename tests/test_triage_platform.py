@@ -38,6 +38,8 @@ def test_each_platform_from_real_pastes() -> None:
     }
     got = {name: decide(paste(name).splitlines()).name for name in cases}
     assert got == cases
+    # DeepSpeed's hipify_extension failing on CUDA_HOME (None on ROCm): as much AMD evidence as CUDA, so not CUDA
+    assert decide(paste("deepspeedai-DeepSpeed-7224").splitlines()).name is None
 
 
 def test_a_fix_that_names_the_other_vendors_tools_is_foreign() -> None:

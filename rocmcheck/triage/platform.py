@@ -52,8 +52,8 @@ _ROCM = re.compile(
     r"\brocminfo\b|\brocm-smi\b|\bamd-smi\b|\bhipError\w+|\bHSA_STATUS_\w+|\bamdgpu\b|\blibamdhip64|\bROCm \d|"
     r"\bHSA_OVERRIDE_GFX_VERSION\b|\brocBLAS\b|\bMIOpen\b|\brccl\b|-ROCm\b|\bROCm device lib|"
     r"\bhip(?:blas|blaslt|sparse|fft|rand|solver)\w*|\bHIP error\b|\bAMD (?:GPU|Radeon|Instinct)s?\b|"
-    r"\bNo HIP GPUs\b|\b(?:HIP|ROCR)_VISIBLE_DEVICES\b|\bhipify\b|"
-    # hipify's summary, printed as a build for ROCm translates CUDA sources
+    r"\bNo HIP GPUs\b|\b(?:HIP|ROCR)_VISIBLE_DEVICES\b|\bhipify\w{0,20}|"
+    # hipify (a build for ROCm translating CUDA sources: hipify_extension, hipify_python) and its summary
     r"\bTotal number of (?:unsupported CUDA function calls|replaced kernel launches)\b|"
     r"\bhip(?:GetLastError|GetDevice\w*|SetDevice|Malloc\w*|Memcpy\w*|LaunchKernel|DeviceSynchronize|ModuleLoad\w*)\b",
     re.IGNORECASE,
