@@ -65,8 +65,10 @@ def _calibrate(step: Callable[[], Any], device: torch.device, interval: float) -
 def sustained_gemm(device: torch.device, duration_s: float, size: int = STRESS_SIZE,
                    telemetry: Telemetry | None = None, matmul: Matmul = _matmul,
                    note: Callable[[str], None] = lambda text: None, warmup_s: float = WARMUP_S,
-                   interval_s: float | None = None) -> dict[str, Any]:
-    """Run the product for duration_s (after warmup_s) and return every interval's figures."""
+                   interval_s: float | None = None, min_intervals: int = 1) -> dict[str, Any]:
+    """Run the product for duration_s (after warmup_s), and on for at least min_intervals intervals, and return
+    every interval's figures. The batch per interval is calibrated once: on a machine that slows down after the
+    calibration, fewer intervals fit in duration_s, and min_intervals keeps enough of them to judge."""
     gen = torch.Generator(device=device).manual_seed(20261130)
     a = torch.randn(size, size, device=device, dtype=torch.bfloat16, generator=gen)
     b = torch.randn(size, size, device=device, dtype=torch.bfloat16, generator=gen)
@@ -103,7 +105,7 @@ def sustained_gemm(device: torch.device, duration_s: float, size: int = STRESS_S
     began = time.perf_counter()
     last_note = began
     seen_elements = seen_products = 0
-    while not intervals or time.perf_counter() - began < duration_s:
+    while len(intervals) < max(1, min_intervals) or time.perf_counter() - began < duration_s:
         seconds = _timed_batch(checked, k, device)
         elements, products = int(bad_elements.item()), int(bad_products.item())
         point: dict[str, Any] = {"t_s": round(time.perf_counter() - began, 3),

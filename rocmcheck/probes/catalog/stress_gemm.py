@@ -60,9 +60,11 @@ def _run(device: Any, options: RunOptions, cpu: bool) -> dict[str, Any]:
     try:
         if cpu:
             data = sustained_gemm(device, min(duration, CPU_MAX_DURATION_S), size=CPU_SIZE, note=options.note,
-                                  warmup_s=0.1, interval_s=0.2)
+                                  warmup_s=0.1, interval_s=0.2,
+                                  min_intervals=MIN_INTERVALS_JUDGED)
         else:
-            data = sustained_gemm(device, duration, size=STRESS_SIZE, telemetry=telemetry, note=options.note)
+            data = sustained_gemm(device, duration, size=STRESS_SIZE, telemetry=telemetry, note=options.note,
+                                  min_intervals=MIN_INTERVALS_JUDGED)
     finally:
         if telemetry is not None:
             telemetry.close()
