@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from rocmcheck.facts.parsers._text import clean_lines, leading_int, printable, split_key_value, to_int
+from rocmcheck.facts.parsers._text import clean_lines, folded, leading_int, printable, split_key_value, to_int
 from rocmcheck.facts.parsers.models import RocmAgent, RocminfoReport
 from rocmcheck.units import UNIT_BYTES
 
@@ -44,6 +44,10 @@ _HSA_STATUS = re.compile(r"Call returned (HSA_STATUS_\w+|\d+)")
 # may wrap "Upgrade amdgpu." onto the next line).
 _INCOMPATIBLE = re.compile(r"HSA Error:\s*(Incompatible kernel and userspace.*)", re.IGNORECASE)
 _UPGRADE_AMDGPU = re.compile(r"^Upgrade amdgpu\.?$", re.IGNORECASE)
+# Every status line above holds one of these words (case-folded): a substring test of each line of a long listing
+# before the patterns, which are far slower per character on a long line.
+_STATUS_WORDS = ("rock module", "/dev/kfd", "hsa error", "call returned", "hsa api call failure", "member of",
+                 "failed to get user name")
 # hsa.h (ROCR-Runtime): the status codes older rocminfo printed as numbers ("Call returned 4104").
 HSA_STATUS_CODES = {
     0x1000: "HSA_STATUS_ERROR", 0x1001: "HSA_STATUS_ERROR_INVALID_ARGUMENT",
@@ -104,8 +108,10 @@ def parse_rocminfo(text: str) -> RocminfoReport:
                 else report.error
             last_error = False
             continue
-        last_error = bool(_INCOMPATIBLE.search(stripped))
-        if _note_status_line(report, stripped):
+        lowered = folded(stripped)
+        status_words = any(word in lowered for word in _STATUS_WORDS)
+        last_error = status_words and bool(_INCOMPATIBLE.search(stripped))
+        if status_words and _note_status_line(report, stripped):
             continue
         if stripped.startswith("*** Done ***"):
             report.complete = True
