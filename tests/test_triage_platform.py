@@ -35,6 +35,8 @@ def test_each_platform_from_real_pastes() -> None:
         "negativo17-nvidia-driver-56": "cuda-linux",  # DKMS's tree of nvidia/390.48
         # hipify's summary in a DeepSpeed build on ROCm, beside a traceback naming CUDA_HOME
         "deepspeedai-DeepSpeed-6456": "rocm-linux",
+        # "my apple silicon mac", and vLLM's own "only supports Linux platform (including WSL)", which is no WSL
+        "RUC-NLPIR-FlashRAG-5": "macos",
     }
     got = {name: decide(paste(name).splitlines()).name for name in cases}
     assert got == cases

@@ -46,7 +46,9 @@ _MACOS = re.compile(
     r"\bM[1-4] (?:Max|Pro|Ultra|chip)\b",
     re.IGNORECASE,
 )
-_WSL = re.compile(r"microsoft-standard|\bWSL2?\b|/usr/lib/wsl\b|/dev/dxg\b", re.IGNORECASE)
+# "including WSL" is a library naming where it runs ("vLLM only supports Linux platform (including WSL)"), printed
+# on any machine: no evidence of this one.
+_WSL = re.compile(r"microsoft-standard|(?<!including )\bWSL2?\b|/usr/lib/wsl\b|/dev/dxg\b", re.IGNORECASE)
 _ROCM = re.compile(
     r"\+rocm\d|\bROCM used to build PyTorch: \d|\bHIP runtime version: \d|\bgfx\d{3,4}[a-f]?\b|\bhipcc\b|/opt/rocm|"
     r"\brocminfo\b|\brocm-smi\b|\bamd-smi\b|\bhipError\w+|\bHSA_STATUS_\w+|\bamdgpu\b|\blibamdhip64|\bROCm \d|"
