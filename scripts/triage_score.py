@@ -107,16 +107,15 @@ def causes_in_process(paste: str, leave_out: str = "") -> tuple[list[dict], list
     by the command's own functions; `leave_out`: a URL the similar-thread index is used without (the thread being
     scored, when the index holds it: leave-one-out). The index less that thread is made only where the answer shows
     similar threads (fewer than SHOWN causes): elsewhere none of them is among the first SHOWN answers."""
-    from rocmcheck.package_data import read_json
     from rocmcheck.triage import triage
-    from rocmcheck.triage.similar import Index
+    from rocmcheck.triage.similar import index
 
     t = triage([("-", paste + "\n")])
     causes = t.causes_payload()
     if leave_out:
         t.similar = []
         if len(causes) < SHOWN:
-            less = Index.from_data(read_json("rocmcheck.knowledge", "threads.json"), [leave_out])
+            less = index().without([leave_out])
             t.similar = less.nearest("\n".join(inp.text for inp in t.pasted.inputs), t.scene.platform.name)
     return causes, [r.to_dict() for r in t.results()], t.similar_payload()
 

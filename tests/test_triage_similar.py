@@ -49,6 +49,24 @@ def test_a_thread_is_found_by_its_own_paste_and_not_when_left_out():
     assert rec["url"] not in {s.thread.url for s in without.nearest(rec["paste"], None)}
 
 
+def test_an_index_without_threads_weighs_as_one_made_without_them():
+    data = read_json("rocmcheck.knowledge", "threads.json")
+    full = Index.from_data(data)
+    for left in (data["threads"][3]["url"], data["threads"][400]["url"]):
+        keep = [i for i, t in enumerate(data["threads"]) if t["url"] != left]
+        renumber = {old: new for new, old in enumerate(keep)}
+        made = Index.from_data({"threads": [data["threads"][i] for i in keep],
+                                "terms": {t: kept for t, p in data["terms"].items()
+                                          if (kept := [[renumber[d], n] for d, n in p if d in renumber])}})
+        view = full.without([left])
+        assert view.idf.keys() == made.idf.keys()
+        assert all(abs(view.idf[t] - w) < 1e-9 for t, w in made.idf.items())
+        assert all(abs(view.norms[old] - made.norms[new]) < 1e-9 for old, new in renumber.items())
+        paste = _record("Dao-AILab-flash-attention-205.json")["paste"]
+        assert [(s.thread.url, round(s.similarity, 9)) for s in view.nearest(paste, None)] == \
+            [(s.thread.url, round(s.similarity, 9)) for s in made.nearest(paste, None)]
+
+
 def test_one_thread_per_family_at_most_three_each_above_the_floor():
     for name in sorted(p.name for p in TUNE.glob("*.json"))[::25]:
         found = index().nearest(_record(name)["paste"], None)

@@ -79,40 +79,90 @@ class Similar:
                 "fix": t.fix, "similarity": round(self.similarity, 3), "shared": list(self.shared)}
 
 
+def _idf(live: int, df: int) -> float:
+    """A term's weight: rarer terms weigh more (smoothed, so a term of every thread still weighs 1)."""
+    return math.log((live + 1) / (df + 1)) + 1
+
+
+def _tf(n: int) -> float:
+    return 1 + math.log(n)
+
+
 class Index:
     """An inverted index of the recorded threads' terms: term -> [(thread, count)]."""
 
-    def __init__(self, threads: list[Thread], postings: dict[str, list[Sequence[int]]],
-                 leave_out: Iterable[int] = ()):
+    def __init__(self, threads: list[Thread], postings: dict[str, list[Sequence[int]]]):
         self.threads = threads
-        out = set(leave_out)
-        self.postings = postings if not out else {
-            t: kept for t, p in postings.items() if (kept := [(d, n) for d, n in p if d not in out])}
-        live = len(threads) - len(out)
-        self.idf = {t: math.log((live + 1) / (len(p) + 1)) + 1 for t, p in self.postings.items()}
-        norms = [0.0] * len(threads)
-        for t, p in self.postings.items():
+        self.postings = postings
+        self.left_out: frozenset[int] = frozenset()
+        self.idf = {t: _idf(len(threads), len(p)) for t, p in postings.items()}
+        # Per thread, the sums of tf^2 * idf^k (k = 0, 1, 2) over its terms: k = 2 is its norm squared, and the three
+        # give a thread's norm after every idf moved by the same amount (without(), below).
+        self._sums = [[0.0, 0.0, 0.0] for _ in threads]
+        for t, p in postings.items():
+            idf = self.idf[t]
             for d, n in p:
-                norms[d] += ((1 + math.log(n)) * self.idf[t]) ** 2
-        self.norms = [math.sqrt(x) or 1.0 for x in norms]
+                tf2 = _tf(n) ** 2
+                row = self._sums[d]
+                row[0] += tf2
+                row[1] += tf2 * idf
+                row[2] += tf2 * idf * idf
+        self.norms = [math.sqrt(row[2]) or 1.0 for row in self._sums]
+        self._terms_of: dict[int, list[str]] | None = None
 
     @classmethod
     def from_data(cls, data: dict[str, Any], leave_out_urls: Iterable[str] = ()) -> "Index":
         threads = [Thread(**{k: str(t.get(k) or "") for k in ("url", "title", "platform", "family", "cause",
                                                                 "fix")}) for t in data.get("threads") or []]
-        drop = set(leave_out_urls)
         postings = data.get("terms") or {}  # as read: [thread, count] pairs, never changed here
-        return cls(threads, postings, [i for i, t in enumerate(threads) if t.url in drop])
+        full = cls(threads, postings)
+        drop = set(leave_out_urls)
+        return full.without(drop) if drop else full
+
+    def without(self, urls: Iterable[str]) -> "Index":
+        """This index as if the threads of `urls` had never been recorded (the same weights and norms as an index
+        made without them), sharing this one's postings. Every other term's idf moves by the same amount when the
+        number of threads falls, so a thread's norm follows from its sums; only the terms the left-out threads hold
+        are weighed again."""
+        drop = {i for i, t in enumerate(self.threads) if t.url in set(urls)} | set(self.left_out)
+        out = object.__new__(Index)
+        out.threads, out.postings, out.left_out, out._sums, out._terms_of = self.threads, self.postings, \
+            frozenset(drop), self._sums, None
+        live = len(self.threads) - len(drop)
+        shift = math.log((len(self.threads) + 1) / (live + 1))  # every untouched term's idf falls by this
+        touched = {t for d in drop for t in self._terms(d)}
+        out.idf = {t: w - shift for t, w in self.idf.items() if t not in touched}
+        squares = [row[2] - 2 * shift * row[1] + shift * shift * row[0] for row in self._sums]
+        for t in touched:
+            kept = [(d, n) for d, n in self.postings[t] if d not in drop]
+            if not kept:
+                continue
+            old, new = self.idf[t] - shift, _idf(live, len(kept))
+            out.idf[t] = new
+            for d, n in kept:
+                squares[d] += _tf(n) ** 2 * (new * new - old * old)
+        out.norms = [math.sqrt(max(x, 0.0)) or 1.0 for x in squares]
+        return out
+
+    def _terms(self, d: int) -> list[str]:
+        if self._terms_of is None:
+            self._terms_of = {}
+            for t, p in self.postings.items():
+                for doc, _ in p:
+                    self._terms_of.setdefault(doc, []).append(t)
+        return self._terms_of.get(d, [])
 
     def nearest(self, text: str, platform: str | None = None) -> list[Similar]:
         """The threads most like `text`, one per cause family, at most SHOWN, none from another platform."""
-        query = {t: (1 + math.log(n)) * self.idf[t] for t, n in terms(text).items() if t in self.idf}
+        query = {t: _tf(n) * self.idf[t] for t, n in terms(text).items() if t in self.idf}
         qnorm = math.sqrt(sum(w * w for w in query.values())) or 1.0
         scores: dict[int, float] = {}
         weights: dict[int, list[tuple[float, str]]] = {}
         for term, qw in query.items():
             for d, n in self.postings[term]:
-                w = qw * (1 + math.log(n)) * self.idf[term]
+                if d in self.left_out:
+                    continue
+                w = qw * _tf(n) * self.idf[term]
                 scores[d] = scores.get(d, 0.0) + w
                 weights.setdefault(d, []).append((w, term))
         cosine = {d: s / (qnorm * self.norms[d]) for d, s in scores.items()}
