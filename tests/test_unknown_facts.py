@@ -25,11 +25,14 @@ from rocmcheck.result import Status
 SPECS = select_checks()
 MACHINES = machines()
 PROBLEMS = (Status.WARN, Status.FAIL, Status.CRASH)
+# The tools' outputs as parsed, shared by every context of the walks: a parser is a pure function of the text
+# (CheckContext.parse_once), and a removal leaves most outputs as they were.
+PARSED: dict[Any, Any] = {}
 
 
 def _verdicts(facts: Facts, phrase: str = "not known") -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
-    for r in run_checks(SPECS, CheckContext(facts, unknown_phrase=phrase)):
+    for r in run_checks(SPECS, CheckContext(facts, unknown_phrase=phrase, parsed=PARSED)):
         out.setdefault(r.id, []).append(r)
     return out
 
@@ -69,18 +72,116 @@ def _changes(base: dict[str, list[Any]], variant: dict[str, list[Any]]) -> list[
     return bad
 
 
-@pytest.mark.parametrize("name", sorted(MACHINES))
-def test_a_fact_removed_from_a_recorded_machine_only_ever_skips_naming_it(name):
+class _SeenKnown(dict):
+    """facts.known, noting every group asked about; reading all of it notes every group."""
+
+    def __init__(self, data: dict[str, Any], seen: set[str]) -> None:
+        super().__init__(data)
+        self.seen = seen
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        self.seen.add(key)
+        return super().get(key, default)
+
+    def __getitem__(self, key: Any) -> Any:
+        self.seen.add(key)
+        return super().__getitem__(key)
+
+    def __contains__(self, key: Any) -> bool:
+        self.seen.add(key)
+        return super().__contains__(key)
+
+    def __iter__(self):
+        self.seen.update(FACT_GROUPS)
+        return super().__iter__()
+
+    def keys(self):
+        self.seen.update(FACT_GROUPS)
+        return super().keys()
+
+    def items(self):
+        self.seen.update(FACT_GROUPS)
+        return super().items()
+
+    def values(self):
+        self.seen.update(FACT_GROUPS)
+        return super().values()
+
+
+class _WatchedFacts:
+    """Facts that note every attribute a check reads. A method of Facts reads what it likes: calling one counts as
+    reading every group."""
+
+    def __init__(self, facts: Facts, seen: set[str]) -> None:
+        self._facts, self._seen = facts, seen
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._facts, name)
+        if callable(value):
+            self._seen.update(FACT_GROUPS)
+        self._seen.add(name)
+        return _SeenKnown(value, self._seen) if name == "known" else value
+
+
+def _groups_read(facts: Facts) -> dict[str, set[str]]:
+    """Per check, the fact groups it reads on these facts: each check alone on its own context, so a view another
+    check computed first (CheckContext caches them) still counts as read by every check that uses it."""
+    out: dict[str, set[str]] = {}
+    for spec in SPECS:
+        seen: set[str] = set()
+        run_checks([spec], CheckContext(_WatchedFacts(facts, seen), parsed=PARSED))  # type: ignore[arg-type]
+        out[spec.id] = seen
+    return out
+
+
+def _walk(name: str, tracked: bool = True) -> list[str]:
+    """Every removal of the machine's walk, judged: with `tracked`, only the checks that read the group a removal
+    touches run again (a check reads its facts through the context, whose every read of a group is noted; the
+    others are functions of facts that did not change); without, every check runs on every variant."""
     bundle = MACHINES[name].to_dict()
     base = _verdicts(Facts.from_dict(bundle))
     assert not [r for rs in base.values() for r in rs if r.status is Status.CRASH]
+    reads = _groups_read(Facts.from_dict(bundle))
     problems = []
     # The kernel-log variants differ from their base machine only in the log: their other keys are walked there.
     key_groups = ("commands", "node_health") if name.startswith("kernel-log ") else FACT_GROUPS
     for label, cut in _removals(bundle, key_groups):
-        variant = _verdicts(Facts.from_dict(cut))
+        group = label.split("[", 1)[0]
+        specs = [s for s in SPECS if group in reads[s.id]] if tracked else SPECS
+        variant = dict(base) if tracked else {}
+        for s in specs:
+            variant.pop(s.id, None)
+        for r in run_checks(specs, CheckContext(Facts.from_dict(cut), parsed=PARSED)):
+            variant.setdefault(r.id, []).append(r)
         problems += [f"{name} without {label}: {line}" for line in _changes(base, variant)]
+    return problems
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_a_fact_removed_from_a_recorded_machine_only_ever_skips_naming_it(name):
+    problems = _walk(name)
     assert not problems, "\n".join(problems[:40])
+
+
+def test_the_walk_of_the_checks_that_read_a_group_finds_what_the_walk_of_every_check_finds():
+    # The tracked walk, against every check run on every variant, on machines whose walk finds nothing and on one
+    # whose check reads a group it never asks about (what the walk exists to catch).
+    for name in ("amd-healthy", "nvidia-h100", "amd-two-rocms"):
+        assert _walk(name) == _walk(name, tracked=False) == []
+
+    def sneaky(ctx: CheckContext):  # reads the commands group without asking whether it is known
+        from rocmcheck.fixes import note
+        from rocmcheck.result import failed, passed
+        return passed("rocminfo ran") if "rocminfo" in ctx.facts.commands else \
+            failed("rocminfo is not installed", note("install it"))
+
+    spec = CheckSpec("test.sneaky", "rocm", "reads commands without asking", sneaky)
+    SPECS.append(spec)
+    try:
+        tracked, full = _walk("amd-healthy"), _walk("amd-healthy", tracked=False)
+    finally:
+        SPECS.remove(spec)
+    assert tracked == full and any("test.sneaky" in line for line in tracked), tracked
 
 
 def test_nothing_known_skips_every_check_that_reads_a_fact():
