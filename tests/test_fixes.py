@@ -323,9 +323,10 @@ def health_machines() -> dict[str, Facts]:
 def all_fixes() -> dict[str, Fix]:
     """{"machine / check id": fix} for every warn/fail verdict the checks give on every machine."""
     found: dict[str, Fix] = {}
+    parsed: dict = {}  # the tools' outputs parsed once for every machine and run (parsers are pure functions)
     for name, facts in machines().items():
         for expected in ((), ("gfx90a",)):
-            ctx = CheckContext(facts, expected_archs=expected)
+            ctx = CheckContext(facts, expected_archs=expected, parsed=parsed)
             for r in run_checks(select_checks(), ctx):
                 assert r.status.value != "crash", f"{name}: {r.id} crashed: {r.summary} {r.evidence}"
                 if r.fix:
