@@ -17,7 +17,7 @@ from conftest import FIGURES
 
 ROOT = Path(__file__).resolve().parent.parent
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
-TUNE_FLOOR = 478  # threads of the tuning part with the accepted family among the top 3 (479 of 639 when last measured)
+TUNE_FLOOR = 480  # threads of the tuning part with the accepted family among the top 3 (481 of 639 when last measured)
 # The same on each frozen part (their totals only are ever looked at), when last measured with the index of 639
 # threads: as the index grew from 316 threads, frozen-b and frozen-c each lost two threads a nearer neighbour of the
 # smaller index had found and frozen-d gained two (benchmarks/RESULTS.md, sections 34 and 35).
