@@ -420,3 +420,27 @@ def test_windows_and_macos_wordings_of_known_failures() -> None:
         finding = top(name)
         assert finding.id == "ggml.arch_not_compiled" and "CMAKE_CUDA_ARCHITECTURES" in finding.fix.text, name
         assert "PYTORCH_ROCM_ARCH" not in finding.fix.text and "TORCH_CUDA_ARCH_LIST" not in finding.fix.text
+
+
+def test_a_package_that_refuses_the_operating_system_from_its_own_words() -> None:
+    from rocmcheck.triage import system_shapes
+
+    records = _records("os_refused.txt")
+    assert len({url.split()[1] for url, _ in records}) >= 10  # packages that printed the refusal
+    for url, pasted in records:
+        package, system = url.split()[1:3]
+        found = system_shapes.os_refusal(pasted)
+        assert found is not None and found.package.lower().replace("_", "-") in package, (url, found)
+        t = triage([("-", "\n".join(pasted) + "\n")])
+        if t.scene.platform.name in ("rocm-linux", "cuda-linux", "wsl", "cpu"):
+            continue  # a paste that shows a Linux machine: the refusal is not read there
+        ids = [f.id for f in t.findings[:3]]
+        assert {"shape.os_refused", "shape.no_build_for_os"} & set(ids), (url, ids)
+        advice = system_shapes.os_refusal_advice(found, t.scene.platform.name)
+        assert ("WSL 2" in advice) is (system != "macos" or found.system == "windows"), (url, advice)
+    # Words that name no package, a sentence of the person's own, and Linux pastes are not this cause.
+    assert system_shapes.os_refusal(["This is not supported on Windows yet"]) is None
+    assert system_shapes.os_refusal(["Linux only supports this"]) is None
+    linux = ["AssertionError: vLLM only supports Linux platform (including WSL).",
+             "  File \"/home/me/venv/lib/python3.10/site-packages/setup.py\", line 12"]
+    assert "shape.os_refused" not in [f.id for f in triage([("-", "\n".join(linux) + "\n")]).findings]

@@ -299,6 +299,19 @@ class _Builder:
         if found is not None:
             self._line_sign("package.no_build_for_os", lambda lines: next((x for x in lines if x.strip() == found.line),
                                                                           None))
+            return
+        self._os_refusal(lines)
+
+    def _os_refusal(self, lines: list[str]) -> None:
+        """A package saying it does not run on this system (a sign), where the pastes do not show a Linux machine."""
+        from rocmcheck.triage.system_shapes import os_refusal
+
+        if self._platform(lines) in ("rocm-linux", "cuda-linux", "wsl", "cpu"):
+            return
+        found = os_refusal(lines)
+        if found is not None:
+            self._line_sign("package.refuses_os", lambda lines: next((x for x in lines if x.strip() == found.line),
+                                                                     None))
 
     def _other_vendor_library(self) -> None:
         """A missing library of the other GPU vendor's stack than the platform the pastes show (a sign). Decided only

@@ -132,7 +132,7 @@ SHAPE_FIXES = ("missing_library", "undefined_symbol", "requires_conflict", "modu
                "built_for", "version_requirement", "model_support", "other_cuda",
                "toolkit_for_gpu", "missing_header",
                "unsupported_arch", "wsl_kernel", "device_index", "os_resource", "foreign_binary", "dkms_module",
-               "no_build_for_os", "port_in_use")
+               "no_build_for_os", "port_in_use", "os_refused")
 
 
 def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform | None = None) -> Fix:
@@ -191,6 +191,9 @@ def _shape_fix(name: str, pasted: Pasted, vendor: str | None, platform: Platform
         return fixes.note(system_shapes.no_build_advice(system_shapes.package_without_build(lines, where)))
     if name == "port_in_use":
         return fixes.note(system_shapes.port_advice(system_shapes.port_in_use(lines)))
+    if name == "os_refused":
+        where = platform.name if platform is not None else None
+        return fixes.note(system_shapes.os_refusal_advice(system_shapes.os_refusal(lines), where))
     if name == "dkms_module":
         return fixes.note(system_shapes.dkms_advice(system_shapes.dkms_failure(lines)))
     # The build's own message names what is missing: that, nothing else (and never the other vendor's compiler).

@@ -64,4 +64,9 @@ SIGNS = {
     # rocmcheck/triage/system_shapes.py, package_without_build).
     "package.no_build_for_os": "a package with no build for this Windows or macOS machine, failing to install or "
                                "import",
+    # A package's own words that it does not run on this system ("X only supports Linux", "X is not supported on
+    # Windows", "X does not support macOS"), on a paste that shows no Linux machine (rocmcheck/triage/system_shapes.py,
+    # os_refusal).
+    "package.refuses_os": "a package saying it does not run on this operating system (Linux only, or not on Windows "
+                          "or macOS)",
 }

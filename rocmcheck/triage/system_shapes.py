@@ -34,6 +34,7 @@ from functools import lru_cache
 from typing import Any, Iterable
 
 from rocmcheck.package_data import read_json
+from rocmcheck.safe.text import excerpt
 
 MAX_LINE = 4096
 
@@ -385,6 +386,64 @@ def no_build_advice(found: NoBuild | None) -> str:
     return (f"{found.package} publishes wheels for {wheels} only, {source} (its releases {row.get('releases')} on "
             f"PyPI), so it does not install on {system}: {way}, or leave out the part that needs it (a package that "
             f"only warns that {found.package} is missing works without it)")
+
+
+# --- a package that says it does not run on this operating system ----------------------------------------------
+
+# A package's own words that the system is not one it runs on, as it prints them when it starts or installs (vLLM's
+# "vLLM only supports Linux platform (including WSL)", "X is not supported on Windows", "X does not support macOS"):
+# the word before names the package (or its module); the system is the one refused, None where only Linux is
+# accepted. Read by tests/test_triage_shapes.py on os_refused.txt.
+_REFUSED = (
+    re.compile(r"\b([A-Za-z][\w.-]{1,40})\s+(?:only supports|is only supported on|only runs on|runs only on)\s+"
+               r"(?:the\s+)?Linux\b", re.IGNORECASE),
+    re.compile(r"\b([A-Za-z][\w.-]{1,40})\s+(?:is\s+)?(?:currently\s+)?(?:not supported|unsupported|not available)"
+               r"\s+on\s+(Windows|win32|macOS|Mac\s?OS(?:\s?X)?|darwin)\b", re.IGNORECASE),
+    re.compile(r"\b([A-Za-z][\w.-]{1,40})\s+(?:does not|doesn't|do not|cannot)\s+(?:currently\s+)?(?:support|run on)\s+"
+               r"(Windows|win32|macOS|Mac\s?OS(?:\s?X)?|darwin)\b", re.IGNORECASE),
+)
+# Words that stand where a package's name would and name none ("This is not supported on Windows").
+_NOT_A_PACKAGE = frozenset("this that it which what currently feature operation platform os system yet still also "
+                           "and or but is are was".split())
+
+
+@dataclass(frozen=True)
+class OsRefusal:
+    package: str  # as the line names it
+    system: str | None  # windows | macos: the system it refuses; None where it says it supports Linux only
+    line: str
+    statement: str  # the words that say it, from the package's name on
+
+
+def os_refusal(lines: Iterable[str]) -> OsRefusal | None:
+    """The first line in which a package says it does not run on this system (Windows, macOS) or runs on Linux
+    only; None elsewhere."""
+    for line in lines:
+        line = line[:MAX_LINE]
+        low = line.lower()
+        if "linux" not in low and not any(w in low for w in ("windows", "win32", "macos", "mac os", "darwin")):
+            continue
+        for pattern in _REFUSED:
+            m = pattern.search(line)
+            if m and m.group(1).lower() not in _NOT_A_PACKAGE:
+                refused = (m.group(2) or "").lower() if m.lastindex and m.lastindex >= 2 else ""
+                system = "windows" if refused.startswith("win") else "macos" if refused else None
+                return OsRefusal(m.group(1), system, line.strip(), line[m.start():].strip())
+    return None
+
+
+def os_refusal_advice(found: OsRefusal | None, platform: str | None) -> str:
+    system = (found.system if found else None) or (platform if platform in _SYSTEM_WORDS else None)
+    if found is None:
+        said = "the package says it does not run on this operating system"
+    else:
+        words = excerpt(found.statement.rstrip("\"'`"), 160)
+        where = f"does not run on {_SYSTEM_WORDS[found.system]}" if found.system else "runs on Linux only"
+        said = f"{found.package} says it {where} (\"{words}\")"
+    ways = {"windows": "run it under WSL 2 (a Linux there, with the GPU driver's WSL support)",
+            "macos": "run it on a Linux machine or in a Linux container"}
+    way = ways[system] if system else f"on Windows, {ways['windows']}; on macOS, {ways['macos']}"
+    return f"{said}: {way}, or leave out the part of the program that needs it"
 
 
 # --- DKMS modules --------------------------------------------------------------------------------------------------
