@@ -136,6 +136,7 @@ def test_every_sign_has_a_signature_and_is_made_by_a_reader():
              .pasted.signs}
     made |= {name for name, _ in triage([("nvrtc", _tune_paste("tile-ai-tilelang-90"))]).pasted.signs}
     made |= {name for name, _ in triage([("triton", _tune_paste("triton-lang-triton-5741"))]).pasted.signs}
+    made |= {name for name, _ in triage([("vllm", _tune_paste("sgl-project-sglang-508"))]).pasted.signs}
     assert made == set(SIGNS)
 
 
