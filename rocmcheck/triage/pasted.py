@@ -304,9 +304,10 @@ class _Builder:
 
     def _os_refusal(self, lines: list[str]) -> None:
         """A package saying it does not run on this system (a sign), where the pastes do not show a Linux machine."""
+        from rocmcheck.triage.platform import shows_linux
         from rocmcheck.triage.system_shapes import os_refusal
 
-        if self._platform(lines) in ("rocm-linux", "cuda-linux", "wsl", "cpu"):
+        if self._platform(lines) in ("rocm-linux", "cuda-linux", "wsl", "cpu") or shows_linux(lines):
             return
         found = os_refusal(lines)
         if found is not None:

@@ -36,6 +36,8 @@ _WINDOWS = re.compile(
     r"\bMicrosoft (?:Visual )?C\+\+ (?:[\d.]+ or greater|Build Tools)|"
     r"\bPlatform: Windows|\bWindows-1\d-|\b\w+\.dll\b|\bPS [A-Z]:\\|\bWindows (?:10|11)\b|\bcmd\.exe\b|\.exe\b|"
     r"^\s*(?:OS:?\s*)?Windows\s*$|\b(?:on|using) Windows\b|windows下|\bWindowsPath\(|"
+    # Python's own name for the system, as a package prints it: "Building on win32", "this platform (win32)".
+    r"\b(?:on|platform:?|\()\s?win32\b|"
     # A drive path written with forward slashes, as Windows builds record their sources (D:/a/<repo>/...).
     r"(?:^|[\s\"'(=\[`])[A-Za-z]:/(?:[\w$.~ -]+/)+",
     re.IGNORECASE,
@@ -78,7 +80,7 @@ MAX_LINE = 4096
 # Each pattern's literals (lower-case): every match holds one of them, so a line holding none is not searched
 # (rocmcheck/triage/lines.py; tests/test_triage_platform.py checks them on real pastes).
 _LITERALS = {
-    "windows": (":\\", ":/", "winerror", "win_amd64", "windows", ".dll", ".exe", "microsoft"),
+    "windows": (":\\", ":/", "winerror", "win_amd64", "windows", ".dll", ".exe", "microsoft", "win32"),
     "macos": ("macos", "darwin", "/users/", "/opt/homebrew", "apple", "mps ", "arm64-apple", "productname:",
               "/private/var/folders/", "macbook", "m1 ", "m2 ", "m3 ", "m4 "),
     "wsl": ("microsoft-standard", "wsl", "/dev/dxg"),
@@ -100,6 +102,18 @@ _ASCII = {p: re.compile(p.pattern, (p.flags & ~re.UNICODE) | re.ASCII) for p in 
 
 def _on(pattern: re.Pattern[str], line: str) -> re.Pattern[str]:
     return _ASCII[pattern] if line.isascii() else pattern
+
+
+def shows_linux(lines: Iterable[str]) -> bool:
+    """Whether the lines show a Linux machine (collect_env's OS line, a /home/ path, a Linux wheel or kernel), whatever
+    its GPU stack: decide() names a Linux platform only with its vendor (or a CPU build)."""
+    for line in lines:
+        low = line.lower()
+        if any(word in low for word in _LITERALS["linux"]):
+            line = line[:MAX_LINE]
+            if _on(_LINUX, line).search(line):
+                return True
+    return False
 
 
 @dataclass(frozen=True)

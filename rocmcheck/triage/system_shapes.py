@@ -390,60 +390,113 @@ def no_build_advice(found: NoBuild | None) -> str:
 
 # --- a package that says it does not run on this operating system ----------------------------------------------
 
-# A package's own words that the system is not one it runs on, as it prints them when it starts or installs (vLLM's
-# "vLLM only supports Linux platform (including WSL)", "X is not supported on Windows", "X does not support macOS"):
-# the word before names the package (or its module); the system is the one refused, None where only Linux is
-# accepted. Read by tests/test_triage_shapes.py on os_refused.txt.
+# A package's own words that the system is not one it runs on, as it prints them when it starts or installs: the
+# systems it runs on ("vLLM only supports Linux platform", "sh is currently only supported on linux and osx", "PyObjC
+# requires macOS to build", "TensorRT currently only builds wheels for Linux and Windows"), or the one it refuses
+# ("uvloop does not support Windows at the moment", "memray does not support this platform (win32)", "Windows not
+# yet supported for torch.compile", "Platform 'darwin' is not supported by NLPIR", "Unsupported operating system:
+# Darwin"). Read by tests/test_triage_shapes.py on os_refused.txt (real pastes of a dozen packages).
+_SYSTEM = r"(?:Windows|win32|win64|macOS|Mac\s?OS(?:\s?X)?|OS\s?X|darwin|Linux)"
+_NAME = r"(?P<pkg>[A-Za-z][\w.-]{0,40})"
 _REFUSED = (
-    re.compile(r"\b([A-Za-z][\w.-]{1,40})\s+(?:only supports|is only supported on|only runs on|runs only on)\s+"
-               r"(?:the\s+)?Linux\b", re.IGNORECASE),
-    re.compile(r"\b([A-Za-z][\w.-]{1,40})\s+(?:is\s+)?(?:currently\s+)?(?:not supported|unsupported|not available)"
-               r"\s+on\s+(Windows|win32|macOS|Mac\s?OS(?:\s?X)?|darwin)\b", re.IGNORECASE),
-    re.compile(r"\b([A-Za-z][\w.-]{1,40})\s+(?:does not|doesn't|do not|cannot)\s+(?:currently\s+)?(?:support|run on)\s+"
-               r"(Windows|win32|macOS|Mac\s?OS(?:\s?X)?|darwin)\b", re.IGNORECASE),
+    re.compile(_NAME + r"(?:\s+v?\d[\w.]*)?\s+(?:is\s+)?(?:currently\s+)?(?:only\s+supports|only\s+supported\s+on|"
+               r"only\s+runs\s+on|runs\s+only\s+on|only\s+builds\s+wheels\s+for|requires)\s+(?:the\s+)?"
+               r"(?P<only>" + _SYSTEM + r"(?:\s*(?:,|and|or)\s*" + _SYSTEM + r")*)\b", re.IGNORECASE),
+    re.compile(_NAME + r"'?\s+(?:is\s+)?(?:currently\s+)?(?:not\s+supported|unsupported|not\s+available)\s+on\s+"
+               r"(?P<refused>" + _SYSTEM + r")\b", re.IGNORECASE),
+    re.compile(_NAME + r"\s+(?:does\s+not|doesn't|do\s+not|cannot)\s+(?:currently\s+)?(?:support|run\s+on)\s+"
+               r"(?:this\s+platform\s*\((?P<refused_tag>win32|win64|cygwin|darwin)\)|(?P<refused>" + _SYSTEM + r")\b)",
+               re.IGNORECASE),
+    re.compile(r"(?P<refused>" + _SYSTEM + r")\s+(?:is\s+)?not\s+(?:yet\s+)?supported\s+(?:for|by)\s+"
+               r"(?P<pkg>[A-Za-z][\w.-]{0,40})", re.IGNORECASE),
+    re.compile(r"Platform\s+'(?P<refused>\w{1,20})'\s+is\s+not\s+supported\s+by\s+(?P<pkg>[A-Za-z][\w.-]{0,40})",
+               re.IGNORECASE),
+    re.compile(r"(?:Unsupported|Unknown)\s+(?:operating\s+system|platform|OS)\s*:\s*'?(?P<refused>" + _SYSTEM + r")\b",
+               re.IGNORECASE),
 )
+_SYSTEM_WORDS_IN_LINE = ("windows", "win32", "win64", "macos", "mac os", "osx", "os x", "darwin", "linux")
 # Words that stand where a package's name would and name none ("This is not supported on Windows").
 _NOT_A_PACKAGE = frozenset("this that it which what currently feature operation platform os system yet still also "
-                           "and or but is are was".split())
+                           "and or but is are was build building installation install".split())
+
+
+def _system_of(word: str) -> str | None:
+    w = word.lower().replace(" ", "")
+    if w.startswith("win") or w == "cygwin":
+        return "windows"
+    if w in ("darwin", "macos", "macosx", "osx") or w.startswith("mac"):
+        return "macos"
+    return "linux" if w == "linux" else None
 
 
 @dataclass(frozen=True)
 class OsRefusal:
-    package: str  # as the line names it
-    system: str | None  # windows | macos: the system it refuses; None where it says it supports Linux only
+    package: str | None  # as the line names it (None where it names none: "Unsupported operating system: Darwin")
+    refused: str | None  # windows | macos: the system it refuses, where it names one
+    runs_on: tuple[str, ...]  # linux | windows | macos: the systems it says it runs on, where it names them
     line: str
-    statement: str  # the words that say it, from the package's name on
+    statement: str  # the words that say it
+
+    @property
+    def system(self) -> str | None:
+        return self.refused
 
 
 def os_refusal(lines: Iterable[str]) -> OsRefusal | None:
-    """The first line in which a package says it does not run on this system (Windows, macOS) or runs on Linux
-    only; None elsewhere."""
+    """The first line in which a package says it does not run on this system or names the only ones it runs on;
+    None elsewhere, and for a refusal of Linux (another reader's concern)."""
     for line in lines:
         line = line[:MAX_LINE]
         low = line.lower()
-        if "linux" not in low and not any(w in low for w in ("windows", "win32", "macos", "mac os", "darwin")):
+        if not any(w in low for w in _SYSTEM_WORDS_IN_LINE):
             continue
         for pattern in _REFUSED:
             m = pattern.search(line)
-            if m and m.group(1).lower() not in _NOT_A_PACKAGE:
-                refused = (m.group(2) or "").lower() if m.lastindex and m.lastindex >= 2 else ""
-                system = "windows" if refused.startswith("win") else "macos" if refused else None
-                return OsRefusal(m.group(1), system, line.strip(), line[m.start():].strip())
+            if not m:
+                continue
+            groups = m.groupdict()
+            package = (groups.get("pkg") or "").rstrip(".-") or None
+            if package is not None and package.lower() in _NOT_A_PACKAGE:
+                continue
+            refused = _system_of(groups.get("refused") or groups.get("refused_tag") or "")
+            runs_on = tuple(dict.fromkeys(s for s in (_system_of(w) for w in re.findall(
+                _SYSTEM, groups.get("only") or "", re.IGNORECASE)) if s))
+            if refused == "linux" or (groups.get("only") and not runs_on):
+                continue
+            return OsRefusal(package, refused, runs_on, line.strip(), _statement(line, m))
     return None
 
 
+def _statement(line: str, m: re.Match[str]) -> str:
+    """The matched words and the rest of their sentence, up to a quote that closes a string around them."""
+    rest = re.split(r"[\"'`]|\.(?:\s|$)", line[m.end():], maxsplit=1)[0]
+    return (m.group(0) + rest).strip()
+
+
 def os_refusal_advice(found: OsRefusal | None, platform: str | None) -> str:
-    system = (found.system if found else None) or (platform if platform in _SYSTEM_WORDS else None)
+    here = (found.refused if found else None) or (platform if platform in _SYSTEM_WORDS else None)
+    who = (found.package if found and found.package else None) or "the package"
     if found is None:
         said = "the package says it does not run on this operating system"
+    elif found.runs_on:
+        said = f"{who} says it runs on {' and '.join(_NAMES[s] for s in found.runs_on)} only"
     else:
-        words = excerpt(found.statement.rstrip("\"'`"), 160)
-        where = f"does not run on {_SYSTEM_WORDS[found.system]}" if found.system else "runs on Linux only"
-        said = f"{found.package} says it {where} (\"{words}\")"
+        said = f"{who} says it does not run on {_NAMES.get(here or '', 'this operating system')}"
+    if found is not None:
+        said += f" (\"{excerpt(found.statement, 160)}\")"
+    on_linux = found is None or not found.runs_on or "linux" in found.runs_on
     ways = {"windows": "run it under WSL 2 (a Linux there, with the GPU driver's WSL support)",
             "macos": "run it on a Linux machine or in a Linux container"}
-    way = ways[system] if system else f"on Windows, {ways['windows']}; on macOS, {ways['macos']}"
+    if not on_linux:
+        way = f"run it on {' or '.join(_NAMES[s] for s in found.runs_on)}"
+    elif here in ways:
+        way = ways[here]
+    else:
+        way = f"on Windows, {ways['windows']}; on macOS, {ways['macos']}"
     return f"{said}: {way}, or leave out the part of the program that needs it"
+
+
+_NAMES = {"linux": "Linux", "windows": "Windows", "macos": "macOS"}
 
 
 # --- DKMS modules --------------------------------------------------------------------------------------------------
