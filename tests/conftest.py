@@ -153,6 +153,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _SHARED_EXTENSIONS = None
 
 
+# The modules that hold the suite's longest tests (fine-tunes, multi-process launches, the triage figures, the attack
+# replay and the tool flood: 10-40 s each on the 2-core box, benchmarks/RESULTS.md section 37) run first. xdist hands
+# tests out in collection order, and a long test handed out last keeps one worker busy while the others are idle.
+LONG_FIRST = frozenset({"test_train_run", "test_train_distributed", "test_train_deepspeed", "test_train_reference",
+                        "test_train_drift", "test_triage_threads", "test_compare_launch", "test_attack_replay",
+                        "test_hostile_flood", "test_train_own_model", "test_probes_collective_sweep"})
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.stem not in LONG_FIRST)  # stable: each module's tests stay in order
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     import importlib.util
     import sys
