@@ -72,39 +72,44 @@ def _changes(base: dict[str, list[Any]], variant: dict[str, list[Any]]) -> list[
     return bad
 
 
-class _SeenKnown(dict):
-    """facts.known, noting every group asked about; reading all of it notes every group."""
+class RecordingEnv(dict):
+    """A group of facts (the env group, or facts.known), noting every key read from it, however it is read, in
+    `read` (a set of its own, or one shared)."""
 
-    def __init__(self, data: dict[str, Any], seen: set[str]) -> None:
+    def __init__(self, data: Any = (), read: set[str] | None = None) -> None:
         super().__init__(data)
-        self.seen = seen
+        self.read: set[str] = set() if read is None else read
 
     def get(self, key: Any, default: Any = None) -> Any:
-        self.seen.add(key)
+        self.read.add(key)
         return super().get(key, default)
 
     def __getitem__(self, key: Any) -> Any:
-        self.seen.add(key)
+        self.read.add(key)
         return super().__getitem__(key)
 
     def __contains__(self, key: Any) -> bool:
-        self.seen.add(key)
+        self.read.add(key)
         return super().__contains__(key)
 
+
+class _SeenKnown(RecordingEnv):
+    """facts.known, noting every group asked about; reading all of it notes every group."""
+
     def __iter__(self):
-        self.seen.update(FACT_GROUPS)
+        self.read.update(FACT_GROUPS)
         return super().__iter__()
 
     def keys(self):
-        self.seen.update(FACT_GROUPS)
+        self.read.update(FACT_GROUPS)
         return super().keys()
 
     def items(self):
-        self.seen.update(FACT_GROUPS)
+        self.read.update(FACT_GROUPS)
         return super().items()
 
     def values(self):
-        self.seen.update(FACT_GROUPS)
+        self.read.update(FACT_GROUPS)
         return super().values()
 
 
@@ -255,26 +260,6 @@ def test_a_partial_group_knows_only_its_listed_keys():
 
 
 # ---- the environment a check reads --------------------------------------------------------------------------------
-
-class RecordingEnv(dict):
-    """The env group, noting every name read from it, however it is read."""
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self.read: set[str] = set()
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        self.read.add(key)
-        return super().get(key, default)
-
-    def __getitem__(self, key: Any) -> Any:
-        self.read.add(key)
-        return super().__getitem__(key)
-
-    def __contains__(self, key: Any) -> bool:
-        self.read.add(key)
-        return super().__contains__(key)
-
 
 def _env_reads(facts: Facts, specs: list[CheckSpec]) -> tuple[set[str], list[str]]:
     facts = copy.deepcopy(facts)
