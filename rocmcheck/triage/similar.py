@@ -124,7 +124,8 @@ class Index:
         made without them), sharing this one's postings. Every other term's idf moves by the same amount when the
         number of threads falls, so a thread's norm follows from its sums; only the terms the left-out threads hold
         are weighed again."""
-        drop = {i for i, t in enumerate(self.threads) if t.url in set(urls)} | set(self.left_out)
+        wanted = set(urls)
+        drop = {i for i, t in enumerate(self.threads) if t.url in wanted} | set(self.left_out)
         out = object.__new__(Index)
         out.threads, out.postings, out.left_out, out._sums, out._terms_of = self.threads, self.postings, \
             frozenset(drop), self._sums, None
