@@ -11,7 +11,7 @@ threads are scored against the similar-thread index less themselves (leave-one-o
 Each thread's paste goes to the real command (`python -m rocmcheck triage --json -`, the paste on stdin), as a
 person would run it; with --in-process, worker processes call the command's own functions (rocmcheck.triage.triage
 and its causes_payload) on the same text, which skips an interpreter start per thread.
-A cause id is mapped to its family by tests/fixtures/triage_threads/cause_families.json; an id
+A cause id is mapped to its family by rocmcheck/knowledge/cause_families.json (the map triage reads); an id
 missing there is listed at the end (the map has to learn it), and counts as no family.
 
 "Another platform" is read from the fix texts of the three causes shown: a ROCm-only fix (a ROCm wheel index,
@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 from rocmcheck.runner import run_command  # noqa: E402
 
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
+FAMILIES = ROOT / "rocmcheck" / "knowledge" / "cause_families.json"
 # The test parts (README-frozen-?.md), then the tuning part.
 SPLITS = ("frozen-b", "frozen-c", "frozen-d", "frozen-e", "tune")
 SHOWN = 3  # the causes a reply names (rocmcheck.triage.SHOWN)
@@ -203,12 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--in-process", action="store_true", help="call triage in worker processes, not the command")
     args = ap.parse_args(argv)
-    fam_path = args.threads / "cause_families.json"
-    if not fam_path.is_file() or not all((args.threads / s).is_dir() for s in SPLITS):
-        print(f"triage_score: {args.threads} holds no cause_families.json with {', '.join(SPLITS)}",
-              file=sys.stderr)
+    if not all((args.threads / s).is_dir() for s in SPLITS):
+        print(f"triage_score: {args.threads} holds no {', '.join(SPLITS)}", file=sys.stderr)
         return 2
-    families = load_families(fam_path)
+    families = load_families(FAMILIES)
     unmapped: set[str] = set()
     by_split = score_splits(args.threads, families, unmapped, args.jobs, args.in_process)
     for split in SPLITS:

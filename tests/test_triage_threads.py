@@ -40,7 +40,7 @@ def _scorer():
 
 def test_both_figures_on_the_recorded_threads(record_property) -> None:
     score = _scorer()
-    families = score.load_families(THREADS / "cause_families.json")
+    families = score.load_families(score.FAMILIES)
     unmapped: set[str] = set()
     by_split = score.score_splits(THREADS, families, unmapped, jobs=JOBS, in_process=True)
     figures = {}
