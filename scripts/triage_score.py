@@ -115,10 +115,7 @@ def causes_in_process(paste: str, leave_out: str = "") -> tuple[list[dict], list
     t = triage([("-", paste + "\n")])
     causes = t.causes_payload()
     if leave_out:
-        t.similar = []
-        if len(causes) < SHOWN:
-            less = index().without([leave_out])
-            t.similar = less.nearest("\n".join(inp.text for inp in t.pasted.inputs), t.scene.platform.name)
+        t.similar = t.nearest(index().without([leave_out])) if len(causes) < SHOWN else []
     return causes, [r.to_dict() for r in t.results()], t.similar_payload()
 
 

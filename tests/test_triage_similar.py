@@ -13,7 +13,7 @@ from pathlib import Path
 from rocmcheck.package_data import read_json
 from rocmcheck.triage import triage
 from rocmcheck.triage.platform import PLATFORMS, foreign
-from rocmcheck.triage.similar import MIN_SIMILARITY, SHOWN, Index, index, terms
+from rocmcheck.triage.similar import MIN_SIMILARITY, SHOWN, Index, build, cause_families, index, terms
 
 ROOT = Path(__file__).resolve().parent.parent
 TUNE = ROOT / "tests" / "fixtures" / "triage_threads" / "tune"
@@ -62,9 +62,43 @@ def test_an_index_without_threads_weighs_as_one_made_without_them():
         assert view.idf.keys() == made.idf.keys()
         assert all(abs(view.idf[t] - w) < 1e-9 for t, w in made.idf.items())
         assert all(abs(view.norms[old] - made.norms[new]) < 1e-9 for old, new in renumber.items())
+        # The families' norms of a view keep the parent's weights: within a fraction of a percent of a rebuilt one.
+        assert view.family_norms().keys() == made.family_norms().keys()
+        assert all(abs(view.family_norms()[f] - x) <= 5e-3 * x for f, x in made.family_norms().items())
         paste = _record("Dao-AILab-flash-attention-205.json")["paste"]
         assert [(s.thread.url, round(s.similarity, 9)) for s in view.nearest(paste, None)] == \
             [(s.thread.url, round(s.similarity, 9)) for s in made.nearest(paste, None)]
+
+
+def _thread(url: str, family: str, paste: str) -> dict:
+    return {"url": url, "title": url, "platform": "unknown", "cause_family": family, "accepted_cause": "its cause",
+            "accepted_fix": "its fix", "paste": paste}
+
+
+def test_after_the_nearest_thread_a_family_read_together_outranks_one_closer_thread():
+    # Family A's two threads each share half the paste; B's one thread shares more than either, but not the half
+    # the other A thread holds. C's thread is the paste itself, Z's shares nothing.
+    paste = "alpha beta gamma delta epsilon"
+    made = Index.from_data(build([
+        _thread("https://t/c", "C", paste), _thread("https://t/a1", "A", "alpha beta xa1 xa2 xa3"),
+        _thread("https://t/a2", "A", "gamma delta ya1 ya2 ya3"),
+        _thread("https://t/b", "B", "alpha beta gamma qb1 qb2 qb3 qb4 qb5 qb6"),
+        _thread("https://t/z", "Z", "unrelated words only here")], "test"))
+    found = made.nearest(paste, None)
+    assert [s.thread.family for s in found] == ["C", "A", "B"]
+    assert found[2].similarity > found[1].similarity  # B's thread alone is the closer one
+    # A family the causes shown already name is never shown again: the next family takes its place.
+    assert [s.thread.family for s in made.nearest(paste, None, {"C"})] == ["A", "B"]
+    assert [s.thread.family for s in made.nearest(paste, None, {"A"})] == ["C", "B"]
+
+
+def test_triage_shows_no_thread_of_a_family_its_causes_name():
+    rec = _record("Dao-AILab-flash-attention-205.json")
+    t = triage([("stdin", rec["paste"])])
+    named = {cause_families().get(f.id) for f in t.findings[:SHOWN]} - {None}
+    assert named, "the paste names a cause of a known family"
+    assert not named & {s.thread.family for s in t.similar}
+    assert named & {s.thread.family for s in index().nearest(rec["paste"], t.scene.platform.name)}
 
 
 def test_one_thread_per_family_at_most_three_each_above_the_floor():

@@ -21,7 +21,7 @@ from rocmcheck.triage.judge import Judged, judge
 from rocmcheck.triage.match import Hit, Scene, find
 from rocmcheck.triage.pasted import Pasted, read_pastes
 from rocmcheck.triage.rank import Finding, rank
-from rocmcheck.triage.similar import Index, Similar, index
+from rocmcheck.triage.similar import Index, Similar, cause_families, index
 
 MAX_ASKS = 3
 SHOWN = 3  # causes a reply names
@@ -81,6 +81,11 @@ class Triage:
     def ask_payload(self) -> list[dict[str, Any]]:
         return redact_tree([{"for": ids, "fix": fix.to_dict()} for fix, ids in self.asks()])
 
+    def nearest(self, threads: Index) -> list[Similar]:
+        """The threads of `threads` most like the pastes, of none of the cause families the causes shown name."""
+        named = {cause_families().get(f.id) for f in self.findings[:SHOWN]} - {None}
+        return threads.nearest("\n".join(inp.text for inp in self.pasted.inputs), self.scene.platform.name, named)
+
     def similar_payload(self) -> list[dict[str, Any]]:
         return redact_tree([s.to_dict() for s in self.similar])
 
@@ -100,5 +105,6 @@ def triage(texts: list[tuple[str, str]], expected_archs: tuple[str, ...] = (), t
     judged = [Judged(r, [pasted.where[f"recorded/{r.id}"]] if f"recorded/{r.id}" in pasted.where else [])
               for r in pasted.recorded] + [j for j in judged if j.result.id not in recorded]
     hits, scene = find(pasted, cat)
-    similar = (threads or index()).nearest("\n".join(inp.text for inp in pasted.inputs), scene.platform.name)
-    return Triage(pasted, rank(pasted, cat, hits, scene, judged), judged, hits, scene, similar)
+    t = Triage(pasted, rank(pasted, cat, hits, scene, judged), judged, hits, scene, [])
+    t.similar = t.nearest(threads or index())
+    return t

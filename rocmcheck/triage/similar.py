@@ -5,9 +5,13 @@ The catalogue's signatures and the doctor's checks name a cause only where the p
 show none they know. Real issue threads that ended with an accepted cause are data too: the recorded threads
 (tests/fixtures/triage_threads/tune/, each with its URL, the cause its people accepted and the fix) are kept as an
 inverted index of their pastes' terms (rocmcheck/knowledge/threads.json, written by scripts/make_thread_index.py),
-and a new paste is compared with each by cosine similarity of TF-IDF weights. The nearest threads, one per cause
-family, are shown after the causes, each with the terms it shares with the paste, so a reader sees why it was
-picked.
+and a new paste is compared with each by cosine similarity of TF-IDF weights. After the causes come the nearest
+thread, then the cause families whose threads taken together read most like the paste (the cosine with the sum of a
+family's unit vectors: a family of several threads that each share part of the paste outranks one thread that shares
+a little more than any of them), each shown by its nearest thread, with the terms it shares with the paste, so a
+reader sees why it was picked. No family the causes above them name is shown again
+(rocmcheck/knowledge/cause_families.json maps a cause to its family). Chosen on the tuning threads, each left out in
+turn (scripts/triage_score.py; benchmarks/RESULTS.md, section 39).
 
 The terms are the paste's words as a person would search for them: lowercased, numbers as 0 (`libcudart.so.12`
 and `.so.11` are one term), hex as `hex`, dotted and slashed names also split into their parts, and each pair of
@@ -109,6 +113,7 @@ class Index:
                 row[2] += tf2 * idf * idf
         self.norms = [math.sqrt(row[2]) or 1.0 for row in self._sums]
         self._terms_of: dict[int, list[str]] | None = None
+        self._family_norms: dict[str, float] | None = None
 
     @classmethod
     def from_data(cls, data: dict[str, Any], leave_out_urls: Iterable[str] = ()) -> "Index":
@@ -143,6 +148,15 @@ class Index:
             for d, n in kept:
                 squares[d] += _tf(n) ** 2 * (new * new - old * old)
         out.norms = [math.sqrt(max(x, 0.0)) or 1.0 for x in squares]
+        # The families' norms less the dropped threads' vectors, on this index's weights: only the dropped threads'
+        # terms change a family's sum.
+        family_squares = {f: x * x for f, x in self.family_norms().items()}
+        for t in touched:
+            before = self._family_sums(t, self.postings[t], self.left_out)
+            after = self._family_sums(t, self.postings[t], out.left_out)
+            for family, x in before.items():
+                family_squares[family] += after.get(family, 0.0) ** 2 - x * x
+        out._family_norms = {f: math.sqrt(max(x, 0.0)) for f, x in family_squares.items()}
         return out
 
     def _terms(self, d: int) -> list[str]:
@@ -153,8 +167,33 @@ class Index:
                     self._terms_of.setdefault(doc, []).append(t)
         return self._terms_of.get(d, [])
 
-    def nearest(self, text: str, platform: str | None = None) -> list[Similar]:
-        """The threads most like `text`, one per cause family, at most SHOWN, none from another platform."""
+    def family_norms(self) -> dict[str, float]:
+        """Each cause family's norm: the length of the sum of its threads' unit vectors (its centroid, unscaled).
+        Made on first use; a view made by without() takes its parent's and leaves the dropped threads' vectors out,
+        on the parent's weights (every other weight of a view differs from its parent's by under 0.1%)."""
+        if self._family_norms is None:
+            squares: dict[str, float] = {}
+            for t, p in self.postings.items():
+                for family, x in self._family_sums(t, p).items():
+                    squares[family] = squares.get(family, 0.0) + x * x
+            self._family_norms = {f: math.sqrt(x) for f, x in squares.items()}
+        return self._family_norms
+
+    def _family_sums(self, term: str, postings: Iterable[Sequence[int]], skip: frozenset[int] = frozenset()
+                     ) -> dict[str, float]:
+        idf = self.idf[term]
+        sums: dict[str, float] = {}
+        for d, n in postings:
+            if d not in skip:
+                family = self.threads[d].family
+                sums[family] = sums.get(family, 0.0) + _tf(n) * idf / self.norms[d]
+        return sums
+
+    def nearest(self, text: str, platform: str | None = None, named: Iterable[str] = ()) -> list[Similar]:
+        """The threads most like `text`, at most SHOWN, each of another cause family and of none in `named` (the
+        families the causes shown above them already name), none from another platform: first the single nearest
+        thread, then the families whose threads, taken together, read most like the paste (the cosine of the paste
+        with the sum of a family's unit vectors), each shown by its nearest thread."""
         query = {t: _tf(n) * self.idf[t] for t, n in terms(text).items() if t in self.idf}
         qnorm = math.sqrt(sum(w * w for w in query.values())) or 1.0
         scores: dict[int, float] = {}
@@ -167,18 +206,26 @@ class Index:
                 scores[d] = scores.get(d, 0.0) + w
                 weights.setdefault(d, []).append((w, term))
         cosine = {d: s / (qnorm * self.norms[d]) for d, s in scores.items()}
-        out: list[Similar] = []
-        families: set[str] = set()
+        # Each family's nearest thread that may be shown, in the order of their similarity.
+        shown_by: dict[str, int] = {}
         for d in sorted(cosine, key=lambda d: (-cosine[d], d)):
-            similarity = cosine[d]
-            if similarity < MIN_SIMILARITY or len(out) >= SHOWN:
+            if cosine[d] < MIN_SIMILARITY:
                 break
-            thread = self.threads[d]
-            if thread.family in families or not fits(thread, platform):
-                continue
-            families.add(thread.family)
+            if fits(self.threads[d], platform):
+                shown_by.setdefault(self.threads[d].family, d)
+        together: dict[str, float] = {}
+        for d, c in cosine.items():
+            together[self.threads[d].family] = together.get(self.threads[d].family, 0.0) + c
+        norms = self.family_norms()
+        by_family = sorted(shown_by, key=lambda f: (-together[f] / (norms.get(f) or 1.0), f))
+        named = set(named)
+        out: list[Similar] = []
+        for family in dict.fromkeys(f for f in list(shown_by)[:1] + by_family if f not in named):
+            if len(out) >= SHOWN:
+                break
+            d = shown_by[family]
             shared = [term for _, term in sorted(weights[d], key=lambda x: (-x[0], x[1]))][:SHARED_TERMS_SHOWN]
-            out.append(Similar(thread, similarity, shared))
+            out.append(Similar(self.threads[d], cosine[d], shared))
         return out
 
 
@@ -191,6 +238,12 @@ def fits(thread: Thread, platform: str | None) -> bool:
     if not platform:
         return not any(foreign(thread.fix, p) for p in PLATFORMS)
     return not foreign(thread.fix, platform)
+
+
+@lru_cache(maxsize=1)
+def cause_families() -> dict[str, str | None]:
+    """Each cause id triage ranks -> the cause family the recorded threads file it under (None: no family)."""
+    return dict(read_json("rocmcheck.knowledge", "cause_families.json").get("families") or {})
 
 
 @lru_cache(maxsize=1)
