@@ -77,6 +77,10 @@ def cli() -> None:
 STOP_SIGNALS = {signal.SIGINT: "interrupted", signal.SIGTERM: "terminated", signal.SIGHUP: "hangup",
                 signal.SIGQUIT: "quit", signal.SIGUSR1: "user signal 1", signal.SIGUSR2: "user signal 2",
                 signal.SIGALRM: "alarm"}
+# Seconds from a stop signal to the exit, at most, whatever the sweep of children and scratch folders waits on. The
+# sweep itself takes well under a second, but for removing a 7B's scratch checkpoint from /dev/shm (about 3 s,
+# docs/smoke-train.md), which is worth waiting for: left there, it holds that much memory.
+STOP_DEADLINE_S = 15
 # stdout could not be written (a full disk, an I/O error): as for a closed pipe (click's own rule), exit 1.
 EXIT_OUTPUT_FAILED = 1
 # Commands that run a person's own command: what that command leaves behind is the person's, so rocmcheck does
@@ -176,9 +180,22 @@ def _clear_live_lines() -> None:
 
 
 def _on_stop_signal(signum: int, frame: object) -> None:
+    _exit_by_deadline(128 + signum)
     _clear_live_lines()
     _say(f"rocmcheck: {STOP_SIGNALS.get(signum, 'stopped')}")
     _stop(128 + signum)
+
+
+def _exit_by_deadline(code: int) -> None:
+    """Whatever the sweep below waits on (a lock another thread holds, a read of /proc that stalls), rocmcheck
+    is gone STOP_DEADLINE_S after the signal: SIGALRM (one of the stop signals, caught here again) then exits at
+    once with the same code. A timer, not a thread: starting a thread in a signal handler can wait forever on a
+    lock the interrupted code holds."""
+    try:
+        signal.signal(signal.SIGALRM, lambda _signum, _frame: os._exit(code))
+        signal.alarm(STOP_DEADLINE_S)
+    except (OSError, ValueError):  # no alarm here: the sweep runs without a deadline
+        pass
 
 
 def _install_stop_signals() -> None:

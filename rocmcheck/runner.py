@@ -600,9 +600,16 @@ def end_descendants() -> None:
     outside its own session (a command, or an orphan handed over by adopt_orphans), with all of their
     descendants. A child in this process's own session (a multiprocessing helper, a watched command) is not one
     of them."""
-    with _LIVE_LOCK:
-        _STOPPING.set()
-        live = set(_LIVE)
+    _STOPPING.set()
+    # The lock keeps a command from starting during the sweep; a thread that holds it is in Popen for an instant.
+    # Not got within a second (that thread stalled there), the sweep goes on without it: the process table below
+    # finds every child all the same.
+    locked = _LIVE_LOCK.acquire(timeout=1.0)
+    try:
+        live = set(list(_LIVE))
+    finally:
+        if locked:
+            _LIVE_LOCK.release()
     _dismiss_watchdog()
     me = os.getpid()
     try:

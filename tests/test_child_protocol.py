@@ -141,6 +141,36 @@ def _hung_tools(folder: Path) -> Path:
     return bin_dir
 
 
+def test_a_stop_that_hangs_in_its_sweep_still_exits_by_the_deadline(tmp_path):
+    """Whatever the sweep after a stop signal waits on (here a removal that never returns), rocmcheck exits with
+    the signal's code once STOP_DEADLINE_S has passed."""
+    script = tmp_path / "stuck_stop.py"
+    script.write_text(textwrap.dedent("""
+        import sys, time
+        from rocmcheck import cli
+        from rocmcheck.safe import scratch_folders
+        cli.STOP_DEADLINE_S = 1
+        scratch_folders.sweep_on_stop = lambda: time.sleep(600)
+        cli._install_stop_signals()
+        print("ready", flush=True)
+        time.sleep(600)
+    """))
+    proc = subprocess.Popen([sys.executable, str(script)], env={**os.environ, "PYTHONPATH": str(REPO)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
+    try:
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert "rocmcheck: terminated" in err and "Traceback" not in err
+    assert 1 <= took < 10, f"exited {took:.1f} s after the signal"
+
+
 def _alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
