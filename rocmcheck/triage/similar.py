@@ -1,22 +1,22 @@
-"""Recorded threads whose paste reads like this one: the cause each thread accepted and its fix, as that thread's
-answer (never judged on this paste).
+"""Recorded threads whose paste reads like this one: the cause each thread accepted and its fix, as that thread's answer
+(never judged on this paste).
 
-The catalogue's signatures and the doctor's checks name a cause only where the paste shows its mark; many pastes
-show none they know. Real issue threads that ended with an accepted cause are data too: the recorded threads
+The catalogue's signatures and the doctor's checks name a cause only where the paste shows its mark; many pastes show
+none they know. Real issue threads that ended with an accepted cause are data too: the recorded threads
 (tests/fixtures/triage_threads/tune/, each with its URL, the cause its people accepted and the fix) are kept as an
-inverted index of their pastes' terms (rocmcheck/knowledge/threads.json, written by scripts/make_thread_index.py),
-and a new paste is compared with each by cosine similarity of TF-IDF weights. After the causes come the nearest
-thread, then the cause families whose threads taken together read most like the paste (the cosine with the sum of a
-family's unit vectors: a family of several threads that each share part of the paste outranks one thread that shares
-a little more than any of them), each shown by its nearest thread, with the terms it shares with the paste, so a
-reader sees why it was picked. No family the causes above them name is shown again
+inverted index of the terms of their pastes and accepted causes (rocmcheck/knowledge/threads.json, written by
+scripts/make_thread_index.py), and a new paste is compared with each by cosine similarity of TF-IDF weights. After the
+causes come the nearest thread, then the cause families whose threads taken together read most like the paste (the
+cosine with the sum of a family's unit vectors: a family of several threads that each share part of the paste outranks
+one thread that shares a little more than any of them), each shown by its nearest thread, with the terms it shares with
+the paste, so a reader sees why it was picked. No family the causes above them name is shown again
 (rocmcheck/knowledge/cause_families.json maps a cause to its family). Chosen on the tuning threads, each left out in
 turn (scripts/triage_score.py; benchmarks/RESULTS.md, section 39).
 
-The terms are the paste's words as a person would search for them: lowercased, numbers as 0 (`libcudart.so.12`
-and `.so.11` are one term), hex as `hex`, dotted and slashed names also split into their parts, and each pair of
-neighbouring words. A thread from another platform than the paste's (its platform is recorded from its own paste),
-or whose fix holds only on another platform (rocmcheck.triage.platform.foreign), is never shown.
+The terms are the paste's words as a person would search for them: lowercased, numbers as 0 (`libcudart.so.12` and
+`.so.11` are one term), hex as `hex`, dotted and slashed names also split into their parts, and each pair of
+neighbouring words. A thread from another platform than the paste's (its platform is recorded from its own paste), or
+whose fix holds only on another platform (rocmcheck.triage.platform.foreign), is never shown.
 """
 
 from __future__ import annotations
@@ -253,11 +253,13 @@ def index() -> Index:
 
 def build(records: list[dict[str, Any]], about: str) -> dict[str, Any]:
     """The shipped index from recorded threads (url, title, platform, cause_family, accepted_cause, accepted_fix,
-    paste), sorted by URL so the file is the same whatever order they were read in."""
+    paste), sorted by URL so the file is the same whatever order they were read in. A thread's terms are its paste's
+    and its accepted cause's: the cause names in plain words what its paste shows (the library, the error, the
+    version), and a new paste often shares those words where it shares little of the old one's log."""
     records = sorted(records, key=lambda r: r["url"])
     postings: dict[str, list[list[int]]] = {}
     for d, r in enumerate(records):
-        for term, n in sorted(terms(r["paste"]).items()):
+        for term, n in sorted((terms(r["paste"]) + terms(r["accepted_cause"])).items()):
             postings.setdefault(term, []).append([d, n])
     return {"about": about,
             "threads": [{"url": r["url"], "title": r["title"], "platform": r["platform"], "family": r["cause_family"],
