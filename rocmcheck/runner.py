@@ -605,11 +605,9 @@ def end_descendants() -> None:
     # Not got within a second (that thread stalled there), the sweep goes on without it: the process table below
     # finds every child all the same.
     locked = _LIVE_LOCK.acquire(timeout=1.0)
-    try:
-        live = set(list(_LIVE))
-    finally:
-        if locked:
-            _LIVE_LOCK.release()
+    live = set(_LIVE)  # one copy, made at once under the GIL, with the lock or without
+    if locked:
+        _LIVE_LOCK.release()
     _dismiss_watchdog()
     me = os.getpid()
     try:
