@@ -1,5 +1,5 @@
 """Score `rocmcheck triage` on the recorded issue threads (tests/fixtures/triage_threads/): per split (the frozen
-test parts frozen-b/ to frozen-e/, and the tuning part tune/), the share of threads whose accepted cause
+test parts frozen-b/ to frozen-f/, and the tuning part tune/), the share of threads whose accepted cause
 family is among the first three answers triage names (its causes, then the recorded threads most like the paste), and
 the number of threads where a fix for another platform than the paste's own was offered among those three. Tuning
 threads are scored against the similar-thread index less themselves (leave-one-out) with --in-process.
@@ -42,7 +42,7 @@ from rocmcheck.runner import run_command  # noqa: E402
 THREADS = ROOT / "tests" / "fixtures" / "triage_threads"
 FAMILIES = ROOT / "rocmcheck" / "knowledge" / "cause_families.json"
 # The test parts (README-frozen-?.md), then the tuning part.
-SPLITS = ("frozen-b", "frozen-c", "frozen-d", "frozen-e", "tune")
+SPLITS = ("frozen-b", "frozen-c", "frozen-d", "frozen-e", "frozen-f", "tune")
 SHOWN = 3  # the causes a reply names (rocmcheck.triage.SHOWN)
 # The parts the similar-thread index is made from (scripts/make_thread_index.py): each of their threads is scored
 # with the index less that thread (leave-one-out) when triage runs in process; the command always uses the whole
@@ -190,7 +190,7 @@ def score_splits(threads: Path, families: dict[str, str | None], unmapped: set[s
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=Path, default=THREADS,
-                    help="the folder holding frozen-b/ to frozen-e/ and tune/")
+                    help="the folder holding frozen-b/ to frozen-f/ and tune/")
     ap.add_argument(
         "--misses",
         choices=("tune",),  # the frozen parts are read by their totals only
